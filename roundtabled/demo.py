@@ -1,0 +1,248 @@
+"""A real roundtable end to end, on a fresh machine: ``scripts/demo`` (``python -m roundtabled.demo``).
+
+It starts a private ``opencode serve`` (the pinned npm package) in a temporary project with three
+debaters (pm, dev, rv from ``examples/opencode.json``), installs the tools, runs ``roundtabled
+serve`` as a separate process, and drives a 3-agent × 2-round debate with the real CLI
+(``roundtabled start``), then shows ``list``, ``status`` and writes ``export --format md``.
+
+Model: ``ROUNDTABLED_DEMO_MODEL=provider/model`` (e.g. ``anthropic/claude-sonnet-4-5``) uses your
+own model through your OpenCode credentials (``opencode auth login`` stores them under
+``$XDG_DATA_HOME/opencode``); otherwise the offline scripted model answers (no network), and the demo
+says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from roundtabled import install
+from roundtabled.testing.opencode_server import OpenCodeServer, free_port, offline_config
+from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+
+TOPIC = (
+    "Our payments service is a 6-year-old Django monolith. Should we split it into "
+    "microservices this year? Round 1: positions. Round 2: converge on a plan."
+)
+
+SCRIPT: dict[str, list[str]] = {
+    "pm": [
+        "From the product side the pain is release speed: every payments change waits for the "
+        "monthly train, and two enterprise deals are blocked on faster compliance fixes. I would "
+        "split only what slows us down, starting with the reconciliation jobs.",
+        "I can accept the modular monolith if we commit to a weekly release of the payments "
+        "module and publish the ledger interface by the end of the quarter so partners can "
+        "integrate against it.",
+    ],
+    "dev": [
+        "A full split is risky: the ledger, refunds and payouts share one Postgres schema and "
+        "forty cross-module joins. Extracting services means distributed transactions we do not "
+        "have the tooling for. I propose enforcing module boundaries inside the monolith first.",
+        "Agreed on weekly releases. Concretely: package boundaries enforced by import-linter, "
+        "reconciliation moved to its own worker with its own schema, and a strangler interface "
+        "for payouts. Any service extraction waits until those seams hold for two quarters.",
+    ],
+    "rv": [
+        "As reviewer I see two risks nobody priced: on-call load doubles with every new service, "
+        "and audit evidence today comes from one database. Whatever we do must keep a single "
+        "audit trail and an owner per module.",
+        "The converged plan is sound if each boundary gets an owner and an audit hook. I would "
+        "add a kill criterion: if the modular seams still leak after two quarters, we stop and "
+        "revisit instead of extracting by default.",
+    ],
+}
+OBSERVER_SUMMARY = """**Executive summary.** The panel rejects a big-bang split of the payments monolith and converges on a modular monolith with weekly releases, extracting services only along seams proven for two quarters.
+
+**Key points.** *pm*: release speed blocks deals; split what slows us down. *dev*: shared schema and joins make services risky; enforce boundaries first. *rv*: on-call load and a single audit trail must be protected.
+
+**Decisions.** Weekly payments releases; import-linter boundaries; reconciliation worker with its own schema; a strangler interface for payouts; an owner and audit hook per module.
+
+**Open questions.** Who owns the ledger interface? What tooling will distributed transactions need later?
+
+**Next steps.** Publish the ledger interface this quarter, set up the reconciliation worker, and review the seams in two quarters against the kill criterion."""
+
+
+def _examples_config() -> dict[str, Any]:
+    here = Path(__file__).resolve().parent.parent / "examples" / "opencode.json"
+    data: dict[str, Any] = json.loads(here.read_text()) if here.exists() else {}
+    return data
+
+
+def _bin(name: str) -> str:
+    cand = Path(sys.executable).parent / name
+    return str(cand) if cand.exists() else name
+
+
+def _run(args: list[str], env: dict[str, str], *, check: bool = True) -> int:
+    print(
+        f"\n$ {' '.join(args[:1] + [a if ' ' not in a else repr(a) for a in args[1:]])}", flush=True
+    )
+    proc = subprocess.run([_bin(args[0]), *args[1:]], env=env)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"demo: `{' '.join(args)}` exited with {proc.returncode}")
+    return proc.returncode
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="roundtabled-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    model = os.environ.get("ROUNDTABLED_DEMO_MODEL")
+    llm: ScriptedLLM | None = None
+    agents_cfg = _examples_config().get("agent", {})
+    if model:
+        print(f"demo: using YOUR model {model} through your OpenCode credentials")
+        config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": False,
+            "share": "disabled",
+            "snapshot": False,
+            "model": model,
+            "agent": {**agents_cfg, "title": {"disable": True}},
+        }
+        server_env = {k: v for k, v in os.environ.items() if k.startswith("XDG_DATA_HOME")}
+        if "XDG_DATA_HOME" not in server_env:
+            server_env["XDG_DATA_HOME"] = str(Path.home() / ".local" / "share")
+    else:
+        print(
+            "demo: no ROUNDTABLED_DEMO_MODEL set -> using the OFFLINE scripted model "
+            "(set ROUNDTABLED_DEMO_MODEL=provider/model to debate with a real one)"
+        )
+        llm = ScriptedLLM()
+        await llm.start()
+        config = offline_config(llm.base_url)
+        for name in ("pm", "dev", "rv"):
+            if name in agents_cfg:
+                config["agent"][name] = {
+                    **agents_cfg[name],
+                    "prompt": config["agent"][name]["prompt"]
+                    + "\n"
+                    + str(agents_cfg[name].get("prompt", "")),
+                }
+            for text in SCRIPT[name]:
+                llm.script(Text(text=text, chunk_size=24, chunk_delay=0.01), agent=name)
+        llm.script(Text(text=OBSERVER_SUMMARY, chunk_size=40), agent="roundtable-observer")
+        server_env = {}
+
+    port = free_port()
+    rt_env = dict(os.environ)
+    rt_env.update(
+        {
+            "XDG_CONFIG_HOME": str(work / "roundtabled-config"),
+            "XDG_STATE_HOME": str(work / "roundtabled-state"),
+            "ROUNDTABLED_CONTROL_PORT": str(port),
+        }
+    )
+    token_file = work / "roundtabled-config" / "roundtabled" / "token"
+    staging = work / "tools"
+    files = {
+        ".opencode/" + p.relative_to(staging).as_posix(): p.read_text()
+        for p in install.install_tools(
+            staging, control_url=f"http://127.0.0.1:{port}", token_file=token_file
+        )
+    }
+    server = OpenCodeServer(work / "opencode", config, env=server_env)
+    for rel, text in files.items():
+        target = server.project_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    daemon: subprocess.Popen[bytes] | None = None
+    try:
+        await server.start()
+        print(f"demo: OpenCode {server.url} (project {server.project_dir})")
+        rt_env["ROUNDTABLED_SERVER_URL"] = server.url
+        log = open(work / "roundtabled.log", "wb")  # noqa: SIM115
+        daemon = subprocess.Popen(
+            [_bin("roundtabled"), "serve"], env=rt_env, stdout=log, stderr=subprocess.STDOUT
+        )
+        for _ in range(100):
+            if token_file.exists():
+                try:
+                    import urllib.request
+
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/ping", timeout=1)
+                    break
+                except OSError:
+                    pass
+            await asyncio.sleep(0.1)
+        print(
+            f"demo: roundtabled serve is up (control API http://127.0.0.1:{port}, log "
+            f"{work / 'roundtabled.log'})"
+        )
+        loop = asyncio.get_running_loop()
+        t0 = time.monotonic()
+        code = await loop.run_in_executor(
+            None,
+            lambda: _run(
+                [
+                    "roundtabled",
+                    "start",
+                    "--agents",
+                    "pm,dev,rv",
+                    "--rounds",
+                    "2",
+                    "--directory",
+                    str(server.project_dir),
+                    "--title",
+                    "Demo: split the payments monolith?",
+                    TOPIC,
+                ],
+                rt_env,
+                check=False,
+            ),
+        )
+        debate_s = time.monotonic() - t0
+        listing = subprocess.run(
+            [_bin("roundtabled"), "list", "--json"], env=rt_env, capture_output=True, text=True
+        )
+        rows = json.loads(listing.stdout or "{}") if listing.returncode == 0 else []
+        ses = rows[0]["sessionID"] if rows else None
+        await loop.run_in_executor(None, lambda: _run(["roundtabled", "list"], rt_env))
+        if ses:
+            await loop.run_in_executor(None, lambda: _run(["roundtabled", "status", ses], rt_env))
+            out = work / "transcript.md"
+            await loop.run_in_executor(
+                None,
+                lambda: _run(
+                    ["roundtabled", "export", ses, "--format", "md", "-o", str(out)], rt_env
+                ),
+            )
+            print(f"\ndemo: transcript written to {out}")
+        print(
+            f"\ndemo: debate {debate_s:.1f} s, whole demo {time.monotonic() - started:.1f} s, "
+            f"exit {code}"
+        )
+        return code
+    finally:
+        if daemon is not None:
+            daemon.terminate()
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        await server.stop()
+        if llm is not None:
+            await llm.stop()
+        if not args.keep and not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    """Entry point of ``python -m roundtabled.demo``."""
+    p = argparse.ArgumentParser(prog="roundtabled-demo", description=__doc__.split("\n")[0])
+    p.add_argument("--workdir", help="keep everything in this directory")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    return asyncio.run(main_async(p.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1502 @@
+"""The engine: one worker per roundtable, dispatch from events, reconcile, recovery, delivery.
+
+Shape (kopf-like): the event stream only *wakes* the roundtable an event concerns; the worker then
+reads S2's truth (status + messages from the pending turn on), feeds it to the pure
+:func:`roundtabled.machine.decide`, and executes the returned commands. Workers are serial within a
+roundtable and parallel across roundtables; one failing roundtable cannot hurt another (its errors
+are logged and retried with backoff inside its own task).
+
+Level-triggered: every worker re-observes at its next deadline (turn timeout, grace periods) and at
+least every ``resync_period`` seconds, and all workers are woken on every (re)connect of the event
+stream. A lost ``session.idle`` costs at most one resync period; a stale or duplicated one costs one
+cheap read.
+
+Exactly-once effects:
+- turns: see the machine's invariants (intent persisted, then prompted; markers found on recovery);
+- the result in S1: delivered through the waiting tool call when there is one, else as one
+  ``noReply`` message whose id is persisted before it is posted (and looked for before posting
+  again), only while S1 is idle (a noReply into a busy session triggers a model turn, API notes §4);
+- finalization steps (delimiter, title, toast) each carry a persisted flag or message id.
+
+A job may run more than once (arq's rule): after a crash between an effect and its record, the
+effect is looked for on the server before it is repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from roundtabled import events as ev
+from roundtabled import ids, machine, prompts
+from roundtabled.errors import (
+    AuthFailed,
+    NotFound,
+    StateError,
+    TransportError,
+    ValidationFailed,
+)
+from roundtabled.machine import (
+    Abort,
+    Cancel,
+    Decision,
+    Finalize,
+    Observation,
+    PersistState,
+    Prompt,
+    Toast,
+    TurnRecorded,
+    UserView,
+)
+from roundtabled.state import (
+    BUILTIN_OBSERVER,
+    CONCLUDED_SUFFIX,
+    DELIMITER_TEXT,
+    META_KEY,
+    OBSERVER_AGENT,
+    STATE_VERSION,
+    Delivery,
+    EndReason,
+    Extension,
+    Finalization,
+    HistoryEntry,
+    Marker,
+    ModelRef,
+    Options,
+    PermissionPolicy,
+    Phase,
+    RoundtableState,
+    Signer,
+    decode_state,
+    encode_state,
+    persisted_form,
+    sign_marker,
+)
+from roundtabled.validation import RoundtableRequest, check_agents
+
+if True:  # typing-only import kept at runtime for clarity of the dependency direction
+    from roundtabled.opencode import OpenCodeClient
+
+log = logging.getLogger("roundtabled.engine")
+
+RECENT_MAX = 200
+"""Finished roundtables kept in memory for status, results and export."""
+TOOL_POLL_GRACE_S = 130.0
+"""How long a finished result waits for the tool shim to poll before going to S1 as a noReply
+(the shim retries for up to 120 s while the daemon restarts)."""
+PROGRESS_QUEUE_MAX = 256
+"""Bounded queue per progress subscriber; a slow subscriber loses events, never blocks a worker."""
+
+
+def now_ms() -> int:
+    """Wall clock in epoch milliseconds (the machine's time unit)."""
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Settings:
+    """The engine's knobs (a projection of :class:`roundtabled.config.Settings`).
+
+    Seconds throughout.
+    """
+
+    turn_timeout: float = 300.0
+    loop_threshold: float = 0.85
+    resync_period: float = 15.0
+    permission_policy: PermissionPolicy = PermissionPolicy.REJECT
+    usage_footer: bool = True
+    hide_past_prompts: bool = True
+    state_dir: Path | None = None
+    directories: tuple[str, ...] = ()
+    recovery_concurrency: int = 8
+
+
+@dataclass
+class Table:
+    """Runtime wrapper of one roundtable (in the engine's dict, keyed by S2's id)."""
+
+    state: RoundtableState
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    deadline_ms: int | None = None
+    cancel: Cancel | None = None
+    deleted_hint: bool = False
+    error_seen_at: int | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    result: dict[str, Any] | None = None
+    tool_polled_at: float | None = None
+    finished_at: float | None = None
+    subscribers: list[asyncio.Queue[dict[str, Any]]] = field(default_factory=list)
+    started_monotonic: float = field(default_factory=time.monotonic)
+    handoff_ms: list[float] = field(default_factory=list)
+    woke_at: float | None = None
+    accepted: set[str] = field(default_factory=set)
+    log: logging.LoggerAdapter[logging.Logger] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = _TableAdapter(log, {"table": self})
+
+    def poke(self) -> None:
+        """Wake the worker (coalesced: many pokes before it runs are one wake)."""
+        if self.woke_at is None:
+            self.woke_at = time.perf_counter()
+        self.wake.set()
+
+
+class Engine:
+    """Holds every roundtable this daemon drives and the machinery around them.
+
+    Args:
+        client: the OpenCode client (shared by all workers).
+        signer: the daemon's MAC key (state blocks and markers).
+        settings: engine settings.
+    """
+
+    def __init__(self, client: OpenCodeClient, signer: Signer, settings: Settings) -> None:
+        self.client = client
+        self.signer = signer
+        self.settings = settings
+        self.tables: dict[str, Table] = {}
+        self.recent: OrderedDict[str, Table] = OrderedDict()
+        self.by_parent: dict[str, set[str]] = {}
+        self.descendants: dict[str, str] = {}
+        self.handled_requests: set[str] = set()
+        self.ready = asyncio.Event()
+        self.server_version: str | None = None
+        self.last_error: str | None = None
+        self.on_change: Callable[[], None] | None = None
+        self._bg: set[asyncio.Task[Any]] = set()
+        self._closing = False
+        self.handoffs: list[float] = []
+
+    # ------------------------------------------------------------------------------------------
+    # Events (hints)
+    # ------------------------------------------------------------------------------------------
+
+    def on_event(self, event: ev.Event) -> None:
+        """Dispatch one server event: wake the roundtable it concerns. Cheap; never raises."""
+        sid = event.session_id
+        etype = event.type
+        if etype == ev.PERMISSION_ASKED:
+            self._spawn(self._on_permission(event))
+            return
+        if etype == ev.QUESTION_ASKED:
+            self._spawn(self._on_question(event))
+            return
+        if sid is None:
+            return
+        table = self.tables.get(sid)
+        if table is not None:
+            if etype in (ev.SESSION_IDLE, ev.SESSION_COMPACTED):
+                table.poke()
+            elif etype == ev.SESSION_STATUS:
+                if event.status_type == "idle":
+                    table.poke()
+            elif etype == ev.SESSION_ERROR:
+                table.error_seen_at = now_ms()
+                table.poke()
+            elif etype == ev.SESSION_DELETED:
+                table.deleted_hint = True
+                table.poke()
+            elif etype == ev.MESSAGE_UPDATED and _completed_assistant(event):
+                table.poke()
+            return
+        if etype == ev.SESSION_CREATED:
+            parent = event.parent_id
+            if parent and (parent in self.tables or parent in self.descendants):
+                self.descendants[sid] = self.descendants.get(parent, parent)
+            return
+        parents = self.by_parent.get(sid)
+        if parents:
+            for s2 in list(parents):
+                t = self.tables.get(s2)
+                if t is None:
+                    continue
+                if etype == ev.SESSION_DELETED:
+                    t.deleted_hint = True  # S2 goes with its parent; confirmed by reads
+                    t.poke()
+                elif etype in (ev.SESSION_IDLE, ev.SESSION_STATUS):
+                    t.poke()
+
+    async def on_connect(self) -> None:
+        """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
+        for table in list(self.tables.values()):
+            table.poke()
+        self._spawn(self.sweep_requests())
+
+    # ------------------------------------------------------------------------------------------
+    # Starting, extending, cancelling
+    # ------------------------------------------------------------------------------------------
+
+    async def start(self, req: RoundtableRequest) -> RoundtableState:
+        """Start a fresh roundtable (spec §4 phase 1) and return its state once turn 1 is sent.
+
+        Raises:
+            ValidationFailed: bad agents/observer (names the available agents), missing models.
+            TransportError: the server could not be reached.
+        """
+        if req.extend:
+            return await self.extend(req)
+        assert req.agents is not None
+        directory = req.directory
+        available = await self.client.agents(directory)
+        observer = req.observer or BUILTIN_OBSERVER
+        check_agents(req.agents, req.observer, available)
+        by_name = {str(a.get("name")): a for a in available}
+        if observer == BUILTIN_OBSERVER and OBSERVER_AGENT not in by_name:
+            raise ValidationFailed(
+                "observer",
+                f"the built-in observer agent '{OBSERVER_AGENT}' is not installed for this "
+                "project; run `roundtabled install-tool --project DIR` (or --global), or name "
+                "an observer agent",
+            )
+        config = await self.client.config(directory)
+        default_model = _model_ref(config.get("model"))
+        models: dict[str, ModelRef] = {}
+        for name in [*req.agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]:
+            ref = _model_ref(by_name.get(name, {}).get("model")) or default_model
+            if ref is None:
+                raise ValidationFailed(
+                    "agents",
+                    f"agent {name!r} has no model and the server has no default "
+                    "model; set `model` in opencode.json",
+                )
+            models[name] = ref
+        if req.parent_session_id:
+            try:
+                parent = await self.client.get_session(req.parent_session_id)
+            except NotFound:
+                raise ValidationFailed(
+                    "parentSessionID", f"parent session {req.parent_session_id!r} does not exist"
+                ) from None
+            directory = directory or parent.get("directory")
+        title = req.title or prompts.default_title(req.prompt)
+        state_msg, state_part = ids.message_id(), ids.part_id()
+        session = await self.client.create_session(
+            directory=directory,
+            parent_id=req.parent_session_id,
+            title=title,
+            metadata=_index_metadata(Phase.ACTIVE, state_msg, state_part, finalized=False),
+        )
+        s2 = str(session["id"])
+        options = Options(
+            turn_timeout=req.turn_timeout or self.settings.turn_timeout,
+            loop_threshold=self.settings.loop_threshold,
+            permission_policy=req.permission_policy or self.settings.permission_policy,
+            usage_footer=self.settings.usage_footer,
+            hide_past_prompts=self.settings.hide_past_prompts,
+        )
+        t = now_ms()
+        state = RoundtableState(
+            sessionID=s2,
+            parentSessionID=req.parent_session_id,
+            directory=session.get("directory") or directory,
+            title=title,
+            agents=list(req.agents),
+            models=models,
+            total_rounds=req.rounds,
+            observer=observer,
+            prompt=req.prompt,
+            delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
+            options=options,
+            stateMessageID=state_msg,
+            statePartID=state_part,
+            created_at=t,
+            updated_at=t,
+        )
+        await self._create_state_block(state)
+        self._remember_directory(state.directory)
+        table = self._adopt(state)
+        table.log.info(
+            "roundtable started: %s (%s, %d round(s))",
+            title,
+            " → ".join(state.agents),
+            state.total_rounds,
+        )
+        self._spawn(self._toast(state, f"Roundtable started: {title}", "info"))
+        # Decide and send turn 1 before answering, so the caller sees a running debate.
+        await self._step(table)
+        self._run(table)
+        return table.state
+
+    async def extend(self, req: RoundtableRequest) -> RoundtableState:
+        """Continue a concluded roundtable with more rounds (spec §9).
+
+        Raises:
+            ValidationFailed: not a roundtable, still active, agents/observer differ.
+        """
+        assert req.session_id is not None
+        s2 = req.session_id
+        live = self.tables.get(s2)
+        if live is not None and live.state.active:
+            raise ValidationFailed(
+                "sessionID",
+                f"roundtable {s2} is still active (round "
+                f"{live.state.current_round + 1}/{live.state.total_rounds}); "
+                "wait for it to conclude",
+            )
+        try:
+            state = await self.load_state(s2)
+        except NotFound:
+            raise ValidationFailed("sessionID", f"session {s2!r} does not exist") from None
+        except StateError as exc:
+            raise ValidationFailed(
+                "sessionID", f"session {s2!r} is not a roundtable this daemon can extend ({exc})"
+            ) from None
+        if state.active:
+            messages = await self._read_all(state)
+            if self._stuck(state, messages):
+                log.info(
+                    "roundtable %s: stored phase %s but every expected reply exists; "
+                    "recovering it to done",
+                    s2,
+                    state.phase.value,
+                )
+                state = state.model_copy(update={"phase": Phase.DONE, "pending": None})
+            else:
+                raise ValidationFailed(
+                    "sessionID", f"roundtable {s2} is still active; wait for it to conclude"
+                )
+        if req.agents is not None and list(req.agents) != state.agents:
+            raise ValidationFailed(
+                "agents",
+                "agents cannot change when extending; omit it (the "
+                f"roundtable's agents are {', '.join(state.agents)})",
+            )
+        if req.observer is not None and req.observer != state.observer:
+            raise ValidationFailed(
+                "observer",
+                "observer cannot change when extending; omit it "
+                f"(the roundtable's observer is {state.observer})",
+            )
+        if not state.history:
+            messages = await self._read_all(state)
+            views = [machine.message_view(m, s2, self.signer) for m in messages]
+            state = state.model_copy(update={"history": machine.rebuild_history(state, views)})
+        mode = req.extend_mode or prompts.infer_extend_mode(req.prompt)
+        ext = Extension(from_round=state.total_rounds, prompt=req.prompt, mode=mode)
+        # Hide the old delimiter from later models; a new one is written at the new end.
+        if state.finalization.delimiter_message_id:
+            await self._hide_message(s2, state.finalization.delimiter_message_id)
+        t = now_ms()
+        state = state.model_copy(
+            update={
+                "phase": Phase.ACTIVE,
+                "extensions": [*state.extensions, ext],
+                "total_rounds": state.total_rounds + req.rounds,
+                "current_round": state.total_rounds,
+                "current_agent_index": 0,
+                "pending": None,
+                "end_reason": None,
+                "summary": None,
+                "parent_session_id": state.parent_session_id or req.parent_session_id,
+                "delivery": Delivery(
+                    toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id
+                ),
+                "finalization": Finalization(),
+                "updated_at": t,
+            }
+        )
+        if req.turn_timeout:
+            state = state.model_copy(
+                update={
+                    "options": state.options.model_copy(update={"turn_timeout": req.turn_timeout})
+                }
+            )
+        await self.client.update_session(s2, title=state.title)
+        await self._persist(state, index=True)
+        self.recent.pop(s2, None)
+        table = self._adopt(state)
+        table.log.info("roundtable extended by %d round(s) (%s)", req.rounds, mode)
+        self._spawn(self._toast(state, f"Roundtable extended: {state.title}", "info"))
+        await self._step(table)
+        self._run(table)
+        return table.state
+
+    def _stuck(self, state: RoundtableState, messages: list[dict[str, Any]]) -> bool:
+        """Spec §9 4b: phase active, but every expected reply is there (count ≥ expected)."""
+        views = [machine.message_view(m, state.session_id, self.signer) for m in messages]
+        answered = sum(
+            1
+            for v in views
+            if isinstance(v, UserView)
+            and v.marker is not None
+            and v.marker.kind in ("turn", "observer")
+            and any(
+                isinstance(a, machine.AnswerView) and a.parent_id == v.id and a.completed
+                for a in views
+            )
+        )
+        expected = state.total_rounds * len(state.agents) + 1
+        return answered >= expected
+
+    async def cancel(self, s2: str, *, summarize: bool, reason: str) -> RoundtableState:
+        """Stop a roundtable: abort the turn in flight; the observer runs only if ``summarize``.
+
+        Raises:
+            ValidationFailed: no active roundtable with that id.
+        """
+        table = self.tables.get(s2)
+        if table is None or not table.state.active:
+            raise ValidationFailed("sessionID", f"no active roundtable {s2!r}")
+        table.cancel = Cancel(summarize=summarize, reason=reason)
+        # Abort at once (stop must stop within 2 s), the worker records it.
+        with contextlib.suppress(TransportError):
+            await self.client.abort(s2)
+        table.poke()
+        return table.state
+
+    # ------------------------------------------------------------------------------------------
+    # Workers
+    # ------------------------------------------------------------------------------------------
+
+    def _adopt(self, state: RoundtableState) -> Table:
+        table = Table(state=state)
+        self.tables[state.session_id] = table
+        if state.parent_session_id:
+            self.by_parent.setdefault(state.parent_session_id, set()).add(state.session_id)
+        self._changed()
+        return table
+
+    def _run(self, table: Table) -> None:
+        table.task = asyncio.create_task(self._worker(table), name=f"rt-{table.state.session_id}")
+
+    async def _worker(self, table: Table) -> None:
+        backoff = 0.5
+        while not self._closing:
+            try:
+                finished = await self._step(table)
+                backoff = 0.5
+                if finished:
+                    break
+            except asyncio.CancelledError:
+                raise
+            except AuthFailed as exc:
+                self.last_error = str(exc)
+                table.log.error("%s", exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+                continue
+            except TransportError as exc:
+                table.log.warning("server call failed, retrying in %.1f s: %s", backoff, exc)
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, 30.0)
+                continue
+            except Exception:
+                table.log.exception("unexpected error; retrying")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+                continue
+            await self._sleep(table)
+        self._retire(table)
+
+    async def _sleep(self, table: Table) -> None:
+        period = self.settings.resync_period
+        timeout = period
+        if table.deadline_ms is not None:
+            timeout = min(period, max(0.0, (table.deadline_ms - now_ms()) / 1000))
+        if table.wake.is_set():
+            table.wake.clear()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(table.wake.wait(), timeout=timeout)
+        table.wake.clear()
+
+    async def _step(self, table: Table) -> bool:
+        """One reconcile pass. Returns True when the roundtable needs no more work."""
+        state = table.state
+        if state.active:
+            obs = await self._observe(table)
+            decision = machine.decide(state, obs)
+            await self._execute(table, decision)
+            return False
+        return await self._finalize(table)
+
+    async def _observe(self, table: Table) -> Observation:
+        state = table.state
+        s2 = state.session_id
+        pend = state.pending
+        cancel, table.cancel = table.cancel, None
+        if cancel is not None and state.end_reason == EndReason.CANCELLED:
+            cancel = None
+        deleted = False
+        parent_deleted = False
+        if table.deleted_hint:
+            deleted, parent_deleted = await self._check_deleted(state)
+            table.deleted_hint = deleted
+            if deleted:
+                return Observation(
+                    now=now_ms(),
+                    status="unknown",
+                    deleted=True,
+                    parent_deleted=parent_deleted,
+                    new_id=ids.message_id(),
+                )
+        try:
+            status_task = asyncio.ensure_future(self.client.statuses(state.directory))
+            if pend is not None:
+                msgs, found = await self._read_from(s2, pend.message_id)
+            else:
+                msgs, found = [], False
+            statuses = await status_task
+        except NotFound:
+            deleted, parent_deleted = await self._check_deleted(state)
+            if deleted:
+                return Observation(
+                    now=now_ms(),
+                    status="unknown",
+                    deleted=True,
+                    parent_deleted=parent_deleted,
+                    new_id=ids.message_id(),
+                )
+            raise
+        st = statuses.get(s2)
+        status = "idle" if st is None else str(st.get("type") or "busy")
+        if status not in ("idle", "busy", "retry"):
+            status = "busy"
+        views = tuple(machine.message_view(m, s2, self.signer) for m in msgs)
+        if (
+            pend is not None
+            and table.error_seen_at is not None
+            and (pend.prompted_at is None or table.error_seen_at >= pend.prompted_at)
+            and pend.error_seen_at is None
+        ):
+            table.state = state = state.model_copy(
+                update={"pending": pend.model_copy(update={"error_seen_at": table.error_seen_at})}
+            )
+        table.error_seen_at = None
+        return Observation(
+            now=now_ms(),
+            status=status,
+            messages=views,  # type: ignore[arg-type]
+            pending_found=found,
+            cancel=cancel,
+            new_id=ids.message_id(),
+            accepted=pend is not None and pend.message_id in table.accepted,
+        )
+
+    async def _check_deleted(self, state: RoundtableState) -> tuple[bool, bool]:
+        """A 404 means deleted, never completed (regression "deletion mid-turn")."""
+        try:
+            await self.client.get_session(state.session_id)
+            deleted = False
+        except NotFound:
+            deleted = True
+        parent_deleted = False
+        if state.parent_session_id:
+            try:
+                await self.client.get_session(state.parent_session_id)
+            except NotFound:
+                parent_deleted = True
+        return deleted or parent_deleted, parent_deleted
+
+    async def _read_from(self, s2: str, message_id: str) -> tuple[list[dict[str, Any]], bool]:
+        """S2's messages from ``message_id`` on (inclusive), reading backwards from the newest in
+        growing pages so that a turn reads about its own messages only (message ids ascend)."""
+        collected: list[dict[str, Any]] = []
+        limit = 2
+        before: str | None = None
+        while True:
+            page, cursor = await self.client.messages(s2, limit=limit, before=before)
+            collected[:0] = page
+            for i, m in enumerate(collected):
+                if (m.get("info") or {}).get("id") == message_id:
+                    return collected[i:], True
+            oldest = (page[0].get("info") or {}).get("id") if page else None
+            if cursor is None or not page or (isinstance(oldest, str) and oldest < message_id):
+                return [], False
+            before = cursor
+            limit = min(limit * 2, 64)
+
+    async def _read_all(self, state: RoundtableState) -> list[dict[str, Any]]:
+        msgs, _ = await self.client.messages(state.session_id)
+        return msgs
+
+    async def _execute(self, table: Table, d: Decision) -> None:
+        prev = table.state
+        table.state = d.state
+        table.deadline_ms = d.wake_at
+        cmds = list(d.commands)
+        i = 0
+        while i < len(cmds):
+            cmd = cmds[i]
+            if isinstance(cmd, PersistState):
+                nxt = cmds[i + 1] if i + 1 < len(cmds) else None
+                if isinstance(nxt, Prompt):
+                    # The intent and the hiding of old prompts go first (concurrently), then the
+                    # prompt: a crash in between is recovered from the persisted intent.
+                    await asyncio.gather(
+                        self._persist(table.state, index=prev.phase != table.state.phase),
+                        *(self._hide_view(table.state.session_id, v) for v in nxt.hide),
+                    )
+                    await self._prompt(table, nxt)
+                    i += 2
+                    continue
+                await self._persist(table.state, index=prev.phase != table.state.phase)
+            elif isinstance(cmd, Prompt):
+                await asyncio.gather(
+                    *(self._hide_view(table.state.session_id, v) for v in cmd.hide)
+                )
+                await self._prompt(table, cmd)
+            elif isinstance(cmd, Abort):
+                with contextlib.suppress(TransportError):
+                    await self.client.abort(table.state.session_id)
+            elif isinstance(cmd, Toast):
+                self._spawn(self._toast(table.state, cmd.message, cmd.variant))
+            elif isinstance(cmd, TurnRecorded):
+                self._on_turn(table, cmd.entry)
+            elif isinstance(cmd, Finalize):
+                table.log.info(
+                    "debate over (%s); finalizing",
+                    (table.state.end_reason or EndReason.COMPLETED).value,
+                )
+                self._publish(
+                    table,
+                    {
+                        "type": "phase",
+                        "phase": table.state.phase.value,
+                        "endReason": _enum(table.state.end_reason),
+                    },
+                )
+            i += 1
+        if prev.phase != table.state.phase:
+            self._changed()
+
+    async def _prompt(self, table: Table, cmd: Prompt) -> None:
+        state = table.state
+        model = state.models.get(cmd.agent)
+        label = (
+            f"── {cmd.agent} · Round {cmd.marker.round + 1}/{state.total_rounds} ──"
+            if cmd.marker.kind == "turn"
+            else f"── observer ({cmd.agent}) ──"
+        )
+        body: dict[str, Any] = {
+            "messageID": cmd.message_id,
+            "agent": cmd.agent,
+            "parts": [
+                {"type": "text", "text": cmd.text},
+                {
+                    "type": "text",
+                    "text": label,
+                    "ignored": True,
+                    "metadata": sign_marker(cmd.marker, state.session_id, self.signer),
+                },
+            ],
+        }
+        if model is not None:
+            # `model` is sticky per session (API notes §4): always send the seat's own model.
+            body["model"] = {"providerID": model.provider_id, "modelID": model.model_id}
+        try:
+            await self.client.prompt_async(state.session_id, body)
+        except NotFound:
+            table.deleted_hint = True
+            table.poke()
+            return
+        except TransportError as exc:
+            # Not retried blindly: the machine re-prompts only if the message is absent.
+            table.log.warning("prompt for %s failed: %s", cmd.agent, exc)
+            table.poke()
+            return
+        if table.woke_at is not None:
+            dt = (time.perf_counter() - table.woke_at) * 1000
+            table.handoff_ms.append(dt)
+            self.handoffs.append(dt)
+            if len(self.handoffs) > 100_000:
+                del self.handoffs[:50_000]
+        table.accepted.add(cmd.message_id)
+        table.woke_at = None
+        table.log.debug("prompted %s (%s)", cmd.agent, cmd.message_id)
+        self._publish(
+            table,
+            {
+                "type": "prompt",
+                "agent": cmd.agent,
+                "round": cmd.marker.round + 1,
+                "kind": cmd.marker.kind,
+            },
+        )
+
+    def _on_turn(self, table: Table, entry: HistoryEntry) -> None:
+        lg = table.log
+        if entry.has_error:
+            lg.warning(
+                "%s (round %d) %s: %s",
+                entry.agent,
+                entry.round,
+                "cut off" if entry.cut_off else "failed",
+                entry.error,
+            )
+        else:
+            lg.info(
+                "%s %s (round %d): %d chars",
+                entry.kind,
+                entry.agent,
+                entry.round,
+                len(entry.response),
+            )
+        self._publish(table, {"type": "turn", "entry": entry.dump()})
+
+    # ------------------------------------------------------------------------------------------
+    # State blocks
+    # ------------------------------------------------------------------------------------------
+
+    async def _create_state_block(self, state: RoundtableState) -> None:
+        text, meta = encode_state(persisted_form(state), self.signer)
+        assert state.state_message_id and state.state_part_id
+        await self.client.post_no_reply(
+            state.session_id,
+            [
+                {
+                    "type": "text",
+                    "id": state.state_part_id,
+                    "text": text,
+                    "ignored": True,
+                    "metadata": meta,
+                }
+            ],
+            message_id=state.state_message_id,
+        )
+
+    async def _persist(self, state: RoundtableState, *, index: bool = False) -> None:
+        """Write the state block in place (PATCH of its part); ``index`` also updates the session
+        metadata used by the start-up scan (only on phase changes)."""
+        text, meta = encode_state(persisted_form(state), self.signer)
+        assert state.state_message_id and state.state_part_id
+        part = {
+            "id": state.state_part_id,
+            "sessionID": state.session_id,
+            "messageID": state.state_message_id,
+            "type": "text",
+            "text": text,
+            "ignored": True,
+            "metadata": meta,
+        }
+        await self.client.update_part(state.session_id, state.state_message_id, part)
+        if index:
+            await self.client.update_session(
+                state.session_id,
+                metadata=_index_metadata(
+                    state.phase,
+                    state.state_message_id,
+                    state.state_part_id,
+                    finalized=state.finalization.toast_done,
+                ),
+            )
+
+    async def load_state(self, s2: str) -> RoundtableState:
+        """Read and authenticate S2's state block.
+
+        Raises:
+            NotFound: S2 does not exist.
+            StateError: no trusted block (forged, unknown version, corrupt).
+        """
+        if s2 in self.tables:
+            return self.tables[s2].state
+        if s2 in self.recent:
+            return self.recent[s2].state
+        session = await self.client.get_session(s2)
+        index = (session.get("metadata") or {}).get(META_KEY)
+        if isinstance(index, dict) and index.get("stateMessageID"):
+            try:
+                msg = await self.client.message(s2, str(index["stateMessageID"]))
+                state = self._state_from_message(msg, s2)
+                if state is not None:
+                    return state
+            except NotFound:
+                pass
+        msgs, _ = await self.client.messages(s2)
+        for msg in msgs:
+            state = self._state_from_message(msg, s2, report=True)
+            if state is not None:
+                return state
+        raise StateError(f"{s2} holds no roundtable state written by this daemon")
+
+    def _state_from_message(
+        self, msg: dict[str, Any], s2: str, *, report: bool = False
+    ) -> RoundtableState | None:
+        for part in msg.get("parts") or []:
+            text = part.get("text")
+            if part.get("type") != "text" or not isinstance(text, str):
+                continue
+            if "[ROUNDTABLE META" not in text:
+                continue
+            try:
+                return decode_state(text, part.get("metadata"), s2, self.signer)
+            except StateError as exc:
+                if report or part.get("ignored"):
+                    log.warning(
+                        "roundtable %s: ignoring a META block in message %s: %s",
+                        s2,
+                        (msg.get("info") or {}).get("id"),
+                        exc,
+                    )
+                if (
+                    not isinstance(exc, type(None))
+                    and part.get("ignored")
+                    and isinstance((part.get("metadata") or {}).get(META_KEY), dict)
+                ):
+                    raise
+        return None
+
+    async def _hide_view(self, s2: str, view: UserView) -> None:
+        for part in view.visible_parts:
+            new = dict(part)
+            new["ignored"] = True
+            with contextlib.suppress(NotFound):
+                await self.client.update_part(s2, view.id, new)
+
+    async def _hide_message(self, s2: str, message_id: str) -> None:
+        with contextlib.suppress(NotFound):
+            msg = await self.client.message(s2, message_id)
+            for part in msg.get("parts") or []:
+                if part.get("type") == "text" and not part.get("ignored"):
+                    new = dict(part)
+                    new["ignored"] = True
+                    await self.client.update_part(s2, message_id, new)
+
+    # ------------------------------------------------------------------------------------------
+    # Finalization and delivery (spec §4 phase 4)
+    # ------------------------------------------------------------------------------------------
+
+    def _result_payload(self, state: RoundtableState, deliver: str) -> dict[str, Any]:
+        if deliver == "interruption":
+            text = prompts.interruption_text(state)
+        else:
+            text = prompts.result_text(state, usage_footer=state.options.usage_footer)
+        return {
+            "done": True,
+            "sessionID": state.session_id,
+            "summary": state.summary or text,
+            "text": text,
+            "phase": state.phase.value,
+            "endReason": _enum(state.end_reason),
+            "title": state.title,
+        }
+
+    async def _finalize(self, table: Table) -> bool:
+        """Level-triggered phase 4. Returns True when every step is done."""
+        state = table.state
+        deliver = _deliver_kind(state)
+        if table.result is None:
+            table.result = self._result_payload(state, deliver)
+            table.done.set()
+            table.finished_at = time.monotonic()
+            self._publish(table, {"type": "done", **table.result})
+        write_s2 = state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED)
+
+        if state.delivery.delivered_via is None:
+            delivered = await self._deliver(table, deliver)
+            if not delivered:
+                table.deadline_ms = now_ms() + 1000
+                return False
+            state = table.state
+            if write_s2:
+                await self._persist(state)
+
+        if write_s2:
+            f = state.finalization
+            if f.delimiter_message_id is None or not f.title_done:
+                statuses = await self.client.statuses(state.directory)
+                if state.session_id in statuses:
+                    # Never inject into a busy S2 (a noReply there triggers a model turn).
+                    table.deadline_ms = now_ms() + 500
+                    return False
+            if f.delimiter_message_id is None:
+                mid = ids.message_id()
+                state = state.model_copy(
+                    update={"finalization": f.model_copy(update={"delimiter_message_id": mid})}
+                )
+                table.state = state
+                await self._persist(state)
+                await self._post_once(
+                    state.session_id,
+                    mid,
+                    [
+                        {"type": "text", "text": DELIMITER_TEXT},
+                        {
+                            "type": "text",
+                            "text": "── roundtable concluded ──",
+                            "ignored": True,
+                            "metadata": sign_marker(
+                                Marker(kind="delimiter", roundtable=state.session_id),
+                                state.session_id,
+                                self.signer,
+                            ),
+                        },
+                    ],
+                )
+            elif not state.finalization.title_done:
+                await self._post_once(
+                    state.session_id,
+                    f.delimiter_message_id,
+                    [{"type": "text", "text": DELIMITER_TEXT}],
+                )
+            if not state.finalization.title_done:
+                base = state.title
+                while base.endswith(CONCLUDED_SUFFIX):
+                    base = base[: -len(CONCLUDED_SUFFIX)]
+                await self.client.update_session(state.session_id, title=base + CONCLUDED_SUFFIX)
+                state = state.model_copy(
+                    update={
+                        "finalization": state.finalization.model_copy(update={"title_done": True})
+                    }
+                )
+                table.state = state
+        if not state.finalization.toast_done:
+            msg = {
+                EndReason.SESSION_DELETED: "Roundtable interrupted",
+                EndReason.PARENT_DELETED: "Roundtable aborted: its parent session was deleted",
+                EndReason.CANCELLED: "Roundtable cancelled",
+            }.get(state.end_reason or EndReason.COMPLETED, "Roundtable concluded")
+            variant = "success" if msg == "Roundtable concluded" else "warning"
+            self._spawn(self._toast(state, f"{msg}: {state.title}", variant))
+            state = state.model_copy(
+                update={"finalization": state.finalization.model_copy(update={"toast_done": True})}
+            )
+            table.state = state
+            if write_s2:
+                await self._persist(state, index=True)
+        table.log.info("roundtable %s", state.phase.value)
+        return True
+
+    async def _post_once(self, s2: str, message_id: str, parts: list[dict[str, Any]]) -> None:
+        """Post a noReply message unless a message with that id already exists."""
+        try:
+            await self.client.message(s2, message_id)
+            return
+        except NotFound:
+            pass
+        await self.client.post_no_reply(s2, parts, message_id=message_id)
+
+    async def _deliver(self, table: Table, deliver: str) -> bool:
+        """Deliver the result to S1 exactly once. Returns True when settled."""
+        state = table.state
+        s1 = state.parent_session_id
+        if deliver == "none" or s1 is None:
+            self._set_delivery(table, "none")
+            return True
+        if table.result and table.result.get("consumedByTool"):
+            self._set_delivery(table, "tool")
+            return True
+        # Is a tool call waiting for this result?
+        if state.delivery.tool_call_id and state.delivery.tool_message_id:
+            tool_state = await self._tool_state(
+                s1, state.delivery.tool_message_id, state.delivery.tool_call_id
+            )
+            if tool_state in ("running", "pending"):
+                waited = time.monotonic() - (table.finished_at or time.monotonic())
+                if waited < TOOL_POLL_GRACE_S:
+                    return False  # the shim will poll and take it
+        # Nobody waits: one noReply into S1, only while S1 is idle.
+        try:
+            statuses = await self.client.statuses(state.directory)
+        except NotFound:
+            statuses = {}
+        if s1 in statuses:
+            return False
+        mid = state.delivery.no_reply_message_id
+        if mid is None:
+            mid = ids.message_id()
+            state = state.model_copy(
+                update={"delivery": state.delivery.model_copy(update={"no_reply_message_id": mid})}
+            )
+            table.state = state
+            if state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED):
+                await self._persist(state)
+        text = (table.result or {}).get("text") or ""
+        try:
+            await self._post_once(
+                s1,
+                mid,
+                [
+                    {"type": "text", "text": text},
+                    {
+                        "type": "text",
+                        "text": f"── roundtable {state.session_id} ──",
+                        "ignored": True,
+                        "metadata": sign_marker(
+                            Marker(kind="result", roundtable=state.session_id), s1, self.signer
+                        ),
+                    },
+                ],
+            )
+        except NotFound:
+            pass  # S1 is gone: nothing to deliver to
+        self._set_delivery(table, "no-reply")
+        return True
+
+    def _set_delivery(self, table: Table, via: str) -> None:
+        table.state = table.state.model_copy(
+            update={"delivery": table.state.delivery.model_copy(update={"delivered_via": via})}
+        )
+
+    async def _tool_state(self, s1: str, message_id: str, call_id: str) -> str | None:
+        try:
+            msg = await self.client.message(s1, message_id)
+        except NotFound:
+            return None
+        for part in msg.get("parts") or []:
+            if part.get("type") == "tool" and part.get("callID") == call_id:
+                return str((part.get("state") or {}).get("status"))
+        return "pending"
+
+    def take_result(self, s2: str, *, tool_call_id: str | None) -> dict[str, Any] | None:
+        """The finished result for a poller; a poll from the waiting tool call consumes it."""
+        table = self.tables.get(s2) or self.recent.get(s2)
+        if table is None or table.result is None:
+            return None
+        if tool_call_id and tool_call_id == table.state.delivery.tool_call_id:
+            if table.state.delivery.delivered_via in (None, "tool"):
+                table.result["consumedByTool"] = True
+                table.poke()
+                return table.result
+        return table.result
+
+    def note_tool_poll(self, s2: str) -> None:
+        """The tool shim is polling for ``s2`` (it is alive)."""
+        table = self.tables.get(s2)
+        if table is not None:
+            table.tool_polled_at = time.monotonic()
+
+    def _retire(self, table: Table) -> None:
+        s2 = table.state.session_id
+        if self.tables.get(s2) is table:
+            del self.tables[s2]
+        parent = table.state.parent_session_id
+        if parent and parent in self.by_parent:
+            self.by_parent[parent].discard(s2)
+            if not self.by_parent[parent]:
+                del self.by_parent[parent]
+        for child, owner in list(self.descendants.items()):
+            if owner == s2:
+                del self.descendants[child]
+        self.recent[s2] = table
+        while len(self.recent) > RECENT_MAX:
+            self.recent.popitem(last=False)
+        self._changed()
+
+    # ------------------------------------------------------------------------------------------
+    # Permissions and questions (issue 3, behaviour 12; regressions 3 and 4)
+    # ------------------------------------------------------------------------------------------
+
+    async def _owner(self, session_id: str) -> Table | None:
+        if session_id in self.tables:
+            return self.tables[session_id]
+        if session_id in self.descendants:
+            return self.tables.get(self.descendants[session_id])
+        # Unknown session: walk up its parents (a grandchild of S2 raised by a task subagent).
+        chain: list[str] = []
+        current = session_id
+        for _ in range(4):
+            try:
+                info = await self.client.get_session(current)
+            except TransportError:
+                return None
+            parent = info.get("parentID")
+            if not parent:
+                return None
+            chain.append(current)
+            if parent in self.tables:
+                for c in chain:
+                    self.descendants[c] = parent
+                return self.tables[parent]
+            current = str(parent)
+        return None
+
+    async def _on_permission(self, event: ev.Event) -> None:
+        props = event.properties
+        await self._answer_permission(props, event.directory)
+
+    async def _answer_permission(self, props: dict[str, Any], directory: str | None) -> None:
+        rid = props.get("id")
+        sid = props.get("sessionID")
+        if not isinstance(rid, str) or not isinstance(sid, str) or rid in self.handled_requests:
+            return
+        table = await self._owner(sid)
+        if table is None:
+            return
+        policy = table.state.options.permission_policy
+        what = f"{props.get('permission')} {props.get('patterns') or ''}".strip()
+        if policy == PermissionPolicy.ASK:
+            self.handled_requests.add(rid)
+            await self._toast(
+                table.state,
+                f"A roundtable seat asks for permission: {what}. "
+                "Answer it in the session; the turn waits (bounded by the turn "
+                "timeout).",
+                "warning",
+            )
+            return
+        reply = "once" if policy == PermissionPolicy.ALLOW_ONCE else "reject"
+        message = (
+            None
+            if reply == "once"
+            else (
+                "No human is at this roundtable to approve tools; roundtabled's permission policy "
+                "is 'reject'. Continue the debate without this tool."
+            )
+        )
+        try:
+            await self.client.reply_permission(
+                rid, reply, message, directory=directory or table.state.directory
+            )
+            self.handled_requests.add(rid)
+            table.log.info("permission %s for %s answered %s", rid, what, reply)
+        except TransportError as exc:
+            table.log.warning("could not answer permission %s: %s", rid, exc)
+
+    async def _on_question(self, event: ev.Event) -> None:
+        await self._answer_question(event.properties, event.directory)
+
+    async def _answer_question(self, props: dict[str, Any], directory: str | None) -> None:
+        rid = props.get("id")
+        sid = props.get("sessionID")
+        if not isinstance(rid, str) or not isinstance(sid, str) or rid in self.handled_requests:
+            return
+        table = await self._owner(sid)
+        if table is None:
+            return
+        try:
+            await self.client.reject_question(rid, directory=directory or table.state.directory)
+            self.handled_requests.add(rid)
+            table.log.info("rejected a question tool call: no human is at the table")
+        except TransportError as exc:
+            table.log.warning("could not reject question %s: %s", rid, exc)
+
+    async def sweep_requests(self) -> None:
+        """Answer pending permission/question requests of our sessions (after a restart or a
+        reconnect, events about them may have been missed)."""
+        dirs = {t.state.directory for t in self.tables.values()}
+        for d in dirs:
+            try:
+                for req in await self.client.permissions(d):
+                    await self._answer_permission(req, d)
+                for req in await self.client.questions(d):
+                    await self._answer_question(req, d)
+            except TransportError as exc:
+                log.debug("request sweep of %s failed: %s", d, exc)
+
+    # ------------------------------------------------------------------------------------------
+    # Start-up recovery (spec §7.8, beyond the seed: resume automatically)
+    # ------------------------------------------------------------------------------------------
+
+    async def recover(self) -> dict[str, int]:
+        """Find every roundtable left active (or not finalized) and resume it; abort those whose
+        parent is gone. Returns counters ``{"resumed", "aborted", "skipped", "scanned"}``.
+        Bounded concurrency against the server (``recovery_concurrency``)."""
+        counters = {"resumed": 0, "aborted": 0, "skipped": 0, "scanned": 0}
+        directories = set(self.settings.directories) | self._known_directories()
+        try:
+            path = await self.client._request("GET", "/path")
+            server_dir = (path[0] or {}).get("directory")
+            if isinstance(server_dir, str):
+                directories.add(server_dir)
+        except TransportError:
+            pass
+        candidates: list[dict[str, Any]] = []
+        for d in sorted(directories):
+            try:
+                sessions = await self.client.list_sessions(d)
+            except TransportError as exc:
+                log.warning("recovery: cannot list sessions of %s: %s", d, exc)
+                continue
+            counters["scanned"] += len(sessions)
+            for s in sessions:
+                idx = (s.get("metadata") or {}).get(META_KEY)
+                if not isinstance(idx, dict):
+                    continue
+                if idx.get("phase") in ("active", "observing") or not idx.get("finalized", True):
+                    candidates.append(s)
+        sem = asyncio.Semaphore(self.settings.recovery_concurrency)
+
+        async def one(session: dict[str, Any]) -> None:
+            async with sem:
+                outcome = await self._recover_one(session)
+                counters[outcome] += 1
+
+        await asyncio.gather(*(one(s) for s in candidates))
+        resumed = counters["resumed"]
+        if resumed:
+            log.info(
+                "recovery: resumed %d roundtable(s), aborted %d, skipped %d",
+                resumed,
+                counters["aborted"],
+                counters["skipped"],
+            )
+        return counters
+
+    async def _recover_one(self, session: dict[str, Any]) -> str:
+        s2 = str(session["id"])
+        if s2 in self.tables:
+            return "skipped"
+        try:
+            state = await self.load_state(s2)
+        except (StateError, TransportError) as exc:
+            log.error("recovery: roundtable %s skipped: %s", s2, exc)
+            return "skipped"
+        if not state.active and state.finalization.toast_done:
+            return "skipped"
+        if state.parent_session_id:
+            try:
+                await self.client.get_session(state.parent_session_id)
+            except NotFound:
+                with contextlib.suppress(TransportError):
+                    await self.client.abort(s2)
+                state = state.model_copy(
+                    update={
+                        "phase": Phase.ABORTED,
+                        "end_reason": EndReason.PARENT_DELETED,
+                        "pending": None,
+                    }
+                )
+                state = state.model_copy(
+                    update={
+                        "finalization": state.finalization.model_copy(update={"toast_done": True})
+                    }
+                )
+                with contextlib.suppress(TransportError):
+                    await self._persist(state, index=True)
+                log.info("recovery: roundtable %s aborted (its parent session is gone)", s2)
+                return "aborted"
+        messages = await self._read_all(state)
+        views = [machine.message_view(m, s2, self.signer) for m in messages]
+        state = state.model_copy(update={"history": machine.rebuild_history(state, views)})
+        table = self._adopt(state)
+        if state.active:
+            table.log.info(
+                "recovery: resuming at round %d, %s",
+                state.current_round + 1,
+                state.agents[state.current_agent_index]
+                if state.phase == Phase.ACTIVE
+                else "observer",
+            )
+            self._spawn(
+                self._toast(state, f"Roundtable resumed after a restart: {state.title}", "info")
+            )
+        self._run(table)
+        return "resumed"
+
+    def _known_directories(self) -> set[str]:
+        path = self._directories_file()
+        if path is None:
+            return set()
+        try:
+            data = json.loads(path.read_text())
+            return {str(d) for d in data if isinstance(d, str)}
+        except (OSError, ValueError):
+            return set()
+
+    def _directories_file(self) -> Path | None:
+        return self.settings.state_dir / "directories.json" if self.settings.state_dir else None
+
+    def _remember_directory(self, directory: str | None) -> None:
+        path = self._directories_file()
+        if path is None or not directory:
+            return
+        known = self._known_directories()
+        if directory in known:
+            return
+        known.add(directory)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(orjson.dumps(sorted(known)))
+            tmp.replace(path)
+        except OSError as exc:
+            log.warning("cannot record directory %s: %s", directory, exc)
+
+    # ------------------------------------------------------------------------------------------
+    # Progress, status, shutdown
+    # ------------------------------------------------------------------------------------------
+
+    def subscribe(self, s2: str) -> asyncio.Queue[dict[str, Any]]:
+        """A bounded queue of progress events of ``s2`` (``turn``, ``prompt``, ``phase``,
+        ``done``).
+
+        Raises:
+            ValidationFailed: unknown roundtable.
+        """
+        table = self.tables.get(s2) or self.recent.get(s2)
+        if table is None:
+            raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue(PROGRESS_QUEUE_MAX)
+        table.subscribers.append(q)
+        if table.result is not None:
+            q.put_nowait({"type": "done", **table.result})
+        return q
+
+    def unsubscribe(self, s2: str, q: asyncio.Queue[dict[str, Any]]) -> None:
+        """Stop feeding ``q``."""
+        table = self.tables.get(s2) or self.recent.get(s2)
+        if table is not None and q in table.subscribers:
+            table.subscribers.remove(q)
+
+    def _publish(self, table: Table, item: dict[str, Any]) -> None:
+        for q in list(table.subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                q.put_nowait(item)
+
+    def status(self, s2: str) -> dict[str, Any] | None:
+        """Status of a roundtable (control API ``GET /v1/roundtables/{ses}``)."""
+        table = self.tables.get(s2) or self.recent.get(s2)
+        if table is None:
+            return None
+        return status_of(table)
+
+    def list_status(self) -> list[dict[str, Any]]:
+        """Active then recent roundtables."""
+        out = [status_of(t) for t in self.tables.values()]
+        out += [status_of(t) for t in reversed(self.recent.values())]
+        return out
+
+    async def wait_result(self, s2: str, timeout: float) -> dict[str, Any] | None:
+        """Wait up to ``timeout`` seconds for ``s2`` to finish; its result or ``None``.
+
+        Raises:
+            ValidationFailed: unknown roundtable.
+        """
+        table = self.tables.get(s2) or self.recent.get(s2)
+        if table is None:
+            raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        if table.result is None and timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(table.done.wait(), timeout)
+        return table.result
+
+    async def close(self, window: float = 8.0) -> None:
+        """Stop all workers within ``window`` seconds. State is already persisted at each step,
+        so a cancelled worker resumes after a restart."""
+        self._closing = True
+        tasks = [t.task for t in self.tables.values() if t.task is not None]
+        for t in tasks:
+            t.cancel()
+        for b in list(self._bg):
+            b.cancel()
+        if tasks or self._bg:
+            await asyncio.wait([*tasks, *self._bg], timeout=window)
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("background task failed")
+
+        task = asyncio.create_task(guarded())
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    async def _toast(self, state: RoundtableState, message: str, variant: str) -> None:
+        with contextlib.suppress(TransportError):
+            await self.client.toast(
+                message, title="Roundtable", variant=variant, directory=state.directory
+            )
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+
+def status_of(table: Table) -> dict[str, Any]:
+    """JSON status of one roundtable (control API, CLI ``status``/``list``)."""
+    st = table.state
+    usage = prompts.usage_table(st.history)
+    pend = st.pending
+    return {
+        "sessionID": st.session_id,
+        "parentSessionID": st.parent_session_id,
+        "directory": st.directory,
+        "title": st.title,
+        "prompt": st.prompt,
+        "phase": st.phase.value,
+        "round": min(st.current_round + 1, st.total_rounds),
+        "totalRounds": st.total_rounds,
+        "agent": pend.agent if pend else None,
+        "agents": st.agents,
+        "observer": st.observer,
+        "elapsed": round((now_ms() - st.created_at) / 1000, 1) if st.created_at else None,
+        "endReason": _enum(st.end_reason),
+        "errors": st.errors,
+        "turns": len(st.seat_turns()),
+        "usage": {
+            "perAgent": {k: v.dump() for k, v in usage["perAgent"].items()},
+            "total": usage["total"].dump(),
+        },
+        "summary": st.summary,
+    }
+
+
+def _enum(value: Any) -> Any:
+    return value.value if value is not None else None
+
+
+def _deliver_kind(state: RoundtableState) -> str:
+    if state.end_reason == EndReason.PARENT_DELETED:
+        return "none"
+    if state.end_reason == EndReason.SESSION_DELETED:
+        return "interruption"
+    return "result"
+
+
+def _completed_assistant(event: ev.Event) -> bool:
+    info = event.properties.get("info")
+    return (
+        isinstance(info, dict)
+        and info.get("role") == "assistant"
+        and bool((info.get("time") or {}).get("completed"))
+    )
+
+
+def _model_ref(value: Any) -> ModelRef | None:
+    """A model from ``GET /agent`` (``{providerID, modelID}``) or config (``"provider/model"``)."""
+    if isinstance(value, dict):
+        prov = value.get("providerID")
+        mid = value.get("modelID") or value.get("id")
+        if isinstance(prov, str) and isinstance(mid, str):
+            return ModelRef(providerID=prov, modelID=mid)
+    if isinstance(value, str) and "/" in value:
+        prov, _, mid = value.partition("/")
+        return ModelRef(providerID=prov, modelID=mid)
+    return None
+
+
+def _index_metadata(
+    phase: Phase, state_msg: str, state_part: str, *, finalized: bool
+) -> dict[str, Any]:
+    return {
+        META_KEY: {
+            "v": STATE_VERSION,
+            "phase": phase.value,
+            "stateMessageID": state_msg,
+            "statePartID": state_part,
+            "finalized": finalized,
+        }
+    }
+
+
+class _TableAdapter(logging.LoggerAdapter[logging.Logger]):
+    """Prefixes ``[ses_… r2 dev]`` and adds ``session_id``, ``round`` and ``agent`` fields (issue 6:
+    every line about a roundtable carries them; JSON logs show them as fields)."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        table: Table = (self.extra or {})["table"]  # type: ignore[assignment]
+        st = table.state
+        agent = st.pending.agent if st.pending else None
+        rnd = min(st.current_round + 1, st.total_rounds)
+        kwargs.setdefault("extra", {}).update(
+            {"session_id": st.session_id, "round": rnd, "agent": agent}
+        )
+        return f"[{st.session_id} r{rnd} {agent or '-'}] {msg}", kwargs

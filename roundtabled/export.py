@@ -1,0 +1,150 @@
+"""Export of a whole debate (issue 6): topic, agents, each turn with round and agent, tool call
+summaries, errors, the observer's summary and usage — as JSON or GitHub-flavoured Markdown.
+
+The full text of every turn comes from S2's messages when the roundtable is not in memory (the
+persisted final state keeps only capped previews).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roundtabled import machine, prompts
+from roundtabled.errors import NotFound, StateError, ValidationFailed
+from roundtabled.state import RoundtableState
+
+if TYPE_CHECKING:
+    from roundtabled.engine import Engine
+
+
+async def collect(engine: Engine, s2: str) -> dict[str, Any]:
+    """The export data of roundtable ``s2``.
+
+    Raises:
+        ValidationFailed: ``s2`` does not exist or is not a roundtable of this daemon.
+    """
+    table = engine.tables.get(s2) or engine.recent.get(s2)
+    state: RoundtableState
+    if table is not None:
+        state = table.state
+    else:
+        try:
+            state = await engine.load_state(s2)
+        except NotFound:
+            raise ValidationFailed("sessionID", f"session {s2!r} does not exist") from None
+        except StateError as exc:
+            raise ValidationFailed(
+                "sessionID", f"{s2!r} is not a roundtable of this daemon ({exc})"
+            ) from None
+        msgs, _ = await engine.client.messages(s2)
+        views = [machine.message_view(m, s2, engine.signer) for m in msgs]
+        history = machine.rebuild_history(state.model_copy(update={"pending": None}), views)
+        state = state.model_copy(update={"history": history})
+    return to_data(state)
+
+
+def to_data(state: RoundtableState) -> dict[str, Any]:
+    """JSON-ready export of ``state``."""
+    usage = prompts.usage_table(state.history)
+    return {
+        "sessionID": state.session_id,
+        "parentSessionID": state.parent_session_id,
+        "title": state.title,
+        "topic": state.prompt,
+        "extensions": [e.dump() for e in state.extensions],
+        "agents": state.agents,
+        "observer": state.observer,
+        "models": {k: v.label() for k, v in state.models.items()},
+        "rounds": state.total_rounds,
+        "phase": state.phase.value,
+        "endReason": state.end_reason.value if state.end_reason else None,
+        "errors": state.errors,
+        "turns": [e.dump() for e in state.history],
+        "summary": state.summary,
+        "usage": {
+            "perAgent": {k: v.dump() for k, v in usage["perAgent"].items()},
+            "perRound": {str(k): v.dump() for k, v in usage["perRound"].items()},
+            "total": usage["total"].dump(),
+        },
+    }
+
+
+def _fmt_tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+def to_markdown(data: dict[str, Any]) -> str:
+    """GitHub-flavoured Markdown of :func:`to_data`'s output."""
+    lines = [f"# {data['title']}", ""]
+    lines += [f"- **Roundtable:** `{data['sessionID']}`"]
+    if data.get("parentSessionID"):
+        lines += [f"- **Requested from:** `{data['parentSessionID']}`"]
+    lines += [
+        f"- **Agents:** {' → '.join(data['agents'])}",
+        f"- **Observer:** {data['observer']}",
+        f"- **Rounds:** {data['rounds']}",
+        f"- **Outcome:** {data['phase']}"
+        + (f" ({data['endReason']})" if data.get("endReason") else ""),
+        "",
+        "## Topic",
+        "",
+        data["topic"],
+        "",
+    ]
+    for ext in data.get("extensions") or []:
+        lines += [
+            f"**Extension from round {ext['fromRound'] + 1} ({ext['mode']}):** {ext['prompt']}",
+            "",
+        ]
+    lines += ["## Debate", ""]
+    for turn in data["turns"]:
+        kind = turn.get("kind", "turn")
+        if kind == "user":
+            head = f"### The user (round {turn['round']})"
+        elif kind == "observer":
+            head = f"### Observer: {turn['agent']}"
+        elif kind == "interjection":
+            head = f"### {turn['agent']} (reply to the user, round {turn['round']})"
+        else:
+            head = f"### {turn['agent']} · round {turn['round']}"
+        lines += [head, ""]
+        if turn.get("hasError"):
+            note = "cut off" if turn.get("cutOff") else "failed"
+            lines += [f"> ⚠️ {note}: {turn.get('error')}", ""]
+        if turn.get("response"):
+            lines += [turn["response"], ""]
+        for tool in turn.get("toolCalls") or []:
+            preview = str(tool.get("outputPreview", "")).replace("```", "ʼʼʼ")
+            lines += [
+                f"<details><summary>tool <code>{tool.get('toolName')}</code></summary>",
+                "",
+                "```",
+                preview,
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
+        usage = turn.get("usage") or {}
+        if usage.get("input") or usage.get("output"):
+            lines += [
+                f"<sub>{_fmt_tokens(int(usage.get('input', 0)))} in · "
+                f"{_fmt_tokens(int(usage.get('output', 0)))} out · "
+                f"${float(usage.get('cost', 0)):.4f}</sub>",
+                "",
+            ]
+    if data.get("errors"):
+        lines += ["## Errors", ""] + [f"- {e}" for e in data["errors"]] + [""]
+    lines += ["## Summary", "", data.get("summary") or "_(no summary)_", ""]
+    lines += ["## Usage", "", "| agent | input | output | cost (USD) |", "|---|---:|---:|---:|"]
+    for name, u in data["usage"]["perAgent"].items():
+        lines.append(
+            f"| {name} | {u.get('input', 0)} | {u.get('output', 0)} | "
+            f"{float(u.get('cost', 0)):.4f} |"
+        )
+    tot = data["usage"]["total"]
+    lines.append(
+        f"| **total** | {tot.get('input', 0)} | {tot.get('output', 0)} | "
+        f"{float(tot.get('cost', 0)):.4f} |"
+    )
+    return "\n".join(lines) + "\n"

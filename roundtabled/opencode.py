@@ -1,0 +1,396 @@
+"""Typed async client of the OpenCode server's HTTP API (opencode-ai 1.18.33).
+
+The one place that talks HTTP to the server and the one place with retries (tenacity):
+
+- Idempotent requests (GET, PATCH, abort, permission replies) are retried on transient failures
+  (connection errors, timeouts, 5xx) with capped exponential backoff: 3 attempts, 0.2 s → 1 s.
+- Requests that create something (``prompt_async``, ``noReply`` messages, session creation) are
+  never retried here: a retried prompt could become a second turn (API notes §4: a reused message id
+  appends parts). The engine re-reads the session and decides (level-triggered, design §1).
+- Every request has a timeout (``timeout`` seconds, default 30) and the number of requests in
+  flight is bounded (``max_concurrency``).
+- 404 → :class:`NotFound` (a deleted session is never "completed"), 401 → :class:`AuthFailed`
+  naming ``OPENCODE_SERVER_PASSWORD``; the password itself never appears in an error or a log.
+
+``bytes_read`` counts response body bytes, so tests and benchmarks can check that a turn reads only
+its own messages (regression: message lists of tens of MB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from roundtabled.errors import AuthFailed, NotFound, TransportError
+
+T = TypeVar("T")
+
+Json = Any
+Message = dict[str, Any]
+"""One ``{info, parts}`` item of ``GET /session/{id}/message`` (API notes §5)."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, TransportError) and exc.retryable and not isinstance(exc, AuthFailed)
+
+
+class OpenCodeClient:
+    """Async client of one OpenCode server.
+
+    Args:
+        base_url: e.g. ``"http://127.0.0.1:4096"`` (no trailing slash needed).
+        username / password: HTTP Basic credentials (``OPENCODE_SERVER_PASSWORD``; API notes §2).
+        timeout: seconds for one request (connect + read).
+        max_concurrency: requests in flight at once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        username: str = "opencode",
+        password: str | None = None,
+        timeout: float = 30.0,
+        max_concurrency: int = 16,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        # aiohttp 3.14 deprecates BasicAuth/``auth=``: send the header ourselves (API notes §2).
+        self._headers = (
+            {"Authorization": aiohttp.encode_basic_auth(username, password)} if password else {}
+        )
+        self.timeout = timeout
+        self._sem = asyncio.Semaphore(max_concurrency)
+        self._session: aiohttp.ClientSession | None = None
+        self._max_concurrency = max_concurrency
+        self.bytes_read = 0
+        self.requests = 0
+
+    async def __aenter__(self) -> OpenCodeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(limit=self._max_concurrency * 2),
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the underlying HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Json = None,
+        retry: bool = True,
+        timeout: float | None = None,
+    ) -> tuple[Json, Mapping[str, str]]:
+        if not retry:
+            return await self._once(method, path, params=params, body=body, timeout=timeout)
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(3),
+            wait=wait_exponential(multiplier=0.2, max=1.0),
+            retry=retry_if_exception(_retryable),
+            reraise=True,
+        ):
+            with attempt:
+                return await self._once(method, path, params=params, body=body, timeout=timeout)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None,
+        body: Json,
+        timeout: float | None,
+    ) -> tuple[Json, Mapping[str, str]]:
+        url = self.base_url + path
+        data = orjson.dumps(body) if body is not None else None
+        headers = {"content-type": "application/json"} if data is not None else None
+        kwargs: dict[str, Any] = {}
+        if timeout is not None:
+            kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
+        async with self._sem:
+            self.requests += 1
+            try:
+                async with self._http().request(
+                    method, url, params=params, data=data, headers=headers, **kwargs
+                ) as resp:
+                    raw = await resp.read()
+                    self.bytes_read += len(raw)
+                    if resp.status >= 400:
+                        raise _status_error(method, path, resp.status, raw)
+                    if not raw:
+                        return None, resp.headers
+                    try:
+                        return orjson.loads(raw), resp.headers
+                    except orjson.JSONDecodeError as exc:
+                        raise TransportError(
+                            f"{method} {path}: response is not JSON",
+                            status=resp.status,
+                            retryable=False,
+                        ) from exc
+            except TransportError:
+                raise
+            except TimeoutError as exc:
+                raise TransportError(f"{method} {path}: timed out", retryable=True) from exc
+            except aiohttp.ClientError as exc:
+                raise TransportError(
+                    f"{method} {path}: {type(exc).__name__}: {exc}", retryable=True
+                ) from exc
+
+    # -- server ---------------------------------------------------------------------------------
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /global/health`` → ``{"healthy": true, "version": "1.18.33"}``."""
+        data, _ = await self._request("GET", "/global/health", timeout=5.0)
+        return dict(data)
+
+    async def agents(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /agent`` for ``directory`` (API notes §11): every agent, hidden ones included."""
+        data, _ = await self._request("GET", "/agent", params=_dir(directory))
+        return list(data)
+
+    async def config(self, directory: str | None = None) -> dict[str, Any]:
+        """``GET /config`` for ``directory``: the merged configuration (``model``, ``agent`` …)."""
+        data, _ = await self._request("GET", "/config", params=_dir(directory))
+        return dict(data)
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        directory: str | None,
+        parent_id: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """``POST /session`` (not retried: a retry could create a second session)."""
+        body: dict[str, Any] = {}
+        if parent_id:
+            body["parentID"] = parent_id
+        if title:
+            body["title"] = title
+        if metadata is not None:
+            body["metadata"] = metadata
+        data, _ = await self._request(
+            "POST", "/session", params=_dir(directory), body=body, retry=False
+        )
+        return dict(data)
+
+    async def get_session(self, session_id: str) -> dict[str, Any]:
+        """``GET /session/{id}``. Raises :class:`NotFound` when deleted."""
+        data, _ = await self._request("GET", f"/session/{_seg(session_id)}")
+        return dict(data)
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """``PATCH /session/{id}``; ``metadata`` replaces the whole object (API notes §3)."""
+        body: dict[str, Any] = {}
+        if title is not None:
+            body["title"] = title
+        if metadata is not None:
+            body["metadata"] = metadata
+        data, _ = await self._request("PATCH", f"/session/{_seg(session_id)}", body=body)
+        return dict(data)
+
+    async def delete_session(self, session_id: str) -> None:
+        """``DELETE /session/{id}`` (also deletes descendants)."""
+        await self._request("DELETE", f"/session/{_seg(session_id)}")
+
+    async def list_sessions(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /session`` of ``directory``, newest update first."""
+        data, _ = await self._request("GET", "/session", params=_dir(directory))
+        return list(data)
+
+    async def children(self, session_id: str) -> list[dict[str, Any]]:
+        """``GET /session/{id}/children``: direct children."""
+        data, _ = await self._request("GET", f"/session/{_seg(session_id)}/children")
+        return list(data)
+
+    async def statuses(self, directory: str | None = None) -> dict[str, dict[str, Any]]:
+        """``GET /session/status``: only non-idle sessions of ``directory`` appear (API notes §3)."""
+        data, _ = await self._request("GET", "/session/status", params=_dir(directory))
+        return dict(data or {})
+
+    async def abort(self, session_id: str) -> None:
+        """``POST /session/{id}/abort`` (always ``true``; idempotent)."""
+        await self._request("POST", f"/session/{_seg(session_id)}/abort")
+
+    async def summarize(self, session_id: str, provider_id: str, model_id: str) -> None:
+        """``POST /session/{id}/summarize``: compaction; returns when it has finished."""
+        await self._request(
+            "POST",
+            f"/session/{_seg(session_id)}/summarize",
+            body={"providerID": provider_id, "modelID": model_id},
+            retry=False,
+            timeout=max(self.timeout, 120.0),
+        )
+
+    # -- messages -------------------------------------------------------------------------------
+
+    async def messages(
+        self, session_id: str, *, limit: int | None = None, before: str | None = None
+    ) -> tuple[list[Message], str | None]:
+        """``GET /session/{id}/message``: oldest first.
+
+        ``limit``: newest N only; ``before``: cursor of an older page. Returns the messages and the
+        cursor of the next older page (``None`` at the oldest page) (API notes §5).
+        """
+        params: dict[str, str] = {}
+        if limit is not None:
+            params["limit"] = str(limit)
+        if before is not None:
+            params["before"] = before
+        data, headers = await self._request(
+            "GET", f"/session/{_seg(session_id)}/message", params=params or None
+        )
+        return list(data), headers.get("x-next-cursor")
+
+    async def message(self, session_id: str, message_id: str) -> Message:
+        """``GET /session/{id}/message/{msgID}``. Raises :class:`NotFound`."""
+        data, _ = await self._request(
+            "GET", f"/session/{_seg(session_id)}/message/{_seg(message_id)}"
+        )
+        return dict(data)
+
+    async def prompt_async(self, session_id: str, body: dict[str, Any]) -> None:
+        """``POST /session/{id}/prompt_async`` → 204; the turn runs in the background.
+
+        Never retried (see module docstring). ``body``: ``{parts, agent, model, messageID, …}``.
+        """
+        await self._request(
+            "POST", f"/session/{_seg(session_id)}/prompt_async", body=body, retry=False
+        )
+
+    async def post_no_reply(
+        self,
+        session_id: str,
+        parts: list[dict[str, Any]],
+        *,
+        message_id: str,
+        agent: str | None = None,
+    ) -> Message:
+        """Store a ``noReply`` user message (no model turn; only into an idle session, API notes §4).
+
+        Not retried; the caller looks for ``message_id`` before sending again.
+        """
+        body: dict[str, Any] = {"noReply": True, "messageID": message_id, "parts": parts}
+        if agent:
+            body["agent"] = agent
+        data, _ = await self._request(
+            "POST", f"/session/{_seg(session_id)}/message", body=body, retry=False
+        )
+        return dict(data)
+
+    async def update_part(
+        self, session_id: str, message_id: str, part: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``PATCH /session/{id}/message/{msgID}/part/{partID}`` with the whole new part."""
+        data, _ = await self._request(
+            "PATCH",
+            f"/session/{_seg(session_id)}/message/{_seg(message_id)}/part/{_seg(part['id'])}",
+            body=part,
+        )
+        return dict(data)
+
+    # -- TUI, permissions, questions ------------------------------------------------------------
+
+    async def toast(
+        self,
+        message: str,
+        *,
+        title: str | None = None,
+        variant: str = "info",
+        duration_ms: int | None = None,
+        directory: str | None = None,
+    ) -> None:
+        """``POST /tui/show-toast`` (``variant``: info | success | warning | error)."""
+        body: dict[str, Any] = {"message": message, "variant": variant}
+        if title:
+            body["title"] = title
+        if duration_ms:
+            body["duration"] = duration_ms
+        await self._request("POST", "/tui/show-toast", params=_dir(directory), body=body)
+
+    async def permissions(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /permission``: pending permission requests of ``directory``."""
+        data, _ = await self._request("GET", "/permission", params=_dir(directory))
+        return list(data or [])
+
+    async def reply_permission(
+        self,
+        request_id: str,
+        reply: str,
+        message: str | None = None,
+        directory: str | None = None,
+    ) -> None:
+        """``POST /permission/{id}/reply`` with ``reply`` = once | always | reject."""
+        body: dict[str, Any] = {"reply": reply}
+        if message:
+            body["message"] = message
+        await self._request(
+            "POST", f"/permission/{_seg(request_id)}/reply", params=_dir(directory), body=body
+        )
+
+    async def questions(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /question``: pending ``question`` tool requests of ``directory``."""
+        data, _ = await self._request("GET", "/question", params=_dir(directory))
+        return list(data or [])
+
+    async def reject_question(self, request_id: str, directory: str | None = None) -> None:
+        """``POST /question/{id}/reject``."""
+        await self._request("POST", f"/question/{_seg(request_id)}/reject", params=_dir(directory))
+
+
+def _dir(directory: str | None) -> dict[str, str] | None:
+    return {"directory": directory} if directory else None
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _status_error(method: str, path: str, status: int, raw: bytes) -> TransportError:
+    detail = raw[:300].decode("utf-8", "replace").strip()
+    if status == 404:
+        return NotFound(f"{method} {path}: not found ({detail})")
+    if status == 401:
+        return AuthFailed(
+            "OpenCode rejected the credentials (401): set OPENCODE_SERVER_PASSWORD (or "
+            "server_password in roundtabled's config) to the server's password"
+        )
+    return TransportError(
+        f"{method} {path}: HTTP {status}: {detail}", status=status, retryable=status >= 500
+    )

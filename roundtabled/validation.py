@@ -1,0 +1,271 @@
+"""Validation of ``roundtable`` requests (spec §3), shared by the control API and the CLI.
+
+Every failure raises :class:`~roundtabled.errors.ValidationFailed` whose message starts with
+``Error:`` and names the field, the bad value and what is allowed (issue 2). Input is untrusted
+JSON: anything — wrong types, huge strings, nested junk — gives such an error, never a traceback.
+
+Agent names (regression "duplicate names"): names are compared after stripping surrounding
+whitespace and case-folding. A name with surrounding whitespace is refused (it would not match the
+server's agent), and two names equal after folding are a duplicate; the error names the duplicate and
+lists the available agents. So the accepted list always has exactly one seat per name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from roundtabled.errors import ValidationFailed
+from roundtabled.state import BUILTIN_OBSERVER, MAX_ROUNDS, MAX_TITLE_CHARS, PermissionPolicy
+
+MAX_PROMPT_CHARS = 100_000
+"""Upper bound of ``prompt`` in characters (a topic, not a document)."""
+MAX_AGENTS = 12
+"""Upper bound of seats at one table."""
+SESSION_ID_RE = re.compile(r"^ses_[A-Za-z0-9]{6,64}$")
+ALLOWED_KEYS = {
+    "agents",
+    "prompt",
+    "rounds",
+    "observer",
+    "sessionID",
+    "title",
+    "parentSessionID",
+    "directory",
+    "toolCallID",
+    "toolMessageID",
+    "turnTimeout",
+    "permissionPolicy",
+    "extendMode",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RoundtableRequest:
+    """A checked ``roundtable`` call. ``rounds`` 1–50; ``turn_timeout`` seconds or ``None``."""
+
+    prompt: str
+    agents: tuple[str, ...] | None
+    rounds: int
+    observer: str | None
+    session_id: str | None
+    title: str | None
+    parent_session_id: str | None
+    directory: str | None
+    tool_call_id: str | None
+    tool_message_id: str | None
+    turn_timeout: float | None
+    permission_policy: PermissionPolicy | None
+    extend_mode: Literal["continuation", "new-topic"] | None
+
+    @property
+    def extend(self) -> bool:
+        """True when the call continues a concluded roundtable (``sessionID`` given)."""
+        return self.session_id is not None
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _opt_str(body: Mapping[str, Any], key: str, *, max_len: int = 1000) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationFailed(key, f"{key} must be a string, got {_short(value)}")
+    if len(value) > max_len:
+        raise ValidationFailed(key, f"{key} must be at most {max_len} characters, got {len(value)}")
+    return value
+
+
+def parse_request(body: object) -> RoundtableRequest:
+    """Check the shape of a request body (no server look-ups yet).
+
+    Args:
+        body: decoded JSON of ``POST /v1/roundtables`` (see docs/control-api.md).
+
+    Raises:
+        ValidationFailed: naming the first bad field.
+    """
+    if not isinstance(body, Mapping):
+        raise ValidationFailed(
+            "body", "the request body must be a JSON object with at least 'prompt'"
+        )
+    unknown = sorted(str(k) for k in body if k not in ALLOWED_KEYS)
+    if unknown:
+        raise ValidationFailed(
+            unknown[0],
+            f"unknown field {unknown[0]!r}; allowed fields: " + ", ".join(sorted(ALLOWED_KEYS)),
+        )
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValidationFailed(
+            "prompt", "prompt must be a non-empty string (the topic), got " + _short(prompt)
+        )
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValidationFailed(
+            "prompt", f"prompt must be at most {MAX_PROMPT_CHARS} characters, got {len(prompt)}"
+        )
+    session_id = _opt_str(body, "sessionID", max_len=100)
+    if session_id is not None and not SESSION_ID_RE.match(session_id):
+        raise ValidationFailed(
+            "sessionID",
+            f"sessionID must look like 'ses_…' (letters and digits), got {_short(session_id)}",
+        )
+    agents_raw = body.get("agents")
+    agents: tuple[str, ...] | None = None
+    if agents_raw is not None:
+        if not isinstance(agents_raw, list) or not all(isinstance(a, str) for a in agents_raw):
+            raise ValidationFailed(
+                "agents",
+                f"agents must be a list of agent names (strings), got {_short(agents_raw)}",
+            )
+        agents = tuple(agents_raw)
+    elif session_id is None:
+        raise ValidationFailed(
+            "agents",
+            "agents is required for a new roundtable: give at "
+            "least 2 agent names in speaking order",
+        )
+    rounds_raw = body.get("rounds", 1)
+    if rounds_raw is None:
+        rounds_raw = 1
+    if (
+        isinstance(rounds_raw, bool)
+        or not isinstance(rounds_raw, int | float)
+        or (isinstance(rounds_raw, float) and not rounds_raw.is_integer())
+    ):
+        raise ValidationFailed(
+            "rounds", f"rounds must be an integer from 1 to {MAX_ROUNDS}, got {_short(rounds_raw)}"
+        )
+    rounds = int(rounds_raw)
+    if not 1 <= rounds <= MAX_ROUNDS:
+        raise ValidationFailed(
+            "rounds", f"rounds must be an integer from 1 to {MAX_ROUNDS}, got {rounds}"
+        )
+    title = _opt_str(body, "title", max_len=10_000)
+    if title is not None:
+        if not title.strip():
+            raise ValidationFailed("title", "title must not be empty (omit it for the default)")
+        if len(title) > MAX_TITLE_CHARS:
+            raise ValidationFailed(
+                "title", f"title must be at most {MAX_TITLE_CHARS} characters, got {len(title)}"
+            )
+    observer = _opt_str(body, "observer", max_len=200)
+    parent = _opt_str(body, "parentSessionID", max_len=100)
+    if parent is not None and not SESSION_ID_RE.match(parent):
+        raise ValidationFailed(
+            "parentSessionID", "parentSessionID must look like 'ses_…', got " + _short(parent)
+        )
+    directory = _opt_str(body, "directory", max_len=4096)
+    if directory is not None and not directory.startswith("/"):
+        raise ValidationFailed(
+            "directory", "directory must be an absolute path, got " + _short(directory)
+        )
+    timeout_raw = body.get("turnTimeout")
+    turn_timeout: float | None = None
+    if timeout_raw is not None:
+        if (
+            isinstance(timeout_raw, bool)
+            or not isinstance(timeout_raw, int | float)
+            or not (1 <= timeout_raw <= 86_400)
+        ):
+            raise ValidationFailed(
+                "turnTimeout",
+                "turnTimeout must be a number of seconds from "
+                f"1 to 86400, got {_short(timeout_raw)}",
+            )
+        turn_timeout = float(timeout_raw)
+    policy_raw = body.get("permissionPolicy")
+    policy: PermissionPolicy | None = None
+    if policy_raw is not None:
+        try:
+            policy = PermissionPolicy(policy_raw)
+        except ValueError:
+            raise ValidationFailed(
+                "permissionPolicy",
+                "permissionPolicy must be one of "
+                + ", ".join(p.value for p in PermissionPolicy)
+                + f", got {_short(policy_raw)}",
+            ) from None
+    mode_raw = body.get("extendMode")
+    mode: Literal["continuation", "new-topic"] | None = None
+    if mode_raw is not None:
+        if mode_raw not in ("continuation", "new-topic"):
+            raise ValidationFailed(
+                "extendMode",
+                f"extendMode must be 'continuation' or 'new-topic', got {_short(mode_raw)}",
+            )
+        mode = mode_raw
+    return RoundtableRequest(
+        prompt=prompt,
+        agents=agents,
+        rounds=rounds,
+        observer=observer,
+        session_id=session_id,
+        title=title,
+        parent_session_id=parent,
+        directory=directory,
+        tool_call_id=_opt_str(body, "toolCallID", max_len=200),
+        tool_message_id=_opt_str(body, "toolMessageID", max_len=200),
+        turn_timeout=turn_timeout,
+        permission_policy=policy,
+        extend_mode=mode,
+    )
+
+
+def seat_agents(available: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Names of agents a person may seat (not hidden), sorted (``GET /agent``, API notes §11)."""
+    return sorted(str(a.get("name")) for a in available if not a.get("hidden"))
+
+
+def check_agents(
+    agents: Sequence[str], observer: str | None, available: Sequence[Mapping[str, Any]]
+) -> None:
+    """Check seats and observer against the server's agents (spec §4 phase 1, step 2).
+
+    Raises:
+        ValidationFailed: fewer than 2 agents, more than 12, a duplicate (see module docstring),
+            an unknown name, or an unknown observer; the message lists the available agents.
+    """
+    names = seat_agents(available)
+    listing = "Available agents: " + ", ".join(names)
+    if len(agents) < 2:
+        raise ValidationFailed(
+            "agents",
+            f"agents needs at least 2 names, got {len(agents)} ({_short(list(agents))}). {listing}",
+        )
+    if len(agents) > MAX_AGENTS:
+        raise ValidationFailed(
+            "agents", f"agents takes at most {MAX_AGENTS} names, got {len(agents)}. {listing}"
+        )
+    seen: dict[str, str] = {}
+    for name in agents:
+        if name != name.strip() or not name:
+            raise ValidationFailed(
+                "agents",
+                f"agent name {name!r} has surrounding whitespace or "
+                f"is empty; write it exactly. {listing}",
+            )
+        key = name.casefold()
+        if key in seen:
+            raise ValidationFailed(
+                "agents",
+                f"agent {name!r} appears more than once (as "
+                f"{seen[key]!r} and {name!r}); each agent takes one seat. "
+                f"{listing}",
+            )
+        seen[key] = name
+    known = set(names)
+    for name in agents:
+        if name not in known:
+            raise ValidationFailed("agents", f"unknown agent {name!r}. {listing}")
+    if observer is not None and observer != BUILTIN_OBSERVER and observer not in known:
+        raise ValidationFailed(
+            "observer",
+            f"unknown observer agent {observer!r}; omit it for the built-in observer. {listing}",
+        )

@@ -1,0 +1,98 @@
+"""Shared fixtures: a scripted LLM and real, private ``opencode serve`` processes.
+
+- ``scripted_llm`` — a started :class:`ScriptedLLM` (function scope).
+- ``opencode_factory`` — ``await opencode_factory(config=None, *, files=None, password=None,
+  env=None, name=None)`` starts an :class:`OpenCodeServer` under ``tmp_path`` (config default:
+  :func:`offline_config` pointing at ``scripted_llm``; ``files`` maps paths relative to the project
+  directory to text written before the server starts, e.g. ``{".opencode/tool/echo.ts": src}``).
+  The agent prompts of the config are registered with the scripted LLM. Every server it started is
+  stopped at teardown, even when the test fails.
+- ``slow`` marker: skipped unless ``--run-slow`` or ``ROUNDTABLED_SLOW=1``. Tests under
+  ``tests/e2e`` get the ``e2e`` marker automatically.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from roundtabled.testing.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
+from roundtabled.testing.scripted_llm import ScriptedLLM
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="also run tests marked slow (or set ROUNDTABLED_SLOW=1)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run_slow = config.getoption("--run-slow") or os.environ.get("ROUNDTABLED_SLOW") == "1"
+    skip_slow = pytest.mark.skip(reason="slow: use --run-slow or ROUNDTABLED_SLOW=1")
+    for item in items:
+        if "tests/e2e/" in Path(str(item.fspath)).as_posix():
+            item.add_marker(pytest.mark.e2e)
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(skip_slow)
+
+
+@pytest.fixture
+async def scripted_llm() -> AsyncIterator[ScriptedLLM]:
+    llm = ScriptedLLM()
+    await llm.start(port=0)
+    try:
+        yield llm
+    finally:
+        await llm.stop()
+
+
+class OpenCodeFactory(Protocol):
+    def __call__(
+        self,
+        config: dict[str, Any] | None = None,
+        *,
+        files: dict[str, str] | None = None,
+        password: str | None = None,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> Awaitable[OpenCodeServer]: ...
+
+
+@pytest.fixture
+async def opencode_factory(
+    tmp_path: Path, scripted_llm: ScriptedLLM
+) -> AsyncIterator[OpenCodeFactory]:
+    servers: list[OpenCodeServer] = []
+
+    async def start(
+        config: dict[str, Any] | None = None,
+        *,
+        files: dict[str, str] | None = None,
+        password: str | None = None,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> OpenCodeServer:
+        cfg = config if config is not None else offline_config(scripted_llm.base_url)
+        scripted_llm.agent_prompts.update(agent_prompts_of(cfg))
+        root = tmp_path / (name or f"opencode-{len(servers)}")
+        server = OpenCodeServer(root, cfg, password=password, env=env)
+        servers.append(server)
+        for rel, text in (files or {}).items():
+            path = server.project_dir / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        await server.start()
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            await server.stop()

@@ -1,0 +1,238 @@
+"""End-to-end harness: the real ``opencode serve`` + the scripted LLM + a roundtabled daemon.
+
+``rt`` starts all three for one test and gives helpers to drive the daemon through its control API
+(exactly what the tool shim does) and to read the server's truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from roundtabled import install
+from roundtabled.config import load_settings
+from roundtabled.daemon import Daemon
+from roundtabled.testing.opencode_server import OpenCodeServer, free_port, offline_config
+from roundtabled.testing.scripted_llm import ScriptedLLM
+
+SEAT_MODELS = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
+
+
+def roundtable_config(llm: ScriptedLLM, **kw: Any) -> dict[str, Any]:
+    """The offline config with each seat on its own scripted model."""
+    extra = kw.pop("extra_agents", {}) or {}
+    agents: dict[str, dict[str, Any]] = {
+        name: {"model": f"scripted/{mid}"} for name, mid in SEAT_MODELS.items()
+    }
+    for name, cfg in extra.items():
+        agents[name] = {**agents.get(name, {}), **cfg}
+    return offline_config(llm.base_url, extra_agents=agents, **kw)
+
+
+@dataclass
+class RT:
+    """One end-to-end environment."""
+
+    server: OpenCodeServer
+    llm: ScriptedLLM
+    daemon: Daemon
+    task: asyncio.Task[int]
+    tmp: Path
+    http: aiohttp.ClientSession
+    settings_env: dict[str, str]
+    extra_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    @property
+    def control(self) -> str:
+        assert self.daemon.control_address
+        return self.daemon.control_address
+
+    @property
+    def directory(self) -> str:
+        return str(self.server.project_dir)
+
+    async def api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: dict[str, str] | None = None,
+        token: str | None = None,
+        timeout: float = 60,
+    ) -> tuple[int, Any]:
+        """Call the daemon's control API; returns (status, decoded JSON or text)."""
+        headers = {"Authorization": f"Bearer {token if token is not None else self.daemon.token}"}
+        async with self.http.request(
+            method,
+            self.control + path,
+            json=body,
+            params=params,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as resp:
+            if "json" in resp.headers.get("content-type", ""):
+                return resp.status, await resp.json()
+            return resp.status, await resp.text()
+
+    async def oc(
+        self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
+    ) -> Any:
+        """Call the OpenCode server."""
+        async with self.http.request(
+            method, self.server.url + path, json=body, params=params, auth=self.server.auth
+        ) as resp:
+            resp.raise_for_status()
+            if resp.status == 204:
+                return None
+            return await resp.json()
+
+    async def new_parent(self, title: str = "S1 main session") -> str:
+        """A root session S1 in the project directory (where the orchestrator would be)."""
+        s = await self.oc(
+            "POST", "/session", {"title": title}, params={"directory": self.directory}
+        )
+        return str(s["id"])
+
+    async def start(self, **body: Any) -> str:
+        """POST /v1/roundtables; returns S2's id (asserts 200)."""
+        body.setdefault("directory", self.directory)
+        status, data = await self.api("POST", "/v1/roundtables", body)
+        assert status == 200, data
+        return str(data["sessionID"])
+
+    async def result(self, s2: str, timeout: float = 60) -> dict[str, Any]:
+        """Wait for the result like the tool shim (long poll)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, data = await self.api(
+                "GET", f"/v1/roundtables/{s2}/result", params={"wait": "10"}
+            )
+            assert status == 200, data
+            if data.get("done"):
+                return dict(data)
+        raise AssertionError(f"roundtable {s2} did not finish in {timeout} s")
+
+    async def messages(self, session: str) -> list[dict[str, Any]]:
+        return list(await self.oc("GET", f"/session/{session}/message"))
+
+    async def session(self, session: str) -> dict[str, Any]:
+        return dict(await self.oc("GET", f"/session/{session}"))
+
+    async def wait_idle(self, session: str, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = await self.oc("GET", "/session/status", params={"directory": self.directory})
+            if session not in st:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{session} still busy after {timeout} s")
+
+    async def restart_daemon(self, **overrides: Any) -> None:
+        """Stop the daemon (graceful) and start a new one with the same settings."""
+        self.daemon.request_stop()
+        await asyncio.wait_for(self.task, 15)
+        await self._launch(**overrides)
+
+    async def kill_daemon(self) -> None:
+        """Simulate kill -9 of the in-process daemon: cancel everything at once."""
+        self.task.cancel()
+        for t in asyncio.all_tasks():
+            name = t.get_name()
+            if name.startswith("rt-") or name in ("event-stream", "heartbeat"):
+                t.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.daemon.client.close()
+
+    async def _launch(self, **overrides: Any) -> None:
+        cli: dict[str, Any] = {
+            "server_url": self.server.url,
+            "control_port": 0,
+            "resync_period": 2.0,
+            "directories": [self.directory],
+        }
+        cli.update(overrides)
+        settings = load_settings(cli, env=self.settings_env)
+        self.daemon = Daemon(settings)
+        self.task = asyncio.create_task(self.daemon.run())
+        await asyncio.wait_for(self.daemon.engine.ready.wait(), 30)
+
+
+async def make_rt(tmp_path: Path, llm: ScriptedLLM, server: OpenCodeServer, **overrides: Any) -> RT:
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "rt-config"),
+        "XDG_STATE_HOME": str(tmp_path / "rt-state"),
+    }
+    if server.password:
+        env["OPENCODE_SERVER_PASSWORD"] = server.password
+    rt = RT(
+        server=server,
+        llm=llm,
+        daemon=None,
+        task=None,
+        tmp=tmp_path,  # type: ignore[arg-type]
+        http=aiohttp.ClientSession(),
+        settings_env=env,
+    )
+    await rt._launch(**overrides)
+    return rt
+
+
+@pytest.fixture
+async def rt_factory(
+    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any
+) -> AsyncIterator[Any]:
+    """``await rt_factory(config=None, daemon={...overrides}, files=..., password=...)``."""
+    made: list[RT] = []
+
+    async def factory(
+        config: dict[str, Any] | None = None,
+        *,
+        daemon: dict[str, Any] | None = None,
+        files: dict[str, str] | None = None,
+        password: str | None = None,
+        install_tools: bool = True,
+    ) -> RT:
+        cfg = config if config is not None else roundtable_config(scripted_llm)
+        port = free_port()
+        all_files = dict(files or {})
+        if install_tools:
+            # The tools and the observer agent are in place before the server loads the project.
+            staging = tmp_path / f"staging-{port}"
+            token_file = tmp_path / "rt-config" / "roundtabled" / "token"
+            for path in install.install_tools(
+                staging, control_url=f"http://127.0.0.1:{port}", token_file=token_file
+            ):
+                all_files[".opencode/" + path.relative_to(staging).as_posix()] = path.read_text()
+        server = await opencode_factory(cfg, files=all_files, password=password)
+        overrides = {"control_port": port, **(daemon or {})}
+        rt = await make_rt(tmp_path, scripted_llm, server, **overrides)
+        made.append(rt)
+        return rt
+
+    try:
+        yield factory
+    finally:
+        for rt in made:
+            if not rt.task.done():
+                rt.daemon.request_stop()
+                try:
+                    await asyncio.wait_for(rt.task, 15)
+                except (TimeoutError, asyncio.CancelledError):
+                    rt.task.cancel()
+            await rt.daemon.client.close()
+            await rt.http.close()
+
+
+@pytest.fixture
+async def rt(rt_factory: Any) -> RT:
+    """The default environment: seats pm, dev, rv on three scripted models."""
+    return await rt_factory()  # type: ignore[no-any-return]

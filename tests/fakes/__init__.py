@@ -1,0 +1,1 @@
+"""In-process fakes used by unit tests (fault injection the real server cannot do)."""
