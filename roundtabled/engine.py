@@ -39,11 +39,12 @@ from typing import Any
 import orjson
 
 from roundtabled import events as ev
-from roundtabled import ids, machine, prompts
+from roundtabled import faults, ids, machine, prompts
 from roundtabled.errors import (
     AuthFailed,
     NotFound,
     StateError,
+    StateForgedError,
     TransportError,
     ValidationFailed,
 )
@@ -80,13 +81,14 @@ from roundtabled.state import (
     Signer,
     decode_state,
     encode_state,
+    has_meta_text,
     persisted_form,
     sign_marker,
 )
 from roundtabled.validation import RoundtableRequest, check_agents
 
 if True:  # typing-only import kept at runtime for clarity of the dependency direction
-    from roundtabled.opencode import OpenCodeClient
+    from roundtabled.opencode import HTTP_CLOCK, HttpClock, OpenCodeClient
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -140,6 +142,9 @@ class Table:
     subscribers: list[asyncio.Queue[dict[str, Any]]] = field(default_factory=list)
     started_monotonic: float = field(default_factory=time.monotonic)
     handoff_ms: list[float] = field(default_factory=list)
+    handoff_server_ms: list[float] = field(default_factory=list)
+    """Per handoff: the part of ``handoff_ms`` spent awaiting the server (ms)."""
+    clock: HttpClock = field(default_factory=HttpClock)
     woke_at: float | None = None
     accepted: set[str] = field(default_factory=set)
     log: logging.LoggerAdapter[logging.Logger] = field(init=False)
@@ -151,6 +156,7 @@ class Table:
         """Wake the worker (coalesced: many pokes before it runs are one wake)."""
         if self.woke_at is None:
             self.woke_at = time.perf_counter()
+            self.clock.reset()
         self.wake.set()
 
 
@@ -179,6 +185,8 @@ class Engine:
         self._bg: set[asyncio.Task[Any]] = set()
         self._closing = False
         self.handoffs: list[float] = []
+        self.handoff_server: list[float] = []
+        """Server share (ms) of each entry of ``handoffs`` (same index)."""
 
     # ------------------------------------------------------------------------------------------
     # Events (hints)
@@ -316,6 +324,7 @@ class Engine:
             updated_at=t,
         )
         await self._create_state_block(state)
+        faults.checkpoint("state-created")
         self._remember_directory(state.directory)
         table = self._adopt(state)
         table.log.info(
@@ -473,6 +482,7 @@ class Engine:
         table.task = asyncio.create_task(self._worker(table), name=f"rt-{table.state.session_id}")
 
     async def _worker(self, table: Table) -> None:
+        HTTP_CLOCK.set(table.clock)  # this task's requests count as the table's server time
         backoff = 0.5
         while not self._closing:
             try:
@@ -520,7 +530,9 @@ class Engine:
             obs = await self._observe(table)
             decision = machine.decide(state, obs)
             await self._execute(table, decision)
-            return False
+            if table.state.active:
+                return False
+            # The debate just ended: finalize now, not at the next wake (up to resync_period).
         return await self._finalize(table)
 
     async def _observe(self, table: Table) -> Observation:
@@ -562,9 +574,10 @@ class Engine:
                 )
             raise
         st = statuses.get(s2)
-        status = "idle" if st is None else str(st.get("type") or "busy")
-        if status not in ("idle", "busy", "retry"):
-            status = "busy"
+        raw_status = "idle" if st is None else str(st.get("type") or "busy")
+        status: machine.Status = "busy"
+        if raw_status in ("idle", "retry"):
+            status = "idle" if raw_status == "idle" else "retry"
         views = tuple(machine.message_view(m, s2, self.signer) for m in msgs)
         if (
             pend is not None
@@ -579,7 +592,7 @@ class Engine:
         return Observation(
             now=now_ms(),
             status=status,
-            messages=views,  # type: ignore[arg-type]
+            messages=views,
             pending_found=found,
             cancel=cancel,
             new_id=ids.message_id(),
@@ -640,6 +653,7 @@ class Engine:
                         self._persist(table.state, index=prev.phase != table.state.phase),
                         *(self._hide_view(table.state.session_id, v) for v in nxt.hide),
                     )
+                    faults.checkpoint("intent-persisted")
                     await self._prompt(table, nxt)
                     i += 2
                     continue
@@ -656,6 +670,7 @@ class Engine:
                 self._spawn(self._toast(table.state, cmd.message, cmd.variant))
             elif isinstance(cmd, TurnRecorded):
                 self._on_turn(table, cmd.entry)
+                faults.checkpoint("turn-recorded")
             elif isinstance(cmd, Finalize):
                 table.log.info(
                     "debate over (%s); finalizing",
@@ -710,11 +725,22 @@ class Engine:
             return
         if table.woke_at is not None:
             dt = (time.perf_counter() - table.woke_at) * 1000
+            server = table.clock.busy * 1000
             table.handoff_ms.append(dt)
+            table.handoff_server_ms.append(server)
             self.handoffs.append(dt)
+            self.handoff_server.append(server)
             if len(self.handoffs) > 100_000:
                 del self.handoffs[:50_000]
+                del self.handoff_server[:50_000]
         table.accepted.add(cmd.message_id)
+        if table.cancel is None and not table.deleted_hint and table.error_seen_at is None:
+            # Wakes that came in before the prompt was accepted were about the turn just
+            # recorded; re-reading now would only find the new turn not started (and load the
+            # server while it runs it). The new turn's own events, deadlines and the resync
+            # period still wake the worker.
+            table.wake.clear()
+        faults.checkpoint("observer-prompted" if cmd.marker.kind == "observer" else "prompted")
         table.woke_at = None
         table.log.debug("prompted %s (%s)", cmd.agent, cmd.message_id)
         self._publish(
@@ -728,6 +754,11 @@ class Engine:
         )
 
     def _on_turn(self, table: Table, entry: HistoryEntry) -> None:
+        if has_meta_text(entry.response):
+            table.log.warning(
+                "%s's %s contains a [ROUNDTABLE META] block: text, never state (ignored)",
+                entry.agent, "message" if entry.kind == "user" else "reply",
+            )
         lg = table.log
         if entry.has_error:
             lg.warning(
@@ -817,36 +848,29 @@ class Engine:
                 pass
         msgs, _ = await self.client.messages(s2)
         for msg in msgs:
-            state = self._state_from_message(msg, s2, report=True)
+            state = self._state_from_message(msg, s2)
             if state is not None:
                 return state
         raise StateError(f"{s2} holds no roundtable state written by this daemon")
 
-    def _state_from_message(
-        self, msg: dict[str, Any], s2: str, *, report: bool = False
-    ) -> RoundtableState | None:
+    def _state_from_message(self, msg: dict[str, Any], s2: str) -> RoundtableState | None:
+        """The trusted state block in ``msg``, if any.
+
+        A block without a valid MAC (pasted by a person, echoed by an agent) is logged and
+        ignored. A signed block that cannot be read (unknown version, corrupt) raises
+        :class:`StateError`: that roundtable is reported and skipped (issue 4).
+        """
         for part in msg.get("parts") or []:
             text = part.get("text")
-            if part.get("type") != "text" or not isinstance(text, str):
-                continue
-            if "[ROUNDTABLE META" not in text:
+            if part.get("type") != "text" or not isinstance(text, str) or not has_meta_text(text):
                 continue
             try:
                 return decode_state(text, part.get("metadata"), s2, self.signer)
-            except StateError as exc:
-                if report or part.get("ignored"):
-                    log.warning(
-                        "roundtable %s: ignoring a META block in message %s: %s",
-                        s2,
-                        (msg.get("info") or {}).get("id"),
-                        exc,
-                    )
-                if (
-                    not isinstance(exc, type(None))
-                    and part.get("ignored")
-                    and isinstance((part.get("metadata") or {}).get(META_KEY), dict)
-                ):
-                    raise
+            except StateForgedError as exc:
+                log.warning(
+                    "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block in message %s "
+                    "(%s)", s2, (msg.get("info") or {}).get("id"), exc,
+                )
         return None
 
     async def _hide_view(self, s2: str, view: UserView) -> None:
@@ -895,6 +919,7 @@ class Engine:
             self._publish(table, {"type": "done", **table.result})
         write_s2 = state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED)
 
+        faults.checkpoint("final-persisted")
         if state.delivery.delivered_via is None:
             delivered = await self._deliver(table, deliver)
             if not delivered:
@@ -936,6 +961,7 @@ class Engine:
                         },
                     ],
                 )
+                faults.checkpoint("delimiter-posted")
             elif not state.finalization.title_done:
                 await self._post_once(
                     state.session_id,
@@ -947,6 +973,7 @@ class Engine:
                 while base.endswith(CONCLUDED_SUFFIX):
                     base = base[: -len(CONCLUDED_SUFFIX)]
                 await self.client.update_session(state.session_id, title=base + CONCLUDED_SUFFIX)
+                faults.checkpoint("title-set")
                 state = state.model_copy(
                     update={
                         "finalization": state.finalization.model_copy(update={"title_done": True})
@@ -989,11 +1016,13 @@ class Engine:
         if table.result and table.result.get("consumedByTool"):
             self._set_delivery(table, "tool")
             return True
-        # Is a tool call waiting for this result?
+        # Is a tool call waiting for this result (or did it already return it)?
         if state.delivery.tool_call_id and state.delivery.tool_message_id:
-            tool_state = await self._tool_state(
-                s1, state.delivery.tool_message_id, state.delivery.tool_call_id
-            )
+            tool_state, output = await self._tool_state(
+                s1, state.delivery.tool_message_id, state.delivery.tool_call_id)
+            if tool_state == "completed" and state.session_id in output:
+                self._set_delivery(table, "tool")  # the shim returned our result
+                return True
             if tool_state in ("running", "pending"):
                 waited = time.monotonic() - (table.finished_at or time.monotonic())
                 if waited < TOOL_POLL_GRACE_S:
@@ -1033,6 +1062,7 @@ class Engine:
             )
         except NotFound:
             pass  # S1 is gone: nothing to deliver to
+        faults.checkpoint("delivered")
         self._set_delivery(table, "no-reply")
         return True
 
@@ -1041,15 +1071,18 @@ class Engine:
             update={"delivery": table.state.delivery.model_copy(update={"delivered_via": via})}
         )
 
-    async def _tool_state(self, s1: str, message_id: str, call_id: str) -> str | None:
+    async def _tool_state(self, s1: str, message_id: str, call_id: str) -> tuple[str | None, str]:
+        """Status (pending | running | completed | error) and output of the tool call in S1 that
+        started the roundtable; ``(None, "")`` when its message is gone."""
         try:
             msg = await self.client.message(s1, message_id)
         except NotFound:
-            return None
+            return None, ""
         for part in msg.get("parts") or []:
             if part.get("type") == "tool" and part.get("callID") == call_id:
-                return str((part.get("state") or {}).get("status"))
-        return "pending"
+                st = part.get("state") or {}
+                return str(st.get("status")), str(st.get("output") or "")
+        return "pending", ""
 
     def take_result(self, s2: str, *, tool_call_id: str | None) -> dict[str, Any] | None:
         """The finished result for a poller; a poll from the waiting tool call consumes it."""
@@ -1429,10 +1462,13 @@ def status_of(table: Table) -> dict[str, Any]:
         "observer": st.observer,
         "elapsed": round((now_ms() - st.created_at) / 1000, 1) if st.created_at else None,
         "endReason": _enum(st.end_reason),
+        "finalized": st.finalization.toast_done,
+        "delivered": st.delivery.delivered_via,
         "errors": st.errors,
         "turns": len(st.seat_turns()),
         "usage": {
             "perAgent": {k: v.dump() for k, v in usage["perAgent"].items()},
+            "perRound": {str(k): v.dump() for k, v in usage["perRound"].items()},
             "total": usage["total"].dump(),
         },
         "summary": st.summary,

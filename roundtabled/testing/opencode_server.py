@@ -66,6 +66,8 @@ MODEL_IDS = ("debater-1", "debater-2", "debater-3", "observer-1", "orchestrator-
 AGENT_PROMPTS: dict[str, str] = {
     **{p.splitlines()[0]: name for name, p in SEAT_PROMPTS.items()},
     BUILD_PROMPT: "build",
+    # The built-in observer agent installed with the tools (roundtabled/agents/*.md).
+    "You are the impartial roundtable observer.": "roundtable-observer",
 }
 
 # Processes to SIGKILL at interpreter exit (pid → process group id).

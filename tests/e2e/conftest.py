@@ -120,6 +120,16 @@ class RT:
                 return dict(data)
         raise AssertionError(f"roundtable {s2} did not finish in {timeout} s")
 
+    async def finalized(self, s2: str, timeout: float = 30) -> dict[str, Any]:
+        """Wait until phase 4 is complete (delimiter, title, toast); returns the status."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, data = await self.api("GET", f"/v1/roundtables/{s2}")
+            if status == 200 and data.get("finalized"):
+                return dict(data)
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"roundtable {s2} not finalized in {timeout} s")
+
     async def messages(self, session: str) -> list[dict[str, Any]]:
         return list(await self.oc("GET", f"/session/{session}/message"))
 

@@ -43,6 +43,7 @@ async def test_basic_two_agents_one_round_default_observer(rt: RT) -> None:
     result = await rt.result(s2)
     assert result["sessionID"] == s2
     assert "SUMMARY: flag-gated modular monolith." in result["summary"]
+    await rt.finalized(s2)
 
     info = await rt.session(s2)
     assert info["parentID"] == s1

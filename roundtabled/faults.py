@@ -1,0 +1,52 @@
+"""Crash points for the fault-injection suite (issue 4: ``kill -9`` at ≥ 20 points).
+
+``ROUNDTABLED_FAULT=<point>:<n>`` makes the daemon SIGKILL itself the ``n``-th time it passes
+``checkpoint("<point>")`` — the same as an external ``kill -9`` at exactly that point, without
+races. Unset (always, outside tests), :func:`checkpoint` is one comparison.
+
+Points (see :data:`POINTS`) sit between each effect on the server and the record of it, where a
+crash is most likely to duplicate or lose a turn.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = (
+    "state-created",  # S2 and its state block exist; turn 1 not yet decided
+    "intent-persisted",  # a turn's intent is persisted; the prompt is not sent
+    "prompted",  # the prompt is accepted; nothing recorded about it yet
+    "turn-recorded",  # a finished turn is in memory; the next intent not yet persisted
+    "observer-prompted",  # the observer's prompt is accepted
+    "final-persisted",  # phase done persisted; nothing delivered yet
+    "delivered",  # the result is in S1; the delivery not yet recorded
+    "delimiter-posted",  # the delimiter is in S2; the title not yet changed
+    "title-set",  # the title has " · CONCLUDED"; the final toast/state not yet written
+)
+
+_spec: tuple[str, int] | None = None
+_count = 0
+
+
+def _load() -> tuple[str, int] | None:
+    raw = os.environ.get("ROUNDTABLED_FAULT", "")
+    name, _, n = raw.partition(":")
+    if not name:
+        return None
+    if name not in POINTS:
+        raise ValueError(f"ROUNDTABLED_FAULT: unknown point {name!r}; known: {', '.join(POINTS)}")
+    return name, int(n or "1")
+
+
+_spec = _load()
+
+
+def checkpoint(name: str) -> None:
+    """SIGKILL this process at the configured point and count (no-op when not configured)."""
+    global _count
+    if _spec is None or _spec[0] != name:
+        return
+    _count += 1
+    if _count >= _spec[1]:
+        os.kill(os.getpid(), signal.SIGKILL)
