@@ -1,0 +1,342 @@
+// >>> roundtabled install (generated) >>>
+const INSTALLED_URL = "http://127.0.0.1:4747"
+const INSTALLED_TOKEN_FILE = ""
+// <<< roundtabled install (generated) <<<
+
+// OpenCode custom tool `roundtable` (installed by `roundtabled install-tool`).
+//
+// A thin shim: it validates the arguments, hands the call to the roundtabled daemon's control API
+// (docs/control-api.md) and long-polls for the result. The debate itself runs in the daemon.
+//
+// Loading rules learnt from OpenCode 1.18.33 (see roundtabled/install.py):
+// - No static import of `@opencode-ai/plugin` or `zod`: when OpenCode's npm install of the plugin
+//   into `.opencode/` cannot run (no network), a tool importing it fails to load and takes the
+//   whole tool registry down with it (every tool call / tool listing answers HTTP 500).
+//   A default export with {description, args, execute} is all OpenCode needs.
+// - `args` made of zod schemas give a proper JSON schema (optional fields); zod is therefore
+//   imported *dynamically* when resolvable (it is after a normal plugin install). Otherwise the
+//   args are plain JSON Schema, which OpenCode marks all as required: the optional fields then
+//   accept `null` meaning "omitted".
+// - OpenCode does not validate args at run time, so `execute` does (errors start with "Error:").
+// - `context.abort` also fires ~50 ms after a normal completion: ignored once decided.
+
+import { readFile } from "node:fs/promises"
+import { homedir } from "node:os"
+
+const MAX_ROUNDS = 50
+const MAX_TITLE = 200
+const MAX_AGENTS = 12
+const MAX_PROMPT = 100_000
+const SESSION_RE = /^ses_[A-Za-z0-9]{6,64}$/
+const CREATE_TIMEOUT_MS = 15_000
+const POLL_WAIT_S = 25
+const POLL_TIMEOUT_MS = 35_000
+const LOST_CONTACT_MS = 120_000
+const CANCEL_TIMEOUT_MS = 500
+
+// ---- configuration ---------------------------------------------------------------------------
+
+const env: Record<string, string | undefined> = (globalThis as any).process?.env ?? {}
+
+function controlUrl(): string {
+  return (env.ROUNDTABLED_URL || INSTALLED_URL).replace(/\/+$/, "")
+}
+
+function tokenFile(): string {
+  if (env.ROUNDTABLED_TOKEN_FILE) return env.ROUNDTABLED_TOKEN_FILE
+  if (INSTALLED_TOKEN_FILE) return INSTALLED_TOKEN_FILE
+  const xdg = env.XDG_CONFIG_HOME?.startsWith("/") ? env.XDG_CONFIG_HOME : `${homedir()}/.config`
+  return `${xdg}/roundtabled/token`
+}
+
+// Read on every request: the daemon may have been restarted with a new token.
+async function authHeaders(): Promise<Record<string, string>> {
+  const headers: Record<string, string> = { "content-type": "application/json" }
+  try {
+    const token = (await readFile(tokenFile(), "utf8")).trim()
+    if (token) headers.authorization = `Bearer ${token}`
+  } catch {
+    // unreadable: the daemon answers 401 and we report the path
+  }
+  return headers
+}
+
+// ---- arguments -------------------------------------------------------------------------------
+
+const D = {
+  agents:
+    "Agent names in speaking order, at least 2, each at most once (call available_agents for " +
+    "the names). Required for a new roundtable; omit when extending one with sessionID.",
+  prompt:
+    "The topic or challenge the agents debate. For several rounds, say what each round should " +
+    "cover: every agent sees the whole agenda. When extending, the follow-up question.",
+  rounds: "Number of complete rounds (each agent speaks once per round): an integer from 1 to 50. Default 1.",
+  observer:
+    "Agent that writes the final summary after the last round (it does not debate). Omit for " +
+    "the built-in impartial observer.",
+  sessionID:
+    "ID of a concluded roundtable (\"ses_…\", as returned by an earlier roundtable call) to " +
+    "continue it with the same agents. Omit to start a new roundtable.",
+  title: "Title of the roundtable session, at most 200 characters. Default: derived from the prompt.",
+  extendMode:
+    "Only with sessionID: \"continuation\" goes deeper into the same discussion, \"new-topic\" " +
+    "starts a new topic with the same agents. Default: guessed from the prompt.",
+}
+
+async function loadZod(): Promise<any> {
+  for (const spec of ["zod/v4", "zod"]) {
+    try {
+      const mod: any = await import(spec)
+      const z = mod.z ?? mod.default ?? mod
+      if (z?.string && typeof z.string()._zod === "object") return z // zod 4 only
+    } catch {
+      // not installed here: fall back to JSON Schema
+    }
+  }
+  return null
+}
+
+function buildArgs(z: any): Record<string, unknown> {
+  if (z) {
+    return {
+      agents: z.array(z.string()).min(2).optional().describe(D.agents),
+      prompt: z.string().describe(D.prompt),
+      rounds: z.number().int().min(1).max(MAX_ROUNDS).optional().describe(D.rounds),
+      observer: z.string().optional().describe(D.observer),
+      sessionID: z.string().optional().describe(D.sessionID),
+      title: z.string().max(MAX_TITLE).optional().describe(D.title),
+      extendMode: z.enum(["continuation", "new-topic"]).optional().describe(D.extendMode),
+    }
+  }
+  // Plain JSON Schema: OpenCode lists every key as required, so optional ones take null.
+  const omit = " Pass null to omit."
+  return {
+    agents: { type: ["array", "null"], items: { type: "string" }, minItems: 2, description: D.agents + omit },
+    prompt: { type: "string", description: D.prompt },
+    rounds: { type: ["integer", "null"], minimum: 1, maximum: MAX_ROUNDS, description: D.rounds + omit },
+    observer: { type: ["string", "null"], description: D.observer + omit },
+    sessionID: { type: ["string", "null"], description: D.sessionID + omit },
+    title: { type: ["string", "null"], maxLength: MAX_TITLE, description: D.title + omit },
+    extendMode: { enum: ["continuation", "new-topic", null], description: D.extendMode + omit },
+  }
+}
+
+function show(value: unknown): string {
+  let text: string
+  try {
+    text = JSON.stringify(value) ?? String(value)
+  } catch {
+    text = String(value)
+  }
+  return text.length > 80 ? text.slice(0, 79) + "…" : text
+}
+
+const given = (v: unknown) => v !== undefined && v !== null
+
+// Returns the request body for POST /v1/roundtables, or an "Error: …" string.
+function validate(args: any): Record<string, unknown> | string {
+  args = args ?? {}
+  const body: Record<string, unknown> = {}
+  const { prompt, agents, rounds, observer, sessionID, title, extendMode } = args
+  if (typeof prompt !== "string" || !prompt.trim())
+    return `Error: prompt must be a non-empty string (the topic), got ${show(prompt)}`
+  if (prompt.length > MAX_PROMPT)
+    return `Error: prompt must be at most ${MAX_PROMPT} characters, got ${prompt.length}`
+  body.prompt = prompt
+  if (given(sessionID)) {
+    if (typeof sessionID !== "string" || !SESSION_RE.test(sessionID))
+      return `Error: sessionID must look like "ses_…" (the sessionID an earlier roundtable returned), got ${show(sessionID)}`
+    body.sessionID = sessionID
+  }
+  if (given(agents)) {
+    if (!Array.isArray(agents) || !agents.every((a) => typeof a === "string" && a.trim()))
+      return `Error: agents must be a list of agent names (non-empty strings), got ${show(agents)}`
+    if (agents.length < 2)
+      return `Error: agents needs at least 2 agent names, got ${agents.length} (${show(agents)}); call available_agents for the names`
+    if (agents.length > MAX_AGENTS)
+      return `Error: agents takes at most ${MAX_AGENTS} names, got ${agents.length}`
+    // Names go to the daemon verbatim: duplicates (case-folded) and surrounding whitespace are
+    // refused there by the one rule shared with the control API and the CLI (its error names
+    // the duplicate and lists the available agents; regression "duplicate names").
+    body.agents = agents
+  } else if (!given(sessionID)) {
+    return "Error: agents is required for a new roundtable (at least 2 agent names in speaking order; call available_agents for the names), got nothing. To extend a concluded roundtable pass its sessionID instead."
+  }
+  if (given(rounds)) {
+    if (typeof rounds !== "number" || !Number.isInteger(rounds) || rounds < 1 || rounds > MAX_ROUNDS)
+      return `Error: rounds must be an integer from 1 to ${MAX_ROUNDS}, got ${show(rounds)}`
+    body.rounds = rounds
+  }
+  if (given(observer)) {
+    if (typeof observer !== "string" || !observer.trim())
+      return `Error: observer must be an agent name (omit it for the built-in observer), got ${show(observer)}`
+    body.observer = observer.trim()
+  }
+  if (given(title)) {
+    if (typeof title !== "string" || !title.trim())
+      return `Error: title must be a non-empty string of at most ${MAX_TITLE} characters (omit it for the default), got ${show(title)}`
+    if (title.length > MAX_TITLE)
+      return `Error: title must be at most ${MAX_TITLE} characters, got ${title.length} characters`
+    body.title = title
+  }
+  if (given(extendMode)) {
+    if (extendMode !== "continuation" && extendMode !== "new-topic")
+      return `Error: extendMode must be "continuation" or "new-topic", got ${show(extendMode)}`
+    if (!given(sessionID))
+      return `Error: extendMode applies only when extending a roundtable (with sessionID), got ${show(extendMode)} without sessionID`
+    body.extendMode = extendMode
+  }
+  return body
+}
+
+// ---- talking to the daemon -------------------------------------------------------------------
+
+type Reply = { status: number; data: any }
+
+// One HTTP exchange. Throws on network errors, timeouts and aborts (name: TimeoutError/AbortError).
+async function call(method: string, path: string, signal: AbortSignal, body?: unknown): Promise<Reply> {
+  const resp = await fetch(controlUrl() + path, {
+    method,
+    headers: await authHeaders(),
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal,
+  })
+  const text = await resp.text()
+  let data: any = null
+  try {
+    data = text ? JSON.parse(text) : null
+  } catch {
+    data = { error: text.slice(0, 300) }
+  }
+  return { status: resp.status, data }
+}
+
+function notRunning(err: unknown): string {
+  const e = err as any
+  const why = [e?.code, e instanceof Error ? e.message : String(err)].filter(Boolean).join(": ")
+  return (
+    `Error: roundtabled is not running (${controlUrl()}: ${why}). ` +
+    "Start it with: roundtabled serve  (or: systemctl --user start roundtabled)"
+  )
+}
+
+function httpError(reply: Reply): string {
+  if (reply.status === 401)
+    return `Error: roundtabled rejected the token (token file ${tokenFile()}; set ROUNDTABLED_TOKEN_FILE or re-run roundtabled install-tool)`
+  const msg = reply.data?.error
+  if (typeof msg === "string") return msg.startsWith("Error:") ? msg : `Error: ${msg}`
+  return `Error: roundtabled answered HTTP ${reply.status}: ${show(reply.data)}`
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms)
+    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true })
+  })
+
+function cancelInBackground(ses: string): void {
+  call("POST", `/v1/roundtables/${ses}/cancel`, AbortSignal.timeout(CANCEL_TIMEOUT_MS), {
+    summarize: false,
+    reason: "the orchestrator's session was aborted",
+  }).catch(() => {})
+}
+
+async function run(args: any, ctx: any): Promise<any> {
+  const body = validate(args)
+  if (typeof body === "string") return body
+  const abort: AbortSignal = ctx?.abort ?? new AbortController().signal
+  if (abort.aborted) return "Error: roundtable cancelled"
+  body.parentSessionID = ctx?.sessionID
+  body.directory = ctx?.directory
+  body.toolCallID = ctx?.callID
+  body.toolMessageID = ctx?.messageID
+
+  let decided = false // set once execute has its answer; later aborts are ignored
+  let ses: string | undefined
+  let onAbort: () => void = () => {}
+  const aborted = new Promise<string>((resolve) => {
+    onAbort = () => {
+      if (decided) return
+      decided = true
+      if (ses) cancelInBackground(ses)
+      resolve("Error: roundtable cancelled")
+    }
+    abort.addEventListener("abort", onAbort, { once: true })
+  })
+
+  const work = async (): Promise<any> => {
+    // 1. Create. Not tied to `abort`: if the session is aborted meanwhile we still learn the
+    //    sessionID and cancel the roundtable instead of orphaning it.
+    let created: Reply
+    try {
+      created = await call("POST", "/v1/roundtables", AbortSignal.timeout(CREATE_TIMEOUT_MS), body)
+    } catch (err: any) {
+      if (err?.name === "TimeoutError")
+        return `Error: roundtabled at ${controlUrl()} did not answer within ${CREATE_TIMEOUT_MS / 1000} s; check \`roundtabled status\` and its log`
+      return notRunning(err)
+    }
+    if (created.status !== 200) return httpError(created)
+    ses = String(created.data?.sessionID ?? "")
+    if (!ses) return `Error: roundtabled answered without a sessionID: ${show(created.data)}`
+    if (decided) {
+      cancelInBackground(ses) // aborted while creating
+      return "Error: roundtable cancelled"
+    }
+    // 2. Long-poll for the result; ride out daemon restarts for up to LOST_CONTACT_MS.
+    const q = `?wait=${POLL_WAIT_S}&callID=${encodeURIComponent(ctx?.callID ?? "")}`
+    let failingSince: number | null = null
+    let backoff = 500
+    let lastProblem = ""
+    while (!decided) {
+      let reply: Reply | null = null
+      try {
+        const signal = AbortSignal.any([abort, AbortSignal.timeout(POLL_TIMEOUT_MS)])
+        reply = await call("GET", `/v1/roundtables/${ses}/result${q}`, signal)
+      } catch (err: any) {
+        if (decided || abort.aborted) return "Error: roundtable cancelled"
+        lastProblem = err instanceof Error ? err.message : String(err)
+      }
+      if (reply && reply.status === 200) {
+        if (reply.data?.done) {
+          return {
+            title: `Roundtable ${ses}`,
+            output: JSON.stringify({ sessionID: ses, summary: String(reply.data.summary ?? "") }),
+            metadata: { sessionID: ses, endReason: reply.data.endReason ?? null },
+          }
+        }
+        failingSince = null // still running: poll again at once
+        backoff = 500
+        continue
+      }
+      if (reply && (reply.status === 400 || reply.status === 401 || reply.status === 403)) return httpError(reply)
+      if (reply) lastProblem = `HTTP ${reply.status}`
+      // Transient (network error, timeout, 404 while a restarted daemon recovers, 5xx).
+      failingSince ??= Date.now()
+      if (Date.now() - failingSince > LOST_CONTACT_MS)
+        return `Error: lost contact with roundtabled while roundtable ${ses} runs (${lastProblem}); its result will be posted into this session when it finishes.`
+      await sleep(backoff, abort)
+      backoff = Math.min(backoff * 2, 5_000)
+    }
+    return "Error: roundtable cancelled"
+  }
+
+  try {
+    return await Promise.race([work(), aborted])
+  } finally {
+    decided = true
+    abort.removeEventListener("abort", onAbort)
+  }
+}
+
+// ---- the tool --------------------------------------------------------------------------------
+
+export default {
+  description:
+    "Run a roundtable: a structured debate in which the named agents speak in turn, for the given " +
+    "number of rounds, in a separate child session; then an observer consolidates it. Blocks until " +
+    "the debate ends and returns JSON {\"sessionID\", \"summary\"}. Call available_agents first to " +
+    "learn the agent names. To continue a concluded roundtable, pass its sessionID (and no agents). " +
+    "Problems are returned as text starting with \"Error:\" that names the bad argument.",
+  args: buildArgs(await loadZod()),
+  execute: run,
+}

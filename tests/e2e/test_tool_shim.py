@@ -1,0 +1,392 @@
+"""The tool shims (``roundtable``, ``available_agents``) inside the REAL ``opencode serve``.
+
+The daemon is replaced by :class:`FakeControl`, a tiny token-protected aiohttp app implementing just
+the routes the shims call (docs/control-api.md), so these tests pin the shim's side of the
+contract: what it sends, how it waits, how it reports problems, and that OpenCode loads it at all —
+also in a project where OpenCode's npm install of ``@opencode-ai/plugin`` cannot run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from roundtabled import install
+from roundtabled.testing.opencode_server import OpenCodeServer, free_port
+from roundtabled.testing.scripted_llm import ScriptedLLM, Text, tool_call
+from tests.conftest import OpenCodeFactory
+
+TOKEN = "test-token-0123456789"
+FAKE_SES = "ses_fakeRoundtable0001"
+AGENTS_TEXT = "Available agents: build, dev, plan, pm, rv"
+BODY = web.RequestKey("body", dict[str, Any])
+SUMMARY = "The pm and the dev agreed to ship the smaller scope first."
+
+
+@dataclass
+class FakeControl:
+    """A stand-in for roundtabled's control API. ``result_mode``: ``"done"`` answers the first
+    result poll with the summary; ``"hang"`` keeps answering ``done: false`` after each long poll.
+    """
+
+    result_mode: str = "done"
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    created: list[dict[str, Any]] = field(default_factory=list)
+    cancels: list[dict[str, Any]] = field(default_factory=list)
+    polls: list[dict[str, str]] = field(default_factory=list)
+    unauthorized: int = 0
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    polling: asyncio.Event = field(default_factory=asyncio.Event)
+    runner: web.AppRunner | None = None
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        body: Any = None
+        if request.can_read_body:
+            raw = await request.read()
+            body = json.loads(raw) if raw else None
+        self.requests.append((request.method, request.path_qs, body))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            self.unauthorized += 1
+            return web.json_response({"error": "Error: missing or wrong token"}, status=401)
+        request[BODY] = body if isinstance(body, dict) else {}
+        return await handler(request)  # type: ignore[no-any-return]
+
+    async def agents(self, request: web.Request) -> web.Response:
+        return web.json_response({"agents": [], "text": AGENTS_TEXT})
+
+    async def create(self, request: web.Request) -> web.Response:
+        self.created.append(request[BODY])
+        return web.json_response(
+            {"sessionID": FAKE_SES, "phase": "debating", "title": "t", "extended": False}
+        )
+
+    async def result(self, request: web.Request) -> web.Response:
+        self.polls.append(dict(request.query))
+        self.polling.set()
+        if self.result_mode == "done":
+            return web.json_response(
+                {
+                    "done": True,
+                    "sessionID": request.match_info["ses"],
+                    "summary": SUMMARY,
+                    "text": "…",
+                    "phase": "concluded",
+                    "endReason": "completed",
+                }
+            )
+        wait = float(request.query.get("wait", "25"))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.cancelled.wait(), wait)
+        return web.json_response({"done": False, "phase": "debating", "round": 1, "agent": "pm"})
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        body: dict[str, Any] = request[BODY]
+        self.cancels.append({"ses": request.match_info["ses"], **body})
+        self.cancelled.set()
+        return web.json_response({"ok": True, "phase": "cancelled"})
+
+    async def start(self) -> None:
+        app = web.Application(middlewares=[self._auth])
+        app.router.add_get("/v1/agents", self.agents)
+        app.router.add_post("/v1/roundtables", self.create)
+        app.router.add_get("/v1/roundtables/{ses}/result", self.result)
+        app.router.add_post("/v1/roundtables/{ses}/cancel", self.cancel)
+        self.runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self.runner.setup()
+        self.port = free_port()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeControl]:
+    f = FakeControl()
+    await f.start()
+    try:
+        yield f
+    finally:
+        await f.stop()
+
+
+def tool_files(tmp_path: Path, control_url: str) -> dict[str, str]:
+    """``{".opencode/tool/…": text}`` as installed by :func:`install.install_tools`."""
+    token_file = tmp_path / "rt-config" / "token"
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.write_text(TOKEN + "\n")
+    staging = tmp_path / f"staging-{free_port()}"
+    return {
+        ".opencode/" + p.relative_to(staging).as_posix(): p.read_text()
+        for p in install.install_tools(staging, control_url=control_url, token_file=token_file)
+    }
+
+
+async def oc(
+    server: OpenCodeServer, method: str, path: str, body: Any = None, **params: str
+) -> Any:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(
+            method,
+            server.url + path,
+            json=body,
+            params=params or None,
+            timeout=aiohttp.ClientTimeout(total=300),
+        ) as resp,
+    ):
+        text = await resp.text()
+        assert resp.status < 400, f"{method} {path}: HTTP {resp.status} {text[:500]}"
+        return json.loads(text) if text else None
+
+
+async def new_session(server: OpenCodeServer, directory: Path | None = None) -> str:
+    s = await oc(server, "POST", "/session", {}, directory=str(directory or server.project_dir))
+    return str(s["id"])
+
+
+async def tool_parts(server: OpenCodeServer, ses: str, tool: str) -> list[dict[str, Any]]:
+    msgs = await oc(server, "GET", f"/session/{ses}/message")
+    return [p for m in msgs for p in m["parts"] if p.get("type") == "tool" and p["tool"] == tool]
+
+
+async def run_tool(
+    server: OpenCodeServer,
+    llm: ScriptedLLM,
+    tool: str,
+    arguments: dict[str, Any],
+    directory: Path | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """Have the scripted ``build`` agent call ``tool`` once; returns (session id, tool part)."""
+    llm.script(tool_call(tool, arguments), Text(text="noted"), agent="build")
+    ses = await new_session(server, directory)
+    await oc(
+        server,
+        "POST",
+        f"/session/{ses}/message",
+        {"parts": [{"type": "text", "text": f"please call {tool}"}], "agent": "build"},
+    )
+    parts = await tool_parts(server, ses, tool)
+    assert len(parts) == 1, parts
+    return ses, parts[0]
+
+
+async def test_tools_listed_and_available_agents(
+    tmp_path: Path, fake: FakeControl, scripted_llm: ScriptedLLM, opencode_factory: OpenCodeFactory
+) -> None:
+    server = await opencode_factory(files=tool_files(tmp_path, fake.url))
+    # (a) both custom tools are registered
+    ids = await oc(server, "GET", "/experimental/tool/ids", directory=str(server.project_dir))
+    assert "roundtable" in ids and "available_agents" in ids
+    # the schema the orchestrator model sees: optional fields (zod resolvable here), descriptions
+    tools = await oc(
+        server,
+        "GET",
+        "/experimental/tool",
+        directory=str(server.project_dir),
+        provider="scripted",
+        model="orchestrator-1",
+    )
+    schema = next(t for t in tools if t["id"] == "roundtable")["parameters"]
+    assert schema["required"] == ["prompt"]
+    assert schema["properties"]["rounds"]["maximum"] == 50
+    assert "available_agents" in schema["properties"]["agents"]["description"]
+    # (b) a real call through the model's tool call
+    ses, part = await run_tool(server, scripted_llm, "available_agents", {})
+    assert part["state"]["status"] == "completed"
+    assert part["state"]["output"] == AGENTS_TEXT
+    assert any(
+        p.startswith("/v1/agents?directory=") and str(server.project_dir) in p.replace("%2F", "/")
+        for _, p, _ in fake.requests
+    )
+    assert fake.unauthorized == 0
+    # the tool result went back to the model
+    followup = scripted_llm.requests_for(agent="build", session=ses, kind="tool-followup")
+    assert followup and AGENTS_TEXT in json.dumps(followup[-1].messages)
+
+
+async def test_bad_args_and_valid_call(
+    tmp_path: Path, fake: FakeControl, scripted_llm: ScriptedLLM, opencode_factory: OpenCodeFactory
+) -> None:
+    server = await opencode_factory(files=tool_files(tmp_path, fake.url))
+    # (c) bad arguments: an Error: text naming field, value and range; the daemon is not contacted
+    _, part = await run_tool(
+        server, scripted_llm, "roundtable", {"agents": ["pm", "dev"], "prompt": "x", "rounds": 0}
+    )
+    assert part["state"]["output"] == "Error: rounds must be an integer from 1 to 50, got 0"
+    # (duplicate names are refused by the daemon's shared rule, which lists the available
+    # agents: tests/regressions/test_duplicate_agent_names_are_refused_everywhere.py)
+    assert fake.requests == []
+    # (d) a valid call: JSON {sessionID, summary}; the daemon saw the routing fields
+    ses, part = await run_tool(
+        server,
+        scripted_llm,
+        "roundtable",
+        {"agents": ["pm", "dev"], "prompt": "Ship now?", "rounds": 2, "title": "Ship?"},
+    )
+    assert part["state"]["status"] == "completed"
+    assert json.loads(part["state"]["output"]) == {"sessionID": FAKE_SES, "summary": SUMMARY}
+    [body] = fake.created
+    assert body["parentSessionID"] == ses
+    assert body["directory"] == str(server.project_dir)
+    assert body["toolCallID"] == part["callID"]
+    assert body["toolMessageID"] == part["messageID"]
+    assert body["agents"] == ["pm", "dev"] and body["rounds"] == 2 and body["title"] == "Ship?"
+    assert fake.polls[0]["wait"] == "25" and fake.polls[0]["callID"] == part["callID"]
+    assert fake.unauthorized == 0
+    # the abort signal OpenCode fires after a normal completion is not taken for a cancel
+    await asyncio.sleep(0.3)
+    assert fake.cancels == []
+
+
+async def test_daemon_down_is_reported_at_once(
+    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: OpenCodeFactory
+) -> None:
+    # (e) nothing listens on the baked URL
+    server = await opencode_factory(files=tool_files(tmp_path, f"http://127.0.0.1:{free_port()}"))
+    await oc(server, "GET", "/experimental/tool/ids", directory=str(server.project_dir))  # warm
+    t0 = time.monotonic()
+    _, part = await run_tool(
+        server, scripted_llm, "roundtable", {"agents": ["pm", "dev"], "prompt": "x"}
+    )
+    out = part["state"]["output"]
+    assert out.startswith("Error: roundtabled is not running"), out
+    assert "roundtabled serve" in out
+    state = part["state"]
+    assert state["time"]["end"] - state["time"]["start"] < 3000
+    assert time.monotonic() - t0 < 10  # the whole turn (two scripted model calls) included
+
+
+async def test_abort_cancels_the_roundtable(
+    tmp_path: Path, fake: FakeControl, scripted_llm: ScriptedLLM, opencode_factory: OpenCodeFactory
+) -> None:
+    # (f) abort while the tool long-polls → cancel reaches the daemon, the session is idle at once
+    fake.result_mode = "hang"
+    server = await opencode_factory(files=tool_files(tmp_path, fake.url))
+    scripted_llm.script(
+        tool_call("roundtable", {"agents": ["pm", "dev"], "prompt": "x"}), agent="build"
+    )
+    ses = await new_session(server)
+    await oc(
+        server,
+        "POST",
+        f"/session/{ses}/prompt_async",
+        {"parts": [{"type": "text", "text": "debate"}], "agent": "build"},
+    )
+    await asyncio.wait_for(fake.polling.wait(), 30)
+    t0 = time.monotonic()
+    await oc(server, "POST", f"/session/{ses}/abort")
+    await asyncio.wait_for(fake.cancelled.wait(), 1.0)
+    while True:
+        status = await oc(server, "GET", "/session/status", directory=str(server.project_dir))
+        if ses not in status or status[ses].get("type") == "idle":
+            break
+        assert time.monotonic() - t0 < 1.0, status
+        await asyncio.sleep(0.05)
+    assert time.monotonic() - t0 < 1.0
+    [cancel] = fake.cancels
+    assert cancel == {
+        "ses": FAKE_SES,
+        "summarize": False,
+        "reason": "the orchestrator's session was aborted",
+    }
+    [part] = await tool_parts(server, ses, "roundtable")
+    # either OpenCode marked the part aborted, or our immediate answer got there first
+    state = part["state"]
+    assert state["status"] == "error" or state["output"] == "Error: roundtable cancelled", state
+
+
+def _offline_project(server: OpenCodeServer, name: str, files: dict[str, str]) -> Path:
+    """A git project whose ``.opencode/`` has the tools but no ``node_modules``/``package.json``."""
+    d = server.root / name
+    (d / ".opencode").mkdir(parents=True)
+    (d / "opencode.json").write_text(json.dumps(server.config))
+    for rel, text in files.items():
+        p = d / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=d, check=True)
+    return d
+
+
+async def test_no_network_project_still_lists_and_runs_both_tools(
+    tmp_path: Path, fake: FakeControl, scripted_llm: ScriptedLLM, opencode_factory: OpenCodeFactory
+) -> None:
+    # (g) regression "a project with no network access still lists both tools": npm cannot reach
+    # a registry, the project's .opencode has no node_modules, so OpenCode's install of
+    # @opencode-ai/plugin fails (fast here: fetch-retries=0; ~70 s with npm's default retries).
+    # A tool importing the package would make every tool listing fail with HTTP 500.
+    server = await opencode_factory(
+        env={"npm_config_registry": "http://127.0.0.1:9", "npm_config_fetch_retries": "0"}
+    )
+    project = _offline_project(server, "offline", tool_files(tmp_path, fake.url))
+    ids = await oc(server, "GET", "/experimental/tool/ids", directory=str(project))
+    assert "roundtable" in ids and "available_agents" in ids
+    assert not (project / ".opencode" / "node_modules" / "@opencode-ai").exists()
+    # without zod the args are plain JSON Schema (all listed as required, optional ones nullable)
+    tools = await oc(
+        server,
+        "GET",
+        "/experimental/tool",
+        directory=str(project),
+        provider="scripted",
+        model="orchestrator-1",
+    )
+    schema = next(t for t in tools if t["id"] == "roundtable")["parameters"]
+    assert schema["properties"]["rounds"]["type"] == ["integer", "null"]
+    # and a real call with the nulls the model then sends
+    _, part = await run_tool(server, scripted_llm, "available_agents", {}, directory=project)
+    assert part["state"]["output"] == AGENTS_TEXT
+    nulls = {"observer": None, "sessionID": None, "title": None, "extendMode": None}
+    _, part = await run_tool(
+        server,
+        scripted_llm,
+        "roundtable",
+        {"agents": ["pm", "dev"], "prompt": "x", "rounds": None, **nulls},
+        directory=project,
+    )
+    assert json.loads(part["state"]["output"]) == {"sessionID": FAKE_SES, "summary": SUMMARY}
+    assert "rounds" not in fake.created[-1] and "observer" not in fake.created[-1]
+
+
+async def test_observer_agent_is_hidden_and_toolless(
+    tmp_path: Path, fake: FakeControl, scripted_llm: ScriptedLLM, opencode_factory: OpenCodeFactory
+) -> None:
+    server = await opencode_factory(files=tool_files(tmp_path, fake.url))
+    agents = await oc(server, "GET", "/agent", directory=str(server.project_dir))
+    [observer] = [a for a in agents if a["name"] == "roundtable-observer"]
+    assert observer["hidden"] is True
+    assert observer["mode"] == "subagent"
+    assert observer["prompt"].startswith("You are the impartial roundtable observer.")
+    assert "Built-in roundtable observer" in observer["description"]
+    assert {"permission": "*", "pattern": "*", "action": "deny"} in observer["permission"]
+    # a prompt as that agent reaches the model with no tools at all
+    scripted_llm.script(Text(text="summary"), agent="roundtable-observer")
+    ses = await new_session(server)
+    await oc(
+        server,
+        "POST",
+        f"/session/{ses}/message",
+        {"parts": [{"type": "text", "text": "consolidate"}], "agent": "roundtable-observer"},
+    )
+    [req] = scripted_llm.requests_for(session=ses, kind="turn")
+    assert req.agent == "roundtable-observer"
+    assert req.tools == []
