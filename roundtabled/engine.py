@@ -97,6 +97,11 @@ RECENT_MAX = 200
 TOOL_POLL_GRACE_S = 130.0
 """How long a finished result waits for the tool shim to poll before going to S1 as a noReply
 (the shim retries for up to 120 s while the daemon restarts)."""
+NO_HUMAN_ANSWER = (
+    "No human is at this roundtable to answer questions (it is run by roundtabled). "
+    "Do not ask; state your own assumption and continue the debate."
+)
+"""The answer given to a seat's ``question`` tool call."""
 PROGRESS_QUEUE_MAX = 256
 """Bounded queue per progress subscriber; a slow subscriber loses events, never blocks a worker."""
 
@@ -147,6 +152,7 @@ class Table:
     clock: HttpClock = field(default_factory=HttpClock)
     woke_at: float | None = None
     accepted: set[str] = field(default_factory=set)
+    pokes: int = 0
     log: logging.LoggerAdapter[logging.Logger] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +160,7 @@ class Table:
 
     def poke(self) -> None:
         """Wake the worker (coalesced: many pokes before it runs are one wake)."""
+        self.pokes += 1
         if self.woke_at is None:
             self.woke_at = time.perf_counter()
             self.clock.reset()
@@ -187,6 +194,8 @@ class Engine:
         self.handoffs: list[float] = []
         self.handoff_server: list[float] = []
         """Server share (ms) of each entry of ``handoffs`` (same index)."""
+        self.handoff_queued: list[float] = []
+        """Of which waiting for a slot of the client's request pool (ms, same index)."""
 
     # ------------------------------------------------------------------------------------------
     # Events (hints)
@@ -355,6 +364,15 @@ class Engine:
                 f"{live.state.current_round + 1}/{live.state.total_rounds}); "
                 "wait for it to conclude",
             )
+        if live is not None and live.task is not None and not live.task.done():
+            # Concluded but still finalizing (delimiter, title, state): let that worker finish
+            # first, or it would overwrite the extended state with its own "done" state.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(live.task), 30)
+            if not live.task.done():
+                raise ValidationFailed(
+                    "sessionID", f"roundtable {s2} is still finishing; retry in a few seconds"
+                )
         try:
             state = await self.load_state(s2)
         except NotFound:
@@ -389,8 +407,9 @@ class Engine:
                 "observer cannot change when extending; omit it "
                 f"(the roundtable's observer is {state.observer})",
             )
+        messages = await self._read_all(state)
+        _warn_pasted_meta(s2, messages, state.state_message_id)
         if not state.history:
-            messages = await self._read_all(state)
             views = [machine.message_view(m, s2, self.signer) for m in messages]
             state = state.model_copy(update={"history": machine.rebuild_history(state, views)})
         mode = req.extend_mode or prompts.infer_extend_mode(req.prompt)
@@ -423,6 +442,9 @@ class Engine:
                     "options": state.options.model_copy(update={"turn_timeout": req.turn_timeout})
                 }
             )
+        if req.permission_policy:  # per call, like on a fresh roundtable (issue 3, item 12)
+            opts = state.options.model_copy(update={"permission_policy": req.permission_policy})
+            state = state.model_copy(update={"options": opts})
         await self.client.update_session(s2, title=state.title)
         await self._persist(state, index=True)
         self.recent.pop(s2, None)
@@ -555,12 +577,18 @@ class Engine:
                     parent_deleted=parent_deleted,
                     new_id=ids.message_id(),
                 )
+        status_task = asyncio.ensure_future(self.client.statuses(state.directory))
         try:
-            status_task = asyncio.ensure_future(self.client.statuses(state.directory))
-            if pend is not None:
-                msgs, found = await self._read_from(s2, pend.message_id)
-            else:
-                msgs, found = [], False
+            try:
+                if pend is not None:
+                    msgs, found = await self._read_from(s2, pend.message_id)
+                else:
+                    msgs, found = [], False
+            except BaseException:
+                # Never leave the concurrent read unawaited ("exception never retrieved").
+                status_task.cancel()
+                await asyncio.gather(status_task, return_exceptions=True)
+                raise
             statuses = await status_task
         except NotFound:
             deleted, parent_deleted = await self._check_deleted(state)
@@ -593,7 +621,7 @@ class Engine:
             now=now_ms(),
             status=status,
             messages=views,
-            pending_found=found,
+            pending_found=False,  # BROKEN-ON-PURPOSE
             cancel=cancel,
             new_id=ids.message_id(),
             accepted=pend is not None and pend.message_id in table.accepted,
@@ -712,6 +740,7 @@ class Engine:
         if model is not None:
             # `model` is sticky per session (API notes §4): always send the seat's own model.
             body["model"] = {"providerID": model.provider_id, "modelID": model.model_id}
+        pokes_before = table.pokes
         try:
             await self.client.prompt_async(state.session_id, body)
         except NotFound:
@@ -730,13 +759,16 @@ class Engine:
             table.handoff_server_ms.append(server)
             self.handoffs.append(dt)
             self.handoff_server.append(server)
+            self.handoff_queued.append(table.clock.queued * 1000)
             if len(self.handoffs) > 100_000:
                 del self.handoffs[:50_000]
                 del self.handoff_server[:50_000]
+                del self.handoff_queued[:50_000]
         table.accepted.add(cmd.message_id)
-        if table.cancel is None and not table.deleted_hint and table.error_seen_at is None:
-            # Wakes that came in before the prompt was accepted were about the turn just
-            # recorded; re-reading now would only find the new turn not started (and load the
+        if (table.pokes == pokes_before and table.cancel is None and not table.deleted_hint
+                and table.error_seen_at is None):
+            # Wakes that came in before the prompt was sent were about the turn just
+            # recorded (one arriving during the POST may be about the new turn: kept); re-reading now would only find the new turn not started (and load the
             # server while it runs it). The new turn's own events, deadlines and the resync
             # period still wake the worker.
             table.wake.clear()
@@ -767,6 +799,7 @@ class Engine:
                 entry.round,
                 "cut off" if entry.cut_off else "failed",
                 entry.error,
+                extra={"agent": entry.agent, "round": entry.round},
             )
         else:
             lg.info(
@@ -775,6 +808,7 @@ class Engine:
                 entry.agent,
                 entry.round,
                 len(entry.response),
+                extra={"agent": entry.agent, "round": entry.round},
             )
         self._publish(table, {"type": "turn", "entry": entry.dump()})
 
@@ -1200,8 +1234,19 @@ class Engine:
         table = await self._owner(sid)
         if table is None:
             return
+        where = directory or table.state.directory
+        questions = props.get("questions")
+        count = len(questions) if isinstance(questions, list) and questions else 1
         try:
-            await self.client.reject_question(rid, directory=directory or table.state.directory)
+            # An answer the model can read (a bare reject only says "dismissed"); the turn goes on.
+            await self.client.answer_question(rid, [[NO_HUMAN_ANSWER]] * count, directory=where)
+            self.handled_requests.add(rid)
+            table.log.info("answered a question tool call: no human is at the table")
+            return
+        except TransportError as exc:
+            table.log.debug("question %s: answer refused (%s); rejecting it", rid, exc)
+        try:
+            await self.client.reject_question(rid, directory=where)
             self.handled_requests.add(rid)
             table.log.info("rejected a question tool call: no human is at the table")
         except TransportError as exc:
@@ -1303,6 +1348,7 @@ class Engine:
                 log.info("recovery: roundtable %s aborted (its parent session is gone)", s2)
                 return "aborted"
         messages = await self._read_all(state)
+        _warn_pasted_meta(s2, messages, state.state_message_id)
         views = [machine.message_view(m, s2, self.signer) for m in messages]
         state = state.model_copy(update={"history": machine.rebuild_history(state, views)})
         table = self._adopt(state)
@@ -1487,6 +1533,24 @@ def _deliver_kind(state: RoundtableState) -> str:
     return "result"
 
 
+def _warn_pasted_meta(
+    s2: str, messages: list[dict[str, Any]], state_message_id: str | None
+) -> None:
+    """Log each user message of S2 (other than the state block) holding a [ROUNDTABLE META]
+    block: pasted by a person, it is text, never state (issue 4)."""
+    for m in messages:
+        info = m.get("info") or {}
+        if info.get("role") != "user" or info.get("id") == state_message_id:
+            continue
+        for p in m.get("parts") or []:
+            if p.get("type") == "text" and has_meta_text(str(p.get("text") or "")):
+                log.warning(
+                    "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block pasted into "
+                    "message %s (text, never state)", s2, info.get("id"),
+                )
+                break
+
+
 def _completed_assistant(event: ev.Event) -> bool:
     info = event.properties.get("info")
     return (
@@ -1530,9 +1594,10 @@ class _TableAdapter(logging.LoggerAdapter[logging.Logger]):
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         table: Table = (self.extra or {})["table"]  # type: ignore[assignment]
         st = table.state
-        agent = st.pending.agent if st.pending else None
-        rnd = min(st.current_round + 1, st.total_rounds)
-        kwargs.setdefault("extra", {}).update(
-            {"session_id": st.session_id, "round": rnd, "agent": agent}
-        )
-        return f"[{st.session_id} r{rnd} {agent or '-'}] {msg}", kwargs
+        extra = kwargs.setdefault("extra", {})
+        # A line about a finished turn names that turn (``extra={"agent", "round"}``), not the
+        # turn in flight when it is logged.
+        extra.setdefault("agent", st.pending.agent if st.pending else None)
+        extra.setdefault("round", min(st.current_round + 1, st.total_rounds))
+        extra["session_id"] = st.session_id
+        return f"[{st.session_id} r{extra['round']} {extra['agent'] or '-'}] {msg}", kwargs

@@ -19,6 +19,8 @@ its own messages (regression: message lists of tens of MB).
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import time
 from collections.abc import Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -39,6 +41,48 @@ T = TypeVar("T")
 Json = Any
 Message = dict[str, Any]
 """One ``{info, parts}`` item of ``GET /session/{id}/message`` (API notes §5)."""
+
+
+class HttpClock:
+    """Wall time (seconds) during which at least one request of a task tree awaited the server.
+
+    A request awaits the server from the moment it asks for a slot of the bounded pool (slots
+    are only ever held by requests the server has not answered yet) until its response is read.
+    Overlapping requests (``gather``) count once, so ``busy`` is the server's share of a handoff
+    and ``elapsed - busy`` is the daemon's own time (benchmarks, ``Engine.handoff_server``);
+    ``queued`` is the part of the requests' time spent waiting for a slot (summed, seconds).
+    """
+
+    __slots__ = ("_inflight", "_since", "busy", "queued")
+
+    def __init__(self) -> None:
+        self.busy = 0.0
+        self.queued = 0.0
+        self._inflight = 0
+        self._since = 0.0
+
+    def reset(self) -> None:
+        """Start a new measurement (requests in flight keep counting from now)."""
+        self.busy = 0.0
+        self.queued = 0.0
+        if self._inflight:
+            self._since = time.perf_counter()
+
+    def enter(self) -> None:
+        if self._inflight == 0:
+            self._since = time.perf_counter()
+        self._inflight += 1
+
+    def leave(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0:
+            self.busy += time.perf_counter() - self._since
+
+
+HTTP_CLOCK: contextvars.ContextVar[HttpClock | None] = contextvars.ContextVar(
+    "roundtabled_http_clock", default=None
+)
+"""The clock that requests made in this context add their time to (set per worker task)."""
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -129,14 +173,35 @@ class OpenCodeClient:
         body: Json,
         timeout: float | None,
     ) -> tuple[Json, Mapping[str, str]]:
+        clock = HTTP_CLOCK.get()
+        if clock is None:
+            return await self._send(method, path, params, body, timeout, None)
+        clock.enter()
+        try:
+            return await self._send(method, path, params, body, timeout, clock)
+        finally:
+            clock.leave()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Json,
+        timeout: float | None,
+        clock: HttpClock | None,
+    ) -> tuple[Json, Mapping[str, str]]:
         url = self.base_url + path
         data = orjson.dumps(body) if body is not None else None
         headers = {"content-type": "application/json"} if data is not None else None
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
+        asked = time.perf_counter()
         async with self._sem:
             self.requests += 1
+            if clock is not None:
+                clock.queued += time.perf_counter() - asked
             try:
                 async with self._http().request(
                     method, url, params=params, data=data, headers=headers, **kwargs
@@ -229,9 +294,17 @@ class OpenCodeClient:
         """``DELETE /session/{id}`` (also deletes descendants)."""
         await self._request("DELETE", f"/session/{_seg(session_id)}")
 
-    async def list_sessions(self, directory: str | None = None) -> list[dict[str, Any]]:
-        """``GET /session`` of ``directory``, newest update first."""
-        data, _ = await self._request("GET", "/session", params=_dir(directory))
+    async def list_sessions(
+        self, directory: str | None = None, *, limit: int = 1_000_000
+    ) -> list[dict[str, Any]]:
+        """``GET /session`` of ``directory``, newest update first, at most ``limit`` sessions.
+
+        The server returns only the newest 100 without ``limit`` (``limit=0`` returns none), so
+        the start-up scan must pass one (a roundtable older than the 100 last updated sessions
+        would be missed).
+        """
+        params = {**(_dir(directory) or {}), "limit": str(limit)}
+        data, _ = await self._request("GET", "/session", params=params)
         return list(data)
 
     async def children(self, session_id: str) -> list[dict[str, Any]]:
@@ -368,6 +441,17 @@ class OpenCodeClient:
         """``GET /question``: pending ``question`` tool requests of ``directory``."""
         data, _ = await self._request("GET", "/question", params=_dir(directory))
         return list(data or [])
+
+    async def answer_question(
+        self, request_id: str, answers: list[list[str]], directory: str | None = None
+    ) -> None:
+        """``POST /question/{id}/reply`` with one list of answer labels per question."""
+        await self._request(
+            "POST",
+            f"/question/{_seg(request_id)}/reply",
+            params=_dir(directory),
+            body={"answers": answers},
+        )
 
     async def reject_question(self, request_id: str, directory: str | None = None) -> None:
         """``POST /question/{id}/reject``."""

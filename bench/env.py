@@ -1,0 +1,321 @@
+"""Benchmark environment: the real ``opencode serve`` + the scripted LLM + a roundtabled daemon.
+
+The same set-up as the end-to-end tests (``tests/e2e/conftest.py``), without pytest: one private,
+offline OpenCode server (pinned npm package) whose seats ``pm``, ``dev``, ``rv`` and the hidden
+built-in observer agent run on the scripted LLM, which answers instantly unless an action says
+otherwise. The daemon runs in this process (so its counters can be read) or, for memory figures,
+as a child process (so its RSS is its own).
+
+Times are seconds unless a name ends in ``_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from roundtabled.config import load_settings
+from roundtabled.daemon import Daemon
+from roundtabled.state import OBSERVER_AGENT
+from roundtabled.testing.opencode_server import OpenCodeServer, free_port, offline_config
+from roundtabled.testing.scripted_llm import Action, RecordedRequest
+
+SEAT_MODELS = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
+OBSERVER_PROMPT = "You are the roundtable observer. Consolidate the debate."
+TOPIC = "Should we split the payments monolith into services this quarter?"
+
+
+class RemoteLLM:
+    """The scripted LLM in its own process (so the daemon's process and event loop are the
+    daemon's alone), driven through its control routes (``/script``, ``/requests`` …)."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.proc: asyncio.subprocess.Process | None = None
+        self.http: aiohttp.ClientSession | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    async def start(self) -> None:
+        self.port = free_port()
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "roundtabled.testing.scripted_llm",
+            "--port",
+            str(self.port),
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        self.http = aiohttp.ClientSession()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, aiohttp.ClientError):
+                async with self.http.get(self.url + "/health") as r:
+                    if r.status == 200:
+                        break
+            await asyncio.sleep(0.05)
+        await self._post("/agent-prompts", {OBSERVER_PROMPT: OBSERVER_AGENT})
+
+    async def _post(self, path: str, body: Any) -> Any:
+        assert self.http is not None
+        async with self.http.post(self.url + path, json=body) as r:
+            r.raise_for_status()
+            return await r.json()
+
+    async def script(self, *actions: Action, agent: str | None = None) -> None:
+        """Queue ``actions`` for ``agent`` (any session)."""
+        await self._post("/script", {"actions": [a.model_dump() for a in actions], "agent": agent})
+
+    async def requests_for(self, session: str) -> list[RecordedRequest]:
+        """Recorded requests of ``session``."""
+        assert self.http is not None
+        async with self.http.get(self.url + "/requests") as r:
+            data = await r.json(content_type=None)
+        return [RecordedRequest(**d) for d in data if d.get("session_id") == session]
+
+    async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.close()
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+            await self.proc.wait()
+
+
+def bench_config(llm: RemoteLLM) -> dict[str, Any]:
+    """The offline config: each seat on its own scripted model, plus the hidden observer agent
+    (defined here so the benchmark does not depend on ``roundtabled install``)."""
+    agents: dict[str, dict[str, Any]] = {
+        name: {"model": f"scripted/{mid}"} for name, mid in SEAT_MODELS.items()
+    }
+    agents[OBSERVER_AGENT] = {
+        "mode": "subagent",
+        "hidden": True,
+        "description": "Roundtable observer",
+        "prompt": OBSERVER_PROMPT,
+        "model": "scripted/observer-1",
+        "permission": {"*": "deny"},
+    }
+    return offline_config(llm.base_url, extra_agents=agents)
+
+
+def rss_mb(pid: int | None = None) -> float:
+    """Resident set size of ``pid`` (default: this process) in MB (MiB), from ``/proc``."""
+    path = f"/proc/{pid or os.getpid()}/status"
+    with open(path) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS in {path}")
+
+
+@dataclass
+class Env:
+    """One benchmark environment under ``root``."""
+
+    root: Path
+    llm: RemoteLLM = field(default_factory=RemoteLLM)
+    server: OpenCodeServer | None = None
+    daemon: Daemon | None = None
+    task: asyncio.Task[int] | None = None
+    proc: asyncio.subprocess.Process | None = None
+    control: str = ""
+    token: str = ""
+    http: aiohttp.ClientSession | None = None
+
+    @property
+    def srv(self) -> OpenCodeServer:
+        assert self.server is not None
+        return self.server
+
+    @property
+    def directory(self) -> str:
+        return str(self.srv.project_dir)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The daemon's environment (its own XDG directories: key, token, state)."""
+        return {
+            "HOME": str(self.root / "home"),
+            "XDG_CONFIG_HOME": str(self.root / "rt-config"),
+            "XDG_STATE_HOME": str(self.root / "rt-state"),
+            "PATH": os.environ.get("PATH", ""),
+        }
+
+    async def start(self, config: dict[str, Any] | None = None) -> None:
+        """Start the scripted LLM and the OpenCode server (no daemon yet)."""
+        await self.llm.start()
+        cfg = config or bench_config(self.llm)
+        self.server = OpenCodeServer(self.root / "opencode", cfg)
+        await self.server.start()
+        self.http = aiohttp.ClientSession()
+
+    def settings_cli(self, **overrides: Any) -> dict[str, Any]:
+        cli: dict[str, Any] = {
+            "server_url": self.srv.url,
+            "control_port": 0,
+            "resync_period": 15.0,
+            "directories": [self.directory],
+            "log_level": "warning",
+        }
+        cli.update(overrides)
+        return cli
+
+    async def launch_daemon(self, **overrides: Any) -> float:
+        """Start an in-process daemon; returns seconds from construction to ``ready``."""
+        t0 = time.perf_counter()
+        settings = load_settings(self.settings_cli(**overrides), env=self.env)
+        self.daemon = Daemon(settings)
+        self.task = asyncio.create_task(self.daemon.run())
+        await asyncio.wait_for(self.daemon.engine.ready.wait(), 120)
+        ready = time.perf_counter() - t0
+        assert self.daemon.control_address
+        self.control = self.daemon.control_address
+        self.token = self.daemon.token
+        return ready
+
+    async def stop_daemon(self) -> None:
+        """Stop the in-process daemon gracefully."""
+        if self.daemon is not None and self.task is not None:
+            self.daemon.request_stop()
+            try:
+                await asyncio.wait_for(self.task, 20)
+            except (TimeoutError, asyncio.CancelledError):
+                self.task.cancel()
+            await self.daemon.client.close()
+        self.daemon, self.task = None, None
+
+    async def spawn_daemon(self, port: int | None = None) -> int:
+        """Start ``roundtabled serve`` as a child process; returns its pid once the control API
+        answers ``/v1/health`` ready."""
+        port = port or free_port()
+        env = {**os.environ, **self.env}
+        log = (self.root / "daemon.log").open("ab")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "roundtabled",
+            "serve",
+            "--server-url",
+            self.srv.url,
+            "--control-port",
+            str(port),
+            "--log-level",
+            "warning",
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
+        log.close()  # the child has its own descriptor
+        self.control = f"http://127.0.0.1:{port}"
+        token_file = self.root / "rt-config" / "roundtabled" / "token"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, aiohttp.ClientError):
+                if token_file.exists():
+                    self.token = token_file.read_text().strip()
+                    status, data = await self.api("GET", "/v1/health")
+                    if status == 200 and isinstance(data, dict) and data.get("ready"):
+                        return self.proc.pid
+            await asyncio.sleep(0.1)
+        raise RuntimeError("the daemon child did not become ready in 60 s")
+
+    async def kill_child(self) -> None:
+        """SIGTERM the daemon child and wait for it."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 15)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        self.proc = None
+
+    async def close(self) -> None:
+        """Stop everything this environment started."""
+        await self.stop_daemon()
+        await self.kill_child()
+        if self.http is not None:
+            await self.http.close()
+        if self.server is not None:
+            await self.server.stop()
+        await self.llm.stop()
+
+    # -- HTTP helpers ---------------------------------------------------------------------------
+
+    async def api(
+        self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        """Call the daemon's control API: (status, JSON or text)."""
+        assert self.http is not None
+        async with self.http.request(
+            method,
+            self.control + path,
+            json=body,
+            params=params,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=aiohttp.ClientTimeout(total=120),
+        ) as resp:
+            if "json" in resp.headers.get("content-type", ""):
+                return resp.status, await resp.json()
+            return resp.status, await resp.text()
+
+    async def oc(
+        self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
+    ) -> Any:
+        """Call the OpenCode server; decoded JSON (``None`` for 204)."""
+        assert self.http is not None
+        async with self.http.request(
+            method, self.srv.url + path, json=body, params=params, auth=self.srv.auth
+        ) as resp:
+            resp.raise_for_status()
+            if resp.status == 204:
+                return None
+            return await resp.json()
+
+    async def new_parent(self, title: str = "S1 bench") -> str:
+        s = await self.oc(
+            "POST", "/session", {"title": title}, params={"directory": self.directory}
+        )
+        return str(s["id"])
+
+    async def start_rt(self, **body: Any) -> str:
+        """``POST /v1/roundtables``; S2's id."""
+        body.setdefault("directory", self.directory)
+        status, data = await self.api("POST", "/v1/roundtables", body)
+        if status != 200:
+            raise RuntimeError(f"start failed: {status} {data}")
+        return str(data["sessionID"])
+
+    async def result(self, s2: str, timeout: float = 300) -> dict[str, Any]:
+        """Long-poll the result like the tool shim."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, data = await self.api(
+                "GET", f"/v1/roundtables/{s2}/result", params={"wait": "10"}
+            )
+            if status == 200 and data.get("done"):
+                return dict(data)
+        raise RuntimeError(f"roundtable {s2} did not finish in {timeout} s")
+
+    async def wait_idle(self, session: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = await self.oc("GET", "/session/status", params={"directory": self.directory})
+            if session not in st:
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"{session} still busy after {timeout} s")
