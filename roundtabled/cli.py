@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -109,8 +110,9 @@ class ControlClient:
                 f"Error: roundtabled at {self.base_url} did not answer within {timeout:g} s"
             ) from None
 
-    async def stream(self, path: str) -> Any:
-        """Iterate over the ``data:`` items of an SSE route."""
+    async def stream(self, path: str, opened: asyncio.Event | None = None) -> Any:
+        """Iterate over the ``data:`` items of an SSE route; ``opened`` is set once the route
+        answered (the daemon subscribes before it answers)."""
         assert self._http is not None
         try:
             async with self._http.get(
@@ -119,6 +121,8 @@ class ControlClient:
                 if resp.status >= 400:
                     data = orjson.loads(await resp.read())
                     raise CliError(str(data.get("error")), EXIT_USAGE)
+                if opened is not None:
+                    opened.set()
                 async for line in resp.content:
                     if line.startswith(b"data: "):
                         yield orjson.loads(line[6:])
@@ -171,33 +175,111 @@ def _print_turn(entry: dict[str, Any], colors: dict[str, str]) -> None:
         print(text if len(text) <= 4000 else text[:4000] + " …")
     for tool in entry.get("toolCalls") or []:
         print(f"  [tool {tool.get('toolName')}] {str(tool.get('outputPreview'))[:200]}")
-    print()
+    print(flush=True)  # stream: a pipe must see each turn when it finishes
 
 
 async def _follow(
     cc: ControlClient, ses: str, *, colors: dict[str, str], show_turns: bool = True
 ) -> dict[str, Any]:
-    """Print progress of ``ses`` until it is done; returns the final result."""
+    """Print the turns of ``ses`` as they finish until it is done; returns the final result.
+
+    On a terminal, stderr carries one progress line (round, agent speaking, elapsed seconds since
+    the roundtable started) refreshed every second. The observer's turn is not printed: its
+    summary is part of the final result text.
+    """
     started = time.monotonic()
+    progress: dict[str, Any] = {"round": None, "total": None, "agent": None}
+    try:
+        st = await cc.call("GET", f"/v1/roundtables/{ses}")
+        started -= float(st.get("elapsed") or 0)
+        progress.update(round=st.get("round"), total=st.get("totalRounds"), agent=st.get("agent"))
+    except CliError:
+        pass  # an unknown roundtable: the progress feed below reports it
     tty = sys.stderr.isatty()
-    result: dict[str, Any] | None = None
-    async for item in cc.stream(f"/v1/roundtables/{ses}/events"):
-        kind = item.get("type")
+
+    def draw() -> None:
+        if not tty or not progress["agent"]:
+            return
+        total = f"/{progress['total']}" if progress["total"] else ""
+        sys.stderr.write(
+            f"\r\x1b[Kround {progress['round']}{total} · {progress['agent']} is speaking · "
+            f"{time.monotonic() - started:.0f}s"
+        )
+        sys.stderr.flush()
+
+    def clear() -> None:
         if tty:
             sys.stderr.write("\r\x1b[K")
-        if kind == "turn" and show_turns:
-            _print_turn(item["entry"], colors)
-        elif kind == "prompt":
-            line = (
-                f"round {item.get('round')} · {item.get('agent')} is speaking · "
-                f"{time.monotonic() - started:.0f}s"
-            )
-            if tty:
-                sys.stderr.write(line)
-                sys.stderr.flush()
-        elif kind == "done":
-            result = item
-            break
+            sys.stderr.flush()
+
+    async def tick() -> None:
+        while True:
+            draw()
+            await asyncio.sleep(1.0)
+
+    # Subscribe first, then print the turns that finished before (a fast first turn, or `watch`
+    # attaching mid-debate), then follow the feed, skipping what was already printed.
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+    opened = asyncio.Event()
+    failure: list[BaseException] = []
+
+    async def pump() -> None:
+        try:
+            async for item in cc.stream(f"/v1/roundtables/{ses}/events", opened):
+                await queue.put(item)
+        except Exception as exc:
+            failure.append(exc)
+        finally:
+            opened.set()
+            await queue.put(None)
+
+    def key(entry: dict[str, Any]) -> tuple[Any, ...]:
+        return (entry.get("kind"), entry.get("agent"), entry.get("round"), entry.get("messageID"))
+
+    pumper = asyncio.create_task(pump())
+    await opened.wait()
+    printed: set[tuple[Any, ...]] = set()
+    if not failure:
+        with contextlib.suppress(CliError):
+            past = await cc.call("GET", f"/v1/roundtables/{ses}/export", params={"format": "json"})
+            for entry in past.get("turns") or []:
+                printed.add(key(entry))
+                if show_turns and entry.get("kind") != "observer":
+                    _print_turn(entry, colors)
+
+    async def items() -> Any:
+        while (item := await queue.get()) is not None:
+            yield item
+        if failure:
+            raise failure[0]
+
+    ticker = asyncio.create_task(tick()) if tty else None
+    result: dict[str, Any] | None = None
+    try:
+        async for item in items():
+            kind = item.get("type")
+            if kind == "turn":
+                progress["agent"] = None
+                entry = item["entry"]
+                if key(entry) in printed:
+                    continue
+                printed.add(key(entry))
+                if show_turns and entry.get("kind") != "observer":
+                    clear()
+                    _print_turn(entry, colors)
+            elif kind == "prompt":
+                progress.update(round=item.get("round"), agent=item.get("agent"))
+                if item.get("kind") == "observer":
+                    progress["agent"] = f"observer {item.get('agent')}"
+                draw()
+            elif kind == "done":
+                result = item
+                break
+    finally:
+        pumper.cancel()
+        if ticker is not None:
+            ticker.cancel()
+        clear()
     if result is None:
         data = await cc.call("GET", f"/v1/roundtables/{ses}/result", params={"wait": "0"})
         if not data.get("done"):
@@ -299,7 +381,7 @@ async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
     for r in rows:
         topic = " ".join(str(r.get("prompt") or r.get("title")).split())[:50]
         print(
-            f"{r['sessionID']:32} {r['phase']:10} {str(r['round']) + '/' + str(r['totalRounds']):7} "
+            f"{r['sessionID']:32} {r['phase']:10} {r['round']!s:>3}/{r['totalRounds']!s:3} "
             f"{r.get('agent') or '-'!s:12} {_fmt_elapsed(r.get('elapsed')):8} {topic}"
         )
     return EXIT_OK
@@ -316,9 +398,14 @@ async def cmd_status(args: argparse.Namespace, settings: cfg.Settings) -> int:
     print(f"  round:    {st['round']}/{st['totalRounds']}   current: {st.get('agent') or '-'}")
     print(f"  agents:   {' → '.join(st['agents'])}   observer: {st['observer']}")
     print(f"  elapsed:  {_fmt_elapsed(st.get('elapsed'))}   turns: {st.get('turns')}")
-    for name, u in (st.get("usage") or {}).get("perAgent", {}).items():
+    usage = st.get("usage") or {}
+    rows = [(name, u) for name, u in (usage.get("perAgent") or {}).items()]
+    rows += [(f"round {r}", u) for r, u in (usage.get("perRound") or {}).items()]
+    if usage.get("total"):
+        rows.append(("total", usage["total"]))
+    for name, u in rows:
         print(
-            f"  usage {name:10} {u.get('input', 0)} in / {u.get('output', 0)} out · "
+            f"  usage     {name:22} {u.get('input', 0):>8} in {u.get('output', 0):>7} out  "
             f"${float(u.get('cost', 0)):.4f}"
         )
     for err in st.get("errors") or []:
@@ -341,10 +428,19 @@ async def cmd_cancel(args: argparse.Namespace, settings: cfg.Settings) -> int:
             f"/v1/roundtables/{args.session}/cancel",
             body={"summarize": args.summarize, "reason": "cancelled from the CLI"},
         )
-        result = await cc.call(
-            "GET", f"/v1/roundtables/{args.session}/result", params={"wait": "30"}, timeout=40
-        )
-    print(result.get("text") or f"cancel requested; phase {result.get('phase')}")
+        # Without --summarize no model request follows and the result comes at once; with it,
+        # the observer consolidates what exists first.
+        deadline = time.monotonic() + (300 if args.summarize else 60)
+        while True:
+            result = await cc.call(
+                "GET", f"/v1/roundtables/{args.session}/result", params={"wait": "25"}, timeout=40
+            )
+            if result.get("done") or time.monotonic() > deadline:
+                break
+    if not result.get("done"):
+        print(f"cancel requested; the roundtable is still {result.get('phase')}", file=sys.stderr)
+        return EXIT_ERROR
+    print(result.get("text") or result.get("summary") or "cancelled")
     return EXIT_OK
 
 
@@ -423,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--server-url", help="OpenCode server URL (default http://127.0.0.1:4096)")
     s.add_argument("--control-host", help="control API host (loopback) or unix:/path")
     s.add_argument("--control-port", type=int, help="control API port (default 4747)")
+    s.add_argument(
+        "--token-file", help="control API token file (default $XDG_CONFIG_HOME/roundtabled/token)"
+    )
     s.add_argument("--turn-timeout", type=float, help="seconds per turn before abort+skip")
     s.add_argument("--loop-threshold", type=float, help="Jaccard threshold of loop detection")
     s.add_argument("--resync-period", type=float, help="seconds between resyncs")
@@ -506,6 +605,7 @@ def _cli_overrides(args: argparse.Namespace) -> dict[str, object]:
         "server_url",
         "control_host",
         "control_port",
+        "token_file",
         "turn_timeout",
         "loop_threshold",
         "resync_period",

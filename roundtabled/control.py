@@ -67,7 +67,7 @@ def _error(message: str, status: int = 400, field: str | None = None) -> web.Res
     body: dict[str, Any] = {
         "error": message if message.startswith("Error:") else f"Error: {message}"
     }
-    if field:
+    if field is not None:
         body["field"] = field
     return _json(body, status)
 
@@ -109,8 +109,12 @@ class ControlAPI:
                 )
         try:
             return await handler(request)
-        except web.HTTPException:
-            raise
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            # Unknown route (404), wrong method (405), body over the limit (413): JSON too.
+            where = {413: "body", 405: "method"}.get(exc.status, "path")
+            return _error(f"{exc.reason} ({request.method} {request.path})", exc.status, where)
         except ValidationFailed as exc:
             return _error(str(exc), 400, exc.field)
         except TransportError as exc:

@@ -74,6 +74,12 @@ OBSERVER_SUMMARY = """**Executive summary.** The panel rejects a big-bang split 
 def _examples_config() -> dict[str, Any]:
     here = Path(__file__).resolve().parent.parent / "examples" / "opencode.json"
     data: dict[str, Any] = json.loads(here.read_text()) if here.exists() else {}
+    # Inline the prompt files (`"prompt": "{file:./agents/pm.md}"`, relative to examples/): the
+    # demo writes the config into another directory, where the relative paths would not resolve.
+    for agent in (data.get("agent") or {}).values():
+        prompt = agent.get("prompt") if isinstance(agent, dict) else None
+        if isinstance(prompt, str) and prompt.startswith("{file:") and prompt.endswith("}"):
+            agent["prompt"] = (here.parent / prompt[6:-1]).read_text()
     return data
 
 

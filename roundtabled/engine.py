@@ -621,7 +621,7 @@ class Engine:
             now=now_ms(),
             status=status,
             messages=views,
-            pending_found=False,  # BROKEN-ON-PURPOSE
+            pending_found=found,
             cancel=cancel,
             new_id=ids.message_id(),
             accepted=pend is not None and pend.message_id in table.accepted,

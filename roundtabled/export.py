@@ -99,6 +99,12 @@ def to_markdown(data: dict[str, Any]) -> str:
     lines += ["## Debate", ""]
     for turn in data["turns"]:
         kind = turn.get("kind", "turn")
+        if (
+            kind == "observer"
+            and not turn.get("hasError")
+            and turn.get("response") == (data.get("summary") or "")
+        ):
+            continue  # shown once, under "Summary" (its usage is in the tables)
         if kind == "user":
             head = f"### The user (round {turn['round']})"
         elif kind == "observer":
@@ -147,4 +153,12 @@ def to_markdown(data: dict[str, Any]) -> str:
         f"| **total** | {tot.get('input', 0)} | {tot.get('output', 0)} | "
         f"{float(tot.get('cost', 0)):.4f} |"
     )
+    per_round = data["usage"].get("perRound") or {}
+    if per_round:
+        lines += ["", "| round | input | output | cost (USD) |", "|---|---:|---:|---:|"]
+        for rnd, u in per_round.items():
+            lines.append(
+                f"| {rnd} | {u.get('input', 0)} | {u.get('output', 0)} | "
+                f"{float(u.get('cost', 0)):.4f} |"
+            )
     return "\n".join(lines) + "\n"

@@ -207,7 +207,7 @@ def offline_config(
     - provider ``scripted`` with models :data:`MODEL_IDS` (``models`` as a list replaces the ids;
       as a dict ``{id: extra model config}`` adds/overrides models, e.g. ``{"debater-1":
       {"cost": {"input": 3, "output": 15}}}``); each model has ``limit.context = context_limit``
-      (tokens) and ``limit.output = 4096``.
+      (tokens) and ``limit.output = min(4096, context_limit // 4)``.
     - seats ``pm``, ``dev``, ``rv``: subagents with :data:`SEAT_PROMPTS`, colours, and
       ``permission`` (default ``{"*": "deny"}``: no tools at all).
     - ``build`` (primary, default agent) with prompt :data:`BUILD_PROMPT`; keeps its tools.
@@ -215,16 +215,19 @@ def offline_config(
       toggles ``compaction.auto``. ``extra_agents`` are merged into ``agent`` last.
     """
     model_cfg: dict[str, dict[str, Any]] = {}
+    # The output reserve must leave room in the context: with ``output >= context`` OpenCode
+    # sees every reply as an overflow and loops compaction → "Continue" → compaction forever.
+    output_limit = min(4096, context_limit // 4)
     ids = list(models) if isinstance(models, list) else list(MODEL_IDS)
     for mid in ids:
         model_cfg[mid] = {
             "name": mid.replace("-", " ").title(),
-            "limit": {"context": context_limit, "output": 4096},
+            "limit": {"context": context_limit, "output": output_limit},
         }
     if isinstance(models, dict):
         for mid, extra in models.items():
             base = model_cfg.setdefault(
-                mid, {"name": mid, "limit": {"context": context_limit, "output": 4096}}
+                mid, {"name": mid, "limit": {"context": context_limit, "output": output_limit}}
             )
             base.update(extra)
     first = ids[0] if ids else next(iter(model_cfg))

@@ -1,0 +1,539 @@
+"""The command line through its real entry point (``.venv/bin/roundtabled`` as a subprocess)
+against a running daemon and the real OpenCode server with the scripted LLM (issue 6.2, 6.4-6.7).
+
+Proves: ``start`` prints each turn and the summary (exit 0) and a bad agent gives one ``Error:``
+line and exit 2; ``agents``; ``list``/``status`` (usage per agent and per round); ``watch`` streams
+each turn when it finishes, in the agent's configured colour, with a progress line on a terminal;
+``cancel`` aborts the turn in flight within 2 s, sends no further model request and returns the
+partial history (``--summarize`` lets the observer consolidate); a waiting ``start`` exits 3 when
+its roundtable is cancelled; ``extend``; ``export`` md/json with ``-o`` (also after a daemon
+restart, from S2's messages); ``config`` masks the password and names a bad key; ``doctor``;
+toasts on start, failure and conclusion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pty
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from roundtabled.state import OBSERVER_AGENT
+from roundtabled.testing.opencode_server import MODEL_IDS
+from roundtabled.testing.scripted_llm import Hang, HttpError, ScriptedLLM, Text
+
+from .conftest import RT, roundtable_config
+
+RT_BIN = Path(sys.executable).parent / "roundtabled"
+PM_COLOUR = "\x1b[1;38;2;52;152;219m"  # #3498db
+DEV_COLOUR = "\x1b[1;38;2;46;204;113m"  # #2ecc71
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+def cli_env(rt: RT, **extra: str) -> dict[str, str]:
+    """The environment of a user shell configured like the daemon: same XDG dirs (token file),
+    ``ROUNDTABLED_URL`` at its control API, ``ROUNDTABLED_SERVER_URL`` at the server."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        # a user's shell: no PYTHONUNBUFFERED (streaming through a pipe must not depend on it)
+        if not k.startswith(("ROUNDTABLED_", "OPENCODE_")) and k != "PYTHONUNBUFFERED"
+    }
+    env.update(rt.settings_env)
+    env["ROUNDTABLED_URL"] = rt.control
+    env["ROUNDTABLED_SERVER_URL"] = rt.server.url
+    env["PYTHONIOENCODING"] = "utf-8"
+    env.update(extra)
+    return env
+
+
+async def cli(
+    rt: RT,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | None = None,
+) -> Run:
+    """Run ``roundtabled ARGS`` to completion (stdout/stderr captured)."""
+    proc = await asyncio.create_subprocess_exec(
+        str(RT_BIN),
+        *args,
+        env=env or cli_env(rt),
+        cwd=cwd or rt.directory,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(
+            f"roundtabled {' '.join(args)} did not finish in {timeout} s"
+        ) from None
+    assert proc.returncode is not None
+    return Run(proc.returncode, out.decode(), err.decode())
+
+
+def assert_clean_error(run: Run, code: int, *needles: str) -> None:
+    """One ``Error:`` message on stderr, the exit code, no traceback."""
+    assert run.code == code, run
+    assert run.err.startswith("Error:"), run.err
+    assert "Traceback" not in run.err
+    for n in needles:
+        assert n in run.err, (n, run.err)
+
+
+def script_debate(rt: RT, rounds: int = 1, agents: tuple[str, ...] = ("pm", "dev")) -> None:
+    for r in range(1, rounds + 1):
+        for a in agents:
+            rt.llm.script(Text(text=f"{a.upper()} round {r}: my position."), agent=a)
+    rt.llm.script(Text(text="SUMMARY: the panel agrees."), agent=OBSERVER_AGENT)
+
+
+async def wait_for(cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+# ------------------------------------------------------------------------------------------------
+# start / agents
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_start_prints_each_turn_and_the_summary_and_exits_0(rt: RT) -> None:
+    script_debate(rt, rounds=2)
+    run = await cli(
+        rt,
+        "start",
+        "--agents",
+        "pm,dev",
+        "--rounds",
+        "2",
+        "--directory",
+        rt.directory,
+        "Split the monolith?",
+    )
+    assert run.code == 0, run
+    assert run.err.startswith("Roundtable ses_")
+    heads = [line for line in run.out.splitlines() if line.startswith("── ")]
+    assert heads[:4] == [
+        "── pm · round 1 ──",
+        "── dev · round 1 ──",
+        "── pm · round 2 ──",
+        "── dev · round 2 ──",
+    ]
+    assert "DEV round 2: my position." in run.out
+    assert "SUMMARY: the panel agrees." in run.out
+    assert run.out.count("SUMMARY: the panel agrees.") == 1  # not printed twice
+
+
+async def test_the_result_carries_a_usage_footer_unless_it_is_turned_off(rt: RT) -> None:
+    script_debate(rt)
+    run = await cli(rt, "start", "--agents", "pm,dev", "--directory", rt.directory, "footer")
+    assert run.code == 0, run
+    footer = [line for line in run.out.splitlines() if line.startswith("Usage — ")]
+    assert len(footer) == 1, run.out
+    assert "pm: " in footer[0] and "dev: " in footer[0] and "total: " in footer[0]
+
+    await rt.restart_daemon(usage_footer=False)
+    script_debate(rt)
+    run = await cli(rt, "start", "--agents", "pm,dev", "--directory", rt.directory, "no footer")
+    assert run.code == 0, run
+    assert "SUMMARY: the panel agrees." in run.out
+    assert not [line for line in run.out.splitlines() if line.startswith("Usage — ")]
+
+
+async def test_start_with_an_unknown_agent_prints_one_error_and_exits_2(rt: RT) -> None:
+    run = await cli(rt, "start", "--agents", "pm,nobody", "--directory", rt.directory, "topic")
+    assert_clean_error(run, 2, "nobody", "Available agents:", "pm")
+    assert rt.llm.requests == []
+
+
+async def test_start_without_a_daemon_says_how_to_start_it(rt: RT) -> None:
+    env = cli_env(rt, ROUNDTABLED_URL="http://127.0.0.1:9")
+    run = await cli(rt, "start", "--agents", "pm,dev", "topic", env=env)
+    assert_clean_error(run, 1, "not running", "roundtabled serve")
+
+
+async def test_agents_lists_the_seatable_agents_with_colours(rt: RT) -> None:
+    run = await cli(rt, "agents", "--directory", rt.directory)
+    assert run.code == 0, run
+    assert run.out.startswith("Available agents: ")
+    names = run.out.split(": ", 1)[1].strip().split(", ")
+    assert {"pm", "dev", "rv"} <= set(names)
+    assert OBSERVER_AGENT not in names  # hidden
+    run = await cli(rt, "agents", "--json", "--directory", rt.directory)
+    agents = {a["name"]: a for a in json.loads(run.out)}
+    assert agents["pm"]["color"].lower() == "#3498db"
+
+
+# ------------------------------------------------------------------------------------------------
+# list / status / export
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_list_status_and_export_show_the_debate_with_usage(
+    rt_factory: Any, scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    rt: RT = await rt_factory(
+        roundtable_config(
+            scripted_llm,
+            models={m: {"cost": {"input": 3, "output": 15}} for m in MODEL_IDS},
+        )
+    )
+    script_debate(rt, rounds=2)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Split the monolith?", rounds=2)
+    await rt.result(s2)
+
+    run = await cli(rt, "list")
+    assert run.code == 0, run
+    row = next(line for line in run.out.splitlines() if line.startswith(s2))
+    assert "done" in row and "2/2" in row and "Split the monolith?" in row
+    rows = json.loads((await cli(rt, "list", "--json")).out)
+    assert rows[0]["sessionID"] == s2
+
+    run = await cli(rt, "status", s2)
+    assert run.code == 0, run
+    assert f"Roundtable {s2}" in run.out
+    assert "phase:    done (completed)" in run.out
+    assert "pm → dev" in run.out
+    usage_lines = [line for line in run.out.splitlines() if line.strip().startswith("usage")]
+    labels = [
+        line.split()[1] + (" " + line.split()[2] if line.split()[1] == "round" else "")
+        for line in usage_lines
+    ]
+    assert labels == ["pm", "dev", OBSERVER_AGENT, "round 1", "round 2", "total"]
+    assert all("$0.0000" not in line for line in usage_lines)  # cost is configured
+    st = json.loads((await cli(rt, "status", "--json", s2)).out)
+    assert set(st["usage"]["perRound"]) == {"1", "2"}
+    assert st["usage"]["total"]["cost"] > 0
+
+    md_file = tmp_path / "debate.md"
+    run = await cli(rt, "export", s2, "--format", "md", "-o", str(md_file))
+    assert run.code == 0, run
+    md = md_file.read_text()
+    assert md.startswith("# (Roundtable) - Split the monolith?")
+    for head in ("### pm · round 1", "### dev · round 1", "### pm · round 2", "### dev · round 2"):
+        assert head in md
+    assert "PM round 2: my position." in md and "SUMMARY: the panel agrees." in md
+    assert "| **total** |" in md and "| round | input | output | cost (USD) |" in md
+
+    json_file = tmp_path / "debate.json"
+    run = await cli(rt, "export", s2, "--format", "json", "-o", str(json_file))
+    assert run.code == 0, run
+    data = json.loads(json_file.read_text())
+    assert data["topic"] == "Split the monolith?"
+    assert [(t["agent"], t["round"]) for t in data["turns"] if t["kind"] == "turn"] == [
+        ("pm", 1),
+        ("dev", 1),
+        ("pm", 2),
+        ("dev", 2),
+    ]
+    assert data["summary"] and data["usage"]["total"]["cost"] > 0
+
+    # to stdout, and after a daemon restart (read back from S2's messages)
+    await rt.restart_daemon()
+    run = await cli(rt, "export", s2, "--format", "json", env=cli_env(rt))
+    assert run.code == 0, run
+    again = json.loads(run.out)
+    assert [t["response"] for t in again["turns"]] == [t["response"] for t in data["turns"]]
+
+
+async def test_status_and_export_of_an_unknown_session_exit_2(rt: RT) -> None:
+    assert_clean_error(await cli(rt, "status", "ses_doesnotexist"), 2, "ses_doesnotexist")
+    assert_clean_error(await cli(rt, "export", "not-a-session"), 2, "sessionID")
+
+
+# ------------------------------------------------------------------------------------------------
+# watch
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_watch_streams_each_turn_when_it_finishes_in_the_agents_colour(rt: RT) -> None:
+    rt.llm.script(Text(text="PM speaks first."), agent="pm")
+    # dev's turn takes a while: pm's turn must be on screen long before the debate ends
+    rt.llm.script(Text(text="DEV answers slowly.", first_byte_delay=4.0), agent="dev")
+    rt.llm.script(Text(text="SUMMARY: done."), agent=OBSERVER_AGENT)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Watch me")
+    await rt.llm.wait_for_requests(1, 30, agent="pm")
+
+    master, slave = pty.openpty()  # a terminal: colours and the progress line are on
+    proc = await asyncio.create_subprocess_exec(
+        str(RT_BIN),
+        "watch",
+        s2,
+        env=cli_env(rt, TERM="xterm"),
+        stdout=slave,
+        stderr=slave,
+        cwd=rt.directory,
+    )
+    os.close(slave)
+    buf = bytearray()
+    loop = asyncio.get_running_loop()
+    os.set_blocking(master, False)
+
+    def on_readable() -> None:
+        with contextlib.suppress(OSError):
+            buf.extend(os.read(master, 65536))
+
+    loop.add_reader(master, on_readable)
+    try:
+        await wait_for(lambda: b"PM speaks first." in buf, 30, "pm's turn in watch")
+        # pm's turn is shown while dev is still speaking
+        _, st = await rt.api("GET", f"/v1/roundtables/{s2}")
+        assert st["phase"] == "active" and st["agent"] == "dev", st
+        await wait_for(lambda: b"dev is speaking" in buf, 10, "the progress line")
+        code = await asyncio.wait_for(proc.wait(), 60)
+        await asyncio.sleep(0.2)
+        on_readable()
+    finally:
+        loop.remove_reader(master)
+        os.close(master)
+        if proc.returncode is None:
+            proc.kill()
+    text = buf.decode(errors="replace")
+    assert code == 0
+    assert f"── {PM_COLOUR}pm\x1b[0m · round 1 ──" in text
+    assert f"── {DEV_COLOUR}dev\x1b[0m · round 1 ──" in text
+    assert "round 1/1 · dev is speaking · " in text
+    assert (
+        text.index("PM speaks first.")
+        < text.index("DEV answers slowly.")
+        < text.index("SUMMARY: done.")
+    )
+
+
+async def test_watch_through_a_pipe_streams_each_turn_without_colour_codes(rt: RT) -> None:
+    rt.llm.script(Text(text="PM speaks first."), agent="pm")
+    rt.llm.script(Text(text="DEV answers slowly.", first_byte_delay=4.0), agent="dev")
+    rt.llm.script(Text(text="SUMMARY: done."), agent=OBSERVER_AGENT)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Pipe me")
+    proc = await asyncio.create_subprocess_exec(
+        str(RT_BIN),
+        "watch",
+        s2,
+        env=cli_env(rt),
+        cwd=rt.directory,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    seen: list[str] = []
+    try:
+        while "PM speaks first." not in "".join(seen):
+            line = await asyncio.wait_for(proc.stdout.readline(), 30)
+            assert line, "watch ended before pm's turn"
+            seen.append(line.decode())
+        # a pipe gets pm's turn while dev is still speaking (no block buffering)
+        _, st = await rt.api("GET", f"/v1/roundtables/{s2}")
+        assert st["phase"] == "active" and st["agent"] == "dev", st
+        rest = await asyncio.wait_for(proc.stdout.read(), 60)
+        err = await proc.stderr.read()
+        code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    out = "".join(seen) + rest.decode()
+    assert code == 0
+    assert "\x1b[" not in out + err.decode()
+    assert "── pm · round 1 ──" in out and "SUMMARY: done." in out
+
+
+# ------------------------------------------------------------------------------------------------
+# cancel / extend
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_cancel_aborts_the_turn_within_2s_without_another_model_request(rt: RT) -> None:
+    rt.llm.script(Text(text="PM finished its turn."), agent="pm")
+    rt.llm.script(Hang(), agent="dev")
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Cancel me", rounds=2)
+    await rt.llm.wait_for_requests(1, 30, agent="dev")
+
+    engine = rt.daemon.engine
+    called: list[float] = []
+    real_cancel = engine.cancel
+
+    async def timed_cancel(*a: Any, **kw: Any) -> Any:
+        called.append(time.monotonic())
+        return await real_cancel(*a, **kw)
+
+    engine.cancel = timed_cancel  # type: ignore[method-assign]
+    run = await cli(rt, "cancel", s2)
+    assert run.code == 0, run
+    dev_req = next(r for r in rt.llm.requests if r.agent == "dev")
+    await wait_for(lambda: dev_req.disconnected, 5, "the dev request to be aborted")
+    assert dev_req.disconnected_at is not None
+    assert dev_req.disconnected_at - called[0] < 2.0  # from the daemon receiving the cancel
+
+    # the result: cancelled, with the partial history, and no observer request
+    assert "cancel" in run.out.lower()
+    assert "PM finished its turn." in run.out
+    await asyncio.sleep(1.0)
+    assert [r.agent for r in rt.llm.requests_for(session=s2)] == ["pm", "dev"]
+    st = json.loads((await cli(rt, "status", "--json", s2)).out)
+    assert st["endReason"] == "cancelled"
+    # a second cancel: nothing active any more
+    assert_clean_error(await cli(rt, "cancel", s2), 2, s2)
+
+
+async def test_cancel_summarize_lets_the_observer_consolidate(rt: RT) -> None:
+    rt.llm.script(Text(text="PM finished its turn."), agent="pm")
+    rt.llm.script(Hang(), agent="dev")
+    rt.llm.script(Text(text="SUMMARY of the partial debate."), agent=OBSERVER_AGENT)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Cancel and summarize", rounds=2)
+    await rt.llm.wait_for_requests(1, 30, agent="dev")
+    run = await cli(rt, "cancel", "--summarize", s2)
+    assert run.code == 0, run
+    assert "SUMMARY of the partial debate." in run.out
+    agents = [r.agent for r in rt.llm.requests_for(session=s2)]
+    assert agents == ["pm", "dev", OBSERVER_AGENT]
+
+
+async def test_a_waiting_start_exits_3_when_its_roundtable_is_cancelled(rt: RT) -> None:
+    rt.llm.script(Text(text="PM finished its turn."), agent="pm")
+    rt.llm.script(Hang(), agent="dev")
+    start = asyncio.create_task(
+        cli(rt, "start", "--agents", "pm,dev", "--directory", rt.directory, "long one")
+    )
+    await rt.llm.wait_for_requests(1, 60, agent="dev")
+    s2 = str(next(r for r in rt.llm.requests if r.agent == "dev").session_id)
+    cancel = await cli(rt, "cancel", s2)
+    assert cancel.code == 0, cancel
+    run = await asyncio.wait_for(start, 30)
+    assert run.code == 3, run
+    assert "PM finished its turn." in run.out
+    assert "cancel" in run.out.lower()
+
+
+async def test_extend_continues_a_concluded_roundtable(rt: RT) -> None:
+    script_debate(rt)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Monolith?")
+    await rt.result(s2)
+    rt.llm.script(Text(text="PM on costs."), agent="pm")
+    rt.llm.script(Text(text="DEV on costs."), agent="dev")
+    rt.llm.script(Text(text="SUMMARY 2: costs agreed."), agent=OBSERVER_AGENT)
+    run = await cli(rt, "extend", s2, "--rounds", "1", "Continue: what about costs?")
+    assert run.code == 0, run
+    assert "── pm · round 2 ──" in run.out and "── dev · round 2 ──" in run.out
+    assert "SUMMARY 2: costs agreed." in run.out
+    agents = [r.agent for r in rt.llm.requests_for(session=s2)]
+    assert agents == ["pm", "dev", OBSERVER_AGENT, "pm", "dev", OBSERVER_AGENT]
+
+
+# ------------------------------------------------------------------------------------------------
+# toasts
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_toasts_on_start_each_failure_and_conclusion(rt: RT) -> None:
+    toasts: list[dict[str, Any]] = []
+
+    async def listen() -> None:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(
+                rt.server.url + "/global/event",
+                auth=rt.server.auth,
+                timeout=aiohttp.ClientTimeout(total=None),
+            ) as resp,
+        ):
+            async for line in resp.content:
+                if line.startswith(b"data:"):
+                    payload = json.loads(line[5:]).get("payload") or {}
+                    if payload.get("type") == "tui.toast.show":
+                        toasts.append(payload["properties"])
+
+    listener = asyncio.create_task(listen())
+    try:
+        await asyncio.sleep(0.5)
+        rt.llm.script(Text(text="PM ok."), agent="pm")
+        rt.llm.script(HttpError(status=400, message="bad request for dev"), agent="dev")
+        rt.llm.script(Text(text="SUMMARY with one failure."), agent=OBSERVER_AGENT)
+        run = await cli(rt, "start", "--agents", "pm,dev", "--directory", rt.directory, "toasts")
+        assert run.code == 0, run
+        await wait_for(lambda: len(toasts) >= 3, 10, "three toasts")
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
+    variants = [t.get("variant") for t in toasts]
+    messages = " | ".join(str(t.get("message")) for t in toasts)
+    assert variants[0] == "info" and "started" in str(toasts[0]["message"]).lower(), toasts
+    assert "error" in variants or "warning" in variants, toasts
+    assert "dev" in messages.lower()
+    assert variants[-1] in ("success", "info") and "conclu" in str(toasts[-1]["message"]).lower()
+
+
+# ------------------------------------------------------------------------------------------------
+# config / doctor
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_config_prints_the_effective_settings_with_the_password_masked(rt: RT) -> None:
+    env = cli_env(rt, OPENCODE_SERVER_PASSWORD="s3cret-pass", ROUNDTABLED_TURN_TIMEOUT="42")
+    cfg_dir = Path(rt.settings_env["XDG_CONFIG_HOME"]) / "roundtabled"
+    (cfg_dir / "config.toml").write_text('loop_threshold = 0.5\nlog_format = "json"\n')
+    run = await cli(rt, "config", env=env)
+    assert run.code == 0, run
+    assert "s3cret-pass" not in run.out + run.err
+    data = json.loads(run.out)
+    assert data["server_password"] == "********"
+    assert data["turn_timeout"] == 42.0  # environment
+    assert data["loop_threshold"] == 0.5  # TOML file
+    assert data["server_url"] == rt.server.url
+    assert data["token_file"] == str(cfg_dir / "token")
+
+    bad = await cli(rt, "config", env=cli_env(rt, ROUNDTABLED_TURN_TIMEOUT="soon"))
+    assert_clean_error(bad, 2, "ROUNDTABLED_TURN_TIMEOUT", "'soon'", "1 to 86400")
+    (cfg_dir / "config.toml").write_text('permission_policy = "maybe"\n')
+    bad = await cli(rt, "config", env=cli_env(rt))
+    assert_clean_error(bad, 2, "permission_policy", "'maybe'", "reject, allow-once, ask")
+
+
+async def test_doctor_passes_every_check_against_a_running_daemon_and_server(rt: RT) -> None:
+    run = await cli(rt, "doctor")
+    assert run.code == 0, run.out + run.err
+    lines = [line for line in run.out.splitlines() if line[:1] in ("✓", "✗", "-")]
+    names = [line.split()[1] for line in lines]
+    assert names == ["config", "server", "auth", "events", "tools", "agents", "daemon"]
+    assert all(line.startswith("✓") for line in lines), run.out
+    assert "OpenCode 1." in run.out and "All checks passed." in run.out
+
+
+async def test_doctor_names_what_is_wrong_with_a_fix(rt: RT) -> None:
+    env = cli_env(rt, ROUNDTABLED_URL="http://127.0.0.1:9")
+    run = await cli(rt, "doctor", env=env, cwd=str(rt.tmp))
+    assert run.code == 1, run
+    out = run.out
+    assert "✓ server" in out
+    assert "✗ daemon" in out and "roundtabled serve" in out
+    # outside the project and without a global install, the tools are missing
+    assert "✗ tools" in out and "install-tool" in out
+
+    env = cli_env(rt, ROUNDTABLED_SERVER_URL="http://127.0.0.1:9")
+    run = await cli(rt, "doctor", env=env)
+    assert run.code == 1
+    assert "✗ server" in run.out and "opencode serve" in run.out
+    assert "- auth" in run.out
+    # the daemon is connected to another server than this shell's configuration
+    assert "✗ daemon" in run.out and rt.server.url in run.out
