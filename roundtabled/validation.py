@@ -98,7 +98,7 @@ def parse_request(body: object) -> RoundtableRequest:
     unknown = sorted(str(k) for k in body if k not in ALLOWED_KEYS)
     if unknown:
         raise ValidationFailed(
-            unknown[0],
+            unknown[0] or "body",  # an empty key still gets a field to point at
             f"unknown field {unknown[0]!r}; allowed fields: " + ", ".join(sorted(ALLOWED_KEYS)),
         )
     prompt = body.get("prompt")

@@ -1,0 +1,206 @@
+"""A roundtabled daemon as a real subprocess (``python -m roundtabled serve``), for the fault
+suite: its own ``XDG_CONFIG_HOME`` (token, signing key) and ``XDG_STATE_HOME``, settings through
+``ROUNDTABLED_*`` variables, stdout+stderr appended to ``<root>/daemon.log``; optional
+``ROUNDTABLED_FAULT=<point>:<n>`` (see :mod:`roundtabled.faults`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from roundtabled.state import OBSERVER_AGENT, Signer, read_marker
+from roundtabled.testing.opencode_server import free_port, offline_config
+from roundtabled.testing.scripted_llm import ScriptedLLM
+
+OBSERVER_PROMPT = "You are the roundtable observer: consolidate the debate you are shown."
+
+
+def observer_config(llm: ScriptedLLM) -> dict[str, Any]:
+    """The seats on their own models plus the built-in observer agent defined in the config
+    (what ``roundtabled install-tool`` installs), so this file needs no tool shim."""
+    seats = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
+    return offline_config(
+        llm.base_url,
+        extra_agents={
+            **{name: {"model": f"scripted/{mid}"} for name, mid in seats.items()},
+            OBSERVER_AGENT: {
+                "mode": "subagent",
+                "hidden": True,
+                "description": "Consolidates a roundtable debate.",
+                "prompt": OBSERVER_PROMPT,
+                "permission": {"*": "deny"},
+            },
+        },
+    )
+
+
+@dataclass
+class DaemonProc:
+    """One ``python -m roundtabled serve`` subprocess with its own config/state directories."""
+
+    root: Path
+    server_url: str
+    directory: str
+    runs: list[asyncio.subprocess.Process] = field(default_factory=list)
+    port: int = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "daemon.log"
+
+    @property
+    def token(self) -> str:
+        return (self.root / "config" / "roundtabled" / "token").read_text().strip()
+
+    @property
+    def signer(self) -> Signer:
+        return Signer.from_file(self.root / "config" / "roundtabled" / "signing-key")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self, fault: str | None) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ROUNDTABLED_", "OPENCODE_", "XDG_"))
+        }
+        env.update(
+            HOME=str(self.root / "home"),
+            XDG_CONFIG_HOME=str(self.root / "config"),
+            XDG_STATE_HOME=str(self.root / "state"),
+            ROUNDTABLED_SERVER_URL=self.server_url,
+            ROUNDTABLED_CONTROL_PORT=str(self.port),
+            ROUNDTABLED_RESYNC_PERIOD="1",
+            ROUNDTABLED_DIRECTORIES=self.directory,
+            ROUNDTABLED_SHUTDOWN_WINDOW="6",
+        )
+        if fault:
+            env["ROUNDTABLED_FAULT"] = fault
+        return env
+
+    async def start(self, http: aiohttp.ClientSession, fault: str | None = None) -> None:
+        """Spawn the daemon and wait until its control API reports ``ready``."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        with self.log_path.open("ab") as log:
+            log.write(f"\n=== start (fault={fault}) ===\n".encode())
+            log.flush()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "roundtabled",
+                "serve",
+                env=self.env(fault),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        self.runs.append(proc)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.returncode is not None:
+                break
+            try:
+                async with http.get(
+                    self.url + "/v1/health",
+                    headers={"Authorization": f"Bearer {self.token}"},
+                    timeout=aiohttp.ClientTimeout(total=2),
+                ) as resp:
+                    if resp.status == 200 and (await resp.json()).get("ready"):
+                        return
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                pass
+            await asyncio.sleep(0.2)
+        if proc.returncode == -signal.SIGKILL and fault:
+            return  # the fault fired during start-up recovery: fine, the caller checks
+        raise AssertionError(f"daemon not ready in 60 s; log:\n{self.log()[-3000:]}")
+
+    @property
+    def proc(self) -> asyncio.subprocess.Process:
+        return self.runs[-1]
+
+    async def terminate(self) -> int:
+        """SIGTERM the current run; returns its exit code (asserts it exits within 10 s)."""
+        proc = self.proc
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                raise AssertionError("daemon did not exit within 10 s of SIGTERM") from None
+        return proc.returncode if proc.returncode is not None else -1
+
+    def kill_all(self) -> None:
+        for proc in self.runs:
+            if proc.returncode is None:
+                proc.kill()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+def text_of(msg: dict[str, Any], *, ignored: bool = False) -> str:
+    """The text parts of a message (visible ones unless ``ignored``)."""
+    return "\n".join(
+        str(p.get("text") or "")
+        for p in msg.get("parts") or []
+        if p.get("type") == "text" and (ignored or not p.get("ignored"))
+    )
+
+
+def turn_markers(
+    msgs: list[dict[str, Any]], s2: str, signer: Signer
+) -> tuple[list[tuple[int, int]], int]:
+    """``(sorted [(round, seat)] of signed turn prompts, number of observer prompts)`` in S2."""
+    turns: list[tuple[int, int]] = []
+    observers = 0
+    for m in msgs:
+        if m["info"]["role"] != "user":
+            continue
+        for p in m.get("parts") or []:
+            marker = read_marker(p.get("metadata"), s2, signer)
+            if marker is None:
+                continue
+            if marker.kind == "turn":
+                turns.append((marker.round, marker.seat))
+            elif marker.kind == "observer":
+                observers += 1
+    return sorted(turns), observers
+
+
+def assert_each_turn_once(
+    msgs: list[dict[str, Any]],
+    s2: str,
+    signer: Signer,
+    llm: ScriptedLLM,
+    agents: list[str],
+    rounds: int,
+    *,
+    label: str = "",
+) -> None:
+    """Every (round, seat) prompted exactly once and the observer once: in S2 (signed markers)
+    and at the model (one request per turn)."""
+    turns, observers = turn_markers(msgs, s2, signer)
+    expected = [(r, s) for r in range(rounds) for s in range(len(agents))]
+    assert turns == expected, f"{label}: turn prompts in S2 {turns}"
+    assert observers == 1, f"{label}: {observers} observer prompts"
+    reqs = [r.agent for r in llm.requests_for(session=s2, kind="turn")]
+    assert reqs[:-1] == agents * rounds and len(reqs) == len(agents) * rounds + 1, (
+        f"{label}: model requests {reqs}"
+    )
