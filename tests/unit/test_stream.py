@@ -462,16 +462,15 @@ def test_feed_bytes_is_the_benchmark_hook() -> None:
     assert got[0].type == E.SERVER_CONNECTED and stream.connected
 
 
-def test_feed_bytes_throughput_sanity() -> None:
+def test_feed_bytes_parses_every_event_of_a_large_replay() -> None:
+    """The benchmark hook decodes every frame of a long replay (throughput is measured in
+    bench/, figure 4 — never in a timed unit test)."""
     stream = EventStream("http://127.0.0.1:1", lambda ev: None)
     delta = envelope(
         E.MESSAGE_PART_DELTA,
         {"sessionID": "s", "messageID": "m", "partID": "p", "field": "text", "delta": "w "},
     )
     body = CONNECTED + delta * 20_000
-    t0 = time.perf_counter()
     for i in range(0, len(body), 65536):
         stream.feed_bytes(body[i : i + 65536])
-    rate = stream.events / (time.perf_counter() - t0)
     assert stream.events == 20_001
-    assert rate > 20_000  # the target; ~500k/s measured on the development machine
