@@ -366,6 +366,11 @@ def _final(answers: Sequence[AnswerView]) -> bool:
     if not answers or any(not a.completed for a in answers):
         return False
     last = answers[-1]
+    if last.finish == "tool-calls" and last.tool_calls:
+        # Called only when S2 is idle: the server stops the loop after a step whose tools were
+        # all refused (permission or question rejected), so that step is the turn's last one
+        # (regressions "permission prompts nobody answers", "question tool in a seat").
+        return all(t.output_preview == "error" for t in last.tool_calls)
     return bool(last.error_name) or last.finish not in ("tool-calls", None, "unknown")
 
 
@@ -577,10 +582,6 @@ def _advance(
     update["current_round"] = next_round
     new = state.model_copy(update=update)
 
-    if (entry.has_error and not entry.cut_off) or entry.cut_off:
-        nxt = new.agents[next_seat] if next_round < new.total_rounds else None
-        cmds.append(Toast(prompts.failure_toast(entry.agent, rnd + 1, nxt), "warning"))
-
     end: EndReason | None = None
     if state.end_reason == EndReason.CANCELLED:
         end = EndReason.CANCELLED
@@ -595,6 +596,10 @@ def _advance(
         round_turns = [e for e in history if e.kind == "turn" and e.round == rnd + 1]
         if round_turns and all(e.has_error for e in round_turns):
             end = EndReason.ALL_FAILED
+
+    if entry.has_error:  # failed or cut off (spec §7.1 toast); nobody is next once it ends
+        nxt = new.agents[next_seat] if next_round < new.total_rounds and end is None else None
+        cmds.append(Toast(prompts.failure_toast(entry.agent, rnd + 1, nxt), "warning"))
 
     if end is not None:
         new = new.model_copy(update={"end_reason": end})

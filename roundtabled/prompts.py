@@ -271,7 +271,7 @@ def _attribution(entry: HistoryEntry, max_bytes: int) -> str | None:
         head = f"- {who}, answering the user: "
     elif entry.kind == "observer":
         head = f"- the observer summarised the debate (after round {entry.round}): "
-    elif entry.has_error:
+    elif entry.has_error and not entry.cut_off:
         error = _collapse(entry.error or "error")
         head = f"- {who} (round {entry.round}) failed: "
         body = _cap(error, ATTRIBUTION_QUOTE_CHARS, "…")
@@ -395,10 +395,10 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
         header = f"── observer · summary after round {entry.round} ──"
     else:
         header = f"── {who} · Round {entry.round} ──"
-        if entry.has_error:
-            header = f"── {who} · Round {entry.round} · FAILED ──"
-        elif entry.cut_off:
+        if entry.cut_off:  # a cut-off turn also has has_error; its partial text is kept
             header = f"── {who} · Round {entry.round} · CUT OFF at the time limit ──"
+        elif entry.has_error:
+            header = f"── {who} · Round {entry.round} · FAILED ──"
     lines = [header]
     response = entry.response.strip()
     if response:
@@ -408,10 +408,10 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
         preview = preview.replace("\n", "\n    ")  # keep multi-line output inside the block
         lines.append(f"  [tool {tool.tool_name}] {preview}")
     lines.extend(f"  [file] {f}" for f in entry.files)
-    if entry.has_error:
-        lines.append(f"  [error] {_cap(entry.error or 'the turn failed', 500, '…')}")
-    elif entry.cut_off:
+    if entry.cut_off:
         lines.append("  [cut off: the turn reached the time limit; partial text above]")
+    elif entry.has_error:
+        lines.append(f"  [error] {_cap(entry.error or 'the turn failed', 500, '…')}")
     if len(lines) == 1:
         lines.append("(no response)")
     return "\n".join(lines)

@@ -1,0 +1,561 @@
+"""Table-driven tests of :func:`roundtabled.machine.decide` for the edge cases of issue 3.
+
+Each case builds a roundtable state with one pending turn, a synthetic S2 (the turn's prompt and
+its assistant messages as the real server stores them) and an observation, then checks the
+decision: failure (spec §7.1), every agent of a round failed, a retrying turn, timeout and its
+abort (§7.6), loop detection with the default and a configured threshold (§7.5), cancel, S2/S1
+deleted (§7.2/§7.3) and a person's interjection in S2 (§7.4). Pure: no server, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from roundtabled import machine, prompts
+from roundtabled.machine import (
+    ABORT_GRACE_MS,
+    ERROR_GRACE_MS,
+    Abort,
+    Cancel,
+    Finalize,
+    Observation,
+    PersistState,
+    Prompt,
+    Toast,
+)
+from roundtabled.state import (
+    EndReason,
+    HistoryEntry,
+    Marker,
+    Options,
+    PendingTurn,
+    Phase,
+    RoundtableState,
+    Signer,
+    sign_marker,
+)
+
+SIGNER = Signer(b"e" * 32)
+S2 = "ses_edge000000000001"
+T0 = 10_000_000
+"""Epoch ms at which the pending turn was prompted."""
+TURN_MSG = "msg_turn00000000000001"
+
+LOOP = (
+    "I still believe the modular monolith is the right call because it keeps deployment simple "
+    "and limits the blast radius."
+)
+
+
+def entry(agent: str, rnd: int, seat: int, text: str, *, error: bool = False) -> HistoryEntry:
+    """A finished seat turn (``rnd`` 1-based)."""
+    return HistoryEntry(
+        agent=agent,
+        round=rnd,
+        seat=seat,
+        response=text,
+        has_error=error,
+        error="APIError: boom" if error else None,
+    )
+
+
+def state_with(
+    agents: list[str],
+    *,
+    rounds: int,
+    pending: tuple[int, int] | None,
+    history: list[HistoryEntry] | None = None,
+    threshold: float = 0.85,
+    timeout: float = 300,
+    observing: bool = False,
+    **extra: Any,
+) -> RoundtableState:
+    """A state whose pending seat turn is ``(round0, seat)`` (``None``: no turn in flight)."""
+    pend = None
+    if pending is not None:
+        rnd, seat = pending
+        pend = PendingTurn(
+            kind="observer" if observing else "turn",
+            round=rnd,
+            seat=-1 if observing else seat,
+            agent="roundtable-observer" if observing else agents[seat],
+            messageID=TURN_MSG,
+            prompted_at=T0,
+        )
+    cur_round, cur_seat = pending or (0, 0)
+    return RoundtableState(
+        sessionID=S2,
+        title="t",
+        agents=agents,
+        total_rounds=rounds,
+        prompt="topic",
+        current_round=cur_round,
+        current_agent_index=max(cur_seat, 0),
+        phase=Phase.OBSERVING if observing else Phase.ACTIVE,
+        history=history or [],
+        pending=pend,
+        options=Options(turn_timeout=timeout, loop_threshold=threshold),
+        **extra,
+    )
+
+
+@dataclass
+class S2Sim:
+    """The messages of S2 from the pending turn's prompt on, as ``GET /message`` returns them."""
+
+    raw: list[dict[str, Any]] = field(default_factory=list)
+
+    def prompt(self, agent: str, rnd: int, seat: int) -> S2Sim:
+        marker = Marker(kind="turn", round=rnd, seat=seat, agent=agent, roundtable=S2)
+        self.raw.append(
+            {
+                "info": {"id": TURN_MSG, "role": "user", "time": {"created": T0}},
+                "parts": [
+                    {"type": "text", "text": "your turn"},
+                    {
+                        "type": "text",
+                        "text": "label",
+                        "ignored": True,
+                        "metadata": sign_marker(marker, S2, SIGNER),
+                    },
+                ],
+            }
+        )
+        return self
+
+    def answer(
+        self,
+        text: str,
+        *,
+        parent: str = TURN_MSG,
+        agent: str = "x",
+        error: str | None = None,
+        completed: bool = True,
+        finish: str | None = "stop",
+        mid: str | None = None,
+    ) -> S2Sim:
+        info: dict[str, Any] = {
+            "id": mid or f"msg_ans{len(self.raw):015d}",
+            "role": "assistant",
+            "parentID": parent,
+            "agent": agent,
+            "time": {"created": T0 + 1, **({"completed": T0 + 2} if completed else {})},
+        }
+        if error:
+            info["error"] = {"name": error, "data": {"message": error.lower()}}
+        elif finish:
+            info["finish"] = finish
+        self.raw.append(
+            {"info": info, "parts": [{"type": "step-start"}, {"type": "text", "text": text}]}
+        )
+        return self
+
+    def user(self, text: str, mid: str = "msg_user00000000000001") -> S2Sim:
+        self.raw.append(
+            {
+                "info": {"id": mid, "role": "user", "time": {"created": T0 + 3}},
+                "parts": [{"type": "text", "text": text}],
+            }
+        )
+        return self
+
+    def observe(self, *, now: int = T0 + 1000, status: str = "idle", **kw: Any) -> Observation:
+        views = tuple(machine.message_view(m, S2, SIGNER) for m in self.raw)
+        return Observation(
+            now=now,
+            status=status,  # type: ignore[arg-type]
+            messages=views,
+            pending_found=bool(self.raw),
+            accepted=True,
+            new_id="msg_next00000000000001",
+            **kw,
+        )
+
+
+def kinds(cmds: list[Any]) -> list[str]:
+    return [type(c).__name__ for c in cmds]
+
+
+def prompted(cmds: list[Any]) -> list[str]:
+    return [c.agent for c in cmds if isinstance(c, Prompt)]
+
+
+def toasts(cmds: list[Any]) -> list[str]:
+    return [c.message for c in cmds if isinstance(c, Toast)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Failure, all-failed, retry (spec §7.1)
+# ------------------------------------------------------------------------------------------------
+
+FAILURE_CASES = [
+    pytest.param(
+        ["pm", "dev", "rv"],
+        1,
+        (0, 1),
+        [entry("pm", 1, 0, "ok")],
+        ["rv"],
+        "DEV failed on Round 1. Skipping to RV.",
+        None,
+        id="middle-seat-fails-next-seat-speaks",
+    ),
+    pytest.param(
+        ["pm", "dev"],
+        2,
+        (0, 1),
+        [entry("pm", 1, 0, "ok")],
+        ["pm"],
+        "DEV failed on Round 1. Skipping to PM.",
+        None,
+        id="last-seat-fails-next-round-starts",
+    ),
+    pytest.param(
+        ["pm", "dev"],
+        1,
+        (0, 1),
+        [entry("pm", 1, 0, "ok")],
+        ["roundtable-observer"],
+        "DEV failed on Round 1.",
+        None,
+        id="last-turn-fails-observer-next",
+    ),
+    pytest.param(
+        ["pm", "dev"],
+        3,
+        (1, 1),
+        [entry("pm", 1, 0, "a"), entry("dev", 1, 1, "b"), entry("pm", 2, 0, "", error=True)],
+        ["roundtable-observer"],
+        "DEV failed on Round 2.",
+        EndReason.ALL_FAILED,
+        id="every-agent-of-round-2-fails-debate-ends-observer-runs",
+    ),
+    pytest.param(
+        ["pm", "dev"],
+        3,
+        (1, 1),
+        [
+            entry("pm", 1, 0, "", error=True),
+            entry("dev", 1, 1, "", error=True),
+            entry("pm", 2, 0, "fine"),
+        ],
+        ["pm"],
+        "DEV failed on Round 2. Skipping to PM.",
+        None,
+        id="failures-spread-over-rounds-do-not-end-it",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("agents", "rounds", "pending", "history", "next_agents", "toast", "end"), FAILURE_CASES
+)
+def test_provider_error_is_recorded_toasted_and_skipped(
+    agents: list[str],
+    rounds: int,
+    pending: tuple[int, int],
+    history: list[HistoryEntry],
+    next_agents: list[str],
+    toast: str,
+    end: EndReason | None,
+) -> None:
+    state = state_with(agents, rounds=rounds, pending=pending, history=history)
+    agent = agents[pending[1]]
+    obs = S2Sim().prompt(agent, *pending).answer("", error="APIError", agent=agent).observe()
+    d = machine.decide(state, obs)
+    assert prompted(d.commands) == next_agents
+    assert toasts(d.commands) == [toast]
+    last = d.state.history[-1]
+    assert last.agent == agent and last.has_error and "APIError" in (last.error or "")
+    assert d.state.errors[-1].startswith(f"{agent} (round {pending[0] + 1})")
+    assert d.state.end_reason == end
+    # The intent is persisted before the prompt (invariant 4).
+    assert kinds(d.commands).index("PersistState") < kinds(d.commands).index("Prompt")
+
+
+@pytest.mark.parametrize(
+    ("status", "answers"),
+    [
+        pytest.param("retry", [], id="server-retrying-no-message-yet"),
+        pytest.param("busy", [("", None, False)], id="retry-reuses-an-open-message"),
+        pytest.param("idle", [("", None, False)], id="stale-idle-before-the-message-completes"),
+    ],
+)
+def test_a_turn_still_being_retried_is_not_a_failure(
+    status: str, answers: list[tuple[str, str | None, bool]]
+) -> None:
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0))
+    sim = S2Sim().prompt("pm", 0, 0)
+    for text, error, completed in answers:
+        sim.answer(text, error=error, completed=completed, finish=None)
+    d = machine.decide(state, sim.observe(status=status))
+    assert d.commands == []
+    assert d.state.history == [] and d.state.errors == []
+    assert d.wake_at == T0 + 300_000  # waits for the turn timeout
+
+
+def test_session_error_without_a_reply_skips_after_the_grace_period() -> None:
+    """``session.error`` with nothing stored (e.g. unknown agent): skip after ERROR_GRACE_MS."""
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0))
+    state = state.model_copy(
+        update={"pending": state.pending.model_copy(update={"error_seen_at": T0 + 100})}  # type: ignore[union-attr]
+    )
+    sim = S2Sim().prompt("pm", 0, 0)
+    early = machine.decide(state, sim.observe(now=T0 + 100 + ERROR_GRACE_MS - 1))
+    assert early.commands == [] and early.wake_at == T0 + 100 + ERROR_GRACE_MS
+    late = machine.decide(state, sim.observe(now=T0 + 100 + ERROR_GRACE_MS))
+    assert prompted(late.commands) == ["dev"]
+    assert late.state.history[-1].has_error
+    assert "stored no reply" in (late.state.history[-1].error or "")
+
+
+# ------------------------------------------------------------------------------------------------
+# Timeout (spec §7.6)
+# ------------------------------------------------------------------------------------------------
+
+TIMEOUT_CASES = [
+    pytest.param(5, T0 + 4_999, "busy", [], id="before-the-timeout-nothing"),
+    pytest.param(5, T0 + 5_000, "busy", ["Abort", "PersistState"], id="at-the-timeout-abort"),
+    pytest.param(300, T0 + 299_999, "busy", [], id="default-300-s-not-yet"),
+    pytest.param(300, T0 + 300_000, "busy", ["Abort", "PersistState"], id="default-300-s"),
+]
+
+
+@pytest.mark.parametrize(("timeout", "now", "status", "expected"), TIMEOUT_CASES)
+def test_turn_timeout_aborts_at_the_configured_time(
+    timeout: float, now: int, status: str, expected: list[str]
+) -> None:
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0), timeout=timeout)
+    sim = S2Sim().prompt("pm", 0, 0).answer("partial", completed=False, finish=None)
+    d = machine.decide(state, sim.observe(now=now, status=status))
+    assert kinds(d.commands) == expected
+    if expected:
+        assert d.state.pending is not None and d.state.pending.abort_requested_at == now
+
+
+def test_aborted_turn_is_recorded_cut_off_with_its_partial_text_once() -> None:
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0), timeout=5)
+    sim = S2Sim().prompt("pm", 0, 0).answer("partial", completed=False, finish=None)
+    d = machine.decide(state, sim.observe(now=T0 + 5_000, status="busy"))
+    aborted_state = d.state
+    # The server stores the aborted reply: completed, MessageAbortedError, partial text.
+    sim = S2Sim().prompt("pm", 0, 0).answer("partial", error="MessageAbortedError")
+    d = machine.decide(aborted_state, sim.observe(now=T0 + 5_100))
+    assert prompted(d.commands) == ["dev"]
+    cut = d.state.history[-1]
+    assert cut.cut_off and cut.has_error and cut.response == "partial"
+    assert cut.error == "timed out after 5 s"
+    assert toasts(d.commands) == ["PM failed on Round 1. Skipping to DEV."]
+    # The second idle of the abort (same observation again) advances nothing.
+    d2 = machine.decide(d.state, sim.observe(now=T0 + 5_200))
+    assert prompted(d2.commands) == []
+    assert len(d2.state.history) == 1
+
+
+def test_abort_without_a_stored_reply_skips_after_the_grace_period() -> None:
+    """Abort during a server retry wait stores nothing: skip once idle for ABORT_GRACE_MS."""
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0), timeout=5)
+    state = state.model_copy(
+        update={"pending": state.pending.model_copy(update={"abort_requested_at": T0 + 5_000})}  # type: ignore[union-attr]
+    )
+    sim = S2Sim().prompt("pm", 0, 0)
+    wait = machine.decide(state, sim.observe(now=T0 + 5_000 + ABORT_GRACE_MS - 1))
+    assert wait.commands == []
+    done = machine.decide(state, sim.observe(now=T0 + 5_000 + ABORT_GRACE_MS))
+    assert prompted(done.commands) == ["dev"] and done.state.history[-1].cut_off
+
+
+# ------------------------------------------------------------------------------------------------
+# Loop detection (spec §7.5)
+# ------------------------------------------------------------------------------------------------
+
+LOOP_CASES = [
+    pytest.param(0.85, (1, 1), LOOP, "**" + LOOP + "**", True, id="same-text-other-formatting"),
+    pytest.param(
+        0.85, (1, 1), LOOP, "Totally different words, 42 of them.", False, id="different-text"
+    ),
+    pytest.param(0.85, (0, 1), LOOP, LOOP, False, id="round-1-has-no-previous-round"),
+    pytest.param(1.0, (1, 1), LOOP, LOOP, False, id="threshold-1-never-loops"),
+    pytest.param(
+        0.2,
+        (1, 1),
+        LOOP,
+        "the modular monolith keeps deployment simple",
+        True,
+        id="low-threshold-configured",
+    ),
+    pytest.param(
+        0.85, (1, 0), LOOP, LOOP, True, id="first-seat-repeats-last-response-of-previous-round"
+    ),
+]
+
+
+@pytest.mark.parametrize(("threshold", "pending", "previous", "latest", "loops"), LOOP_CASES)
+def test_loop_detection_against_the_last_response_of_the_previous_round(
+    threshold: float, pending: tuple[int, int], previous: str, latest: str, loops: bool
+) -> None:
+    agents = ["pm", "dev"]
+    rnd, seat = pending
+    history = [entry("pm", 1, 0, "pm opening words"), entry("dev", 1, 1, previous)]
+    if rnd == 0:
+        history = [entry("pm", 1, 0, previous)]
+    elif seat == 1:
+        history.append(entry("pm", 2, 0, "pm says something new in round two"))
+    state = state_with(agents, rounds=4, pending=pending, history=history, threshold=threshold)
+    sim = S2Sim().prompt(agents[seat], rnd, seat).answer(latest, agent=agents[seat])
+    d = machine.decide(state, sim.observe())
+    if loops:
+        assert d.state.end_reason == EndReason.REPETITION
+        assert d.state.phase == Phase.OBSERVING
+        assert prompted(d.commands) == ["roundtable-observer"]
+        obs_prompt = next(c for c in d.commands if isinstance(c, Prompt)).text
+        assert "repetition detected" in obs_prompt
+    else:
+        assert d.state.end_reason is None
+        assert prompted(d.commands) == [agents[(seat + 1) % 2]]
+
+
+def test_repetition_result_states_the_spec_reason() -> None:
+    state = state_with(
+        ["pm", "dev"], rounds=3, pending=(1, 0), observing=True, end_reason=EndReason.REPETITION
+    )
+    sim = S2Sim().prompt("roundtable-observer", 1, -1).answer("SUMMARY", agent="obs")
+    d = machine.decide(state, sim.observe())
+    assert d.state.phase == Phase.DONE and d.state.summary == "SUMMARY"
+    assert d.state.end_reason == EndReason.REPETITION
+    assert prompts.REPETITION_TEXT in prompts.result_text(d.state, usage_footer=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Cancel, deletions (spec §7.2, §7.3)
+# ------------------------------------------------------------------------------------------------
+
+END_CASES = [
+    pytest.param(
+        {"deleted": True},
+        ["Abort", "Finalize"],
+        Phase.ABORTED,
+        EndReason.SESSION_DELETED,
+        "interruption",
+        id="s2-deleted-abort-first-then-interruption-to-s1",
+    ),
+    pytest.param(
+        {"deleted": True, "parent_deleted": True},
+        ["Abort", "Finalize"],
+        Phase.ABORTED,
+        EndReason.PARENT_DELETED,
+        "none",
+        id="s1-deleted-abort-first-nothing-delivered",
+    ),
+    pytest.param(
+        {"parent_deleted": True},
+        ["Abort", "PersistState", "Finalize"],
+        Phase.ABORTED,
+        EndReason.PARENT_DELETED,
+        "none",
+        id="s1-deleted-s2-still-there",
+    ),
+    pytest.param(
+        {"cancel": Cancel(summarize=False)},
+        ["Abort", "PersistState"],
+        Phase.ACTIVE,
+        EndReason.CANCELLED,
+        None,
+        id="cancel-aborts-the-turn-in-flight",
+    ),
+]
+
+
+@pytest.mark.parametrize(("obs_kw", "expected", "phase", "reason", "deliver"), END_CASES)
+def test_deletion_and_cancel(
+    obs_kw: dict[str, Any],
+    expected: list[str],
+    phase: Phase,
+    reason: EndReason,
+    deliver: str | None,
+) -> None:
+    state = state_with(["pm", "dev"], rounds=2, pending=(0, 1), history=[entry("pm", 1, 0, "a")])
+    sim = S2Sim().prompt("dev", 0, 1).answer("", completed=False, finish=None)
+    d = machine.decide(state, sim.observe(status="busy", **obs_kw))
+    assert kinds(d.commands) == expected
+    assert d.state.phase == phase and d.state.end_reason == reason
+    assert prompted(d.commands) == []
+    if deliver is not None:
+        fin = next(c for c in d.commands if isinstance(c, Finalize))
+        assert fin.deliver == deliver
+        assert fin.write_s2 == (not obs_kw.get("deleted"))
+        assert d.state.history == state.history  # the partial history is kept for S1
+
+
+def test_cancelled_turn_ends_the_debate_without_the_observer() -> None:
+    state = state_with(["pm", "dev"], rounds=2, pending=(0, 1), history=[entry("pm", 1, 0, "a")])
+    sim = S2Sim().prompt("dev", 0, 1).answer("", completed=False, finish=None)
+    d = machine.decide(state, sim.observe(status="busy", cancel=Cancel(summarize=False)))
+    sim = S2Sim().prompt("dev", 0, 1).answer("half", error="MessageAbortedError")
+    d = machine.decide(d.state, sim.observe(now=T0 + 2000))
+    assert prompted(d.commands) == []
+    assert any(isinstance(c, Finalize) for c in d.commands)
+    assert d.state.phase == Phase.DONE and d.state.end_reason == EndReason.CANCELLED
+    assert (d.state.summary or "").startswith(prompts.CANCELLED_HEADER)
+
+
+def test_finished_roundtable_ignores_everything() -> None:
+    """Spec §7.10: after the conclusion nothing changes whatever S2 holds."""
+    state = state_with(["pm", "dev"], rounds=1, pending=None).model_copy(
+        update={"phase": Phase.DONE, "summary": "S"}
+    )
+    sim = S2Sim().prompt("pm", 0, 0).user("hello after the end").answer("late", parent="x")
+    for kw in ({}, {"deleted": True}, {"cancel": Cancel()}):
+        d = machine.decide(state, sim.observe(**kw))
+        assert d.commands == [] and d.state == state
+
+
+# ------------------------------------------------------------------------------------------------
+# A person writes in S2 (spec §7.4)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_interjection_becomes_history_and_the_next_seat_waits_for_idle() -> None:
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0))
+    sim = (
+        S2Sim()
+        .prompt("pm", 0, 0)
+        .answer("PM reply", agent="pm")
+        .user("I, the user, say: consider costs")
+        .answer("", agent="build", completed=False, finish=None, parent="msg_user00000000000001")
+    )
+    # S2 is busy answering the person: never prompt while busy.
+    busy = machine.decide(state, sim.observe(status="busy"))
+    assert prompted(busy.commands) == []
+    # A stale idle while the interjection reply is still open: still nothing.
+    stale = machine.decide(state, sim.observe(status="idle"))
+    assert prompted(stale.commands) == []
+    sim = (
+        S2Sim()
+        .prompt("pm", 0, 0)
+        .answer("PM reply", agent="pm")
+        .user("I, the user, say: consider costs")
+        .answer("BUILD answers the user", agent="build", parent="msg_user00000000000001")
+    )
+    d = machine.decide(state, sim.observe(status="idle"))
+    assert prompted(d.commands) == ["dev"]
+    hist = [(e.kind, e.agent, e.response) for e in d.state.history]
+    assert hist == [
+        ("turn", "pm", "PM reply"),
+        ("user", "user", "I, the user, say: consider costs"),
+        ("interjection", "build", "BUILD answers the user"),
+    ]
+    dev_prompt = next(c for c in d.commands if isinstance(c, Prompt)).text
+    assert "the user (a person at the table) wrote" in dev_prompt
+    # Observed again (duplicate idle): no second prompt, no duplicated entries.
+    again = machine.decide(d.state, sim.observe(status="idle"))
+    assert prompted(again.commands) == [] and len(again.state.history) == 3
+
+
+def test_commands_of_a_finished_turn_persist_before_prompting() -> None:
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0))
+    d = machine.decide(state, S2Sim().prompt("pm", 0, 0).answer("ok").observe())
+    idx = [i for i, c in enumerate(d.commands) if isinstance(c, PersistState | Prompt | Abort)]
+    assert [type(d.commands[i]).__name__ for i in idx] == ["PersistState", "Prompt"]
