@@ -212,7 +212,9 @@ class ControlAPI:
         try:
             wait = float(request.query.get("wait", "25"))
         except ValueError:
-            raise ValidationFailed("wait", "wait must be a number of seconds from 0 to 60")
+            raise ValidationFailed(
+                "wait", "wait must be a number of seconds from 0 to 60"
+            ) from None
         if not 0 <= wait <= MAX_WAIT_S:
             raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
         call_id = request.query.get("callID") or None

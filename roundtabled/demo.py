@@ -1,4 +1,4 @@
-"""A real roundtable end to end, on a fresh machine: ``scripts/demo`` (``python -m roundtabled.demo``).
+"""A real roundtable end to end on a fresh machine: ``scripts/demo`` (module ``roundtabled.demo``).
 
 It starts a private ``opencode serve`` (the pinned npm package) in a temporary project with three
 debaters (pm, dev, rv from ``examples/opencode.json``), installs the tools, runs ``roundtabled
@@ -7,8 +7,8 @@ serve`` as a separate process, and drives a 3-agent × 2-round debate with the r
 
 Model: ``ROUNDTABLED_DEMO_MODEL=provider/model`` (e.g. ``anthropic/claude-sonnet-4-5``) uses your
 own model through your OpenCode credentials (``opencode auth login`` stores them under
-``$XDG_DATA_HOME/opencode``); otherwise the offline scripted model answers (no network), and the demo
-says so.
+``$XDG_DATA_HOME/opencode``); otherwise the offline scripted model answers (no network), and the
+demo says so.
 """
 
 from __future__ import annotations
@@ -60,15 +60,21 @@ SCRIPT: dict[str, list[str]] = {
         "revisit instead of extracting by default.",
     ],
 }
-OBSERVER_SUMMARY = """**Executive summary.** The panel rejects a big-bang split of the payments monolith and converges on a modular monolith with weekly releases, extracting services only along seams proven for two quarters.
-
-**Key points.** *pm*: release speed blocks deals; split what slows us down. *dev*: shared schema and joins make services risky; enforce boundaries first. *rv*: on-call load and a single audit trail must be protected.
-
-**Decisions.** Weekly payments releases; import-linter boundaries; reconciliation worker with its own schema; a strangler interface for payouts; an owner and audit hook per module.
-
-**Open questions.** Who owns the ledger interface? What tooling will distributed transactions need later?
-
-**Next steps.** Publish the ledger interface this quarter, set up the reconciliation worker, and review the seams in two quarters against the kill criterion."""
+OBSERVER_SUMMARY = (
+    "**Executive summary.** The panel rejects a big-bang split of the payments monolith and "
+    "converges on a modular monolith with weekly releases, extracting services only along "
+    "seams proven for two quarters.\n\n"
+    "**Key points.** *pm*: release speed blocks deals; split what slows us down. *dev*: "
+    "shared schema and joins make services risky; enforce boundaries first. *rv*: on-call "
+    "load and a single audit trail must be protected.\n\n"
+    "**Decisions.** Weekly payments releases; import-linter boundaries; reconciliation worker"
+    " with its own schema; a strangler interface for payouts; an owner and audit hook per "
+    "module.\n\n"
+    "**Open questions.** Who owns the ledger interface? What tooling will distributed "
+    "transactions need later?\n\n"
+    "**Next steps.** Publish the ledger interface this quarter, set up the reconciliation "
+    "worker, and review the seams in two quarters against the kill criterion."
+)
 
 
 def _examples_config() -> dict[str, Any]:
@@ -166,16 +172,22 @@ async def main_async(args: argparse.Namespace) -> int:
         await server.start()
         print(f"demo: OpenCode {server.url} (project {server.project_dir})")
         rt_env["ROUNDTABLED_SERVER_URL"] = server.url
-        log = open(work / "roundtabled.log", "wb")  # noqa: SIM115
-        daemon = subprocess.Popen(
-            [_bin("roundtabled"), "serve"], env=rt_env, stdout=log, stderr=subprocess.STDOUT
+        log = await asyncio.to_thread(open, work / "roundtabled.log", "wb")
+        daemon = await asyncio.to_thread(
+            subprocess.Popen,
+            [_bin("roundtabled"), "serve"],
+            env=rt_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         for _ in range(100):
             if token_file.exists():
                 try:
                     import urllib.request
 
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/ping", timeout=1)
+                    await asyncio.to_thread(
+                        urllib.request.urlopen, f"http://127.0.0.1:{port}/v1/ping", timeout=1
+                    )
                     break
                 except OSError:
                     pass
@@ -207,8 +219,12 @@ async def main_async(args: argparse.Namespace) -> int:
             ),
         )
         debate_s = time.monotonic() - t0
-        listing = subprocess.run(
-            [_bin("roundtabled"), "list", "--json"], env=rt_env, capture_output=True, text=True
+        listing = await asyncio.to_thread(
+            subprocess.run,
+            [_bin("roundtabled"), "list", "--json"],
+            env=rt_env,
+            capture_output=True,
+            text=True,
         )
         rows = json.loads(listing.stdout or "{}") if listing.returncode == 0 else []
         ses = rows[0]["sessionID"] if rows else None

@@ -153,6 +153,8 @@ class Table:
     woke_at: float | None = None
     accepted: set[str] = field(default_factory=set)
     pokes: int = 0
+    disposed_at: int | None = None
+    """When OpenCode last disposed S2's instance (config reload; epoch ms): it aborts S2's turn."""
     log: logging.LoggerAdapter[logging.Logger] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -211,6 +213,16 @@ class Engine:
         if etype == ev.QUESTION_ASKED:
             self._spawn(self._on_question(event))
             return
+        if etype == ev.SERVER_INSTANCE_DISPOSED:
+            # A config reload: the server aborts the directory's running turns (regression
+            # "event stream closed by a config reload"). A reason, not an error; resync.
+            where = event.properties.get("directory") or event.directory
+            log.info("OpenCode disposed the instance of %s (config reload); resyncing", where)
+            for reloaded in list(self.tables.values()):
+                if reloaded.state.directory == where:
+                    reloaded.disposed_at = now_ms()
+                    reloaded.poke()
+            return
         if sid is None:
             return
         table = self.tables.get(sid)
@@ -237,14 +249,14 @@ class Engine:
         parents = self.by_parent.get(sid)
         if parents:
             for s2 in list(parents):
-                t = self.tables.get(s2)
-                if t is None:
+                child = self.tables.get(s2)
+                if child is None:
                     continue
                 if etype == ev.SESSION_DELETED:
-                    t.deleted_hint = True  # S2 goes with its parent; confirmed by reads
-                    t.poke()
+                    child.deleted_hint = True  # S2 goes with its parent; confirmed by reads
+                    child.poke()
                 elif etype in (ev.SESSION_IDLE, ev.SESSION_STATUS):
-                    t.poke()
+                    child.poke()
 
     async def on_connect(self) -> None:
         """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
@@ -767,10 +779,11 @@ class Engine:
         table.accepted.add(cmd.message_id)
         if (table.pokes == pokes_before and table.cancel is None and not table.deleted_hint
                 and table.error_seen_at is None):
-            # Wakes that came in before the prompt was sent were about the turn just
-            # recorded (one arriving during the POST may be about the new turn: kept); re-reading now would only find the new turn not started (and load the
-            # server while it runs it). The new turn's own events, deadlines and the resync
-            # period still wake the worker.
+            # Wakes that came in before the prompt was sent were about the turn just recorded
+            # (one arriving during the POST may be about the new turn: kept). Re-reading now
+            # would only find the new turn not started (and load the server while it runs
+            # it). The new turn's own events, deadlines and the resync period still wake the
+            # worker.
             table.wake.clear()
         faults.checkpoint("observer-prompted" if cmd.marker.kind == "observer" else "prompted")
         table.woke_at = None
@@ -792,7 +805,13 @@ class Engine:
                 entry.agent, "message" if entry.kind == "user" else "reply",
             )
         lg = table.log
-        if entry.has_error:
+        if entry.has_error and table.disposed_at is not None and "Aborted" in (entry.error or ""):
+            lg.info(
+                "%s (round %d) was aborted by OpenCode: instance disposed (config reload)",
+                entry.agent,
+                entry.round,
+            )
+        elif entry.has_error:
             lg.warning(
                 "%s (round %d) %s: %s",
                 entry.agent,
@@ -1078,7 +1097,7 @@ class Engine:
             if state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED):
                 await self._persist(state)
         text = (table.result or {}).get("text") or ""
-        try:
+        with contextlib.suppress(NotFound):  # S1 is gone: nothing to deliver to
             await self._post_once(
                 s1,
                 mid,
@@ -1094,8 +1113,6 @@ class Engine:
                     },
                 ],
             )
-        except NotFound:
-            pass  # S1 is gone: nothing to deliver to
         faults.checkpoint("delivered")
         self._set_delivery(table, "no-reply")
         return True
@@ -1123,11 +1140,13 @@ class Engine:
         table = self.tables.get(s2) or self.recent.get(s2)
         if table is None or table.result is None:
             return None
-        if tool_call_id and tool_call_id == table.state.delivery.tool_call_id:
-            if table.state.delivery.delivered_via in (None, "tool"):
-                table.result["consumedByTool"] = True
-                table.poke()
-                return table.result
+        if (
+            tool_call_id
+            and tool_call_id == table.state.delivery.tool_call_id
+            and table.state.delivery.delivered_via in (None, "tool")
+        ):
+            table.result["consumedByTool"] = True
+            table.poke()
         return table.result
 
     def note_tool_poll(self, s2: str) -> None:

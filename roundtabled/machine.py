@@ -13,9 +13,9 @@ Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
    ``parentID`` is that turn's own user message (regression "premature idle").
 3. The (round, seat) position never goes backwards; every seat gets exactly one turn per round,
    unless the debate ended for a recorded reason (repetition, every agent failed, cancel).
-4. The intent of a turn (round, seat, agent, client-chosen message id) is persisted before the prompt
-   is sent (``PersistState`` precedes ``Prompt``); on recovery a pending turn whose message is in S2
-   is waited for, never re-sent; one whose message is absent is sent with the same id.
+4. The intent of a turn (round, seat, agent, client-chosen message id) is persisted before the
+   prompt is sent (``PersistState`` precedes ``Prompt``); on recovery a pending turn whose message
+   is in S2 is waited for, never re-sent; one whose message is absent is sent with the same id.
 5. Nothing is prompted once the phase is ``done`` or ``aborted``.
 
 Times are epoch milliseconds throughout.

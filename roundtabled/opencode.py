@@ -313,7 +313,7 @@ class OpenCodeClient:
         return list(data)
 
     async def statuses(self, directory: str | None = None) -> dict[str, dict[str, Any]]:
-        """``GET /session/status``: only non-idle sessions of ``directory`` appear (API notes §3)."""
+        """``GET /session/status``: only non-idle sessions of ``directory`` (API notes §3)."""
         data, _ = await self._request("GET", "/session/status", params=_dir(directory))
         return dict(data or {})
 
@@ -375,7 +375,7 @@ class OpenCodeClient:
         message_id: str,
         agent: str | None = None,
     ) -> Message:
-        """Store a ``noReply`` user message (no model turn; only into an idle session, API notes §4).
+        """Store a ``noReply`` user message (no model turn; into idle sessions only, API notes §4).
 
         Not retried; the caller looks for ``message_id`` before sending again.
         """

@@ -1,9 +1,10 @@
 """Roundtable state, its persisted form inside S2, and the authenticated markers the daemon writes.
 
 Invariants
-- The state of a roundtable lives in its own child session S2, in one ``noReply`` user message whose
-  single text part has ``ignored: true``: OpenCode keeps such parts in the session but never sends
-  them to a model (verified: a user message whose parts are all ignored is dropped from the request).
+- The state of a roundtable lives in its own child session S2, in one ``noReply`` user message
+  whose single text part has ``ignored: true``: OpenCode keeps such parts in the session but never
+  sends them to a model (verified: a user message whose parts are all ignored is dropped from the
+  request).
   The part is updated in place (``PATCH …/part/{partID}``), so a state write costs one small request
   and never adds a message.
 - The text keeps the seed plugin's human-readable form (spec §5 "Serialization in S2")::

@@ -5,9 +5,9 @@ Every failure raises :class:`~roundtabled.errors.ValidationFailed` whose message
 JSON: anything — wrong types, huge strings, nested junk — gives such an error, never a traceback.
 
 Agent names (regression "duplicate names"): names are compared after stripping surrounding
-whitespace and case-folding. A name with surrounding whitespace is refused (it would not match the
-server's agent), and two names equal after folding are a duplicate; the error names the duplicate and
-lists the available agents. So the accepted list always has exactly one seat per name.
+whitespace and case-folding. A name with surrounding whitespace is refused (it would not match
+the server's agent), and two names equal after folding are a duplicate; the error names the
+duplicate and lists the available agents. So the accepted list always has exactly one seat per name.
 """
 
 from __future__ import annotations
