@@ -29,6 +29,7 @@ from roundtabled.control import ControlAPI, ensure_token, serve_control
 from roundtabled.engine import Engine
 from roundtabled.engine import Settings as EngineSettings
 from roundtabled.errors import AuthFailed, TransportError
+from roundtabled.events import BODY_UNUSED
 from roundtabled.notify import Notifier
 from roundtabled.opencode import OpenCodeClient
 from roundtabled.state import Signer
@@ -80,6 +81,8 @@ class Daemon:
             on_event=self.engine.on_event,
             on_connect=self._on_connect,
             on_disconnect=self._on_disconnect,
+            # The engine reads replies over REST: a huge message.part.* event is only a hint.
+            lazy_types=BODY_UNUSED,
         )
         self.engine.stream = self.stream  # type: ignore[attr-defined]
         self.engine.on_change = self._report_status

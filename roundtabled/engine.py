@@ -619,6 +619,19 @@ class Engine:
         if raw_status in ("idle", "retry"):
             status = "idle" if raw_status == "idle" else "retry"
         views = tuple(machine.message_view(m, s2, self.signer) for m in msgs)
+        last = views[-1] if views else None
+        if (
+            status == "idle"
+            and pend is not None
+            and found
+            and isinstance(last, machine.AnswerView)
+            and last.finish == "tool-calls"
+        ):
+            # Messages and status were read concurrently, and the machine takes an idle
+            # tool-calls step as the turn's last (a refused tool ends it): re-read now that S2
+            # is known idle, so a follow-up step that ended in between is not missed.
+            msgs, found = await self._read_from(s2, pend.message_id)
+            views = tuple(machine.message_view(m, s2, self.signer) for m in msgs)
         if (
             pend is not None
             and table.error_seen_at is not None
@@ -777,8 +790,12 @@ class Engine:
                 del self.handoff_server[:50_000]
                 del self.handoff_queued[:50_000]
         table.accepted.add(cmd.message_id)
-        if (table.pokes == pokes_before and table.cancel is None and not table.deleted_hint
-                and table.error_seen_at is None):
+        if (
+            table.pokes == pokes_before
+            and table.cancel is None
+            and not table.deleted_hint
+            and table.error_seen_at is None
+        ):
             # Wakes that came in before the prompt was sent were about the turn just recorded
             # (one arriving during the POST may be about the new turn: kept). Re-reading now
             # would only find the new turn not started (and load the server while it runs
@@ -802,7 +819,8 @@ class Engine:
         if has_meta_text(entry.response):
             table.log.warning(
                 "%s's %s contains a [ROUNDTABLE META] block: text, never state (ignored)",
-                entry.agent, "message" if entry.kind == "user" else "reply",
+                entry.agent,
+                "message" if entry.kind == "user" else "reply",
             )
         lg = table.log
         if entry.has_error and table.disposed_at is not None and "Aborted" in (entry.error or ""):
@@ -922,7 +940,10 @@ class Engine:
             except StateForgedError as exc:
                 log.warning(
                     "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block in message %s "
-                    "(%s)", s2, (msg.get("info") or {}).get("id"), exc,
+                    "(%s)",
+                    s2,
+                    (msg.get("info") or {}).get("id"),
+                    exc,
                 )
         return None
 
@@ -1072,7 +1093,8 @@ class Engine:
         # Is a tool call waiting for this result (or did it already return it)?
         if state.delivery.tool_call_id and state.delivery.tool_message_id:
             tool_state, output = await self._tool_state(
-                s1, state.delivery.tool_message_id, state.delivery.tool_call_id)
+                s1, state.delivery.tool_message_id, state.delivery.tool_call_id
+            )
             if tool_state == "completed" and state.session_id in output:
                 self._set_delivery(table, "tool")  # the shim returned our result
                 return True
@@ -1565,7 +1587,9 @@ def _warn_pasted_meta(
             if p.get("type") == "text" and has_meta_text(str(p.get("text") or "")):
                 log.warning(
                     "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block pasted into "
-                    "message %s (text, never state)", s2, info.get("id"),
+                    "message %s (text, never state)",
+                    s2,
+                    info.get("id"),
                 )
                 break
 

@@ -25,6 +25,7 @@ Design and invariants:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -197,13 +198,23 @@ class Event:
         return _str_or_none(_dict_or_empty(self.properties.get("error")).get("name"))
 
 
-def parse_event(data: bytes | bytearray | memoryview | str) -> Event | None:
+def parse_event(
+    data: bytes | bytearray | memoryview | str, *, lazy_types: frozenset[str] = frozenset()
+) -> Event | None:
     """Parse one SSE ``data:`` payload into an :class:`Event`.
 
     Accepts a ``/global/event`` envelope (``{"directory", "project", "payload"}`` or
     ``{"payload"}``) or a bare ``/event`` object. Returns ``None`` when the payload is not JSON,
     not an object, or has no string ``type``; never raises for content.
+
+    ``lazy_types``: event types whose ``properties`` the caller never reads; a payload of such a
+    type larger than :data:`PEEK_THRESHOLD` bytes yields an event with ``properties == {}``
+    (type, session id and directory are still set). The daemon passes :data:`BODY_UNUSED`.
     """
+    if lazy_types and len(data) > PEEK_THRESHOLD:
+        peeked = _peek_large(data, lazy_types)
+        if peeked is not None:
+            return peeked
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -227,6 +238,38 @@ def parse_event(data: bytes | bytearray | memoryview | str) -> Event | None:
         sid = _fallback_session_id(etype, props)
     eid = obj.get("id")
     return Event(etype, sid, directory, props, eid if type(eid) is str else None)
+
+
+PEEK_THRESHOLD = 256 * 1024
+"""Payloads larger than this (bytes) of a type the daemon never reads the body of are not parsed."""
+BODY_UNUSED = frozenset({"message.part.updated", "message.part.delta"})
+"""Event types whose ``properties`` the daemon does not use (it reads messages over REST)."""
+_PEEK_TYPE = re.compile(rb'"type"\s*:\s*"([a-z.]+)"')
+_PEEK_SESSION = re.compile(rb'"sessionID"\s*:\s*"(ses_[A-Za-z0-9]+)"')
+_PEEK_DIRECTORY = re.compile(rb'^\{\s*"directory"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _peek_large(
+    data: bytes | bytearray | memoryview | str, lazy_types: frozenset[str]
+) -> Event | None:
+    """A cheap :class:`Event` for a huge ``message.part.*`` payload, or ``None`` to parse it.
+
+    An 8 MB ``message.part.updated`` (a long reply, regression "huge events under load") takes
+    ~6 ms of orjson on the event loop, delaying every other roundtable's handoff; the daemon only
+    needs its type and session id (it reads the reply itself over REST). The type and the
+    session id are taken from the first 1 KB (the server writes ``type`` and
+    ``properties.sessionID`` before the part); when they are not there, the payload is parsed.
+    """
+    head = bytes(data[:1024]) if not isinstance(data, str) else data[:1024].encode()
+    m = _PEEK_TYPE.search(head)
+    if m is None or m.group(1).decode() not in lazy_types:
+        return None
+    sid = _PEEK_SESSION.search(head)
+    if sid is None:
+        return None
+    d = _PEEK_DIRECTORY.search(head)
+    directory = d.group(1).decode() if d else None
+    return Event(m.group(1).decode(), sid.group(1).decode(), directory, {}, None)
 
 
 def _fallback_session_id(etype: str, props: dict[str, Any]) -> str | None:

@@ -271,6 +271,7 @@ class EventStream:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         session: aiohttp.ClientSession | None = None,
         rng: random.Random | None = None,
+        lazy_types: frozenset[str] = frozenset(),
     ) -> None:
         """Configure; nothing connects before :meth:`run`.
 
@@ -295,6 +296,8 @@ class EventStream:
             max_event_bytes: largest accepted event (bytes); larger ones drop the connection.
             session: an aiohttp session to use (not closed here); default: an own session.
             rng: random source for jitter (tests pass a seeded one).
+            lazy_types: event types whose body the consumer never reads: huge payloads of these
+                types are not JSON-parsed (see :func:`~roundtabled.events.parse_event`).
         """
         url = URL(server_url)
         if url.user is not None and password is None:
@@ -313,6 +316,7 @@ class EventStream:
         self._stable_after = stable_after
         self._session = session
         self._backoff = Backoff(backoff_initial, backoff_factor, backoff_max, rng=rng)
+        self.lazy_types = lazy_types
         self._decoder = SSEDecoder(max_event_bytes)
         self._connect_pending = False
         self._connect_task: asyncio.Task[None] | None = None
@@ -364,7 +368,7 @@ class EventStream:
         on_event = self._on_event
         count = 0
         for payload in payloads:
-            ev = parse_event(payload)
+            ev = parse_event(payload, lazy_types=self.lazy_types)
             if ev is None:
                 self.malformed += 1
                 log.warning("skipping malformed event payload: %r", payload[:200])

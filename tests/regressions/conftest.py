@@ -1,0 +1,347 @@
+"""Shared helpers for the regression cases (issue 7): failures seen in the field, replayed on the
+real ``opencode serve`` with the scripted model.
+
+Re-exports the end-to-end fixtures (``rt_factory``, ``rt``) so every regression file gets the same
+environment as ``tests/e2e``. Helpers:
+
+- :func:`cli` runs ``roundtabled ARGS`` through the real console entry point (subprocess).
+- :func:`wait_for` polls a condition (seconds).
+- :class:`EventLog` records the real server's ``/global/event`` stream with receive times.
+- :func:`ask_build` prompts the orchestrator agent ``build`` in S1 (the real tool path).
+- :class:`LogCapture` collects the daemon's log records (the in-process daemon logs through
+  :mod:`logging`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from roundtabled.testing.opencode_server import free_port
+from tests.e2e import conftest as _e2e
+from tests.e2e.conftest import RT as RT
+from tests.fakes.proxy import STREAM_PATHS, FaultProxy, _decode, event_type
+
+# The end-to-end fixtures, re-exported for every regression file.
+rt_factory = _e2e.rt_factory
+rt = _e2e.rt
+
+RT_BIN = Path(sys.executable).parent / "roundtabled"
+ORCHESTRATOR_MODEL = {"providerID": "scripted", "modelID": "orchestrator-1"}
+
+
+@dataclass
+class Run:
+    """A finished CLI run."""
+
+    code: int
+    out: str
+    err: str
+
+
+def cli_env(rt: RT, **extra: str) -> dict[str, str]:
+    """A user's shell configured like the daemon (same XDG dirs → same token file)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ROUNDTABLED_", "OPENCODE_")) and k != "PYTHONUNBUFFERED"
+    }
+    env.update(rt.settings_env)
+    env["ROUNDTABLED_URL"] = rt.control
+    env["ROUNDTABLED_SERVER_URL"] = rt.server.url
+    env["PYTHONIOENCODING"] = "utf-8"
+    env.update(extra)
+    return env
+
+
+async def cli(rt: RT, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Run:
+    """Run ``roundtabled ARGS`` to completion (``timeout`` s) and capture its output."""
+    proc = await asyncio.create_subprocess_exec(
+        str(RT_BIN),
+        *args,
+        env=env or cli_env(rt),
+        cwd=rt.directory,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(
+            f"roundtabled {' '.join(args)} did not finish in {timeout} s"
+        ) from None
+    assert proc.returncode is not None
+    return Run(proc.returncode, out.decode(), err.decode())
+
+
+async def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``cond()`` every 50 ms until truthy (returned) or ``timeout`` s pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class EventLog:
+    """Records ``(monotonic receive time, payload)`` of the server's ``/global/event`` stream
+    while inside ``async with``."""
+
+    def __init__(self, rt: RT) -> None:
+        self.rt = rt
+        self.items: list[tuple[float, dict[str, Any]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+
+    async def _listen(self) -> None:
+        async with (
+            aiohttp.ClientSession(headers=self.rt.server.auth_headers) as http,
+            http.get(
+                self.rt.server.url + "/global/event", timeout=aiohttp.ClientTimeout(total=None)
+            ) as resp,
+        ):
+            async for line in resp.content:
+                if not line.startswith(b"data:"):
+                    continue
+                payload = json.loads(line[5:]).get("payload") or {}
+                if payload.get("type") == "server.connected":
+                    self._connected.set()
+                self.items.append((time.monotonic(), payload))
+
+    async def __aenter__(self) -> EventLog:
+        self._task = asyncio.create_task(self._listen())
+        await asyncio.wait_for(self._connected.wait(), 10)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+                await self._task
+
+    def of_type(self, etype: str) -> list[tuple[float, dict[str, Any]]]:
+        """Events of one type, in arrival order."""
+        return [(t, p) for t, p in self.items if p.get("type") == etype]
+
+
+class LogCapture(logging.Handler):
+    """Collects formatted ``roundtabled`` log records (use as a context manager)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self._logger = logging.getLogger("roundtabled")
+        self._level = self._logger.level
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> LogCapture:
+        self._logger.addHandler(self)
+        self._logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+
+    def lines(self, min_level: int = logging.DEBUG) -> list[str]:
+        """``LEVEL message`` of every record at or above ``min_level``."""
+        return [f"{r.levelname} {r.getMessage()}" for r in self.records if r.levelno >= min_level]
+
+
+async def ask_build(rt: RT, s1: str, text: str) -> None:
+    """Prompt the orchestrator (``build``) in S1, as a person typing in the TUI would."""
+    await rt.oc(
+        "POST",
+        f"/session/{s1}/prompt_async",
+        {"agent": "build", "model": ORCHESTRATOR_MODEL, "parts": [{"type": "text", "text": text}]},
+    )
+
+
+def seat_turns(rt: RT, s2: str) -> list[str | None]:
+    """Agents of the ``turn`` requests made for S2 (one per prompt), in order."""
+    return [r.agent for r in rt.llm.requests_for(session=s2, kind="turn")]
+
+
+# -- proxied environments (cases 1, 2, 15: part B) --------------------------------------------
+
+
+class RegressionProxy(FaultProxy):
+    """:class:`FaultProxy` plus two faults seen in the field.
+
+    - ``on_prompt``: called with S2's id once a ``POST /session/{id}/prompt_async`` has been
+      answered by the real server (e.g. to inject a stale idle ~20 ms later);
+    - ``jitter_duplicates``: every ``session.idle`` and ``session.status`` event is forwarded a
+      second time after a random 0–``jitter_duplicates`` s delay.
+
+    ``prompts`` counts the ``prompt_async`` calls per session; ``requests_to`` counts every
+    request per session id found in the path (to prove "no requests after a deletion").
+    """
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.on_prompt: Callable[[str], Any] | None = None
+        self.jitter_duplicates: float | None = None
+        self.prompts: dict[str, int] = {}
+        self.requests_to: list[tuple[float, str, str]] = []
+        """``(monotonic s, method, path)`` of every non-stream request, in arrival order."""
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path not in STREAM_PATHS:
+            self.requests_to.append((time.monotonic(), request.method, path))
+        resp = await super()._handle(request)
+        parts = path.strip("/").split("/")
+        if (
+            request.method == "POST"
+            and len(parts) == 3
+            and parts[0] == "session"
+            and parts[2] == "prompt_async"
+        ):
+            self.prompts[parts[1]] = self.prompts.get(parts[1], 0) + 1
+            if self.on_prompt is not None:
+                self.on_prompt(parts[1])
+        return resp
+
+    def after_session(self, session: str, since: float) -> list[str]:
+        """``METHOD path`` of requests naming ``session`` received after ``since`` (monotonic)."""
+        return [f"{m} {p}" for t, m, p in self.requests_to if t > since and session in p]
+
+    async def _relay(self, request: web.Request, resp: web.StreamResponse, frame: bytes) -> bool:
+        ok = await super()._relay(request, resp, frame)
+        jitter = self.jitter_duplicates
+        if not ok or jitter is None:
+            return ok
+        payload = _decode(frame)
+        etype = event_type(payload) if payload is not None else ""
+        if etype in ("session.idle", "session.status"):
+
+            async def again() -> None:
+                await asyncio.sleep(random.uniform(0.0, jitter))
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await resp.write(frame)
+                    self.forwarded.append(etype)
+
+            t = asyncio.create_task(again())
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+        return ok
+
+
+def idle_events(directory: str, session: str) -> list[dict[str, Any]]:
+    """A stale ``session.status`` idle and a ``session.idle`` for ``session`` (global form)."""
+    return [
+        {
+            "directory": directory,
+            "payload": {
+                "type": "session.status",
+                "properties": {"sessionID": session, "status": {"type": "idle"}},
+            },
+        },
+        {
+            "directory": directory,
+            "payload": {"type": "session.idle", "properties": {"sessionID": session}},
+        },
+    ]
+
+
+async def proxied_rt(factory: Any, **daemon: Any) -> tuple[RT, RegressionProxy]:
+    """A default environment (``factory`` = the ``rt_factory`` fixture) whose daemon talks to
+    the real server through a :class:`RegressionProxy` (the caller stops it:
+    ``await proxy.stop()``); ``daemon`` are setting overrides."""
+    env: RT = await factory(daemon=daemon or None)
+    proxy = RegressionProxy(env.server.url)
+    await proxy.start()
+    await env.restart_daemon(server_url=proxy.url, **daemon)
+    return env, proxy
+
+
+class ExternalLLM:
+    """The scripted LLM in its own process (``python -m roundtabled.testing.scripted_llm``), so
+    that streaming megabytes does not run on the daemon's event loop (timing tests: cases 7, 8).
+    Driven through its control routes."""
+
+    def __init__(self, url: str, proc: asyncio.subprocess.Process) -> None:
+        self.url = url
+        self.base_url = url + "/v1"
+        self.proc = proc
+
+    async def _post(self, path: str, body: Any) -> None:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(self.url + path, json=body, timeout=aiohttp.ClientTimeout(total=60)) as r,
+        ):
+            r.raise_for_status()
+
+    async def agent_prompts(self, prompts: dict[str, str]) -> None:
+        """Register ``{prompt prefix: agent}`` (see ``ScriptedLLM.agent_prompts``)."""
+        await self._post("/agent-prompts", prompts)
+
+    async def script(self, *actions: Any, agent: str | None = None) -> None:
+        """Queue ``actions`` (``Text(...)`` etc.) for ``agent``."""
+        await self._post("/script", {"actions": [a.model_dump() for a in actions], "agent": agent})
+
+    async def requests(self) -> list[dict[str, Any]]:
+        """The recorded requests (``RecordedRequest.to_json()`` dicts)."""
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(self.url + "/requests", timeout=aiohttp.ClientTimeout(total=60)) as r,
+        ):
+            return list(await r.json())
+
+
+@contextlib.asynccontextmanager
+async def external_llm() -> AsyncIterator[ExternalLLM]:
+    """Start an :class:`ExternalLLM` on a free port; stopped on exit."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "roundtabled.testing.scripted_llm",
+        "--port",
+        str(port),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    llm = ExternalLLM(f"http://127.0.0.1:{port}", proc)
+    try:
+        deadline = time.monotonic() + 30
+        async with aiohttp.ClientSession() as http:
+            while True:
+                try:
+                    async with http.get(llm.url + "/health") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                assert time.monotonic() < deadline, "external scripted LLM did not start"
+                await asyncio.sleep(0.1)
+        yield llm
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
