@@ -87,7 +87,11 @@ class RT:
     ) -> Any:
         """Call the OpenCode server."""
         async with self.http.request(
-            method, self.server.url + path, json=body, params=params, auth=self.server.auth
+            method,
+            self.server.url + path,
+            json=body,
+            params=params,
+            headers=self.server.auth_headers,
         ) as resp:
             resp.raise_for_status()
             if resp.status == 204:
@@ -186,9 +190,9 @@ async def make_rt(tmp_path: Path, llm: ScriptedLLM, server: OpenCodeServer, **ov
     rt = RT(
         server=server,
         llm=llm,
-        daemon=None,
-        task=None,
-        tmp=tmp_path,  # type: ignore[arg-type]
+        daemon=None,  # type: ignore[arg-type]  # set by _launch() below
+        task=None,  # type: ignore[arg-type]
+        tmp=tmp_path,
         http=aiohttp.ClientSession(),
         settings_env=env,
     )

@@ -138,7 +138,7 @@ async def test_requests_carry_topic_attribution_models_and_never_the_state(rt: R
         assert META_HEADER not in whole and "ROUNDTABLE META" not in whole
     for i, r in enumerate(seat_reqs):
         assert topic in r.last_user_text
-        assert r.model == SEAT_MODELS[r.agent]
+        assert r.agent is not None and r.model == SEAT_MODELS[r.agent]
         assert f"Current agent: {r.agent}" in r.last_user_text
         assert f"Round {i // 3 + 1}/2" in r.last_user_text
         if i > 0:

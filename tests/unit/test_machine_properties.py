@@ -132,8 +132,8 @@ def observe(srv: SimServer, state: RoundtableState, *, stale_idle: bool) -> Obse
     status = "idle" if (srv.busy_with is None or stale_idle) else "busy"
     return Observation(
         now=srv.clock,
-        status=status,
-        messages=views,  # type: ignore[arg-type]
+        status=status,  # type: ignore[arg-type]
+        messages=views,
         pending_found=found,
         new_id=ids.message_id(),
         accepted=bool(pend and pend.message_id in srv.accepted),
