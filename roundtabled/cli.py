@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -126,9 +127,11 @@ class ControlClient:
                 async for line in resp.content:
                     if line.startswith(b"data: "):
                         yield orjson.loads(line[6:])
-        except aiohttp.ClientConnectionError:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
+            ses = path.split("/")[3] if path.count("/") >= 4 else "SES"
             raise CliError(
-                f"Error: lost the connection to roundtabled at {self.base_url}"
+                f"Error: lost the connection to roundtabled at {self.base_url} (it stopped or "
+                f"restarted); the roundtable goes on when it is back: roundtabled watch {ses}"
             ) from None
 
 
@@ -455,7 +458,10 @@ async def cmd_export(args: argparse.Namespace, settings: cfg.Settings) -> int:
         else str(data)
     )
     if args.output:
-        Path(args.output).write_text(text)
+        try:
+            Path(args.output).write_text(text)
+        except OSError as exc:
+            raise CliError(f"Error: cannot write {args.output}: {exc.strerror}") from None
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -619,6 +625,8 @@ def _cli_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``roundtabled`` console script."""
+    # `roundtabled list | head`: a closed pipe ends the command quietly, as for any Unix tool.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     try:
         settings = cfg.load_settings(

@@ -172,9 +172,19 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.request_stop)
-        runner = await serve_control(
-            self.api, self.settings.control_host, self.settings.control_port
-        )
+        try:
+            runner = await serve_control(
+                self.api, self.settings.control_host, self.settings.control_port
+            )
+        except OSError as exc:
+            log.error(
+                "cannot listen on %s:%s for the control API (%s): is another roundtabled "
+                "running? Set control_port / ROUNDTABLED_CONTROL_PORT to another port.",
+                self.settings.control_host,
+                self.settings.control_port,
+                exc.strerror or exc,
+            )
+            return 1
         addrs = runner.addresses
         if addrs and isinstance(addrs[0], tuple):
             self.control_address = f"http://{addrs[0][0]}:{addrs[0][1]}"

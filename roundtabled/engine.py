@@ -279,6 +279,12 @@ class Engine:
             return await self.extend(req)
         assert req.agents is not None
         directory = req.directory
+        if directory is not None and not Path(directory).is_dir():
+            raise ValidationFailed(
+                "directory",
+                f"directory {directory!r} does not exist (give the project "
+                "directory OpenCode serves, or omit it for the server's own)",
+            )
         available = await self.client.agents(directory)
         observer = req.observer or BUILTIN_OBSERVER
         check_agents(req.agents, req.observer, available)
@@ -1467,6 +1473,15 @@ class Engine:
             with contextlib.suppress(asyncio.QueueFull):
                 q.put_nowait(item)
 
+    async def stored_status(self, s2: str) -> dict[str, Any] | None:
+        """Status of a roundtable this process does not hold in memory (concluded before a
+        restart), read from its signed state block in S2; ``None`` if it is not one."""
+        try:
+            state = await self.load_state(s2)
+        except (StateError, NotFound):
+            return None
+        return status_of(Table(state=state))
+
     def status(self, s2: str) -> dict[str, Any] | None:
         """Status of a roundtable (control API ``GET /v1/roundtables/{ses}``)."""
         table = self.tables.get(s2) or self.recent.get(s2)
@@ -1547,7 +1562,10 @@ def status_of(table: Table) -> dict[str, Any]:
         "agent": pend.agent if pend else None,
         "agents": st.agents,
         "observer": st.observer,
-        "elapsed": round((now_ms() - st.created_at) / 1000, 1) if st.created_at else None,
+        # A finished roundtable's elapsed time stops at its last update.
+        "elapsed": round(((now_ms() if st.active else st.updated_at) - st.created_at) / 1000, 1)
+        if st.created_at
+        else None,
         "endReason": _enum(st.end_reason),
         "finalized": st.finalization.toast_done,
         "delivered": st.delivery.delivered_via,

@@ -48,6 +48,9 @@ REPROMPT_GRACE_MS = 5_000
 ABORT_GRACE_MS = 5_000
 """After an abort, how long to wait for the aborted reply to be stored before skipping anyway."""
 ERROR_GRACE_MS = 2_000
+STALE_REPLY_GRACE_MS = 10_000
+"""S2 idle but a reply of the pending turn never completed (the server was killed and restarted
+mid-turn: its in-flight step is lost): after this long the turn is settled as failed."""
 """After ``session.error`` with nothing stored (e.g. unknown agent), how long before skipping."""
 
 Status = Literal["idle", "busy", "retry", "unknown"]
@@ -747,6 +750,31 @@ def decide(state: RoundtableState, obs: Observation) -> Decision:
             entry = entry.model_copy(update={"error": "cut off by the cancel"})
         extras = extras_after(obs.messages, pend.message_id, round_number)
         return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
+
+    stale = [a for a in answers if not a.completed]
+    if idle and stale and pend.abort_requested_at is None:
+        # The server says idle, yet a step of this turn never completed: the server restarted
+        # mid-turn and dropped it. Settle the turn (with its partial text) instead of waiting
+        # for the turn timeout.
+        since = max(a.created for a in stale)
+        if obs.now - since >= STALE_REPLY_GRACE_MS:
+            entry = _entry_from_answers(
+                answers,
+                agent=pend.agent,
+                round_number=round_number,
+                seat=seat,
+                kind=kind,
+                message_id=pend.message_id,
+            )
+            entry = entry.model_copy(
+                update={
+                    "has_error": True,
+                    "error": "the reply was never completed (the server stopped during the turn)",
+                }
+            )
+            extras = extras_after(obs.messages, pend.message_id, round_number)
+            return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
+        return _with(cmds, Decision(state, [], wake_at=since + STALE_REPLY_GRACE_MS))
 
     if pend.abort_requested_at is not None:
         if idle and obs.now - pend.abort_requested_at >= ABORT_GRACE_MS:

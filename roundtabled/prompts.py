@@ -396,7 +396,8 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     else:
         header = f"── {who} · Round {entry.round} ──"
         if entry.cut_off:  # a cut-off turn also has has_error; its partial text is kept
-            header = f"── {who} · Round {entry.round} · CUT OFF at the time limit ──"
+            why = "by the cancel" if "cancel" in (entry.error or "") else "at the time limit"
+            header = f"── {who} · Round {entry.round} · CUT OFF {why} ──"
         elif entry.has_error:
             header = f"── {who} · Round {entry.round} · FAILED ──"
     lines = [header]
@@ -409,7 +410,12 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
         lines.append(f"  [tool {tool.tool_name}] {preview}")
     lines.extend(f"  [file] {f}" for f in entry.files)
     if entry.cut_off:
-        lines.append("  [cut off: the turn reached the time limit; partial text above]")
+        reason = (
+            "the roundtable was cancelled"
+            if "cancel" in (entry.error or "")
+            else "the turn reached the time limit"
+        )
+        lines.append(f"  [cut off: {reason}; partial text above]")
     elif entry.has_error:
         lines.append(f"  [error] {_cap(entry.error or 'the turn failed', 500, '…')}")
     if len(lines) == 1:

@@ -98,6 +98,10 @@ async def run_case(rt: Any, llm: ExternalLLM) -> None:
             text = (ev.properties.get("part") or {}).get("text")
             if isinstance(text, str) and len(text) >= HUGE:
                 huge_dispatched.append(len(text))
+            elif not ev.properties and ev.session_id is not None:
+                # The daemon's stream does not JSON-parse huge message.part.* payloads (their
+                # body is never used: replies are read over REST); it dispatches type + session.
+                huge_dispatched.append(stream.bytes)
         original(ev)
 
     stream._on_event = record

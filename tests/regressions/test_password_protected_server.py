@@ -47,7 +47,8 @@ async def test_right_password_event_stream_authenticates(rt_factory: Any) -> Non
         status, health = await rt.api("GET", "/v1/health")
         assert status == 200 and health["ok"] and health["server"]["connected"], health
     text = "\n".join(logs.lines())
-    assert PASSWORD not in text and "401" not in text
+    assert PASSWORD not in text
+    assert "401 unauthorized" not in text and "rejected the credentials" not in text
 
 
 async def test_wrong_password_is_named_reported_backed_off_and_never_logged(

@@ -293,7 +293,33 @@ def test_a_turn_still_being_retried_is_not_a_failure(
     d = machine.decide(state, sim.observe(status=status))
     assert d.commands == []
     assert d.state.history == [] and d.state.errors == []
-    assert d.wake_at == T0 + 300_000  # waits for the turn timeout
+    if status == "idle" and answers:
+        # Idle with an open reply: re-check after the stale-reply grace, not the turn timeout.
+        assert d.wake_at == T0 + 1 + machine.STALE_REPLY_GRACE_MS
+    else:
+        assert d.wake_at == T0 + 300_000  # waits for the turn timeout
+
+
+def test_an_open_reply_in_an_idle_session_is_settled_after_the_grace() -> None:
+    """The server was killed and restarted mid-turn: S2 is idle, the reply never completes.
+    The turn is settled as failed after STALE_REPLY_GRACE_MS, not after the turn timeout."""
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0))
+    sim = S2Sim().prompt("pm", 0, 0)
+    sim.answer("partial words", error=None, completed=False, finish=None)
+    obs = sim.observe(status="idle")
+    obs = machine.Observation(
+        now=T0 + 1 + machine.STALE_REPLY_GRACE_MS,
+        status="idle",
+        messages=obs.messages,
+        pending_found=True,
+        accepted=True,
+        new_id="msg_next0000000000000000000",
+    )
+    d = machine.decide(state, obs)
+    entry = d.state.history[0]
+    assert entry.has_error and "never completed" in (entry.error or "")
+    assert entry.response == "partial words"
+    assert [c.agent for c in d.commands if isinstance(c, machine.Prompt)] == ["dev"]
 
 
 def test_session_error_without_a_reply_skips_after_the_grace_period() -> None:
