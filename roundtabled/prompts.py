@@ -252,7 +252,12 @@ def effective_topic(state: RoundtableState, round_index: int) -> str:
 
 
 def _quote(entry: HistoryEntry, max_chars: int) -> str:
-    text = _collapse(entry.response)
+    # Only a bounded prefix is collapsed: a quote needs ``max_chars`` characters, and a reply can
+    # be megabytes (splitting all of it on every prompt blocked the event loop).
+    head = entry.response[: 16 * max_chars + 64]
+    text = _collapse(head)
+    if len(head) < len(entry.response) and len(text) <= max_chars:
+        text += " …"
     if not text:
         if entry.tool_calls:
             names = ", ".join(dict.fromkeys(t.tool_name for t in entry.tool_calls))
