@@ -151,6 +151,15 @@ class Table:
     """Per handoff: the part of ``handoff_ms`` spent awaiting the server (ms)."""
     clock: HttpClock = field(default_factory=HttpClock)
     woke_at: float | None = None
+    """``time.perf_counter()`` of the first poke since the worker last began a pass (None: no
+    poke since), with ``woke_clock``, the ``clock.reading()`` at that moment."""
+    woke_clock: tuple[float, float] = (0.0, 0.0)
+    answering: tuple[float, float, float] | None = None
+    """The wake the current pass answers, ``(woke_at, *woke_clock)``: the start of the handoff
+    its prompt completes. A pass that sends no prompt drops it: the next handoff starts at the
+    next poke (a stale or early event whose pass finds the turn still running is not the wake
+    of the turn that ends later; the wait for the server in between is neither daemon time nor
+    a request's)."""
     accepted: set[str] = field(default_factory=set)
     pokes: int = 0
     disposed_at: int | None = None
@@ -165,7 +174,7 @@ class Table:
         self.pokes += 1
         if self.woke_at is None:
             self.woke_at = time.perf_counter()
-            self.clock.reset()
+            self.woke_clock = self.clock.reading()
         self.wake.set()
 
 
@@ -565,6 +574,8 @@ class Engine:
 
     async def _step(self, table: Table) -> bool:
         """One reconcile pass. Returns True when the roundtable needs no more work."""
+        table.answering = None if table.woke_at is None else (table.woke_at, *table.woke_clock)
+        table.woke_at = None  # a poke from now on wakes the next pass
         state = table.state
         if state.active:
             obs = await self._observe(table)
@@ -783,14 +794,17 @@ class Engine:
             table.log.warning("prompt for %s failed: %s", cmd.agent, exc)
             table.poke()
             return
-        if table.woke_at is not None:
-            dt = (time.perf_counter() - table.woke_at) * 1000
-            server = table.clock.busy * 1000
+        if table.answering is not None:
+            woke_at, busy_at, queued_at = table.answering
+            table.answering = None
+            busy, queued = table.clock.reading()
+            dt = (time.perf_counter() - woke_at) * 1000
+            server = (busy - busy_at) * 1000
             table.handoff_ms.append(dt)
             table.handoff_server_ms.append(server)
             self.handoffs.append(dt)
             self.handoff_server.append(server)
-            self.handoff_queued.append(table.clock.queued * 1000)
+            self.handoff_queued.append((queued - queued_at) * 1000)
             if len(self.handoffs) > 100_000:
                 del self.handoffs[:50_000]
                 del self.handoff_server[:50_000]
@@ -808,8 +822,8 @@ class Engine:
             # it). The new turn's own events, deadlines and the resync period still wake the
             # worker.
             table.wake.clear()
+            table.woke_at = None
         faults.checkpoint("observer-prompted" if cmd.marker.kind == "observer" else "prompted")
-        table.woke_at = None
         table.log.debug("prompted %s (%s)", cmd.agent, cmd.message_id)
         self._publish(
             table,

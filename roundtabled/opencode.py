@@ -48,9 +48,10 @@ class HttpClock:
 
     A request awaits the server from the moment it asks for a slot of the bounded pool (slots
     are only ever held by requests the server has not answered yet) until its response is read.
-    Overlapping requests (``gather``) count once, so ``busy`` is the server's share of a handoff
-    and ``elapsed - busy`` is the daemon's own time (benchmarks, ``Engine.handoff_server``);
-    ``queued`` is the part of the requests' time spent waiting for a slot (summed, seconds).
+    Overlapping requests (``gather``) count once. Both totals only grow; between two readings
+    (:meth:`reading`), the growth of ``busy`` is the server's share of that interval and the
+    growth of ``queued`` the part of the requests' time spent waiting for a slot (summed), so
+    ``elapsed - Δbusy`` is the daemon's own time (benchmarks, ``Engine.handoff_server``).
     """
 
     __slots__ = ("_inflight", "_since", "busy", "queued")
@@ -61,12 +62,12 @@ class HttpClock:
         self._inflight = 0
         self._since = 0.0
 
-    def reset(self) -> None:
-        """Start a new measurement (requests in flight keep counting from now)."""
-        self.busy = 0.0
-        self.queued = 0.0
+    def reading(self) -> tuple[float, float]:
+        """``(busy, queued)`` so far (seconds), requests in flight counted up to now."""
+        busy = self.busy
         if self._inflight:
-            self._since = time.perf_counter()
+            busy += time.perf_counter() - self._since
+        return busy, self.queued
 
     def enter(self) -> None:
         if self._inflight == 0:
