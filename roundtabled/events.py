@@ -18,9 +18,10 @@ Design and invariants:
   gives ``None`` (the caller counts and logs it).
 - **Speed.** Measured on the development machine (2 cores, orjson 3.13): ``orjson.loads`` of a
   190-byte ``message.part.delta`` envelope takes ~0.5 µs, of an 8.5 MB ``message.part.updated``
-  envelope ~6 ms. Peeking at ``type``/``sessionID`` without a full parse was considered for huge
-  lines and rejected: it would save ~6 ms per huge event (a handful per turn) at the price of a
-  hand-written partial JSON scanner that must get escapes and key order right. Correctness first.
+  envelope ~6 ms (10–12 ms measured on the loop under load, regression "huge events under
+  load"). So the types whose body the daemon never reads (:data:`BODY_UNUSED`) are, above
+  :data:`PEEK_THRESHOLD`, recognised from their first 1 KB instead (:func:`_peek_large`); any
+  doubt (type or session id not found there) falls back to the full parse.
 """
 
 from __future__ import annotations
@@ -242,8 +243,10 @@ def parse_event(
 
 PEEK_THRESHOLD = 256 * 1024
 """Payloads larger than this (bytes) of a type the daemon never reads the body of are not parsed."""
-BODY_UNUSED = frozenset({"message.part.updated", "message.part.delta"})
-"""Event types whose ``properties`` the daemon does not use (it reads messages over REST)."""
+BODY_UNUSED = frozenset({MESSAGE_PART_UPDATED, MESSAGE_PART_DELTA, SYNC})
+"""Event types whose body the daemon does not use (it reads messages over REST). ``sync``
+repeats each ``message.part.updated`` whole in its ``syncEvent`` (OpenCode 1.18: a second 8 MB
+line per huge part) and has no ``properties``, so it has no session id either."""
 _PEEK_TYPE = re.compile(rb'"type"\s*:\s*"([a-z.]+)"')
 _PEEK_SESSION = re.compile(rb'"sessionID"\s*:\s*"(ses_[A-Za-z0-9]+)"')
 _PEEK_DIRECTORY = re.compile(rb'^\{\s*"directory"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -259,17 +262,23 @@ def _peek_large(
     needs its type and session id (it reads the reply itself over REST). The type and the
     session id are taken from the first 1 KB (the server writes ``type`` and
     ``properties.sessionID`` before the part); when they are not there, the payload is parsed.
+    A ``sync`` event has no ``properties`` (its full parse has no session id either): its type
+    alone suffices.
     """
     head = bytes(data[:1024]) if not isinstance(data, str) else data[:1024].encode()
     m = _PEEK_TYPE.search(head)
-    if m is None or m.group(1).decode() not in lazy_types:
+    etype = m.group(1).decode() if m is not None else None
+    if etype is None or etype not in lazy_types:
         return None
-    sid = _PEEK_SESSION.search(head)
-    if sid is None:
-        return None
+    session: str | None = None
+    if etype != SYNC:
+        sid = _PEEK_SESSION.search(head)
+        if sid is None:
+            return None
+        session = sid.group(1).decode()
     d = _PEEK_DIRECTORY.search(head)
     directory = d.group(1).decode() if d else None
-    return Event(m.group(1).decode(), sid.group(1).decode(), directory, {}, None)
+    return Event(etype, session, directory, {}, None)
 
 
 def _fallback_session_id(etype: str, props: dict[str, Any]) -> str | None:

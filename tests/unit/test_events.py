@@ -220,3 +220,34 @@ def test_huge_events_of_lazy_types_are_not_parsed_but_keep_type_session_and_dire
     )
     parsed = parse_event(other, lazy_types=BODY_UNUSED)
     assert parsed is not None and parsed.properties["info"]["title"].startswith("ttt")
+
+
+def test_huge_sync_events_are_not_parsed() -> None:
+    """OpenCode 1.18 repeats every ``message.part.updated`` whole in a ``sync`` event (a second
+    8 MB line per huge part, 10 ms of orjson on the loop); it has no ``properties``, so the peek
+    gives exactly what the full parse gives."""
+    import orjson
+
+    from roundtabled.events import BODY_UNUSED, SYNC, parse_event
+
+    raw = orjson.dumps(
+        {
+            "directory": "/p",
+            "project": "abc",
+            "payload": {
+                "type": SYNC,
+                "syncEvent": {
+                    "id": "evt_1",
+                    "type": "message.part.updated.1",
+                    "seq": 15,
+                    "aggregateID": "ses_big1",
+                    "data": {"part": {"type": "text", "text": "x" * (8 << 20)}},
+                },
+            },
+        }
+    )
+    lazy = parse_event(raw, lazy_types=BODY_UNUSED)
+    full = parse_event(raw)
+    assert lazy is not None and full is not None
+    assert (lazy.type, lazy.session_id, lazy.directory, lazy.properties) == (SYNC, None, "/p", {})
+    assert (full.type, full.session_id, full.directory, full.properties) == (SYNC, None, "/p", {})
