@@ -157,20 +157,21 @@ class SSEDecoder:
         out: list[bytes] = []
         pos = 0
         size = len(buf)
-        while pos < size:
-            if buf[pos] == 10:  # a blank line with no event before it
-                pos += 1
-                continue
-            end = buf.find(b"\n\n", pos if pos > scan else scan)
-            if end < 0:
-                break
-            if buf.startswith(b"data: ", pos) and buf.find(b"\n", pos, end) < 0:
-                out.append(bytes(buf[pos + 6 : end]))
-            else:
-                data = _block_data(bytes(buf[pos:end]))
-                if data is not None:
-                    out.append(data)
-            pos = end + 2
+        with memoryview(buf) as view:  # slices copy once (``bytes(buf[a:b])`` copies twice)
+            while pos < size:
+                if buf[pos] == 10:  # a blank line with no event before it
+                    pos += 1
+                    continue
+                end = buf.find(b"\n\n", pos if pos > scan else scan)
+                if end < 0:
+                    break
+                if buf.startswith(b"data: ", pos) and buf.find(b"\n", pos, end) < 0:
+                    out.append(bytes(view[pos + 6 : end]))
+                else:
+                    data = _block_data(bytes(view[pos:end]))
+                    if data is not None:
+                        out.append(data)
+                pos = end + 2
         if pos:
             del buf[:pos]
         if len(buf) > self.max_event_bytes:
