@@ -236,6 +236,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         engine.handoffs.clear()
         engine.handoff_server.clear()
         engine.handoff_queued.clear()
+        fast0, read0 = engine.fast_handoffs, engine.read_handoffs
         d_times: list[float] = []
         f_times: list[float] = []
         last_s2 = s2
@@ -253,6 +254,8 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         h1 = handoff_stats(
             list(engine.handoffs), list(engine.handoff_server), list(engine.handoff_queued)
         )
+        h1["fast_handoffs"] = engine.fast_handoffs - fast0
+        h1["read_handoffs"] = engine.read_handoffs - read0
         # Figure 3 on the last measured debate.
         table = engine.recent[last_s2]
         fig3 = orchestration_bytes(await env.llm.requests_for(last_s2), table.state)
@@ -279,6 +282,8 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
             list(engine.handoffs), list(engine.handoff_server), list(engine.handoff_queued)
         )
         hn["wall_s"] = rnd(conc_s, 2)
+        hn["fast_handoffs"] = engine.fast_handoffs - fast0 - h1["fast_handoffs"]
+        hn["read_handoffs"] = engine.read_handoffs - read0 - h1["read_handoffs"]
     finally:
         await tap.close()
     return {

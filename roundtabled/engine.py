@@ -60,6 +60,7 @@ from roundtabled.machine import (
     TurnRecorded,
     UserView,
 )
+from roundtabled.mirror import TurnMirror
 from roundtabled.state import (
     BUILTIN_OBSERVER,
     CONCLUDED_SUFFIX,
@@ -104,6 +105,12 @@ NO_HUMAN_ANSWER = (
 """The answer given to a seat's ``question`` tool call."""
 PROGRESS_QUEUE_MAX = 256
 """Bounded queue per progress subscriber; a slow subscriber loses events, never blocks a worker."""
+
+
+PERSIST_DELAY_MS = 500
+"""After a fast handoff the state write waits this long (ms): turns that end sooner (an instant
+model) are handed off without a write; a crash in between is recovered from the prompts' signed
+markers (machine invariant 4)."""
 
 
 def now_ms() -> int:
@@ -164,6 +171,14 @@ class Table:
     pokes: int = 0
     disposed_at: int | None = None
     """When OpenCode last disposed S2's instance (config reload; epoch ms): it aborts S2's turn."""
+    persist_at: int | None = None
+    """When the deferred state write of a fast handoff is due (epoch ms)."""
+    pokes_at_prompt: int = 0
+    mirror: TurnMirror | None = None
+    """The pending turn as the event stream reports it (fast handoff, :mod:`roundtabled.mirror`)."""
+    unpersisted: bool = False
+    """The in-memory state names a prompt the state block in S2 does not (a fast handoff whose
+    state write failed): written at the next step."""
     log: logging.LoggerAdapter[logging.Logger] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -207,6 +222,12 @@ class Engine:
         """Server share (ms) of each entry of ``handoffs`` (same index)."""
         self.handoff_queued: list[float] = []
         """Of which waiting for a slot of the client's request pool (ms, same index)."""
+        self.stream_epoch = 0
+        """Connections of the event stream so far (a mirror opened in an earlier one is void)."""
+        self.fast_handoffs = 0
+        """Handoffs decided from the event mirror (no read of S2 before the prompt)."""
+        self.read_handoffs = 0
+        """Handoffs decided from a read of S2."""
 
     # ------------------------------------------------------------------------------------------
     # Events (hints)
@@ -236,6 +257,20 @@ class Engine:
             return
         table = self.tables.get(sid)
         if table is not None:
+            mirror = table.mirror
+            if mirror is not None and mirror.epoch == self.stream_epoch:
+                if mirror.feed(event):
+                    table.poke()  # the turn looks finished: decide from the mirror
+                    return
+                if mirror.doubt is None and etype in (
+                    ev.MESSAGE_UPDATED,
+                    ev.SESSION_STATUS,
+                    ev.SESSION_IDLE,
+                ):
+                    # The mirror's idle after a finished reply wakes the worker; a read now (an
+                    # idle before any reply, a step's end) would find the turn still running.
+                    # Deadlines and the resync period still wake it whatever the events say.
+                    return
             if etype in (ev.SESSION_IDLE, ev.SESSION_COMPACTED):
                 table.poke()
             elif etype == ev.SESSION_STATUS:
@@ -269,6 +304,7 @@ class Engine:
 
     async def on_connect(self) -> None:
         """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
+        self.stream_epoch += 1  # events may have been lost: every open mirror is void
         for table in list(self.tables.values()):
             table.poke()
         self._spawn(self.sweep_requests())
@@ -294,7 +330,28 @@ class Engine:
                 f"directory {directory!r} does not exist (give the project "
                 "directory OpenCode serves, or omit it for the server's own)",
             )
-        available = await self.client.agents(directory)
+        # The three reads are independent: one round trip instead of three.
+        parent_task = (
+            asyncio.ensure_future(self.client.get_session(req.parent_session_id))
+            if req.parent_session_id
+            else None
+        )
+        config_task = asyncio.ensure_future(self.client.config(directory))
+        try:
+            available = await self.client.agents(directory)
+            config = await config_task
+            parent = await parent_task if parent_task is not None else None
+        except NotFound:
+            raise ValidationFailed(
+                "parentSessionID", f"parent session {req.parent_session_id!r} does not exist"
+            ) from None
+        finally:
+            for task in (parent_task, config_task):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(
+                *(t for t in (parent_task, config_task) if t is not None), return_exceptions=True
+            )
         observer = req.observer or BUILTIN_OBSERVER
         check_agents(req.agents, req.observer, available)
         by_name = {str(a.get("name")): a for a in available}
@@ -305,7 +362,6 @@ class Engine:
                 "project; run `roundtabled install-tool --project DIR` (or --global), or name "
                 "an observer agent",
             )
-        config = await self.client.config(directory)
         default_model = _model_ref(config.get("model"))
         models: dict[str, ModelRef] = {}
         for name in [*req.agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]:
@@ -317,13 +373,7 @@ class Engine:
                     "model; set `model` in opencode.json",
                 )
             models[name] = ref
-        if req.parent_session_id:
-            try:
-                parent = await self.client.get_session(req.parent_session_id)
-            except NotFound:
-                raise ValidationFailed(
-                    "parentSessionID", f"parent session {req.parent_session_id!r} does not exist"
-                ) from None
+        if parent is not None:
             directory = directory or parent.get("directory")
         title = req.title or prompts.default_title(req.prompt)
         state_msg, state_part = ids.message_id(), ids.part_id()
@@ -563,8 +613,11 @@ class Engine:
     async def _sleep(self, table: Table) -> None:
         period = self.settings.resync_period
         timeout = period
-        if table.deadline_ms is not None:
-            timeout = min(period, max(0.0, (table.deadline_ms - now_ms()) / 1000))
+        deadline = table.deadline_ms
+        if table.unpersisted and table.persist_at is not None:
+            deadline = table.persist_at if deadline is None else min(deadline, table.persist_at)
+        if deadline is not None:
+            timeout = min(period, max(0.0, (deadline - now_ms()) / 1000))
         if table.wake.is_set():
             table.wake.clear()
             return
@@ -578,6 +631,33 @@ class Engine:
         table.woke_at = None  # a poke from now on wakes the next pass
         state = table.state
         if state.active:
+            fast = self._fast_decision(table)
+            if fast is not None:
+                if any(isinstance(c, Prompt) for c in fast.commands):
+                    await self._execute_fast(table, fast)
+                    return False
+                await self._execute(table, fast)  # the observer's turn: finalize
+                if table.state.active:
+                    return False
+                return await self._finalize(table)
+            if table.unpersisted:
+                persist_wake = (
+                    table.persist_at is not None
+                    and now_ms() >= table.persist_at
+                    and table.pokes == table.pokes_at_prompt
+                )
+                try:
+                    await self._persist(state)
+                    faults.checkpoint("intent-persisted")
+                except NotFound:
+                    table.deleted_hint = True  # S2 is gone: the read below confirms and ends it
+                    persist_wake = False
+                table.unpersisted = False
+                table.persist_at = None
+                if persist_wake and table.mirror is not None and table.mirror.doubt is None:
+                    # Woken only to write the state of the running turn, and its events are
+                    # being collected: nothing to read yet.
+                    return False
             obs = await self._observe(table)
             decision = machine.decide(state, obs)
             await self._execute(table, decision)
@@ -585,6 +665,105 @@ class Engine:
                 return False
             # The debate just ended: finalize now, not at the next wake (up to resync_period).
         return await self._finalize(table)
+
+    def _fast_decision(self, table: Table) -> Decision | None:
+        """The handoff decided from the event mirror, or ``None`` to read S2 instead.
+
+        Taken only when the mirror is complete (see :mod:`roundtabled.mirror`) and nothing else is
+        pending for this roundtable (cancel, deletion or error hint, abort, instance disposal), and
+        only when the machine then prompts the next turn; every other decision is taken from a
+        read of S2.
+        """
+        mirror = table.mirror
+        state = table.state
+        pend = state.pending
+        if mirror is None:
+            return None
+        if mirror.epoch != self.stream_epoch or mirror.doubt is not None:
+            table.mirror = None  # void for good: this turn is decided from reads
+            return None
+        if (
+            pend is None
+            or pend.message_id != mirror.since
+            or pend.abort_requested_at is not None
+            or pend.error_seen_at is not None
+            or table.cancel is not None
+            or table.deleted_hint
+            or table.error_seen_at is not None
+            or table.disposed_at is not None
+        ):
+            return None
+        raw = mirror.messages()
+        if raw is None:
+            return None  # not finished yet: keep collecting
+        s2 = state.session_id
+        obs = Observation(
+            now=now_ms(),
+            status="idle",
+            messages=tuple(machine.message_view(m, s2, self.signer) for m in raw),
+            pending_found=True,
+            new_id=ids.message_id(),
+            accepted=True,
+        )
+        d = machine.decide(state, obs)
+        table.mirror = None  # used (the next prompt opens a new one)
+        if any(isinstance(c, Abort) for c in d.commands):
+            return None
+        if any(isinstance(c, Prompt) and c.send for c in d.commands):
+            return d
+        if any(isinstance(c, Finalize) for c in d.commands):
+            return d
+        return None
+
+    async def _execute_fast(self, table: Table, d: Decision) -> None:
+        """Execute a handoff decided from the mirror: the prompt first (with the hiding of the
+        previous turn's prompt sent just before it), then the state that names it.
+
+        A crash between the prompt and the state write leaves the previous turn pending in S2's
+        state block; recovery finds the new prompt by its signed marker and adopts it (machine
+        invariant 4). The hiding PATCH is sent before the prompt POST and the server builds the
+        model request only after storing the new message, so the next model never sees the
+        previous prompt (checked by the tests that record every model request).
+        """
+        prev = table.state
+        table.state = d.state
+        table.deadline_ms = d.wake_at
+        self.fast_handoffs += 1
+        prompt: Prompt | None = None
+        for cmd in d.commands:
+            if isinstance(cmd, TurnRecorded):
+                self._on_turn(table, cmd.entry)
+                faults.checkpoint("turn-recorded")
+            elif isinstance(cmd, Toast):
+                self._spawn(self._toast(table.state, cmd.message, cmd.variant))
+            elif isinstance(cmd, Prompt):
+                prompt = cmd
+        assert prompt is not None
+        s2 = table.state.session_id
+        table.unpersisted = True
+        table.pokes_at_prompt = table.pokes
+        # gather() starts the hiding PATCH(es) before the POST.
+        results = await asyncio.gather(
+            *(self._hide_view(s2, v) for v in prompt.hide),
+            self._prompt(table, prompt),
+            return_exceptions=True,
+        )
+        for res in results:
+            if isinstance(res, TransportError):
+                table.log.warning("could not hide the previous turn prompt: %s", res)
+            elif isinstance(res, BaseException):
+                raise res
+        if prev.phase != table.state.phase:
+            # The index of the start-up scan changes only here; write it now.
+            await self._persist(table.state, index=True)
+            table.unpersisted = False
+            faults.checkpoint("intent-persisted")
+            self._changed()
+        else:
+            # The state write is deferred (PERSIST_DELAY_MS): the prompt's signed marker is the
+            # durable record of the turn, and a write now would compete with the turn on the
+            # server. A turn that ends sooner is handed off without it.
+            table.persist_at = now_ms() + PERSIST_DELAY_MS
 
     async def _observe(self, table: Table) -> Observation:
         state = table.state
@@ -723,16 +902,25 @@ class Engine:
                         self._persist(table.state, index=prev.phase != table.state.phase),
                         *(self._hide_view(table.state.session_id, v) for v in nxt.hide),
                     )
+                    table.unpersisted = False
                     faults.checkpoint("intent-persisted")
-                    await self._prompt(table, nxt)
+                    if nxt.send:
+                        self.read_handoffs += 1
+                        await self._prompt(table, nxt)
+                    else:
+                        # Already in S2 (sent before a crash): adopted; look at it right away.
+                        table.log.info("the prompt for %s was already sent; adopted", nxt.agent)
+                        table.poke()
                     i += 2
                     continue
                 await self._persist(table.state, index=prev.phase != table.state.phase)
+                table.unpersisted = False
             elif isinstance(cmd, Prompt):
                 await asyncio.gather(
                     *(self._hide_view(table.state.session_id, v) for v in cmd.hide)
                 )
-                await self._prompt(table, cmd)
+                if cmd.send:
+                    await self._prompt(table, cmd)
             elif isinstance(cmd, Abort):
                 with contextlib.suppress(TransportError):
                     await self.client.abort(table.state.session_id)
@@ -783,6 +971,8 @@ class Engine:
             # `model` is sticky per session (API notes §4): always send the seat's own model.
             body["model"] = {"providerID": model.provider_id, "modelID": model.model_id}
         pokes_before = table.pokes
+        # Collect the new turn's events from before the server can emit any of them.
+        table.mirror = TurnMirror(state.session_id, cmd.message_id, self.stream_epoch)
         try:
             await self.client.prompt_async(state.session_id, body)
         except NotFound:
@@ -904,9 +1094,13 @@ class Engine:
             "ignored": True,
             "metadata": meta,
         }
-        await self.client.update_part(state.session_id, state.state_message_id, part)
-        if index:
-            await self.client.update_session(
+        write = self.client.update_part(state.session_id, state.state_message_id, part)
+        if not index:
+            await write
+            return
+        results = await asyncio.gather(
+            write,
+            self.client.update_session(
                 state.session_id,
                 metadata=_index_metadata(
                     state.phase,
@@ -914,7 +1108,12 @@ class Engine:
                     state.state_part_id,
                     finalized=state.finalization.toast_done,
                 ),
-            )
+            ),
+            return_exceptions=True,
+        )
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
 
     async def load_state(self, s2: str) -> RoundtableState:
         """Read and authenticate S2's state block.
@@ -1524,8 +1723,11 @@ class Engine:
         return table.result
 
     async def close(self, window: float = 8.0) -> None:
-        """Stop all workers within ``window`` seconds. State is already persisted at each step,
-        so a cancelled worker resumes after a restart."""
+        """Stop all workers within ``window`` seconds, then write the state of every roundtable
+        whose state write after a fast handoff was still deferred (within the rest of the
+        window), so that S2's state block names the turn in flight. A cancelled worker resumes
+        after a restart either way (a stale block is caught up from the prompts' markers)."""
+        deadline = time.monotonic() + window
         self._closing = True
         tasks = [t.task for t in self.tables.values() if t.task is not None]
         for t in tasks:
@@ -1534,6 +1736,13 @@ class Engine:
             b.cancel()
         if tasks or self._bg:
             await asyncio.wait([*tasks, *self._bg], timeout=window)
+        stale = [t for t in self.tables.values() if t.unpersisted and t.state.active]
+        if stale:
+            flush = asyncio.gather(*(self._persist(t.state) for t in stale), return_exceptions=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(flush, max(0.5, deadline - time.monotonic()))
+            for tb in stale:
+                tb.unpersisted = False
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         async def guarded() -> None:

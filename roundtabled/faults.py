@@ -15,8 +15,9 @@ import signal
 
 POINTS = (
     "state-created",  # S2 and its state block exist; turn 1 not yet decided
-    "intent-persisted",  # a turn's intent is persisted; the prompt is not sent
-    "prompted",  # the prompt is accepted; nothing recorded about it yet
+    "intent-persisted",  # the state naming the pending turn is written (before its prompt on a
+    # handoff decided from a read; after it, deferred, on a fast handoff)
+    "prompted",  # the prompt is accepted; on a fast handoff the stored state is still behind
     "turn-recorded",  # a finished turn is in memory; the next intent not yet persisted
     "observer-prompted",  # the observer's prompt is accepted
     "final-persisted",  # phase done persisted; nothing delivered yet

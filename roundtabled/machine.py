@@ -13,9 +13,13 @@ Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
    ``parentID`` is that turn's own user message (regression "premature idle").
 3. The (round, seat) position never goes backwards; every seat gets exactly one turn per round,
    unless the debate ended for a recorded reason (repetition, every agent failed, cancel).
-4. The intent of a turn (round, seat, agent, client-chosen message id) is persisted before the
-   prompt is sent (``PersistState`` precedes ``Prompt``); on recovery a pending turn whose message
-   is in S2 is waited for, never re-sent; one whose message is absent is sent with the same id.
+4. Exactly one prompt per turn. The intent of a turn (round, seat, agent, client-chosen message
+   id) is persisted with ``PersistState`` — before the prompt (a handoff decided from a read of
+   S2), or right after it (a fast handoff decided from the event mirror, see
+   :mod:`roundtabled.mirror`). On recovery a pending turn whose message is in S2 is waited for,
+   never re-sent; one whose message is absent is sent with the same id; and a planned turn whose
+   signed marker is already in S2 (the prompt went out, the state write after it did not) is
+   adopted as the pending turn instead of being sent (``Prompt.send`` false).
 5. Nothing is prompted once the phase is ``done`` or ``aborted``.
 
 Times are epoch milliseconds throughout.
@@ -256,6 +260,8 @@ class Prompt:
     text: str
     marker: Marker
     hide: tuple[UserView, ...] = ()
+    send: bool = True
+    """False: the prompt is already in S2 (found by its marker); only hide and persist."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -626,11 +632,53 @@ def decide(state: RoundtableState, obs: Observation) -> Decision:
 
     Args:
         state: the roundtable's current state (not modified; a new one is returned).
-        obs: what the engine just read from the server.
+        obs: what the engine just read from the server (or saw on the event stream, for a
+            fast handoff: the same shape, see :mod:`roundtabled.mirror`).
 
     Returns:
         The new state, the commands to execute in order, and the next deadline.
     """
+    return _adopt_sent(_decide(state, obs), obs)
+
+
+def _adopt_sent(d: Decision, obs: Observation) -> Decision:
+    """Invariant 4, last clause: a planned prompt whose turn is already in S2 is not sent again.
+
+    After a fast handoff the prompt is sent before the state that names it is written; a crash in
+    between leaves the previous turn pending in the stored state while S2 already holds the next
+    turn's prompt (its signed marker says which turn it is). Planning from the stored state then
+    reaches the same turn: adopt the message in S2 as the pending turn instead of prompting.
+    """
+    pend = d.state.pending
+    for i, cmd in enumerate(d.commands):
+        if not isinstance(cmd, Prompt) or not cmd.send or pend is None:
+            continue
+        want = (cmd.marker.kind, cmd.marker.round, cmd.marker.seat)
+        sent = next(
+            (
+                m
+                for m in obs.messages
+                if isinstance(m, UserView)
+                and m.marker is not None
+                and m.id != cmd.message_id
+                and (m.marker.kind, m.marker.round, m.marker.seat) == want
+            ),
+            None,
+        )
+        if sent is None:
+            continue
+        d.commands[i] = Prompt(sent.id, cmd.agent, cmd.text, cmd.marker, cmd.hide, send=False)
+        d.state = d.state.model_copy(
+            update={
+                "pending": pend.model_copy(
+                    update={"message_id": sent.id, "prompted_at": sent.created}
+                )
+            }
+        )
+    return d
+
+
+def _decide(state: RoundtableState, obs: Observation) -> Decision:
     if not state.active:
         return Decision(state)
 
@@ -731,7 +779,16 @@ def decide(state: RoundtableState, obs: Observation) -> Decision:
     seat: int | None = pend.seat if pend.kind == "turn" else None
     kind: Literal["turn", "observer"] = pend.kind
 
-    if idle and not others_running and _final(answers):
+    # A later turn prompt of ours in S2 means the pending turn is over even if S2 is busy: the
+    # state write after a fast handoff was lost (crash), and S2 is running the next turn.
+    moved_on = any(
+        isinstance(m, UserView)
+        and m.marker is not None
+        and m.marker.kind in ("turn", "observer")
+        and m.id != pend.message_id
+        for m in obs.messages
+    )
+    if ((idle and not others_running) or moved_on) and _final(answers):
         aborted = bool(answers[-1].error_name == "MessageAbortedError")
         cut = aborted and pend.abort_requested_at is not None
         entry = _entry_from_answers(

@@ -585,3 +585,48 @@ def test_commands_of_a_finished_turn_persist_before_prompting() -> None:
     d = machine.decide(state, S2Sim().prompt("pm", 0, 0).answer("ok").observe())
     idx = [i for i, c in enumerate(d.commands) if isinstance(c, PersistState | Prompt | Abort)]
     assert [type(d.commands[i]).__name__ for i in idx] == ["PersistState", "Prompt"]
+
+
+# ------------------------------------------------------------------------------------------------
+# A stale stored state after a fast handoff (machine invariant 4, last clause)
+# ------------------------------------------------------------------------------------------------
+
+
+def _next_prompt(sim: S2Sim, agent: str, rnd: int, seat: int, mid: str, created: int) -> None:
+    marker = Marker(kind="turn", round=rnd, seat=seat, agent=agent, roundtable=S2)
+    sim.raw.append(
+        {
+            "info": {"id": mid, "role": "user", "time": {"created": created}},
+            "parts": [
+                {"type": "text", "text": "dev, your turn"},
+                {
+                    "type": "text",
+                    "text": "label",
+                    "ignored": True,
+                    "metadata": sign_marker(marker, S2, SIGNER),
+                },
+            ],
+        }
+    )
+
+
+def test_stale_stored_turn_is_recorded_and_the_running_next_turn_adopted_not_aborted() -> None:
+    """The stored state names pm's turn (prompted long ago, beyond the turn timeout), but S2
+    already holds dev's prompt (sent by a fast handoff whose state write was lost) and is busy
+    running it: pm's turn is recorded, dev's prompt adopted — no abort, no second prompt."""
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0), timeout=60)
+    sim = S2Sim().prompt("pm", 0, 0).answer("pm's view")
+    _next_prompt(sim, "dev", 0, 1, "msg_sentbeforecrash01", T0 + 5)
+    sim.answer("dev half", parent="msg_sentbeforecrash01", completed=False, finish=None)
+    now = T0 + 61_000 * 10
+    d = machine.decide(state, sim.observe(now=now, status="busy"))
+    assert not any(isinstance(c, Abort) for c in d.commands)
+    sent = [c for c in d.commands if isinstance(c, Prompt)]
+    assert [(c.agent, c.send, c.message_id) for c in sent] == [
+        ("dev", False, "msg_sentbeforecrash01")
+    ]
+    assert PersistState() in d.commands
+    assert d.state.pending is not None
+    assert d.state.pending.message_id == "msg_sentbeforecrash01"
+    assert d.state.pending.prompted_at == T0 + 5
+    assert [e.response for e in d.state.history] == ["pm's view"]

@@ -3,8 +3,9 @@
 A small simulated S2 plays the server: prompts become user messages (signed markers), the model
 answers some steps later, and the schedule is chosen by hypothesis: observations may be stale
 (status idle before the reply exists — "premature idle"), repeated (duplicated events), skipped
-(dropped events), POSTs may fail, and the daemon may crash and restart from the last *persisted*
-state. Whatever the schedule:
+(dropped events), POSTs may fail, handoffs may be fast (the prompt first, the state write after it
+or never — :mod:`roundtabled.mirror`), and the daemon may crash and restart from the last
+*persisted* state, however stale. Whatever the schedule:
 
 - at most one prompt is in flight;
 - the (round, seat) position never goes backwards;
@@ -152,6 +153,10 @@ actions = st.lists(
             "drop_post",
             "crash",
             "dup",
+            "fast",
+            "fast",
+            "fast_lazy",
+            "fast_lazy",
         ]
     ),
     min_size=20,
@@ -177,13 +182,22 @@ def test_exactly_once_turns_under_any_schedule(
     prompted: list[str] = []
     finished = False
 
-    def run(obs: Observation) -> None:
+    def run(obs: Observation, *, fast: bool = False, lazy: bool = False) -> None:
         nonlocal state, persisted, position, drop_next_post, finished
         d = machine.decide(state, obs)
         state = d.state
-        for cmd in d.commands:
+        commands = list(d.commands)
+        if fast and any(isinstance(c, Prompt) and c.send for c in commands):
+            # The engine's fast handoff: the prompt goes out first; the state write after it
+            # (or, deferred, not before the next handoff — "lazy": never in this schedule).
+            commands = [c for c in commands if not isinstance(c, PersistState)]
+            if not lazy:
+                commands.append(PersistState())
+        for cmd in commands:
             if isinstance(cmd, PersistState):
                 persisted = state
+            elif isinstance(cmd, Prompt) and not cmd.send:
+                assert any(m["info"]["id"] == cmd.message_id for m in srv.messages)
             elif isinstance(cmd, Prompt):
                 assert not finished, "prompted after the end"
                 assert srv.busy_with is None, "prompt while a turn is in flight"
@@ -206,7 +220,12 @@ def test_exactly_once_turns_under_any_schedule(
         srv.clock += 1000
         if finished:
             break
-        if action in ("observe", "dup"):
+        if action in ("fast", "fast_lazy"):
+            # A fast handoff decides only from a complete picture of a pending turn (the engine's
+            # mirror opens with a prompt): the turn answered, S2 idle.
+            if srv.busy_with is None and state.pending is not None:
+                run(observe(srv, state, stale_idle=False), fast=True, lazy=action == "fast_lazy")
+        elif action in ("observe", "dup"):
             run(observe(srv, state, stale_idle=False))
             if action == "dup":
                 run(observe(srv, state, stale_idle=False))
