@@ -1445,14 +1445,21 @@ class Engine:
         props = event.properties
         await self._answer_permission(props, event.directory)
 
-    async def _answer_permission(self, props: dict[str, Any], directory: str | None) -> None:
+    async def _request_owner(self, props: dict[str, Any]) -> tuple[str, Table] | None:
+        """``(request id, roundtable)`` of a permission/question request raised in one of our
+        sessions (S2 or a sub-session of it) and not answered yet; ``None`` otherwise."""
         rid = props.get("id")
         sid = props.get("sessionID")
         if not isinstance(rid, str) or not isinstance(sid, str) or rid in self.handled_requests:
-            return
+            return None
         table = await self._owner(sid)
-        if table is None:
+        return None if table is None else (rid, table)
+
+    async def _answer_permission(self, props: dict[str, Any], directory: str | None) -> None:
+        owned = await self._request_owner(props)
+        if owned is None:
             return
+        rid, table = owned
         policy = table.state.options.permission_policy
         what = f"{props.get('permission')} {props.get('patterns') or ''}".strip()
         if policy == PermissionPolicy.ASK:
@@ -1487,13 +1494,10 @@ class Engine:
         await self._answer_question(event.properties, event.directory)
 
     async def _answer_question(self, props: dict[str, Any], directory: str | None) -> None:
-        rid = props.get("id")
-        sid = props.get("sessionID")
-        if not isinstance(rid, str) or not isinstance(sid, str) or rid in self.handled_requests:
+        owned = await self._request_owner(props)
+        if owned is None:
             return
-        table = await self._owner(sid)
-        if table is None:
-            return
+        rid, table = owned
         where = directory or table.state.directory
         questions = props.get("questions")
         count = len(questions) if isinstance(questions, list) and questions else 1

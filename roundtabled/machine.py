@@ -396,34 +396,44 @@ def extras_after(
     ids = [m.id for m in messages]
     start = ids.index(after_id) + 1 if after_id in ids else 0
     for m in messages[start:]:
-        if not isinstance(m, UserView) or m.marker is not None or m.state_block:
-            continue
-        if m.compaction:
-            continue
-        if m.text.strip() and not m.synthetic:
-            out.append(
-                HistoryEntry(
-                    agent="user",
-                    round=round_number,
-                    response=m.text,
-                    kind="user",
-                    message_id=m.id,
-                    started_at=m.created,
-                    finished_at=m.created,
-                )
+        if isinstance(m, UserView) and m.marker is None and not m.state_block:
+            out.extend(_person_entries(m, messages, round_number))
+    return out
+
+
+def _person_entries(
+    m: UserView, messages: Sequence[MessageView], round_number: int
+) -> list[HistoryEntry]:
+    """A message of S2 not sent by the daemon: a person's text becomes a ``user`` entry (spec
+    §7.4) and the reply to it an ``interjection`` entry; compaction messages count as nobody's
+    turn and a server-synthetic prompt has no entry of its own (its reply still has one)."""
+    if m.compaction:
+        return []
+    out: list[HistoryEntry] = []
+    if m.text.strip() and not m.synthetic:
+        out.append(
+            HistoryEntry(
+                agent="user",
+                round=round_number,
+                response=m.text,
+                kind="user",
+                message_id=m.id,
+                started_at=m.created,
+                finished_at=m.created,
             )
-        replies = _answers(messages, m.id)
-        if replies:
-            out.append(
-                _entry_from_answers(
-                    replies,
-                    agent=replies[-1].agent,
-                    round_number=round_number,
-                    seat=None,
-                    kind="interjection",
-                    message_id=m.id,
-                )
+        )
+    replies = _answers(messages, m.id)
+    if replies:
+        out.append(
+            _entry_from_answers(
+                replies,
+                agent=replies[-1].agent,
+                round_number=round_number,
+                seat=None,
+                kind="interjection",
+                message_id=m.id,
             )
+        )
     return out
 
 
@@ -943,31 +953,5 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
             continue
         if mk is not None:
             continue
-        rnd = out[-1].round if out else 1
-        if m.compaction:
-            continue
-        if m.text.strip() and not m.synthetic:
-            out.append(
-                HistoryEntry(
-                    agent="user",
-                    round=rnd,
-                    response=m.text,
-                    kind="user",
-                    message_id=m.id,
-                    started_at=m.created,
-                    finished_at=m.created,
-                )
-            )
-        replies = _answers(messages, m.id)
-        if replies:
-            out.append(
-                _entry_from_answers(
-                    replies,
-                    agent=replies[-1].agent,
-                    round_number=rnd,
-                    seat=None,
-                    kind="interjection",
-                    message_id=m.id,
-                )
-            )
+        out.extend(_person_entries(m, messages, out[-1].round if out else 1))
     return out
