@@ -628,6 +628,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `roundtabled list | head`: a closed pipe ends the command quietly, as for any Unix tool.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
+    for warning in cfg.unknown_environment():
+        print(warning, file=sys.stderr)
     try:
         settings = cfg.load_settings(
             _cli_overrides(args) if args.command == "serve" else None,

@@ -8,7 +8,8 @@ Precedence, lowest first: field defaults < TOML file < environment < command-lin
 - Environment: ``ROUNDTABLED_<FIELD>`` (``ROUNDTABLED_TURN_TIMEOUT=5``); lists are comma-separated,
   booleans are ``true/false/1/0/yes/no/on/off``. ``OPENCODE_SERVER_PASSWORD`` and
   ``OPENCODE_SERVER_USERNAME`` (what ``opencode serve`` reads) are accepted too, below their
-  ``ROUNDTABLED_`` forms. Other ``ROUNDTABLED_*`` variables are ignored.
+  ``ROUNDTABLED_`` forms. Other ``ROUNDTABLED_*`` variables do not set anything; every command
+  warns about them on stderr (:func:`unknown_environment`), naming the closest known one.
 - Command line: a mapping of field names to values; ``None`` means "not given".
 
 Invariants
@@ -22,6 +23,7 @@ Invariants
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import math
 import os
@@ -335,6 +337,27 @@ def _read_toml(path: Path, explicit: bool) -> dict[str, Any]:
 
 def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
+
+
+OTHER_ENV = frozenset({"CONFIG", "FAULT", "URL", "UNIT", "TEMPLATE", "DEMO_MODEL", "SLOW"})
+"""``ROUNDTABLED_*`` variables read elsewhere (config file, tests' crash points, the tool shim,
+the demo, the unit template and the test suite), not settings fields."""
+
+
+def unknown_environment(env: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per ``ROUNDTABLED_*`` variable that names no setting (a typo such as
+    ``ROUNDTABLED_TURN_TIMOUT`` would otherwise be ignored silently), with the closest known
+    name when there is one. Empty when all are known."""
+    env = os.environ if env is None else env
+    known = sorted({ENV_PREFIX + f.upper() for f in _KINDS} | {ENV_PREFIX + o for o in OTHER_ENV})
+    out: list[str] = []
+    for var in sorted(env):
+        if not var.startswith(ENV_PREFIX) or var in known:
+            continue
+        close = difflib.get_close_matches(var, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(known)}"
+        out.append(f"warning: {var} is not a roundtabled setting and is ignored{hint}")
+    return out
 
 
 def load_settings(

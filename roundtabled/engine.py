@@ -86,7 +86,7 @@ from roundtabled.state import (
     persisted_form,
     sign_marker,
 )
-from roundtabled.validation import RoundtableRequest, check_agents
+from roundtabled.validation import RoundtableRequest, check_agents, check_extend_rounds
 
 if True:  # typing-only import kept at runtime for clarity of the dependency direction
     from roundtabled.opencode import HTTP_CLOCK, HttpClock, OpenCodeClient
@@ -484,6 +484,7 @@ class Engine:
                 "observer cannot change when extending; omit it "
                 f"(the roundtable's observer is {state.observer})",
             )
+        check_extend_rounds(state.total_rounds, req.rounds)
         messages = await self._read_all(state)
         _warn_pasted_meta(s2, messages, state.state_message_id)
         if not state.history:

@@ -58,7 +58,9 @@ OBSERVER_AGENT = "roundtable-observer"
 """Hidden, tool-less OpenCode agent that runs the built-in observer (installed with the tools)."""
 
 MAX_ROUNDS = 50
-"""Upper bound of ``rounds`` (spec §3)."""
+"""Upper bound of ``rounds`` (spec §3), per call (start or extend)."""
+MAX_TOTAL_ROUNDS = 200
+"""Upper bound of a roundtable's rounds over all its extensions (design §6, bounded everything)."""
 MAX_TITLE_CHARS = 200
 """Upper bound of ``title`` in characters (spec §3)."""
 TOOL_OUTPUT_PREVIEW_MAX = 500

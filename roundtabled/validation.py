@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from roundtabled.errors import ValidationFailed
-from roundtabled.state import BUILTIN_OBSERVER, MAX_ROUNDS, MAX_TITLE_CHARS, PermissionPolicy
+from roundtabled.state import (
+    BUILTIN_OBSERVER,
+    MAX_ROUNDS,
+    MAX_TITLE_CHARS,
+    MAX_TOTAL_ROUNDS,
+    PermissionPolicy,
+)
 
 MAX_PROMPT_CHARS = 100_000
 """Upper bound of ``prompt`` in characters (a topic, not a document)."""
@@ -216,6 +222,26 @@ def parse_request(body: object) -> RoundtableRequest:
         permission_policy=policy,
         extend_mode=mode,
     )
+
+
+def check_extend_rounds(total_rounds: int, more: int) -> None:
+    """Refuse an extension that would take a roundtable past :data:`MAX_TOTAL_ROUNDS` rounds.
+
+    Args:
+        total_rounds: the rounds the roundtable has so far (all earlier calls).
+        more: the ``rounds`` of this ``extend`` call (already checked to be 1–50).
+
+    Raises:
+        ValidationFailed: field ``rounds``, naming how many rounds may still be added.
+    """
+    if total_rounds + more > MAX_TOTAL_ROUNDS:
+        left = max(0, MAX_TOTAL_ROUNDS - total_rounds)
+        raise ValidationFailed(
+            "rounds",
+            f"this roundtable already has {total_rounds} rounds; extending by {more} would make "
+            f"{total_rounds + more}, more than {MAX_TOTAL_ROUNDS} in all"
+            + (f" (at most {left} more)" if left else " (it cannot be extended further)"),
+        )
 
 
 def seat_agents(available: Sequence[Mapping[str, Any]]) -> list[str]:

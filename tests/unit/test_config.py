@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from roundtabled import config as cfg
 from roundtabled.config import (
     ConfigError,
     Settings,
@@ -307,3 +308,22 @@ def test_password_never_echoed_in_errors(env: dict[str, str], tmp_path: Path) ->
     assert "server_password" in str(err)
     assert "12345" not in str(err)
     assert "<hidden>" in str(err)
+
+
+def test_unknown_roundtabled_variables_are_warned_about_with_the_closest_name() -> None:
+    env = {
+        "ROUNDTABLED_TURN_TIMOUT": "5",  # typo
+        "ROUNDTABLED_UNKNOWN_THING": "x",
+        "ROUNDTABLED_TURN_TIMEOUT": "5",
+        "ROUNDTABLED_FAULT": "prompted:1",
+        "ROUNDTABLED_SLOW": "1",
+        "HOME": "/h",
+    }
+    warnings = cfg.unknown_environment(env)
+    assert len(warnings) == 2
+    assert "ROUNDTABLED_TURN_TIMOUT is not a roundtabled setting" in warnings[0]
+    assert "did you mean ROUNDTABLED_TURN_TIMEOUT?" in warnings[0]
+    assert warnings[1].startswith("warning: ROUNDTABLED_UNKNOWN_THING")
+    far = cfg.unknown_environment({"ROUNDTABLED_ZZZZZZZZZZZZZZZZZZZZ": "1"})
+    assert "known: " in far[0] and "ROUNDTABLED_RESYNC_PERIOD" in far[0]  # no close match
+    assert cfg.unknown_environment({"ROUNDTABLED_LOG_LEVEL": "info"}) == []
