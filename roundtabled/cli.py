@@ -302,10 +302,33 @@ def _exit_for(result: dict[str, Any]) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
+def read_topic(value: str) -> str:
+    """The topic argument of ``start``/``extend``: the text itself, ``-`` for standard input, or
+    ``@FILE`` for a UTF-8 file (a topic too long or multi-line for a shell argument).
+
+    Raises:
+        CliError: the file cannot be read or is not UTF-8 (exit code 2, the field named).
+    """
+    if value == "-":
+        return sys.stdin.read()
+    if value.startswith("@") and len(value) > 1:
+        path = Path(value[1:]).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CliError(
+                f"Error: prompt: cannot read {str(path)!r}: {reason} (give the topic itself, "
+                "- for standard input, or @FILE)",
+                EXIT_USAGE,
+            ) from None
+    return value
+
+
 async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     body: dict[str, Any] = {
         "agents": [a for a in args.agents.split(",")] if args.agents else None,
-        "prompt": args.prompt,
+        "prompt": read_topic(args.prompt),
         "rounds": args.rounds,
     }
     for key, value in (
@@ -328,7 +351,11 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
 
 
 async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
-    body: dict[str, Any] = {"sessionID": args.session, "prompt": args.prompt, "rounds": args.rounds}
+    body: dict[str, Any] = {
+        "sessionID": args.session,
+        "prompt": read_topic(args.prompt),
+        "rounds": args.rounds,
+    }
     if args.mode:
         body["extendMode"] = args.mode
     async with ControlClient(control_url(settings), settings.token_file) as cc:
@@ -543,7 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     s = sub.add_parser("start", help="run a roundtable through the daemon and print it")
-    s.add_argument("prompt", help="the topic")
+    s.add_argument("prompt", help="the topic; - reads it from standard input, @FILE from a file")
     s.add_argument("--agents", required=True, help="comma-separated agent names in order")
     s.add_argument("--rounds", type=int, default=1, help="rounds (1-50, default 1)")
     s.add_argument("--observer", help="observer agent (default: built-in)")
@@ -555,7 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("extend", help="continue a concluded roundtable")
     s.add_argument("session", metavar="SES")
-    s.add_argument("prompt")
+    s.add_argument("prompt", help="what to discuss next; - for standard input, @FILE for a file")
     s.add_argument("--rounds", type=int, default=1)
     s.add_argument(
         "--mode", choices=["continuation", "new-topic"], help="override the prefix heuristic"

@@ -162,6 +162,19 @@ async def test_the_result_carries_a_usage_footer_unless_it_is_turned_off(rt: RT)
     assert not [line for line in run.out.splitlines() if line.startswith("Usage — ")]
 
 
+async def test_start_reads_a_long_topic_from_a_file(rt: RT, tmp_path: Path) -> None:
+    """``@FILE``: a multi-line topic that would not survive a shell argument reaches the seats."""
+    script_debate(rt)
+    topic = tmp_path / "topic.md"
+    topic.write_text("Split the monolith?\n\n- payments first\n- ledger last\n", encoding="utf-8")
+    run = await cli(rt, "start", "--agents", "pm,dev", "--directory", rt.directory, f"@{topic}")
+    assert run.code == 0, run
+    first = rt.llm.requests_for(kind="turn")[0]
+    assert "- payments first\n- ledger last" in first.last_user_text
+    missing = await cli(rt, "start", "--agents", "pm,dev", f"@{tmp_path / 'none.md'}")
+    assert_clean_error(missing, 2, "prompt", "none.md", "@FILE")
+
+
 async def test_start_with_an_unknown_agent_prints_one_error_and_exits_2(rt: RT) -> None:
     run = await cli(rt, "start", "--agents", "pm,nobody", "--directory", rt.directory, "topic")
     assert_clean_error(run, 2, "nobody", "Available agents:", "pm")
