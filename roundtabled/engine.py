@@ -237,6 +237,11 @@ class Engine:
         """Dispatch one server event: wake the roundtable it concerns. Cheap; never raises."""
         sid = event.session_id
         etype = event.type
+        if etype == ev.SERVER_CONNECTED:
+            # First event of every connection, handled before the events after it: a mirror
+            # opened on an earlier connection may have missed events in the gap.
+            self.stream_epoch += 1
+            return
         if etype == ev.PERMISSION_ASKED:
             self._spawn(self._on_permission(event))
             return
@@ -340,11 +345,12 @@ class Engine:
         try:
             available = await self.client.agents(directory)
             config = await config_task
-            parent = await parent_task if parent_task is not None else None
-        except NotFound:
-            raise ValidationFailed(
-                "parentSessionID", f"parent session {req.parent_session_id!r} does not exist"
-            ) from None
+            try:
+                parent = await parent_task if parent_task is not None else None
+            except NotFound:
+                raise ValidationFailed(
+                    "parentSessionID", f"parent session {req.parent_session_id!r} does not exist"
+                ) from None
         finally:
             for task in (parent_task, config_task):
                 if task is not None and not task.done():
@@ -691,12 +697,20 @@ class Engine:
             or table.cancel is not None
             or table.deleted_hint
             or table.error_seen_at is not None
-            or table.disposed_at is not None
+            or (
+                table.disposed_at is not None
+                and table.disposed_at >= (pend.prompted_at or 0)  # disposed during this turn
+            )
         ):
             return None
         raw = mirror.messages()
         if raw is None:
             return None  # not finished yet: keep collecting
+        last = raw[-1]["info"] if len(raw) > 1 else {}
+        if last.get("finish") == "tool-calls" and not last.get("error"):
+            # Only S2's real status can tell a refused-tools end from an idle *event* that
+            # came between two steps (stale or duplicated): read S2.
+            return None
         s2 = state.session_id
         obs = Observation(
             now=now_ms(),
@@ -722,9 +736,8 @@ class Engine:
 
         A crash between the prompt and the state write leaves the previous turn pending in S2's
         state block; recovery finds the new prompt by its signed marker and adopts it (machine
-        invariant 4). The hiding PATCH is sent before the prompt POST and the server builds the
-        model request only after storing the new message, so the next model never sees the
-        previous prompt (checked by the tests that record every model request).
+        invariant 4). The hiding PATCH completes before the prompt POST, so the next model never
+        sees the previous prompt (checked by the tests that record every model request).
         """
         prev = table.state
         table.state = d.state
@@ -743,17 +756,17 @@ class Engine:
         s2 = table.state.session_id
         table.unpersisted = True
         table.pokes_at_prompt = table.pokes
-        # gather() starts the hiding PATCH(es) before the POST.
-        results = await asyncio.gather(
-            *(self._hide_view(s2, v) for v in prompt.hide),
-            self._prompt(table, prompt),
-            return_exceptions=True,
-        )
-        for res in results:
+        # The hiding PATCH(es) complete before the POST: sent beside it, a slow or retried
+        # PATCH could land after the server built the next model request (regression "hide
+        # patch lands before the next model request").
+        for res in await asyncio.gather(
+            *(self._hide_view(s2, v) for v in prompt.hide), return_exceptions=True
+        ):
             if isinstance(res, TransportError):
                 table.log.warning("could not hide the previous turn prompt: %s", res)
             elif isinstance(res, BaseException):
                 raise res
+        await self._prompt(table, prompt)
         if prev.phase != table.state.phase:
             # The index of the start-up scan changes only here; write it now.
             await self._persist(table.state, index=True)

@@ -58,6 +58,7 @@ mid-turn: its in-flight step is lost): after this long the turn is settled as fa
 """After ``session.error`` with nothing stored (e.g. unknown agent), how long before skipping."""
 
 Status = Literal["idle", "busy", "retry", "unknown"]
+_TURN_KINDS = ("turn", "observer")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -396,6 +397,8 @@ def extras_after(
     ids = [m.id for m in messages]
     start = ids.index(after_id) + 1 if after_id in ids else 0
     for m in messages[start:]:
+        if isinstance(m, UserView) and m.marker is not None and m.marker.kind in _TURN_KINDS:
+            break  # a later turn of ours (a stale stored state): what follows is that turn's
         if isinstance(m, UserView) and m.marker is None and not m.state_block:
             out.extend(_person_entries(m, messages, round_number))
     return out
@@ -794,7 +797,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
     moved_on = any(
         isinstance(m, UserView)
         and m.marker is not None
-        and m.marker.kind in ("turn", "observer")
+        and m.marker.kind in _TURN_KINDS
         and m.id != pend.message_id
         for m in obs.messages
     )
