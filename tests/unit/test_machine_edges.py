@@ -108,11 +108,13 @@ class S2Sim:
 
     raw: list[dict[str, Any]] = field(default_factory=list)
 
-    def prompt(self, agent: str, rnd: int, seat: int) -> S2Sim:
+    def prompt(
+        self, agent: str, rnd: int, seat: int, *, mid: str = TURN_MSG, created: int = T0
+    ) -> S2Sim:
         marker = Marker(kind="turn", round=rnd, seat=seat, agent=agent, roundtable=S2)
         self.raw.append(
             {
-                "info": {"id": TURN_MSG, "role": "user", "time": {"created": T0}},
+                "info": {"id": mid, "role": "user", "time": {"created": created}},
                 "parts": [
                     {"type": "text", "text": "your turn"},
                     {
@@ -593,21 +595,7 @@ def test_commands_of_a_finished_turn_persist_before_prompting() -> None:
 
 
 def _next_prompt(sim: S2Sim, agent: str, rnd: int, seat: int, mid: str, created: int) -> None:
-    marker = Marker(kind="turn", round=rnd, seat=seat, agent=agent, roundtable=S2)
-    sim.raw.append(
-        {
-            "info": {"id": mid, "role": "user", "time": {"created": created}},
-            "parts": [
-                {"type": "text", "text": "dev, your turn"},
-                {
-                    "type": "text",
-                    "text": "label",
-                    "ignored": True,
-                    "metadata": sign_marker(marker, S2, SIGNER),
-                },
-            ],
-        }
-    )
+    sim.prompt(agent, rnd, seat, mid=mid, created=created)
 
 
 def test_stale_stored_turn_is_recorded_and_the_running_next_turn_adopted_not_aborted() -> None:
