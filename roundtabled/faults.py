@@ -14,9 +14,10 @@ import os
 import signal
 
 POINTS = (
-    "state-created",  # S2 and its state block exist; turn 1 not yet decided
+    "state-created",  # S2 and its state block, naming turn 1's intent, exist; turn 1 not sent
     "intent-persisted",  # the state naming the pending turn is written (before its prompt on a
-    # handoff decided from a read; after it, deferred, on a fast handoff)
+    # handoff decided from a read and for turn 1, with the state block; after it, deferred, on a
+    # fast handoff)
     "prompted",  # the prompt is accepted; on a fast handoff the stored state is still behind
     "turn-recorded",  # a finished turn is in memory; the next intent not yet persisted
     "observer-prompted",  # the observer's prompt is accepted

@@ -589,6 +589,18 @@ def test_commands_of_a_finished_turn_persist_before_prompting() -> None:
     assert [type(d.commands[i]).__name__ for i in idx] == ["PersistState", "Prompt"]
 
 
+def test_a_fresh_roundtable_opens_with_the_intent_then_turn_1_without_a_read() -> None:
+    """``Engine.start`` writes the state block with this decision's intent and sends its prompt
+    without reading S2 (it created S2 a moment ago: idle and empty)."""
+    state = state_with(["pm", "dev"], rounds=2, pending=None)
+    d = machine.decide(state, Observation(now=T0, status="idle", new_id="msg_first0000000001"))
+    assert [type(c).__name__ for c in d.commands] == ["PersistState", "Prompt"]
+    prompt = d.commands[1]
+    assert isinstance(prompt, Prompt) and prompt.send and not prompt.hide
+    assert (prompt.agent, prompt.marker.round, prompt.marker.seat) == ("pm", 0, 0)
+    assert d.state.pending is not None and d.state.pending.message_id == prompt.message_id
+
+
 # ------------------------------------------------------------------------------------------------
 # A stale stored state after a fast handoff (machine invariant 4, last clause)
 # ------------------------------------------------------------------------------------------------
