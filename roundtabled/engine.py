@@ -451,7 +451,9 @@ class Engine:
             await self._prompt(table, opening)
         else:
             await self._step(table)
-        self._run(table)
+        # The worker waits for the first wake (an event of turn 1, or its deadline): a pass now
+        # would only read S2 while turn 1 is starting on the server.
+        self._run(table, wait_first=True)
         return table.state
 
     async def extend(self, req: RoundtableRequest) -> RoundtableState:
@@ -607,12 +609,18 @@ class Engine:
         self._changed()
         return table
 
-    def _run(self, table: Table) -> None:
-        table.task = asyncio.create_task(self._worker(table), name=f"rt-{table.state.session_id}")
+    def _run(self, table: Table, *, wait_first: bool = False) -> None:
+        """Start the worker of ``table``; ``wait_first``: its first pass waits for a wake (a
+        poke or ``table.deadline_ms``) instead of running at once."""
+        table.task = asyncio.create_task(
+            self._worker(table, wait_first=wait_first), name=f"rt-{table.state.session_id}"
+        )
 
-    async def _worker(self, table: Table) -> None:
+    async def _worker(self, table: Table, *, wait_first: bool = False) -> None:
         HTTP_CLOCK.set(table.clock)  # this task's requests count as the table's server time
         backoff = 0.5
+        if wait_first:
+            await self._sleep(table)
         while not self._closing:
             try:
                 finished = await self._step(table)
