@@ -591,6 +591,19 @@ class Engine:
         if table is None or not table.state.active:
             raise ValidationFailed("sessionID", f"no active roundtable {s2!r}")
         table.cancel = Cancel(summarize=summarize, reason=reason)
+        # Durable before the abort and before the answer: a crash from here on must not resume
+        # the debate (regression "cancelled result is never released before it is written").
+        # The worker's own decision on the cancel writes the full record shortly after.
+        state = table.state
+        record = state.model_copy(
+            update={
+                "end_reason": EndReason.CANCELLED,
+                "errors": [*state.errors, f"cancelled: {reason}"],
+                "options": state.options.model_copy(update={"cancel_summarize": summarize}),
+            }
+        )
+        with contextlib.suppress(TransportError, NotFound):
+            await self._persist(record)
         # Abort at once (stop must stop within 2 s), the worker records it.
         with contextlib.suppress(TransportError):
             await self.client.abort(s2)
@@ -959,9 +972,12 @@ class Engine:
                         table.poke()
                     i += 2
                     continue
-                if not table.state.active:
-                    # Over: the result before the state write (see _release_result), after the
-                    # turn events above, so a watcher sees the last turn before "done".
+                if not table.state.active and table.state.end_reason in (
+                    None,
+                    EndReason.COMPLETED,
+                ):
+                    # Completed: the result before the state write (see _release_result), after
+                    # the turn events above, so a watcher sees the last turn before "done".
                     self._release_result(table)
                 await self._persist(table.state, index=prev.phase != table.state.phase)
                 table.unpersisted = False
@@ -1354,11 +1370,14 @@ class Engine:
     def _release_result(self, table: Table) -> None:
         """Make the result of a debate that is over available to pollers (once).
 
-        Called as soon as the decision to finish is taken, before its state is written: the
-        result is derived from S2's messages alone, so a crash before the write makes the same
-        result again, and delivery stays exactly-once because a restarted daemon first checks
-        the waiting tool call's part in S1 (:meth:`_deliver`). Saves the state write's round
-        trip (~17 ms) on the way to the result (issue 5, figure 1).
+        For a *completed* debate (the observer answered) this is called as soon as the decision
+        to finish is taken, before its state is written: that result is derived from S2's
+        messages alone, so a crash before the write makes the same result again, and delivery
+        stays exactly-once because a restarted daemon first checks the waiting tool call's part
+        in S1 (:meth:`_deliver`). Saves the state write's round trip (~17 ms) on the way to the
+        result (issue 5, figure 1). Every other end (a cancel above all) lives only in memory
+        until its state is written, so its result is released after the write (regression
+        "cancelled result is never released before it is written").
         """
         if table.result is None:
             table.result = self._result_payload(table.state, _deliver_kind(table.state))

@@ -51,6 +51,10 @@ REPROMPT_GRACE_MS = 5_000
 """A prompt whose user message is still absent from S2 this long after sending is sent again."""
 ABORT_GRACE_MS = 5_000
 """After an abort, how long to wait for the aborted reply to be stored before skipping anyway."""
+CANCEL_SETTLE_MS = 1_000
+"""After the abort of a cancel, with S2 idle and no reply of the turn stored: how long before the
+turn is settled as cut off (the server stopped it before creating a reply; regression 5 asks for
+the stop within 2 s)."""
 ERROR_GRACE_MS = 2_000
 STALE_REPLY_GRACE_MS = 10_000
 """S2 idle but a reply of the pending turn never completed (the server was killed and restarted
@@ -803,7 +807,11 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
     )
     if ((idle and not others_running) or moved_on) and _final(answers):
         aborted = bool(answers[-1].error_name == "MessageAbortedError")
-        cut = aborted and pend.abort_requested_at is not None
+        # A stored cancel without its abort time: the cancel was written, then the daemon
+        # crashed before deciding on it (Engine.cancel writes it before aborting).
+        cut = aborted and (
+            pend.abort_requested_at is not None or state.end_reason == EndReason.CANCELLED
+        )
         entry = _entry_from_answers(
             answers,
             agent=pend.agent,
@@ -847,7 +855,12 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         return _with(cmds, Decision(state, [], wake_at=since + STALE_REPLY_GRACE_MS))
 
     if pend.abort_requested_at is not None:
-        if idle and obs.now - pend.abort_requested_at >= ABORT_GRACE_MS:
+        cancelled = state.end_reason == EndReason.CANCELLED
+        # A cancel that stopped the turn before the server created any reply: once S2 is idle
+        # nothing is coming, so the grace is short (stop must stop, regression 5; a cancel right
+        # after the start hit the 5 s grace).
+        grace = CANCEL_SETTLE_MS if cancelled and not answers else ABORT_GRACE_MS
+        if idle and obs.now - pend.abort_requested_at >= grace:
             entry = _entry_from_answers(
                 answers,
                 agent=pend.agent,
@@ -856,8 +869,10 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
                 kind=kind,
                 message_id=pend.message_id,
                 cut_off=True,
-                timeout_s=state.options.turn_timeout,
+                timeout_s=None if cancelled else state.options.turn_timeout,
             )
+            if cancelled:
+                entry = entry.model_copy(update={"error": "cut off by the cancel"})
             extras = extras_after(obs.messages, pend.message_id, round_number)
             return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
         abort_at: int = pend.abort_requested_at
@@ -866,7 +881,8 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
             pend = pend.model_copy(update={"abort_requested_at": abort_at})
             state = state.model_copy(update={"pending": pend})
             cmds.append(Abort())
-        return _with(cmds, Decision(state, [], wake_at=abort_at + ABORT_GRACE_MS))
+        wait = grace if idle else ABORT_GRACE_MS
+        return _with(cmds, Decision(state, [], wake_at=abort_at + wait))
 
     if obs.now - started >= timeout_ms:
         # Spec §7.6: abort and skip. The reply is recorded once S2 is idle again.

@@ -50,13 +50,13 @@ ROUNDS = 3
 # "turn-recorded" once per finished turn (the observer's answer is the 10th). With the scripted
 # model answering at once, every handoff after turn 1 is a fast one (roundtabled.mirror): the
 # prompt goes out first and the state write is deferred, so "intent-persisted" passes only for
-# turn 1 (written before its prompt) and for the handoff to the observer (a phase change, written
-# right after the prompt). A kill at "prompted":n ≥ 2 therefore leaves the stored state several
-# turns behind S2: the restarted daemon must walk the signed markers forward and adopt the prompt
-# already sent (machine invariant 4), never send it again.
+# turn 1 (written with the state block, right after "state-created", so only that one is listed)
+# and for the handoff to the observer (a phase change, written right after the prompt). A kill
+# at "prompted":n ≥ 2 therefore leaves the stored state several turns behind S2: the restarted
+# daemon must walk the signed markers forward and adopt the prompt already sent (machine
+# invariant 4), never send it again.
 KILL_POINTS: list[tuple[str, int]] = [
     ("state-created", 1),
-    ("intent-persisted", 1),
     ("intent-persisted", 2),
     ("prompted", 1),
     ("prompted", 2),
@@ -69,6 +69,7 @@ KILL_POINTS: list[tuple[str, int]] = [
     ("prompted", 9),
     ("turn-recorded", 1),
     ("turn-recorded", 3),
+    ("turn-recorded", 5),
     ("turn-recorded", 6),
     ("turn-recorded", 9),
     ("turn-recorded", 10),

@@ -529,6 +529,34 @@ def test_cancelled_turn_ends_the_debate_without_the_observer() -> None:
     assert (d.state.summary or "").startswith(prompts.CANCELLED_HEADER)
 
 
+def test_cancel_before_any_reply_settles_within_a_second_as_cut_off_by_the_cancel() -> None:
+    """Regression "cancel right after start": the abort came before the server created pm's
+    reply, so S2 is idle with no reply; the turn is settled after ``CANCEL_SETTLE_MS``, not the
+    5 s abort grace, and never labelled a timeout."""
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0))
+    sim = S2Sim().prompt("pm", 0, 0)
+    d = machine.decide(state, sim.observe(now=T0 + 10, cancel=Cancel(summarize=False)))
+    assert d.state.pending is not None and d.state.pending.abort_requested_at == T0 + 10
+    assert d.wake_at == T0 + 10 + machine.CANCEL_SETTLE_MS
+    d = machine.decide(d.state, sim.observe(now=T0 + 10 + machine.CANCEL_SETTLE_MS))
+    assert d.state.phase == Phase.DONE and d.state.end_reason == EndReason.CANCELLED
+    (pm,) = d.state.history
+    assert pm.cut_off and pm.error == "cut off by the cancel", pm
+    assert prompted(d.commands) == []
+
+
+def test_stored_cancel_without_its_abort_time_records_the_turn_as_cut_off_by_it() -> None:
+    """After a crash between ``Engine.cancel``'s write and the worker's decision: the stored
+    state is cancelled, the turn's reply was aborted; no further seat is prompted."""
+    state = state_with(["pm", "dev"], rounds=1, pending=(0, 0), end_reason=EndReason.CANCELLED)
+    sim = S2Sim().prompt("pm", 0, 0).answer("half", error="MessageAbortedError")
+    d = machine.decide(state, sim.observe())
+    assert d.state.phase == Phase.DONE and d.state.end_reason == EndReason.CANCELLED
+    (pm,) = d.state.history
+    assert pm.cut_off and pm.error == "cut off by the cancel", pm
+    assert prompted(d.commands) == []
+
+
 def test_finished_roundtable_ignores_everything() -> None:
     """Spec §7.10: after the conclusion nothing changes whatever S2 holds."""
     state = state_with(["pm", "dev"], rounds=1, pending=None).model_copy(
