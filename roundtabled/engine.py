@@ -422,16 +422,12 @@ class Engine:
         first = machine.decide(
             state, Observation(now=now_ms(), status="idle", new_id=ids.message_id())
         )
-        opening = first.commands[1] if len(first.commands) == 2 else None
-        if (
-            isinstance(first.commands[0], PersistState)
-            and isinstance(opening, Prompt)
-            and opening.send
-            and not opening.hide
-        ):
-            state = first.state
-        else:  # never for a fresh S2; then turn 1 is decided from a read like any other
-            opening = None
+        opening: Prompt | None = None
+        match first.commands:
+            case [PersistState(), Prompt(send=True, hide=()) as prompt]:
+                opening, state = prompt, first.state
+            case _:  # never for a fresh S2; then turn 1 is decided from a read like any other
+                pass
         await self._create_state_block(state)
         faults.checkpoint("state-created")
         if opening is not None:
@@ -594,16 +590,8 @@ class Engine:
         # Durable before the abort and before the answer: a crash from here on must not resume
         # the debate (regression "cancelled result is never released before it is written").
         # The worker's own decision on the cancel writes the full record shortly after.
-        state = table.state
-        record = state.model_copy(
-            update={
-                "end_reason": EndReason.CANCELLED,
-                "errors": [*state.errors, f"cancelled: {reason}"],
-                "options": state.options.model_copy(update={"cancel_summarize": summarize}),
-            }
-        )
         with contextlib.suppress(TransportError, NotFound):
-            await self._persist(record)
+            await self._persist(machine.with_cancel(table.state, table.cancel))
         # Abort at once (stop must stop within 2 s), the worker records it.
         with contextlib.suppress(TransportError):
             await self.client.abort(s2)

@@ -225,6 +225,20 @@ class Cancel:
     reason: str = "cancelled by the user"
 
 
+def with_cancel(state: RoundtableState, cancel: Cancel) -> RoundtableState:
+    """``state`` with ``cancel`` recorded: end reason ``cancelled``, the reason among the errors
+    and whether the observer is to summarize. Nothing else changes (the turn in flight is
+    aborted by the caller). Used by the machine and by ``Engine.cancel``, which writes it to S2
+    before aborting so that a crash cannot lose the cancel."""
+    return state.model_copy(
+        update={
+            "end_reason": EndReason.CANCELLED,
+            "errors": [*state.errors, f"cancelled: {cancel.reason}"],
+            "options": state.options.model_copy(update={"cancel_summarize": cancel.summarize}),
+        }
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """What the engine read from the server for one decision.
@@ -721,15 +735,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
 
     cmds: list[Command] = []
     if obs.cancel is not None and state.end_reason != EndReason.CANCELLED:
-        state = state.model_copy(
-            update={
-                "end_reason": EndReason.CANCELLED,
-                "errors": [*state.errors, f"cancelled: {obs.cancel.reason}"],
-                "options": state.options.model_copy(
-                    update={"cancel_summarize": obs.cancel.summarize}
-                ),
-            }
-        )
+        state = with_cancel(state, obs.cancel)
         pend = state.pending
         if pend is None:
             if obs.cancel.summarize and state.phase == Phase.ACTIVE:
