@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from roundtabled.errors import StateCorruptError, StateForgedError, StateVersionError
+from roundtabled.positions import Position
 
 STATE_VERSION = 1
 """Version of the persisted state layout; a block with another version is reported and skipped."""
@@ -96,6 +97,14 @@ class EndReason(StrEnum):
     SESSION_DELETED = "session-deleted"
     PARENT_DELETED = "parent-deleted"
     OBSERVER_FAILED = "observer-failed"
+    CONVERGED = "converged"
+    """Every speaking seat held its label (or all held the same one): see docs/result.md."""
+    BUDGET = "budget"
+    """The next turn would have exceeded the token/cost/time budget."""
+    TIMEOUT = "timeout"
+    """The roundtable as a whole ran out of time."""
+    FAILED = "failed"
+    """The daemon could not go on (e.g. the server kept refusing): see ``errors``."""
 
 
 class PermissionPolicy(StrEnum):
@@ -185,6 +194,28 @@ class HistoryEntry(_Model):
     usage: Usage = Field(default_factory=Usage)
     started_at: int | None = None
     finished_at: int | None = None
+    finish: str | None = None
+    """The last step's finish reason as the server recorded it (``stop``, ``length`` = cut at the
+    output limit, ``tool-calls``, …); ``None`` when no reply was stored."""
+    position: Position | None = None
+    """The closing ``Position:`` line of the reply (``None``: the reply states none; see
+    docs/result.md, never guessed)."""
+    changed: str | None = None
+    """The reply's ``Changed:`` line: why the seat's position changed (docs/result.md)."""
+
+
+class VerdictRecord(_Model):
+    """The observer's structured verdict as the daemon received it (docs/result.md).
+
+    ``data``: the validated verdict JSON (``None`` until one parsed); ``error``: why the last reply
+    did not validate; ``repair_asked``: the one repair turn was prompted (never twice, also across
+    restarts); ``fallback``: the verdict is built from the position ledger instead.
+    """
+
+    data: dict[str, Any] | None = None
+    error: str | None = None
+    repair_asked: bool = False
+    fallback: bool = False
 
 
 class PendingTurn(_Model):
@@ -277,6 +308,7 @@ class RoundtableState(_Model):
     pending: PendingTurn | None = None
     end_reason: EndReason | None = None
     summary: str | None = None
+    verdict: VerdictRecord = Field(default_factory=VerdictRecord)
     delivery: Delivery = Field(default_factory=Delivery)
     finalization: Finalization = Field(default_factory=Finalization)
     options: Options = Field(default_factory=Options)
