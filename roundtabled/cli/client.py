@@ -1,0 +1,127 @@
+"""The control API client of the command line, its error type and exit codes.
+
+Exit codes: 0 success; 1 error (daemon unreachable, server error); 2 bad input or configuration
+(the message names the field); 3 the roundtable ended without a normal conclusion (every agent
+failed, aborted, cancelled); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from roundtabled import config as cfg
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNCONCLUDED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class CliError(Exception):
+    """A failure to report to the user (``code`` is the exit code)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ControlClient:
+    """Async client of the daemon's control API.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:4747``.
+        token_file: the daemon's token file (read per client).
+    """
+
+    def __init__(self, base_url: str, token_file: Path) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token_file = token_file
+        self._http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> ControlClient:
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as exc:
+            raise CliError(
+                f"cannot read the token file {self.token_file}: {exc.strerror}. "
+                "Is `roundtabled serve` running with the same configuration?"
+            ) from None
+        self._http = aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"})
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> Any:
+        """One request; returns decoded JSON or text. Raises :class:`CliError`."""
+        assert self._http is not None
+        try:
+            async with self._http.request(
+                method,
+                self.base_url + path,
+                params=params,
+                data=orjson.dumps(body) if body is not None else None,
+                headers={"content-type": "application/json"} if body is not None else None,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as resp:
+                raw = await resp.read()
+                ctype = resp.headers.get("content-type", "")
+                data: Any = orjson.loads(raw) if "json" in ctype and raw else raw.decode()
+                if resp.status >= 400:
+                    msg = data.get("error") if isinstance(data, dict) else str(data)
+                    raise CliError(
+                        str(msg), EXIT_USAGE if resp.status in (400, 404) else EXIT_ERROR
+                    )
+                return data
+        except aiohttp.ClientConnectionError:
+            raise CliError(
+                f"Error: roundtabled is not running at {self.base_url}. Start it "
+                "with: roundtabled serve  (or: systemctl --user start roundtabled)"
+            ) from None
+        except TimeoutError:
+            raise CliError(
+                f"Error: roundtabled at {self.base_url} did not answer within {timeout:g} s"
+            ) from None
+
+    async def stream(self, path: str, opened: asyncio.Event | None = None) -> Any:
+        """Iterate over the ``data:`` items of an SSE route; ``opened`` is set once the route
+        answered (the daemon subscribes before it answers)."""
+        assert self._http is not None
+        try:
+            async with self._http.get(
+                self.base_url + path, timeout=aiohttp.ClientTimeout(total=None, sock_read=60)
+            ) as resp:
+                if resp.status >= 400:
+                    data = orjson.loads(await resp.read())
+                    raise CliError(str(data.get("error")), EXIT_USAGE)
+                if opened is not None:
+                    opened.set()
+                async for line in resp.content:
+                    if line.startswith(b"data: "):
+                        yield orjson.loads(line[6:])
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
+            ses = path.split("/")[3] if path.count("/") >= 4 else "SES"
+            raise CliError(
+                f"Error: lost the connection to roundtabled at {self.base_url} (it stopped or "
+                f"restarted); the roundtable goes on when it is back: roundtabled watch {ses}"
+            ) from None
+
+
+def control_url(settings: cfg.Settings) -> str:
+    """The daemon's control URL from the settings (``ROUNDTABLED_URL`` overrides)."""
+    override = os.environ.get("ROUNDTABLED_URL")
+    if override:
+        return override
+    return f"http://{settings.control_host}:{settings.control_port}"

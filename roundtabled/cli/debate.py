@@ -1,0 +1,103 @@
+"""Commands that run or follow a roundtable: ``start``, ``extend``, ``watch``, ``cancel``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from roundtabled import config as cfg
+from roundtabled.cli.client import EXIT_ERROR, EXIT_OK, CliError, ControlClient, control_url
+from roundtabled.cli.follow import exit_for, follow
+from roundtabled.cli.topic import read_topic
+
+
+async def agent_colors(cc: ControlClient, directory: str | None) -> dict[str, str]:
+    """The configured colour of each agent (``{name: "#rrggbb"}``; empty if unavailable)."""
+    try:
+        data = await cc.call(
+            "GET", "/v1/agents", params={"directory": directory} if directory else None
+        )
+    except CliError:
+        return {}
+    return {str(a["name"]): str(a["color"]) for a in data.get("agents", []) if a.get("color")}
+
+
+def start_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The control API body of ``start`` from its parsed arguments."""
+    body: dict[str, Any] = {
+        "agents": [a for a in args.agents.split(",")] if args.agents else None,
+        "prompt": read_topic(args.prompt),
+        "rounds": args.rounds,
+    }
+    for key, value in (
+        ("observer", args.observer),
+        ("title", args.title),
+        ("parentSessionID", args.parent),
+        ("turnTimeout", args.turn_timeout),
+        ("directory", str(Path(args.directory).resolve()) if args.directory else None),
+    ):
+        if value is not None:
+            body[key] = value
+    return body
+
+
+async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    body = start_body(args)
+    async with ControlClient(control_url(settings), settings.token_file) as cc:
+        colors = await agent_colors(cc, body.get("directory"))
+        created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+        ses = created["sessionID"]
+        print(f"Roundtable {ses}: {created.get('title')}", file=sys.stderr)
+        result = await follow(cc, ses, colors=colors, show_turns=not args.quiet)
+        print(result.get("text") or result.get("summary") or "")
+        return exit_for(result)
+
+
+async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    body: dict[str, Any] = {
+        "sessionID": args.session,
+        "prompt": read_topic(args.prompt),
+        "rounds": args.rounds,
+    }
+    if args.mode:
+        body["extendMode"] = args.mode
+    async with ControlClient(control_url(settings), settings.token_file) as cc:
+        colors = await agent_colors(cc, None)
+        await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+        result = await follow(cc, args.session, colors=colors, show_turns=not args.quiet)
+        print(result.get("text") or result.get("summary") or "")
+        return exit_for(result)
+
+
+async def cmd_watch(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    async with ControlClient(control_url(settings), settings.token_file) as cc:
+        colors = await agent_colors(cc, None)
+        result = await follow(cc, args.session, colors=colors)
+        print(result.get("text") or "")
+        return exit_for(result)
+
+
+async def cmd_cancel(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    async with ControlClient(control_url(settings), settings.token_file) as cc:
+        await cc.call(
+            "POST",
+            f"/v1/roundtables/{args.session}/cancel",
+            body={"summarize": args.summarize, "reason": "cancelled from the CLI"},
+        )
+        # Without --summarize no model request follows and the result comes at once; with it,
+        # the observer consolidates what exists first.
+        deadline = time.monotonic() + (300 if args.summarize else 60)
+        while True:
+            result = await cc.call(
+                "GET", f"/v1/roundtables/{args.session}/result", params={"wait": "25"}, timeout=40
+            )
+            if result.get("done") or time.monotonic() > deadline:
+                break
+    if not result.get("done"):
+        print(f"cancel requested; the roundtable is still {result.get('phase')}", file=sys.stderr)
+        return EXIT_ERROR
+    print(result.get("text") or result.get("summary") or "cancelled")
+    return EXIT_OK

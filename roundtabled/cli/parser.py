@@ -1,0 +1,194 @@
+"""The argument parser: one ``add_*`` function per command, each binding its handler.
+
+A handler is ``(args, settings) -> int`` or its coroutine form; ``main`` runs either. To add a
+command, write its handler in the module of its kind and one ``add_*`` function here, then call
+it from :func:`build_parser`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from roundtabled import __version__
+from roundtabled.cli import admin, debate, show
+
+
+def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("serve", help="run the daemon (beside `opencode serve`)")
+    s.add_argument("--server-url", help="OpenCode server URL (default http://127.0.0.1:4096)")
+    s.add_argument("--control-host", help="control API host (loopback) or unix:/path")
+    s.add_argument("--control-port", type=int, help="control API port (default 4747)")
+    s.add_argument(
+        "--token-file", help="control API token file (default $XDG_CONFIG_HOME/roundtabled/token)"
+    )
+    s.add_argument("--turn-timeout", type=float, help="seconds per turn before abort+skip")
+    s.add_argument("--loop-threshold", type=float, help="Jaccard threshold of loop detection")
+    s.add_argument("--resync-period", type=float, help="seconds between resyncs")
+    s.add_argument("--permission-policy", help="reject | allow-once | ask")
+    s.add_argument("--log-format", help="text | json")
+    s.add_argument("--log-level", help="debug | info | warning | error")
+    s.add_argument(
+        "--directory",
+        action="append",
+        dest="directories",
+        metavar="DIR",
+        help="project directory to scan at start-up (repeatable)",
+    )
+    s.set_defaults(handler=admin.cmd_serve)
+
+
+def add_start(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("start", help="run a roundtable through the daemon and print it")
+    s.add_argument("prompt", help="the topic; - reads it from standard input, @FILE from a file")
+    s.add_argument("--agents", required=True, help="comma-separated agent names in order")
+    s.add_argument("--rounds", type=int, default=1, help="rounds (1-50, default 1)")
+    s.add_argument("--observer", help="observer agent (default: built-in)")
+    s.add_argument("--title", help="S2 title (default from the topic)")
+    s.add_argument("--parent", metavar="SES", help="parent session S1 to deliver the result to")
+    s.add_argument("--directory", help="project directory (default: the server's)")
+    s.add_argument("--turn-timeout", type=float, help="seconds per turn for this roundtable")
+    s.add_argument("-q", "--quiet", action="store_true", help="print only the result")
+    s.set_defaults(handler=debate.cmd_start)
+
+
+def add_extend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("extend", help="continue a concluded roundtable")
+    s.add_argument("session", metavar="SES")
+    s.add_argument("prompt", help="what to discuss next; - for standard input, @FILE for a file")
+    s.add_argument("--rounds", type=int, default=1)
+    s.add_argument(
+        "--mode", choices=["continuation", "new-topic"], help="override the prefix heuristic"
+    )
+    s.add_argument("-q", "--quiet", action="store_true")
+    s.set_defaults(handler=debate.cmd_extend)
+
+
+def add_agents(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("agents", help="list the agents a roundtable can seat")
+    s.add_argument("--directory")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=show.cmd_agents)
+
+
+def add_list(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("list", help="active and recent roundtables")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=show.cmd_list)
+
+
+def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("status", help="one roundtable's status")
+    s.add_argument("session", metavar="SES")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=show.cmd_status)
+
+
+def add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("watch", help="stream turns as they finish")
+    s.add_argument("session", metavar="SES")
+    s.set_defaults(handler=debate.cmd_watch)
+
+
+def add_cancel(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("cancel", help="stop a roundtable (abort the turn in flight)")
+    s.add_argument("session", metavar="SES")
+    s.add_argument(
+        "--summarize",
+        action="store_true",
+        help="let the observer consolidate what exists (one more model request)",
+    )
+    s.set_defaults(handler=debate.cmd_cancel)
+
+
+def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("export", help="export a debate as Markdown or JSON")
+    s.add_argument("session", metavar="SES")
+    s.add_argument("--format", choices=["md", "json"], default="md")
+    s.add_argument("-o", "--output", metavar="FILE")
+    s.set_defaults(handler=show.cmd_export)
+
+
+def add_config(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("config", help="print the effective configuration (secrets masked)")
+    s.set_defaults(handler=admin.cmd_config)
+
+
+def add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("doctor", help="check the server, auth, stream, tools, agents, daemon")
+    s.set_defaults(handler=admin.cmd_doctor)
+
+
+def add_install_tool(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("install-tool", help="install the roundtable/available_agents tools")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--project", metavar="DIR", help="install into DIR/.opencode (default: cwd)")
+    g.add_argument(
+        "--global",
+        dest="global_",
+        action="store_true",
+        help="install into $XDG_CONFIG_HOME/opencode",
+    )
+    s.set_defaults(handler=admin.cmd_install_tool)
+
+
+def add_install_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("install-service", help="install and enable the systemd user units")
+    s.add_argument("--no-enable", action="store_true", help="only write the unit files")
+    s.add_argument(
+        "--with-opencode", action="store_true", help="also install opencode-serve.service"
+    )
+    s.set_defaults(handler=admin.cmd_install_service)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (every command has ``--help``)."""
+    p = argparse.ArgumentParser(
+        prog="roundtabled",
+        description="Multi-agent roundtable debates for OpenCode: a daemon beside `opencode "
+        "serve` and the commands that drive it.",
+    )
+    p.add_argument("--version", action="version", version=f"roundtabled {__version__}")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (default: $XDG_CONFIG_HOME/roundtabled/config.toml)",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        add_serve,
+        add_start,
+        add_extend,
+        add_agents,
+        add_list,
+        add_status,
+        add_watch,
+        add_cancel,
+        add_export,
+        add_config,
+        add_doctor,
+        add_install_tool,
+        add_install_service,
+    ):
+        add(sub)
+    return p
+
+
+# Settings `serve` takes from its flags (the other commands read the configuration only).
+SERVE_OVERRIDES = (
+    "server_url",
+    "control_host",
+    "control_port",
+    "token_file",
+    "turn_timeout",
+    "loop_threshold",
+    "resync_period",
+    "permission_policy",
+    "log_format",
+    "log_level",
+    "directories",
+)
+
+
+def cli_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The settings given as ``serve`` flags (``{key: value}``, only those given)."""
+    return {k: getattr(args, k) for k in SERVE_OVERRIDES if getattr(args, k, None) is not None}
