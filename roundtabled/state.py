@@ -256,6 +256,31 @@ class Delivery(_Model):
     no_reply_message_id: str | None = Field(default=None, alias="noReplyMessageID")
 
 
+Until = Literal["rounds", "converged"]
+"""When the debate stops taking seat turns: after ``rounds`` rounds, or once the panel converged."""
+Opening = Literal["sequential", "independent"]
+"""How round 1 runs: one seat after another, or every seat at once without seeing the others."""
+ContextMode = Literal["full", "recent"]
+"""What a seat sees: every earlier reply, or the opening round, a digest and the last round."""
+
+
+class Budget(_Model):
+    """Limits of one call (start or extend); ``None`` = no limit on that dimension.
+
+    ``tokens``: input + output tokens as the server records them on each assistant message;
+    ``usd``: the server's ``cost``; ``seconds``: wall time since the call began.
+    Rules in :mod:`roundtabled.deliberation` (docs/deliberation.md).
+    """
+
+    tokens: int | None = None
+    usd: float | None = None
+    seconds: float | None = None
+
+    def empty(self) -> bool:
+        """True when no dimension is limited."""
+        return self.tokens is None and self.usd is None and self.seconds is None
+
+
 class Options(_Model):
     """Per-roundtable options (daemon defaults, overridable per call).
 
@@ -270,6 +295,17 @@ class Options(_Model):
     hide_past_prompts: bool = True
     cancel_summarize: bool = False
     """Set by a cancel: whether the observer still consolidates (else no further model request)."""
+    until: Until = "rounds"
+    budget: Budget | None = None
+    opening: Opening = "sequential"
+    context: ContextMode = "full"
+    preset: str | None = None
+    """The configuration preset the roundtable was started from (for display only)."""
+    call_started_at: int = 0
+    """Epoch ms when the current call (start or the latest extend) began: budget seconds count
+    from here."""
+    call_from_round: int = 0
+    """0-indexed first round of the current call: budget tokens and cost count from here."""
 
 
 class Finalization(_Model):
@@ -305,10 +341,16 @@ class RoundtableState(_Model):
     phase: Phase = Phase.ACTIVE
     history: list[HistoryEntry] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    """Sentences for the result's ``status.notes`` from other rules (budget spent and limit, a
+    diversity warning…), in the words the user should read (docs/result.md)."""
     pending: PendingTurn | None = None
     end_reason: EndReason | None = None
     summary: str | None = None
     verdict: VerdictRecord = Field(default_factory=VerdictRecord)
+    stop_detail: str | None = None
+    """Why the debate stopped early in words (converged, budget): for the observer and the
+    result's notes (docs/deliberation.md)."""
     delivery: Delivery = Field(default_factory=Delivery)
     finalization: Finalization = Field(default_factory=Finalization)
     options: Options = Field(default_factory=Options)
