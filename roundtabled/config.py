@@ -34,11 +34,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from roundtabled.errors import RoundtableError
-from roundtabled.state import PermissionPolicy
+from roundtabled.errors import RoundtableError, ValidationFailed
+from roundtabled.state import Budget, PermissionPolicy
+from roundtabled.validation import PRESET_NAME_RE, PresetSpec, parse_budget, parse_request
 
 __all__ = [
     "ENV_PREFIX",
+    "PRESET_KEYS",
     "ConfigError",
     "Settings",
     "default_config_file",
@@ -151,6 +153,20 @@ class Settings(BaseModel):
     """Maximum simultaneous requests to the OpenCode server."""
     shutdown_window: float = Field(default=8.0, ge=0, le=600, allow_inf_nan=False)
     """Seconds given to in-flight work after SIGTERM before the daemon exits."""
+    budget_tokens: int | None = Field(default=None, ge=1, le=1_000_000_000)
+    """Default token budget (input + output) of a roundtable call that gives none."""
+    budget_usd: float | None = Field(default=None, gt=0, le=1_000_000, allow_inf_nan=False)
+    """Default cost budget (USD, the server's cost) of a roundtable call that gives none."""
+    budget_seconds: float | None = Field(default=None, gt=0, le=604_800, allow_inf_nan=False)
+    """Default wall-time budget (seconds) of a roundtable call that gives none."""
+    presets: dict[str, PresetSpec] = Field(default_factory=dict)
+    """Named panels (``[presets.NAME]`` tables in the TOML file only; see docs/deliberation.md)."""
+
+    def default_budget(self) -> Budget | None:
+        """The configured default budget, or ``None`` when no ``budget_*`` key is set."""
+        if self.budget_tokens is None and self.budget_usd is None and self.budget_seconds is None:
+            return None
+        return Budget(tokens=self.budget_tokens, usd=self.budget_usd, seconds=self.budget_seconds)
 
     @field_validator("control_host")
     @classmethod
@@ -200,9 +216,13 @@ _ALLOWED: dict[str, str] = {
     "http_timeout": "a number of seconds greater than 0 and at most 3600",
     "max_concurrency": "an integer from 1 to 1024",
     "shutdown_window": "a number of seconds from 0 to 600",
+    "budget_tokens": "an integer number of tokens from 1 to 1000000000",
+    "budget_usd": "a number of US dollars greater than 0 and at most 1000000",
+    "budget_seconds": "a number of seconds greater than 0 and at most 604800",
+    "presets": "[presets.NAME] tables in the config file (not an environment variable or flag)",
 }
 
-Kind = Literal["str", "int", "float", "bool", "list", "path", "enum"]
+Kind = Literal["str", "int", "float", "bool", "list", "path", "enum", "presets"]
 _KINDS: dict[str, Kind] = {
     "server_url": "str",
     "server_username": "str",
@@ -224,6 +244,10 @@ _KINDS: dict[str, Kind] = {
     "http_timeout": "float",
     "max_concurrency": "int",
     "shutdown_window": "float",
+    "budget_tokens": "int",
+    "budget_usd": "float",
+    "budget_seconds": "float",
+    "presets": "presets",
 }
 assert set(_KINDS) == set(Settings.model_fields) == set(_ALLOWED)
 
@@ -251,6 +275,8 @@ def _error(field: str, key: str, value: object, detail: str = "") -> ConfigError
 def _from_string(kind: Kind, raw: str) -> object:
     """Parse an environment/command-line string into a value of ``kind``."""
     text = raw.strip()
+    if kind == "presets":
+        raise _Bad
     if kind == "bool":
         low = text.lower()
         if low in _TRUE:
@@ -286,7 +312,97 @@ def _from_toml(kind: Kind, value: object) -> object:
     """Check a TOML value of ``kind``: TOML has typed values, so ``"5"`` is not a number."""
     if isinstance(value, str) and kind in ("int", "float", "bool", "list"):
         raise _Bad
+    if kind == "presets":
+        if not isinstance(value, dict):
+            raise _Bad
+        return value  # checked by _presets (it names the key inside the table)
     return _from_object(kind, value)
+
+
+PRESET_KEYS: dict[str, str] = {
+    "agents": "a list of agent names in speaking order",
+    "rounds": "an integer from 1 to 50",
+    "observer": "an agent name (omit for the built-in observer)",
+    "until": "'rounds' or 'converged'",
+    "budget": "a table with any of tokens, usd, seconds (positive numbers)",
+    "opening": "'sequential' or 'independent'",
+    "context": "'full' or 'recent'",
+    "title_prefix": "a string put before the roundtable's title",
+}
+"""Keys of a ``[presets.NAME]`` table and what each accepts."""
+
+# preset key -> request body key (the same checks as a roundtable call)
+_PRESET_BODY = {
+    "agents": "agents",
+    "rounds": "rounds",
+    "observer": "observer",
+    "until": "until",
+    "opening": "opening",
+    "context": "context",
+}
+
+
+def _presets(raw: Mapping[str, object], where: str) -> dict[str, PresetSpec]:
+    """Check the ``[presets.*]`` tables with the rules of a roundtable call.
+
+    Raises:
+        ConfigError: naming ``presets.NAME.key (in FILE)``, the bad value and what is allowed.
+    """
+    out: dict[str, PresetSpec] = {}
+    for name, table in raw.items():
+        key = f"presets.{name} (in {where})"
+        if not isinstance(table, dict):
+            raise ConfigError(
+                key, f"invalid configuration: {key} must be a table ([presets.{name}])"
+            )
+        if not PRESET_NAME_RE.match(name):
+            raise ConfigError(
+                key,
+                f"invalid configuration: preset name {name!r} must be letters, digits, '_', "
+                "'-' or '.' (at most 64 characters)",
+            )
+        unknown = sorted(k for k in table if k not in PRESET_KEYS)
+        if unknown:
+            bad = f"presets.{name}.{unknown[0]} (in {where})"
+            raise ConfigError(
+                bad,
+                f"invalid configuration: unknown key {bad}; allowed keys: "
+                + ", ".join(PRESET_KEYS),
+            )
+        body: dict[str, object] = {"prompt": "preset check"}
+        body.update({_PRESET_BODY[k]: v for k, v in table.items() if k in _PRESET_BODY})
+        if "agents" not in body:
+            body["preset"] = name  # agents may come from the call
+        try:
+            req = parse_request(body)
+            budget = parse_budget(table.get("budget"))
+        except ValidationFailed as exc:
+            sub = exc.field  # the request's field names are the preset's keys
+            bad = f"presets.{name}.{sub} (in {where})"
+            allowed = PRESET_KEYS.get(sub.split(".")[0], "")
+            detail = str(exc).removeprefix("Error: ")
+            raise ConfigError(
+                bad, f"invalid configuration: {bad}: {detail}; expected {allowed}"
+            ) from None
+        prefix = table.get("title_prefix")
+        if prefix is not None and (not isinstance(prefix, str) or len(prefix) > 100):
+            bad = f"presets.{name}.title_prefix (in {where})"
+            raise ConfigError(
+                bad,
+                f"invalid configuration: {bad} = {prefix!r}; expected a string of at most "
+                "100 characters",
+            )
+        out[name] = PresetSpec(
+            agents=req.agents if "agents" in table else None,
+            rounds=req.rounds if "rounds" in table else None,
+            observer=req.observer,
+            until=req.until,
+            budget=budget,
+            opening=req.opening,
+            context=req.context,
+            title_prefix=prefix,
+        )
+    return out
 
 
 def _from_object(kind: Kind, value: object) -> object:
@@ -407,6 +523,8 @@ def load_settings(
                 key, f"invalid configuration: unknown key {key}; allowed keys: {allowed}"
             )
         put(name, key, value, _from_toml)
+        if name == "presets":
+            values["presets"] = _presets(values["presets"], str(path))  # type: ignore[arg-type]
 
     for var, field in (
         ("OPENCODE_SERVER_USERNAME", "server_username"),

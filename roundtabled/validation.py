@@ -12,18 +12,24 @@ duplicate and lists the available agents. So the accepted list always has exactl
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
 
 from roundtabled.errors import ValidationFailed
+from roundtabled.prompts import default_title
 from roundtabled.state import (
     BUILTIN_OBSERVER,
     MAX_ROUNDS,
     MAX_TITLE_CHARS,
     MAX_TOTAL_ROUNDS,
+    Budget,
+    ContextMode,
+    Opening,
     PermissionPolicy,
+    Until,
 )
 
 MAX_PROMPT_CHARS = 100_000
@@ -45,7 +51,18 @@ ALLOWED_KEYS = {
     "turnTimeout",
     "permissionPolicy",
     "extendMode",
+    "until",
+    "budget",
+    "opening",
+    "context",
+    "preset",
 }
+BUDGET_KEYS = ("tokens", "usd", "seconds")
+"""Keys of ``budget``; any subset, each a positive number (``tokens`` an integer)."""
+MAX_BUDGET_TOKENS = 1_000_000_000
+MAX_BUDGET_USD = 1_000_000.0
+MAX_BUDGET_SECONDS = 7 * 86_400.0
+PRESET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +82,13 @@ class RoundtableRequest:
     turn_timeout: float | None
     permission_policy: PermissionPolicy | None
     extend_mode: Literal["continuation", "new-topic"] | None
+    until: Until | None = None
+    budget: Budget | None = None
+    opening: Opening | None = None
+    context: ContextMode | None = None
+    preset: str | None = None
+    given: frozenset[str] = field(default_factory=frozenset)
+    """The body keys the caller set (non-null): what a preset must not override."""
 
     @property
     def extend(self) -> bool:
@@ -131,11 +155,11 @@ def parse_request(body: object) -> RoundtableRequest:
                 f"agents must be a list of agent names (strings), got {_short(agents_raw)}",
             )
         agents = tuple(agents_raw)
-    elif session_id is None:
+    elif session_id is None and body.get("preset") is None:
         raise ValidationFailed(
             "agents",
             "agents is required for a new roundtable: give at "
-            "least 2 agent names in speaking order",
+            "least 2 agent names in speaking order (or a preset)",
         )
     rounds_raw = body.get("rounds", 1)
     if rounds_raw is None:
@@ -207,6 +231,25 @@ def parse_request(body: object) -> RoundtableRequest:
                 f"extendMode must be 'continuation' or 'new-topic', got {_short(mode_raw)}",
             )
         mode = mode_raw
+    until = _choice(body, "until", get_args(Until))
+    opening = _choice(body, "opening", get_args(Opening))
+    context = _choice(body, "context", get_args(ContextMode))
+    if opening is not None and session_id is not None:
+        raise ValidationFailed(
+            "opening",
+            "opening applies to a new roundtable only (its round 1); omit it when extending",
+        )
+    preset = _opt_str(body, "preset", max_len=200)
+    if preset is not None and not PRESET_NAME_RE.match(preset):
+        raise ValidationFailed(
+            "preset",
+            "preset must be a preset name from the configuration (letters, digits, '_', '-', "
+            f"'.'; see `roundtabled presets`), got {_short(preset)}",
+        )
+    if preset is not None and session_id is not None:
+        raise ValidationFailed(
+            "preset", "preset applies to a new roundtable only; omit it when extending"
+        )
     return RoundtableRequest(
         prompt=prompt,
         agents=agents,
@@ -221,7 +264,158 @@ def parse_request(body: object) -> RoundtableRequest:
         turn_timeout=turn_timeout,
         permission_policy=policy,
         extend_mode=mode,
+        until=until,
+        budget=parse_budget(body.get("budget")),
+        opening=opening,
+        context=context,
+        preset=preset,
+        given=frozenset(str(k) for k, v in body.items() if v is not None),
     )
+
+
+def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if value not in allowed:
+        raise ValidationFailed(
+            key,
+            f"{key} must be one of "
+            + ", ".join(repr(a) for a in allowed)
+            + f", got {_short(value)}",
+        )
+    return value
+
+
+def parse_budget(raw: object, field_name: str = "budget") -> Budget | None:
+    """Check a ``budget`` object: ``{"tokens": N, "usd": X, "seconds": S}``, any subset.
+
+    Args:
+        raw: the decoded JSON value (``None``: no budget).
+        field_name: the name errors use (``budget``).
+
+    Returns:
+        The :class:`~roundtabled.state.Budget`, or ``None`` when ``raw`` is ``None``.
+
+    Raises:
+        ValidationFailed: not an object, an unknown key, an empty object, or a value that is not
+            a positive finite number (``tokens``: an integer) up to its bound.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ValidationFailed(
+            field_name,
+            f"{field_name} must be an object with any of {', '.join(BUDGET_KEYS)}, "
+            f"got {_short(raw)}",
+        )
+    unknown = sorted(str(k) for k in raw if k not in BUDGET_KEYS)
+    if unknown:
+        raise ValidationFailed(
+            field_name,
+            f"unknown {field_name} key {unknown[0]!r}; allowed keys: " + ", ".join(BUDGET_KEYS),
+        )
+    values: dict[str, float | int] = {}
+    bounds = {"tokens": MAX_BUDGET_TOKENS, "usd": MAX_BUDGET_USD, "seconds": MAX_BUDGET_SECONDS}
+    units = {"tokens": "an integer number of tokens", "usd": "US dollars", "seconds": "seconds"}
+    for key in BUDGET_KEYS:
+        value = raw.get(key)
+        if value is None:
+            continue
+        ok = (
+            not isinstance(value, bool)
+            and isinstance(value, int | float)
+            and math.isfinite(value)
+            and 0 < value <= bounds[key]
+            and (key != "tokens" or float(value).is_integer())
+        )
+        if not ok:
+            raise ValidationFailed(
+                field_name,
+                f"{field_name}.{key} must be a positive number ({units[key]}, at most "
+                f"{bounds[key]:g}), got {_short(value)}",
+            )
+        values[key] = int(value) if key == "tokens" else float(value)
+    if not values:
+        raise ValidationFailed(
+            field_name,
+            f"{field_name} must set at least one of {', '.join(BUDGET_KEYS)} (omit it for none)",
+        )
+    return Budget.model_validate(values)
+
+
+@dataclass(frozen=True, slots=True)
+class PresetSpec:
+    """A named panel from the configuration (``[presets.NAME]`` in config.toml).
+
+    Every field is optional; ``title_prefix`` is put before the roundtable's title.
+    """
+
+    agents: tuple[str, ...] | None = None
+    rounds: int | None = None
+    observer: str | None = None
+    until: Until | None = None
+    budget: Budget | None = None
+    opening: Opening | None = None
+    context: ContextMode | None = None
+    title_prefix: str | None = None
+
+
+def apply_preset(
+    req: RoundtableRequest,
+    presets: Mapping[str, PresetSpec],
+    default_budget: Budget | None = None,
+) -> RoundtableRequest:
+    """Fill what the call did not set from its preset, then the configuration's default budget.
+
+    Args:
+        req: the checked request (:func:`parse_request`).
+        presets: the configured presets by name.
+        default_budget: the configuration's ``budget_tokens/usd/seconds`` (``None``: none); it
+            applies when neither the call nor its preset gives a budget.
+
+    Returns:
+        The request with the preset's values where the call gave none (explicit arguments
+        override the preset) and the title prefixed with the preset's ``title_prefix``.
+
+    Raises:
+        ValidationFailed: field ``preset`` for an unknown name (listing the available ones), or
+            ``agents`` when neither the call nor the preset names the seats.
+    """
+    if req.preset is None:
+        if req.budget is None and default_budget is not None and not default_budget.empty():
+            return replace(req, budget=default_budget)
+        return req
+    spec = presets.get(req.preset)
+    if spec is None:
+        names = ", ".join(sorted(presets)) or "none are configured"
+        raise ValidationFailed(
+            "preset",
+            f"unknown preset {req.preset!r}; available presets: {names} "
+            "(configured as [presets.NAME] in config.toml)",
+        )
+    given = req.given
+    changes: dict[str, Any] = {}
+    if "agents" not in given and spec.agents is not None:
+        changes["agents"] = spec.agents
+    if "rounds" not in given and spec.rounds is not None:
+        changes["rounds"] = spec.rounds
+    for name in ("observer", "until", "opening", "context", "budget"):
+        if name not in given and getattr(spec, name) is not None:
+            changes[name] = getattr(spec, name)
+    out = replace(req, **changes)
+    if out.agents is None:
+        raise ValidationFailed(
+            "agents",
+            f"preset {req.preset!r} names no agents; give agents in the call or in "
+            f"[presets.{req.preset}]",
+        )
+    if spec.title_prefix:
+        title = spec.title_prefix + (out.title or default_title(out.prompt))
+        out = replace(out, title=title[:MAX_TITLE_CHARS])
+    if out.budget is None and default_budget is not None and not default_budget.empty():
+        out = replace(out, budget=default_budget)
+    return out
 
 
 def check_extend_rounds(total_rounds: int, more: int) -> None:

@@ -18,6 +18,32 @@ def cmd_config(args: argparse.Namespace, settings: cfg.Settings) -> int:
     return EXIT_OK
 
 
+def cmd_presets(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    """List the configured presets (``[presets.NAME]`` of config.toml), one line each."""
+    data = settings.masked()["presets"]
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    if not data:
+        print(
+            "No presets configured. Add [presets.NAME] tables to "
+            f"{args.config or cfg.default_config_file()} (see examples/config.toml)."
+        )
+        return EXIT_OK
+    for name, spec in sorted(data.items()):
+        parts = []
+        for key, value in spec.items():
+            if value is None or key == "budget":
+                continue
+            shown = ",".join(value) if isinstance(value, list) else value
+            parts.append(f"{key}={shown!r}" if key == "title_prefix" else f"{key}={shown}")
+        budget = {k: v for k, v in (spec.get("budget") or {}).items() if v is not None}
+        if budget:
+            parts.append("budget=" + ",".join(f"{k}:{v:g}" for k, v in budget.items()))
+        print(f"{name}: " + " ".join(parts))
+    return EXIT_OK
+
+
 def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
     from roundtabled import install
 

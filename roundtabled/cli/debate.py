@@ -25,14 +25,39 @@ async def agent_colors(cc: ControlClient, directory: str | None) -> dict[str, st
     return {str(a["name"]): str(a["color"]) for a in data.get("agents", []) if a.get("color")}
 
 
+def deliberation_body(args: argparse.Namespace) -> dict[str, Any]:
+    """``until``, ``budget`` and ``context`` of the control API body from ``--until``,
+    ``--budget-tokens/-usd/-seconds`` and ``--context`` (absent flags are left out)."""
+    body: dict[str, Any] = {}
+    if args.until:
+        body["until"] = args.until
+    budget = {
+        k: v
+        for k, v in (
+            ("tokens", args.budget_tokens),
+            ("usd", args.budget_usd),
+            ("seconds", args.budget_seconds),
+        )
+        if v is not None
+    }
+    if budget:
+        body["budget"] = budget
+    if args.context:
+        body["context"] = args.context
+    return body
+
+
 def start_body(args: argparse.Namespace) -> dict[str, Any]:
     """The control API body of ``start`` from its parsed arguments."""
     body: dict[str, Any] = {
         "agents": [a for a in args.agents.split(",")] if args.agents else None,
         "prompt": read_topic(args.prompt),
         "rounds": args.rounds,
+        **deliberation_body(args),
     }
     for key, value in (
+        ("opening", args.opening),
+        ("preset", args.preset),
         ("observer", args.observer),
         ("title", args.title),
         ("parentSessionID", args.parent),
@@ -61,6 +86,7 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
         "sessionID": args.session,
         "prompt": read_topic(args.prompt),
         "rounds": args.rounds,
+        **deliberation_body(args),
     }
     if args.mode:
         body["extendMode"] = args.mode

@@ -40,15 +40,47 @@ def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def add_start(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("start", help="run a roundtable through the daemon and print it")
     s.add_argument("prompt", help="the topic; - reads it from standard input, @FILE from a file")
-    s.add_argument("--agents", required=True, help="comma-separated agent names in order")
-    s.add_argument("--rounds", type=int, default=1, help="rounds (1-50, default 1)")
+    s.add_argument(
+        "--agents", help="comma-separated agent names in order (required unless --preset has them)"
+    )
+    s.add_argument("--rounds", type=int, help="rounds (1-50, default 1 or the preset's)")
     s.add_argument("--observer", help="observer agent (default: built-in)")
     s.add_argument("--title", help="S2 title (default from the topic)")
     s.add_argument("--parent", metavar="SES", help="parent session S1 to deliver the result to")
     s.add_argument("--directory", help="project directory (default: the server's)")
     s.add_argument("--turn-timeout", type=float, help="seconds per turn for this roundtable")
+    add_deliberation_flags(s)
+    s.add_argument(
+        "--opening",
+        choices=["sequential", "independent"],
+        help="round 1 one seat after another (default) or every seat at once, unseen",
+    )
+    s.add_argument(
+        "--preset", metavar="NAME", help="a [presets.NAME] panel of config.toml (flags override it)"
+    )
     s.add_argument("-q", "--quiet", action="store_true", help="print only the result")
     s.set_defaults(handler=debate.cmd_start)
+
+
+def add_deliberation_flags(s: argparse.ArgumentParser) -> None:
+    """``--until``, ``--budget-*`` and ``--context`` (start and extend)."""
+    s.add_argument(
+        "--until",
+        choices=["rounds", "converged"],
+        help="stop after all rounds (default) or once the panel converged",
+    )
+    s.add_argument(
+        "--budget-tokens", type=int, metavar="N", help="stop before N tokens (input + output)"
+    )
+    s.add_argument("--budget-usd", type=float, metavar="X", help="stop before X US dollars")
+    s.add_argument(
+        "--budget-seconds", type=float, metavar="S", help="stop before S seconds of wall time"
+    )
+    s.add_argument(
+        "--context",
+        choices=["full", "recent"],
+        help="seats see every reply (default) or the opening, a digest and the last round",
+    )
 
 
 def add_extend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,6 +91,7 @@ def add_extend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     s.add_argument(
         "--mode", choices=["continuation", "new-topic"], help="override the prefix heuristic"
     )
+    add_deliberation_flags(s)
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(handler=debate.cmd_extend)
 
@@ -106,6 +139,12 @@ def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     s.add_argument("--format", choices=["md", "json"], default="md")
     s.add_argument("-o", "--output", metavar="FILE")
     s.set_defaults(handler=show.cmd_export)
+
+
+def add_presets(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("presets", help="list the panels configured as [presets.NAME]")
+    s.add_argument("--json", action="store_true", help="print them as JSON")
+    s.set_defaults(handler=admin.cmd_presets)
 
 
 def add_config(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -164,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_watch,
         add_cancel,
         add_export,
+        add_presets,
         add_config,
         add_doctor,
         add_install_tool,

@@ -327,3 +327,76 @@ def test_unknown_roundtabled_variables_are_warned_about_with_the_closest_name() 
     far = cfg.unknown_environment({"ROUNDTABLED_ZZZZZZZZZZZZZZZZZZZZ": "1"})
     assert "known: " in far[0] and "ROUNDTABLED_RESYNC_PERIOD" in far[0]  # no close match
     assert cfg.unknown_environment({"ROUNDTABLED_LOG_LEVEL": "info"}) == []
+
+
+# ── presets and default budgets ─────────────────────────────────────────────────────────────────
+
+PRESETS = """
+budget_tokens = 50000
+budget_seconds = 900
+[presets.arch]
+agents = ["pm", "dev", "rv"]
+rounds = 4
+observer = "rv"
+until = "converged"
+budget = {tokens = 20000, usd = 0.5}
+opening = "independent"
+context = "recent"
+title_prefix = "[arch] "
+[presets.quick]
+rounds = 1
+"""
+
+
+def test_presets_and_default_budget_are_read(env: dict[str, str], tmp_path: Path) -> None:
+    s = load_settings(env=env, config_file=write(tmp_path, PRESETS))
+    arch = s.presets["arch"]
+    assert arch.agents == ("pm", "dev", "rv") and arch.rounds == 4 and arch.observer == "rv"
+    assert (arch.until, arch.opening, arch.context) == ("converged", "independent", "recent")
+    assert arch.budget is not None and (arch.budget.tokens, arch.budget.usd) == (20000, 0.5)
+    assert arch.title_prefix == "[arch] "
+    quick = s.presets["quick"]
+    assert quick.agents is None and quick.rounds == 1 and quick.until is None
+    budget = s.default_budget()
+    assert budget is not None and (budget.tokens, budget.usd, budget.seconds) == (50000, None, 900)
+    assert s.masked()["presets"]["arch"]["budget"]["tokens"] == 20000
+    assert load_settings(env=env).default_budget() is None
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "words"),
+    [
+        ("[presets.a]\nseats = ['pm']", "presets.a.seats", "allowed keys: agents, rounds"),
+        ("[presets.a]\nrounds = 0", "presets.a.rounds", "from 1 to 50"),
+        ("[presets.a]\nuntil = 'forever'", "presets.a.until", "'rounds', 'converged'"),
+        ("[presets.a]\nopening = 'parallel'", "presets.a.opening", "'sequential', 'independent'"),
+        ("[presets.a]\ncontext = 'some'", "presets.a.context", "'full', 'recent'"),
+        ("[presets.a]\nbudget = {tokens = -1}", "presets.a.budget", "budget.tokens must be a positive number"),
+        ("[presets.a]\nbudget = {coins = 3}", "presets.a.budget", "unknown budget key 'coins'"),
+        ("[presets.a]\nagents = 'pm'", "presets.a.agents", "list of agent names"),
+        ("[presets.a]\ntitle_prefix = 3", "presets.a.title_prefix", "a string"),
+        ("presets = 3", "presets", "[presets.NAME] tables"),
+        ("budget_tokens = 0", "budget_tokens", "from 1 to 1000000000"),
+        ("budget_usd = -2.0", "budget_usd", "greater than 0"),
+    ],
+)
+def test_preset_errors_name_the_key(
+    env: dict[str, str], tmp_path: Path, text: str, key: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_settings(env=env, config_file=write(tmp_path, text))
+    assert exc.value.key.startswith(key), exc.value.key
+    assert words in str(exc.value)
+
+
+def test_presets_cannot_come_from_the_environment(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_settings(env={**env, "ROUNDTABLED_PRESETS": "x"})
+    assert exc.value.key == "ROUNDTABLED_PRESETS"
+    assert load_settings(env={**env, "ROUNDTABLED_BUDGET_TOKENS": "300"}).budget_tokens == 300
+
+
+def test_example_presets_load(env: dict[str, str]) -> None:
+    example = Path(__file__).parents[2] / "examples" / "config.toml"
+    s = load_settings(env=env, config_file=example)
+    assert len(s.presets) >= 2
