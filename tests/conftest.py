@@ -14,13 +14,19 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 
-from roundtabled.testing.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
+from roundtabled.testing.opencode_server import (
+    OpenCodeServer,
+    agent_prompts_of,
+    find_opencode_binary,
+    offline_config,
+)
 from roundtabled.testing.scripted_llm import ScriptedLLM
 
 
@@ -31,6 +37,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="also run tests marked slow (or set ROUNDTABLED_SLOW=1)",
     )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which OpenCode binary the servers of this run start (``scripts/test --opencode V``)."""
+    try:
+        binary = find_opencode_binary()
+    except FileNotFoundError as exc:
+        return f"opencode: {exc}"
+    try:
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+        version = out.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        version = "unknown"
+    return f"opencode: {version} ({binary})"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,11 +9,9 @@ Invariants:
 - Nothing is downloaded. ``OPENCODE_DISABLE_MODELS_FETCH=1`` is set, and every config directory
   the server would ``npm install @opencode-ai/plugin`` into (the global
   ``$XDG_CONFIG_HOME/opencode`` and each project's ``.opencode``) is pre-filled by
-  :func:`prefill_config_dir`. The server (``Npm.install`` in the 1.18.33 bundle) skips the install
-  when ``<dir>/node_modules`` exists *and* every dependency named in ``<dir>/package.json`` (plus
-  ``@opencode-ai/plugin``) is listed in ``<dir>/package-lock.json`` → ``packages[""]``; so we
-  write both files and a ``node_modules`` holding symlinks to the repository's installed
-  ``@opencode-ai/plugin`` and its dependency closure (custom tools then import it normally).
+  :func:`~roundtabled.testing.opencode_install.prefill_config_dir` (how: that module).
+- The binary is :func:`~roundtabled.testing.opencode_install.find_opencode_binary`'s:
+  ``$ROUNDTABLED_OPENCODE_BIN`` (another release) or the pinned one.
 - The server runs in its own session / process group; :meth:`OpenCodeServer.stop` and
   :meth:`OpenCodeServer.kill` signal that group only. Servers still alive at interpreter exit are
   SIGKILLed (``atexit``), so a failing test leaves no orphan.
@@ -27,7 +25,6 @@ import atexit
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import time
@@ -37,12 +34,34 @@ from typing import Any
 
 import aiohttp
 
-#: The pinned OpenCode version (package.json at the repository root).
-OPENCODE_VERSION = "1.18.33"
-PLUGIN_PACKAGE = "@opencode-ai/plugin"
-#: Extra key in the pre-filled ``package-lock.json``; an npm install by the server rewrites the
-#: lock and drops it (the server's INFO log does not mention installs, so this is the evidence).
-PREFILL_MARKER = "roundtabled-prefill"
+from roundtabled.testing.opencode_install import (
+    OPENCODE_VERSION,
+    PLUGIN_PACKAGE,
+    PREFILL_MARKER,
+    find_node_modules,
+    find_opencode_binary,
+    prefill_config_dir,
+)
+
+__all__ = [
+    "AGENT_PROMPTS",
+    "BUILD_PROMPT",
+    "MODEL_IDS",
+    "OPENCODE_VERSION",
+    "PLUGIN_PACKAGE",
+    "PREFILL_MARKER",
+    "SEAT_COLORS",
+    "SEAT_DESCRIPTIONS",
+    "SEAT_PROMPTS",
+    "OpenCodeServer",
+    "agent_prompts_of",
+    "find_node_modules",
+    "find_opencode_binary",
+    "free_port",
+    "offline_config",
+    "prefill_config_dir",
+]
+
 
 SEAT_COLORS = {"pm": "#3498db", "dev": "#2ecc71", "rv": "#e74c3c"}
 SEAT_DESCRIPTIONS = {
@@ -80,110 +99,6 @@ def _kill_leftovers() -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
     _LIVE.clear()
-
-
-# ----------------------------------------------------------------------------------------------
-# Locating the binary and the installed npm packages
-# ----------------------------------------------------------------------------------------------
-
-
-def _search_roots() -> list[Path]:
-    roots: list[Path] = []
-    for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
-        roots.extend([start, *start.parents])
-    return roots
-
-
-def find_node_modules() -> Path | None:
-    """The repository's ``node_modules`` holding ``@opencode-ai/plugin`` (searched upward from
-    this file, then from the cwd), or ``None``."""
-    for root in _search_roots():
-        candidate = root / "node_modules"
-        if (candidate / PLUGIN_PACKAGE / "package.json").is_file():
-            return candidate
-    return None
-
-
-def find_opencode_binary() -> Path:
-    """Path of the ``opencode`` executable.
-
-    Order: ``$ROUNDTABLED_OPENCODE_BIN``; ``<dir>/node_modules/.bin/opencode`` for ``dir`` this
-    file's directory or the cwd or any of their parents; ``opencode`` on ``PATH``. Raises
-    :class:`FileNotFoundError` explaining how to install it otherwise.
-    """
-    env = os.environ.get("ROUNDTABLED_OPENCODE_BIN")
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            raise FileNotFoundError(f"ROUNDTABLED_OPENCODE_BIN={env} does not exist")
-        return path
-    for root in _search_roots():
-        candidate = root / "node_modules" / ".bin" / "opencode"
-        if candidate.exists():
-            return candidate
-    which = shutil.which("opencode")
-    if which:
-        return Path(which)
-    raise FileNotFoundError(
-        "opencode binary not found: run `scripts/setup` (or `npm install` / `npm ci` at the "
-        f"repository root, which installs the pinned opencode-ai@{OPENCODE_VERSION}), or set "
-        "ROUNDTABLED_OPENCODE_BIN"
-    )
-
-
-def _dependency_closure(node_modules: Path, name: str) -> list[str]:
-    """``name`` and its transitive ``dependencies`` that exist in the flat ``node_modules``."""
-    seen: list[str] = []
-    todo = [name]
-    while todo:
-        pkg = todo.pop()
-        if pkg in seen:
-            continue
-        manifest = node_modules / pkg / "package.json"
-        if not manifest.is_file():
-            continue
-        seen.append(pkg)
-        deps = json.loads(manifest.read_text()).get("dependencies") or {}
-        todo.extend(deps)
-    return seen
-
-
-def prefill_config_dir(config_dir: Path, node_modules: Path | None = None) -> bool:
-    """Make OpenCode skip its ``npm install @opencode-ai/plugin`` into ``config_dir``.
-
-    Writes ``package.json``, ``package-lock.json`` (listing the plugin under ``packages[""]``),
-    ``.gitignore`` and a ``node_modules`` of symlinks into the repository's ``node_modules``.
-    Returns ``False`` (and writes nothing) when no installed plugin is found.
-    """
-    source = node_modules or find_node_modules()
-    if source is None:
-        return False
-    version = json.loads((source / PLUGIN_PACKAGE / "package.json").read_text())["version"]
-    deps = {PLUGIN_PACKAGE: version}
-    config_dir.mkdir(parents=True, exist_ok=True)
-    (config_dir / "package.json").write_text(json.dumps({"dependencies": deps}, indent=2) + "\n")
-    lock = {
-        "name": config_dir.name,
-        "lockfileVersion": 3,
-        "requires": True,
-        "packages": {"": {"dependencies": deps}},
-        PREFILL_MARKER: True,  # dropped if the server's Arborist ever rewrites this file
-    }
-    (config_dir / "package-lock.json").write_text(json.dumps(lock, indent=2) + "\n")
-    gitignore = config_dir / ".gitignore"
-    if not gitignore.exists():
-        gitignore.write_text(
-            "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore\n"
-        )
-    target = config_dir / "node_modules"
-    target.mkdir(exist_ok=True)
-    for pkg in _dependency_closure(source, PLUGIN_PACKAGE):
-        link = target / pkg
-        if link.exists() or link.is_symlink():
-            continue
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(source / pkg, target_is_directory=True)
-    return True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -340,6 +255,8 @@ class OpenCodeServer:
         self._port: int | None = None
         self._log_file: Any = None
         self.startup_seconds: float | None = None
+        #: ``version`` of ``/global/health`` once started (the release under test).
+        self.version: str | None = None
 
     # -- properties -----------------------------------------------------------------------
 
@@ -524,6 +441,8 @@ class OpenCodeServer:
                         f"{self.url}/global/health", timeout=aiohttp.ClientTimeout(total=0.5)
                     ) as resp:
                         if resp.status == 200:
+                            body = await resp.json(content_type=None)
+                            self.version = str(body.get("version"))
                             return
                         last_error = f"HTTP {resp.status}"
                 except (aiohttp.ClientError, TimeoutError) as exc:
