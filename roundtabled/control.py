@@ -17,12 +17,12 @@ import os
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
-from roundtabled import __version__, export
+from roundtabled import __version__, export, listing
 from roundtabled.engine import Engine
 from roundtabled.errors import TransportError, ValidationFailed
 from roundtabled.validation import parse_request, seat_agents
@@ -35,6 +35,20 @@ MAX_WAIT_S = 60.0
 """Longest long-poll of ``/result`` in seconds."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class StreamHealth(Protocol):
+    """What the health route reads of the event stream (:class:`roundtabled.stream.EventStream`).
+
+    ``connected``: a connection is delivering events now; ``last_error``: why the stream is down
+    (``None`` while it is up).
+    """
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def last_error(self) -> str | None: ...
 
 
 def ensure_token(path: Path) -> str:
@@ -78,11 +92,15 @@ class ControlAPI:
     Args:
         engine: the engine to drive.
         token: the bearer token every request must carry.
+        stream: the daemon's event stream, for ``/v1/health`` (``None``: reported as not
+            connected).
     """
 
-    def __init__(self, engine: Engine, token: str) -> None:
+    def __init__(self, engine: Engine, token: str, stream: StreamHealth | None = None) -> None:
         self.engine = engine
+        self.stream = stream
         self._token = token.encode()
+        self._stopping = False
         self.app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY_BYTES)
         r = self.app.router
         r.add_get("/v1/ping", self.ping)
@@ -95,6 +113,12 @@ class ControlAPI:
         r.add_post("/v1/roundtables/{ses}/cancel", self.cancel)
         r.add_get("/v1/roundtables/{ses}/events", self.events)
         r.add_get("/v1/roundtables/{ses}/export", self.export)
+
+    def stop_accepting(self) -> None:
+        """From now on refuse new and extended roundtables with 503 (the daemon is stopping: a
+        roundtable started now would be cut by the engine's shutdown before its first turn).
+        Every other route keeps answering until the API itself is closed."""
+        self._stopping = True
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -143,17 +167,18 @@ class ControlAPI:
     async def health(self, request: web.Request) -> web.Response:
         """Daemon and server health."""
         e = self.engine
-        stream = getattr(e, "stream", None)
+        stream = self.stream
         return _json(
             {
                 "ok": e.ready.is_set() and e.last_error is None,
                 "version": __version__,
                 "ready": e.ready.is_set(),
+                "stopping": self._stopping,
                 "server": {
                     "url": e.client.base_url,
                     "version": e.server_version,
-                    "connected": bool(getattr(stream, "connected", False)),
-                    "lastError": e.last_error or getattr(stream, "last_error", None),
+                    "connected": stream is not None and stream.connected,
+                    "lastError": e.last_error or (stream.last_error if stream else None),
                 },
                 "active": len(e.tables),
             }
@@ -167,7 +192,7 @@ class ControlAPI:
         agents = await self.engine.client.agents(directory)
         names = seat_agents(agents)
         listed = [
-            {k: a.get(k) for k in ("name", "description", "mode", "color", "model")}
+            {k: a.get(k) for k in ("name", "description", "mode", "color", "model", "native")}
             for a in agents
             if not a.get("hidden")
         ]
@@ -175,7 +200,13 @@ class ControlAPI:
         return _json({"agents": listed, "text": "Available agents: " + ", ".join(names)})
 
     async def create(self, request: web.Request) -> web.Response:
-        """Start or extend a roundtable."""
+        """Start or extend a roundtable (503 once the daemon is stopping)."""
+        if self._stopping:
+            return _error(
+                "roundtabled is shutting down and takes no new roundtables; start it again "
+                "(systemctl --user start roundtabled, or roundtabled serve) and retry",
+                503,
+            )
         req = parse_request(await self._body(request))
         state = await self.engine.start(req)
         return _json(
@@ -189,8 +220,8 @@ class ControlAPI:
         )
 
     async def list(self, request: web.Request) -> web.Response:
-        """Active and recent roundtables."""
-        return _json({"roundtables": self.engine.list_status()})
+        """Active and recent roundtables, read from the server (``?all=true``, ``?limit=N``)."""
+        return _json(await listing.list_roundtables(self.engine, request.query))
 
     def _ses(self, request: web.Request) -> str:
         ses = request.match_info["ses"]

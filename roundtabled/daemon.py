@@ -107,9 +107,8 @@ class Daemon:
             # The engine reads replies over REST: a huge message.part.* event is only a hint.
             lazy_types=BODY_UNUSED,
         )
-        self.engine.stream = self.stream  # type: ignore[attr-defined]
         self.engine.on_change = self._report_status
-        self.api = ControlAPI(self.engine, self.token)
+        self.api = ControlAPI(self.engine, self.token, stream=self.stream)
         self.control_address: str | None = None
         self._stop = asyncio.Event()
         self._recovered = False
@@ -225,6 +224,9 @@ class Daemon:
                 await self._stop.wait()
         finally:
             started = time.monotonic()
+            # New roundtables are refused (503) before the engine closes: one accepted now
+            # would be cut before its first turn.
+            self.api.stop_accepting()
             self.notifier.stopping()
             log.info("stopping (window %.1f s)", self.settings.shutdown_window)
             for t in tasks:

@@ -250,7 +250,8 @@ class EventStream:
     ``last_rx_at`` (``time.monotonic()`` seconds of the last dispatched event / received chunk, or
     ``None``), ``events`` (dispatched), ``malformed`` (payloads that were not an event), ``bytes``
     (body bytes received), ``connects`` (connections established), ``reconnects`` (attempts after
-    the first), ``last_error`` (reason of the last disconnect or failed attempt, or ``None``).
+    the first), ``last_error`` (reason of the last disconnect or failed attempt while the stream
+    is down; ``None`` once a connection delivers its first event again).
     """
 
     def __init__(
@@ -392,6 +393,11 @@ class EventStream:
     def _mark_connected(self, first_type: str) -> None:
         if first_type != SERVER_CONNECTED:
             log.warning("event stream began with %s, not %s", first_type, SERVER_CONNECTED)
+        if self.last_error is not None:
+            # Health reports read ``last_error``: once events flow again the old reason is
+            # history, and a report still naming it says the stream is down while it is not.
+            log.info("event stream %s is back (it was lost: %s)", self.url, self.last_error)
+            self.last_error = None
         self.connected = True
         self.connects += 1
         self._connected_at = time.monotonic()
