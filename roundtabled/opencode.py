@@ -4,9 +4,15 @@ The one place that talks HTTP to the server and the one place with retries (tena
 
 - Idempotent requests (GET, PATCH, abort, permission replies) are retried on transient failures
   (connection errors, timeouts, 5xx) with capped exponential backoff: 3 attempts, 0.2 s → 1 s.
-- Requests that create something (``prompt_async``, ``noReply`` messages, session creation) are
-  never retried here: a retried prompt could become a second turn (API notes §4: a reused message id
-  appends parts). The engine re-reads the session and decides (level-triggered, design §1).
+- A **busy database** (:func:`busy_database`: a 500 ``UnknownError`` / ``Failed to execute
+  statement`` / ``database is locked``) is what OpenCode on SQLite answers when another process
+  holds the write lock for longer than the server's own 5 s lock timeout; nothing was written.
+  Idempotent requests then keep retrying for up to :data:`BUSY_WINDOW_S` seconds (jittered
+  backoff, 0.5 s → 4 s), and so do ``noReply`` messages, each retry only after a read showed the
+  message (client-chosen id) is not stored yet.
+- Requests that create something new (``prompt_async``, session creation) are never retried
+  here: a retried prompt could become a second turn (a reused message id appends parts). The
+  engine re-reads the session and decides (level-triggered: docs/design.md).
 - Every request has a timeout (``timeout`` seconds, default 30) and the number of requests in
   flight is bounded (``max_concurrency``).
 - 404 → :class:`NotFound` (a deleted session is never "completed"), 401 → :class:`AuthFailed`
@@ -36,9 +42,10 @@ import aiohttp
 import orjson
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     retry_if_exception,
-    stop_after_attempt,
     wait_exponential,
+    wait_random_exponential,
 )
 
 from roundtabled.errors import AuthFailed, NotFound, TransportError
@@ -97,6 +104,51 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, TransportError) and exc.retryable and not isinstance(exc, AuthFailed)
 
 
+BUSY_MARKERS = ("Failed to execute statement", "database is locked", "UnknownError")
+"""Texts of a 500 body meaning "the database was locked, nothing was written" (OpenCode on
+SQLite; the body names only ``UnknownError``, its log the ``SQLiteError: database is locked``)."""
+BUSY_WINDOW_S = 30.0
+"""Seconds a write keeps being retried while the server's database is busy."""
+ATTEMPTS = 3
+"""Attempts of an idempotent request on other transient failures."""
+
+
+def busy_database(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the server's transient 500 for a locked database (see
+    :data:`BUSY_MARKERS`). A malformed path id also gives 500 ``UnknownError``; the daemon only
+    sends ids it read from the server or made itself, so there it means a busy database."""
+    return (
+        isinstance(exc, TransportError)
+        and exc.status == 500
+        and any(marker in str(exc) for marker in BUSY_MARKERS)
+    )
+
+
+class _RetryPolicy:
+    """When to stop and how long to wait (tenacity callbacks): a busy database is retried for
+    ``busy_window`` s with jittered backoff from ``busy_wait`` s (×2, at most 8×); other
+    retryable failures get :data:`ATTEMPTS` attempts, 0.2 s → 1 s apart."""
+
+    def __init__(self, busy_window: float, busy_wait: float) -> None:
+        self.busy_window = busy_window
+        self._busy = wait_random_exponential(multiplier=busy_wait, max=busy_wait * 8)
+        self._other = wait_exponential(multiplier=0.2, max=1.0)
+
+    @staticmethod
+    def _failure(state: RetryCallState) -> BaseException | None:
+        return state.outcome.exception() if state.outcome is not None else None
+
+    def stop(self, state: RetryCallState) -> bool:
+        if busy_database(self._failure(state)):
+            return (state.seconds_since_start or 0.0) >= self.busy_window
+        return state.attempt_number >= ATTEMPTS
+
+    def wait(self, state: RetryCallState) -> float:
+        if busy_database(self._failure(state)):
+            return float(self._busy(state))
+        return float(self._other(state))
+
+
 class OpenCodeClient:
     """Async client of one OpenCode server.
 
@@ -105,6 +157,8 @@ class OpenCodeClient:
         username / password: HTTP Basic credentials (``OPENCODE_SERVER_PASSWORD``; API notes §2).
         timeout: seconds for one request (connect + read).
         max_concurrency: requests in flight at once.
+        busy_window: seconds a write is retried while the server's database is busy
+            (:func:`busy_database`); ``busy_wait``: first backoff between those retries (s).
     """
 
     def __init__(
@@ -115,8 +169,13 @@ class OpenCodeClient:
         password: str | None = None,
         timeout: float = 30.0,
         max_concurrency: int = 16,
+        busy_window: float = BUSY_WINDOW_S,
+        busy_wait: float = 0.5,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._policy = _RetryPolicy(busy_window, busy_wait)
+        self.busy_retries = 0
+        """Requests sent again because the server's database was busy."""
         # aiohttp 3.14 deprecates BasicAuth/``auth=``: send the header ourselves (API notes §2).
         self._headers = (
             {"Authorization": aiohttp.encode_basic_auth(username, password)} if password else {}
@@ -162,15 +221,23 @@ class OpenCodeClient:
     ) -> tuple[Json, Mapping[str, str]]:
         if not retry:
             return await self._once(method, path, params=params, body=body, timeout=timeout)
-        async for attempt in AsyncRetrying(
-            stop=stop_after_attempt(3),
-            wait=wait_exponential(multiplier=0.2, max=1.0),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        ):
+        async for attempt in self._retrying(_retryable):
             with attempt:
                 return await self._once(method, path, params=params, body=body, timeout=timeout)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _retrying(self, which: Any) -> AsyncRetrying:
+        return AsyncRetrying(
+            stop=self._policy.stop,
+            wait=self._policy.wait,
+            retry=retry_if_exception(which),
+            before_sleep=self._note_retry,
+            reraise=True,
+        )
+
+    def _note_retry(self, state: RetryCallState) -> None:
+        if busy_database(self._policy._failure(state)):
+            self.busy_retries += 1
 
     async def _once(
         self,
@@ -385,15 +452,32 @@ class OpenCodeClient:
     ) -> Message:
         """Store a ``noReply`` user message (no model turn; into idle sessions only, API notes §4).
 
-        Not retried; the caller looks for ``message_id`` before sending again.
+        Retried only while the server's database is busy (:func:`busy_database`), and each time
+        only after ``GET`` of ``message_id`` found no such message with parts (a resend with the
+        same id would append the parts a second time). Other failures are not retried; the caller
+        looks for ``message_id`` before sending again.
         """
         body: dict[str, Any] = {"noReply": True, "messageID": message_id, "parts": parts}
         if agent:
             body["agent"] = agent
-        data, _ = await self._request(
-            "POST", f"/session/{_seg(session_id)}/message", body=body, retry=False
-        )
-        return dict(data)
+        path = f"/session/{_seg(session_id)}/message"
+        async for attempt in self._retrying(busy_database):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    stored = await self._stored(session_id, message_id)
+                    if stored is not None:
+                        return stored
+                data, _ = await self._request("POST", path, body=body, retry=False)
+                return dict(data)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _stored(self, session_id: str, message_id: str) -> Message | None:
+        """``message_id`` of ``session_id`` if it exists with at least one part, else ``None``."""
+        try:
+            msg = await self.message(session_id, message_id)
+        except NotFound:
+            return None
+        return msg if msg.get("parts") else None
 
     async def update_part(
         self, session_id: str, message_id: str, part: dict[str, Any]

@@ -9,7 +9,8 @@ import time
 import orjson
 from aiohttp import web
 
-from roundtabled.opencode import READ_SLICE, HttpClock, OpenCodeClient
+from roundtabled.errors import TransportError
+from roundtabled.opencode import READ_SLICE, HttpClock, OpenCodeClient, busy_database
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
@@ -82,3 +83,129 @@ def test_http_clock_readings_count_requests_in_flight_once() -> None:
     assert busy >= busy_mid
     time.sleep(0.02)
     assert clock.reading()[0] == busy  # no request in flight: no growth
+
+
+# -- a busy database (OpenCode on SQLite with the write lock held by another process) ----------
+
+BUSY = orjson.dumps(
+    {
+        "name": "UnknownError",
+        "data": {"message": "Unexpected server error. Check server logs for details.", "ref": "e"},
+    }
+)
+
+
+def busy_client(url: str, window: float = 5.0) -> OpenCodeClient:
+    return OpenCodeClient(url, busy_window=window, busy_wait=0.01)
+
+
+async def test_a_patch_is_retried_while_the_database_is_busy_beyond_three_attempts() -> None:
+    """Exact input: the server answers 500 ``UnknownError`` to the first 4 PATCHes of a part
+    (more than the 3 attempts of other transient failures), then 200."""
+    calls: list[int] = []
+
+    async def patch(request: web.Request) -> web.Response:
+        calls.append(1)
+        if len(calls) <= 4:
+            return web.Response(status=500, body=BUSY, content_type="application/json")
+        return web.json_response(await request.json())
+
+    app = web.Application()
+    app.router.add_patch("/session/{s}/message/{m}/part/{p}", patch)
+    runner, url = await serve(app)
+    try:
+        async with busy_client(url) as client:
+            part = {"id": "prt_1", "type": "text", "text": "state"}
+            assert await client.update_part("ses_1", "msg_1", part) == part
+            assert client.busy_retries == 4
+    finally:
+        await runner.cleanup()
+    assert len(calls) == 5
+
+
+async def test_other_500s_get_three_attempts_and_the_busy_window_ends() -> None:
+    """A 500 naming none of the busy markers: 3 attempts; a database busy for longer than the
+    window: the last error is raised (no endless retry)."""
+    bodies = {"other": b'{"name":"Boom"}', "busy": BUSY}
+    calls: dict[str, int] = {"other": 0, "busy": 0}
+
+    async def patch(request: web.Request) -> web.Response:
+        kind = request.match_info["s"]
+        calls[kind] += 1
+        return web.Response(status=500, body=bodies[kind], content_type="application/json")
+
+    app = web.Application()
+    app.router.add_patch("/session/{s}", patch)
+    runner, url = await serve(app)
+    try:
+        async with busy_client(url, window=0.2) as client:
+            for kind in ("other", "busy"):
+                try:
+                    await client.update_session(kind, title="t")
+                except TransportError as exc:
+                    assert exc.status == 500
+                    assert busy_database(exc) == (kind == "busy")
+                else:
+                    raise AssertionError("no error raised")
+    finally:
+        await runner.cleanup()
+    assert calls["other"] == 3
+    assert calls["busy"] > 3
+
+
+async def test_no_reply_is_resent_only_when_the_message_is_not_stored() -> None:
+    """Exact input: ``noReply`` POST answered 500 ``UnknownError`` twice; after the first the
+    message does not exist (resent), after the second it exists with its part (the write went
+    through although the answer was an error): returned as it is, never posted a third time."""
+    posts: list[str] = []
+    stored: dict[str, dict[str, object]] = {}
+
+    async def post(request: web.Request) -> web.Response:
+        body = await request.json()
+        posts.append(body["messageID"])
+        if len(posts) == 2:
+            stored[body["messageID"]] = {"info": {"id": body["messageID"]}, "parts": body["parts"]}
+        return web.Response(status=500, body=BUSY, content_type="application/json")
+
+    async def get(request: web.Request) -> web.Response:
+        msg = stored.get(request.match_info["m"])
+        if msg is None:
+            return web.json_response({"name": "NotFoundError"}, status=404)
+        return web.json_response(msg)
+
+    app = web.Application()
+    app.router.add_post("/session/{s}/message", post)
+    app.router.add_get("/session/{s}/message/{m}", get)
+    runner, url = await serve(app)
+    parts = [{"type": "text", "text": "state block"}]
+    try:
+        async with busy_client(url) as client:
+            msg = await client.post_no_reply("ses_1", parts, message_id="msg_1")
+    finally:
+        await runner.cleanup()
+    assert posts == ["msg_1", "msg_1"]
+    assert msg["parts"] == parts
+
+
+async def test_prompt_async_is_never_retried_on_a_busy_database() -> None:
+    """A prompt is the machine's to repeat: one 500 is raised at once, one request sent."""
+    posts: list[int] = []
+
+    async def prompt(request: web.Request) -> web.Response:
+        posts.append(1)
+        return web.Response(status=500, body=BUSY, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/session/{s}/prompt_async", prompt)
+    runner, url = await serve(app)
+    try:
+        async with busy_client(url) as client:
+            try:
+                await client.prompt_async("ses_1", {"parts": []})
+            except TransportError as exc:
+                assert busy_database(exc)
+            else:
+                raise AssertionError("no error raised")
+    finally:
+        await runner.cleanup()
+    assert posts == [1]
