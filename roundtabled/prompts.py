@@ -24,6 +24,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Literal
 
+from roundtabled.positions import Change
 from roundtabled.result_text import (
     CANCELLED_HEADER,
     INTERRUPTION_HEADER,
@@ -44,6 +45,7 @@ __all__ = [
     "ATTRIBUTION_MAX_ENTRIES",
     "ATTRIBUTION_QUOTE_CHARS",
     "CANCELLED_HEADER",
+    "CLOSING_LINE",
     "EXTEND_CONTINUATION_PREFIXES",
     "INTERRUPTION_HEADER",
     "REPETITION_TEXT",
@@ -135,7 +137,6 @@ def _clip_bytes(text: str, max_bytes: int) -> str:
     if len(raw) <= max_bytes:
         return text
     return raw[: max(max_bytes, 0)].decode("utf-8", errors="ignore")
-
 
 
 # ── titles ──────────────────────────────────────────────────────────────────────────────────────
@@ -231,6 +232,26 @@ def effective_topic(state: RoundtableState, round_index: int) -> str:
 
 
 # ── turn prompt (spec §6) ───────────────────────────────────────────────────────────────────────
+
+CLOSING_LINE = (
+    "End your reply with one line: Position: <short label> — <one sentence> (confidence N/10)"
+)
+"""The closing request of every turn prompt: the daemon records the line (docs/result.md)."""
+CHANGE_LABEL_BYTES = 24
+"""UTF-8 bytes of each label quoted in the change question: with them the question is never
+longer than the opening note, which it replaces (an opening turn has no earlier position)."""
+
+
+def _change_question(change: Change) -> str:
+    def label(text: str) -> str:
+        text = _collapse(text)
+        cut = _clip_bytes(text, CHANGE_LABEL_BYTES - 3)
+        return text if _utf8_len(text) <= CHANGE_LABEL_BYTES else cut + "…"
+
+    return (
+        f"Your position changed in round {change.round} (“{label(change.from_label)}” → "
+        f"“{label(change.to_label)}”); begin with: Changed: <what changed your mind>"
+    )
 
 
 def _quote(entry: HistoryEntry, max_chars: int) -> str:
@@ -329,6 +350,7 @@ def turn_prompt(
     seat: int,
     since: Sequence[HistoryEntry],
     opening: bool,
+    change: Change | None = None,
 ) -> str:
     """The prompt that gives the turn to ``state.agents[seat]`` in round ``round_index`` (spec §6).
 
@@ -340,10 +362,14 @@ def turn_prompt(
             since this seat's last turn, oldest first.
         opening: True for the very first turn of the roundtable: adds one sentence explaining that
             the assistant messages of the conversation are the debaters' turns.
+        change: this seat's label change in its previous turn that came without a reason
+            (:func:`roundtabled.positions.unexplained_change`): one line asks what changed its
+            mind, answered on a ``Changed:`` line (docs/result.md). Ignored on the opening turn.
 
     Layout: roster line, ``[Topic]`` (:func:`effective_topic`), ``Round N/M | Current agent: X``,
-    ``You are X. Speak only as X.``, the attribution block, and the last-round line in the last
-    round only. The orchestration text is bounded (:data:`TURN_ORCHESTRATION_BUDGET`, see the
+    ``You are X. Speak only as X.``, the change question (when ``change``), the attribution
+    block, the last-round line in the last round only, and the closing ``Position:`` request.
+    The orchestration text is bounded (:data:`TURN_ORCHESTRATION_BUDGET`, see the
     module docstring); the topic is not.
     """
     agents = [_collapse(a) for a in state.agents]
@@ -359,7 +385,10 @@ def turn_prompt(
     position.append(f"You are {name}. Speak only as {name}.")
     if opening:
         position.append(_OPENING_NOTE)
+    elif change is not None:
+        position.append(_change_question(change))
     tail = [_LAST_ROUND] if round_index + 1 >= total else []
+    tail.append(CLOSING_LINE)
 
     end = ["", *tail] if tail else []
     skeleton = "\n".join([*head, *position, *end])

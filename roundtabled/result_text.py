@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypedDict
 
+from roundtabled.observer_verdict import VERDICT_INSTRUCTION
 from roundtabled.state import (
     TOOL_OUTPUT_PREVIEW_MAX,
     EndReason,
@@ -20,6 +21,7 @@ from roundtabled.state import (
     RoundtableState,
     Usage,
 )
+from roundtabled.verdict import build_status, positions
 
 INTERRUPTION_HEADER = (
     "[Roundtable interrupted — session closed. Partial history up to interruption:]"
@@ -104,34 +106,39 @@ def _failed_round(state: RoundtableState) -> int:
     return max(failed) if failed else state.current_round + 1
 
 
-def _stop_reason(state: RoundtableState) -> str | None:
-    """Why the debate stopped early, for the observer; ``None`` when it ran to completion."""
-    reason = state.end_reason
-    if reason is None or reason == EndReason.COMPLETED:
-        return None
-    texts = {
-        EndReason.REPETITION: "the agents started repeating themselves (repetition detected), "
-        "so they reached an impasse",
-        EndReason.ALL_FAILED: f"every agent failed in round {_failed_round(state)}",
-        EndReason.CANCELLED: "the user cancelled it",
-        EndReason.SESSION_DELETED: "the roundtable session was closed",
-        EndReason.PARENT_DELETED: "the main session was closed",
-    }
-    return texts.get(reason)
+def _position_text(state: RoundtableState) -> list[str]:
+    """One line per seat: its last stated position, as the daemon parsed it."""
+    out = []
+    for p in positions(state):
+        if p.label is None:
+            what = "no Position line in its last answer" if p.round else "never gave an answer"
+            out.append(f"- {p.agent}: {what}")
+            continue
+        conf = f" (confidence {round(p.confidence * 10)}/10)" if p.confidence is not None else ""
+        sentence = f" — {p.position}" if p.position else ""
+        changed = f"; changed {len(p.changes)} time(s)" if p.changes else ""
+        out.append(f"- {p.agent} (round {p.round}): {p.label}{sentence}{conf}{changed}")
+    return out
 
 
 def _observer_context(state: RoundtableState) -> list[str]:
+    """Topic, participants, everything that went wrong (the result's status notes, the same
+    words) and the stated positions: the observer is told all of it (docs/result.md)."""
     lines = [f"Topic: {state.prompt}"]
     for ext in sorted(state.extensions, key=lambda e: e.from_round):
         kind = "continuation" if ext.mode == "continuation" else "new topic"
         lines.append(f"From round {ext.from_round + 1} ({kind}): {ext.prompt}")
     lines.append(f"Participants in speaking order: {', '.join(state.agents)}")
-    reason = _stop_reason(state)
-    if reason:
+    notes = [n for n in build_status(state).notes if "Position line" not in n]
+    if notes:
         lines.append(
-            f"The debate stopped before all {state.total_rounds} round(s) because {reason}. "
-            "Say so in the executive summary."
+            "What went wrong or was cut short (say so in the executive summary; a seat that "
+            "failed, was empty, timed out or was cut off did not speak in that turn and agrees "
+            "with nobody):"
         )
+        lines.extend(f"- {n}" for n in notes)
+    lines.append("Stated positions (each seat's last `Position:` line, parsed by the daemon):")
+    lines.extend(_position_text(state))
     return lines
 
 
@@ -140,7 +147,7 @@ _SECTIONS = (
     "2. **Key points** raised by each participant\n"
     "3. **Decisions or convergences** reached\n"
     "4. **Remaining open questions**\n"
-    "5. **Suggested next steps**"
+    "5. **Suggested next steps**\n" + VERDICT_INSTRUCTION
 )
 
 

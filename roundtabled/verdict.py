@@ -366,14 +366,15 @@ def stop_note(state: RoundtableState) -> str | None:
                 f"a loop (repetition) was detected in the last round ({planned} of {planned}): "
                 "all rounds ran, the agents ended at an impasse"
             )
-        return f"the debate stopped {where}: the agents repeated themselves (repetition)"
+        return f"the debate stopped {where}: the agents started repeating themselves (repetition)"
     if reason == EndReason.CONVERGED:
         return (
             f"the panel converged after round {done} of {planned}: "
             "the remaining rounds were not needed"
         )
     if reason == EndReason.ALL_FAILED:
-        return f"the debate stopped {where}: every seat failed in that round"
+        rnd = last.round if last is not None else 1
+        return f"the debate stopped {where}: every agent failed in round {rnd}"
     if reason == EndReason.CANCELLED:
         why = next(
             (

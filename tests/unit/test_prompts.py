@@ -6,9 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roundtabled.positions import Change
 from roundtabled.prompts import (
     ATTRIBUTION_MAX_ENTRIES,
     CANCELLED_HEADER,
+    CLOSING_LINE,
     EXTEND_CONTINUATION_PREFIXES,
     INTERRUPTION_HEADER,
     REPETITION_TEXT,
@@ -197,7 +199,9 @@ def test_turn_prompt_attribution_and_last_round() -> None:
     assert "- rv (round 2) failed: ProviderAuthError: bad key" in text
     assert "- pm (round 2) was cut off at the time limit: “partial answer”" in text
     assert "[used tools: bash]" in text
-    assert text.endswith("[System] This is the last prompt — finalize your thoughts")
+    assert text.endswith(
+        "[System] This is the last prompt — finalize your thoughts\n" + CLOSING_LINE
+    )
     assert "assistant messages in this conversation" not in text
     # entries are listed in order
     assert text.index("- dev (round 2)") < text.index("the user") < text.index("- rv")
@@ -267,6 +271,13 @@ _entry = st.builds(
     since=st.lists(_entry, max_size=30),
     opening=st.booleans(),
     topic=st.text(max_size=300),
+    change=st.none()
+    | st.builds(
+        lambda r, a, b: Change(round=r, from_label=a, to_label=b),
+        st.integers(1, 50),
+        st.text(min_size=1, max_size=80),
+        st.text(min_size=1, max_size=80),
+    ),
 )
 def test_turn_prompt_orchestration_is_bounded(
     agents: list[str],
@@ -275,11 +286,14 @@ def test_turn_prompt_orchestration_is_bounded(
     since: list[HistoryEntry],
     opening: bool,
     topic: str,
+    change: Change | None,
 ) -> None:
     state = make_state(agents=agents, total_rounds=rounds, prompt=topic)
     round_index = data.draw(st.integers(0, rounds - 1))
     seat = data.draw(st.integers(0, len(agents) - 1))
-    text = turn_prompt(state, round_index=round_index, seat=seat, since=since, opening=opening)
+    text = turn_prompt(
+        state, round_index=round_index, seat=seat, since=since, opening=opening, change=change
+    )
     assert f"[Topic] {topic}\n" in text
     orchestration = len(text.encode()) - len(topic.encode())
     assert orchestration <= TURN_ORCHESTRATION_BUDGET
@@ -290,10 +304,15 @@ def test_turn_prompt_worst_case_names_and_entries() -> None:
     since = [turn(agents[i % 6], 50, "長" * 500, cut_off=bool(i % 2)) for i in range(40)]
     since += [turn("me", 50, "😀" * 300, kind="user")]
     state = make_state(agents=agents, total_rounds=50, prompt="t")
-    text = turn_prompt(state, round_index=49, seat=0, since=since, opening=True)
+    change = Change(round=49, from_label="界" * 80, to_label="😀" * 80)
+    text = turn_prompt(state, round_index=49, seat=0, since=since, opening=False, change=change)
     assert len(text.encode()) - 1 <= TURN_ORCHESTRATION_BUDGET
+    assert "begin with: Changed:" in text and text.endswith(CLOSING_LINE)
     assert f"You are {agents[0]}." in text
     assert "last prompt" in text
+    opening = turn_prompt(state, round_index=49, seat=0, since=since, opening=True, change=change)
+    assert len(opening.encode()) - 1 <= TURN_ORCHESTRATION_BUDGET
+    assert "Changed:" not in opening and opening.endswith(CLOSING_LINE)
 
 
 def test_turn_prompt_size_does_not_grow_with_rounds() -> None:

@@ -1,0 +1,567 @@
+"""The result contract built from a state (roundtabled/verdict.py, result.py, observer_verdict.py).
+
+Covers: classification of each turn, the position ledger and its changes, the tally and its
+consensus, the observer's verdict (validation, repair text, fallback), the honesty header and its
+absence for a healthy debate, the digest of a failed observer and the size cap.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roundtabled.observer_verdict import (
+    VERDICT_EXAMPLE,
+    ObserverVerdict,
+    parse_reply,
+    repair_prompt,
+    verdict_schema,
+)
+from roundtabled.positions import parse_changed, unexplained_change
+from roundtabled.result import (
+    HEADER_TITLE,
+    RESULT_MAX_BYTES,
+    build_result,
+    delivery_text,
+    digest,
+    result_json,
+)
+from roundtabled.state import (
+    EndReason,
+    HistoryEntry,
+    Options,
+    Phase,
+    RoundtableState,
+    Usage,
+    VerdictRecord,
+)
+from roundtabled.verdict import (
+    classify,
+    ledger_verdict,
+    positions,
+    rounds_completed,
+    tally,
+    tally_consensus,
+)
+
+AGENTS = ["pm", "dev", "rv"]
+
+
+def turn(agent: str, rnd: int, text: str, **kw: Any) -> HistoryEntry:
+    return HistoryEntry.model_validate(
+        {"agent": agent, "round": rnd, "response": text, "kind": "turn", "finish": "stop", **kw}
+    )
+
+
+def observer(text: str, **kw: Any) -> HistoryEntry:
+    return HistoryEntry.model_validate(
+        {"agent": "roundtable-observer", "round": 2, "response": text, "kind": "observer", **kw}
+    )
+
+
+def state(history: list[HistoryEntry], **kw: Any) -> RoundtableState:
+    data: dict[str, Any] = {
+        "session_id": "ses_verdict",
+        "title": "Split?",
+        "agents": AGENTS,
+        "total_rounds": 2,
+        "prompt": "Split the monolith?",
+        "phase": Phase.DONE,
+        "end_reason": EndReason.COMPLETED,
+        "history": history,
+        "summary": "1. Executive summary: the panel keeps the monolith.",
+    }
+    data.update(kw)
+    if data["summary"] and not any(e.kind == "observer" for e in data["history"]):
+        data["history"] = [*data["history"], observer(str(data["summary"]))]
+    return RoundtableState.model_validate(data)
+
+
+def pos(label: str, conf: int) -> str:
+    return f"Argument.\nPosition: {label} — because reasons (confidence {conf}/10)"
+
+
+def healthy() -> list[HistoryEntry]:
+    return [
+        turn("pm", 1, pos("Modular monolith", 7)),
+        turn("dev", 1, pos("split now", 6)),
+        turn("rv", 1, pos("modular monolith", 8)),
+        turn("pm", 2, pos("modular monolith", 8)),
+        turn("dev", 2, "Changed: pm's cost numbers\n" + pos("Modular  Monolith", 6)),
+        turn("rv", 2, pos("modular monolith.", 9)),
+    ]
+
+
+VALID = {
+    "decision": "keep the monolith",
+    "confidence": 0.8,
+    "consensus": "unanimous",
+    "agreements": ["one deploy unit"],
+    "disagreements": [],
+    "openQuestions": ["billing?"],
+    "nextSteps": ["measure"],
+}
+
+
+# ── classification and seat status ──────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("entry", "kind"),
+    [
+        (turn("pm", 1, "fine"), "answered"),
+        (turn("pm", 1, "", has_error=True, error="APIError: boom"), "failed"),
+        (turn("pm", 1, "  \n"), "empty"),
+        (turn("pm", 1, "half a sent", finish="length"), "truncated"),
+        (
+            turn("pm", 1, "part", has_error=True, cut_off=True, error="timed out after 2 s"),
+            "timedOut",
+        ),
+        (
+            turn("pm", 1, "", has_error=True, cut_off=True, error="cut off by the cancel"),
+            "cancelled",
+        ),
+    ],
+)
+def test_classify(entry: HistoryEntry, kind: str) -> None:
+    assert classify(entry) == kind
+
+
+def test_healthy_debate_positions_tally_and_no_header() -> None:
+    result = build_result(state(healthy(), verdict=VerdictRecord(data=VALID)))
+    assert not result.status.degraded
+    assert result.status.notes == []
+    assert result.summary == "1. Executive summary: the panel keeps the monolith."
+    assert HEADER_TITLE not in result.summary
+    assert result.status.rounds_completed == 2 and result.status.rounds_planned == 2
+    assert [(s.agent, s.turns, s.answered) for s in result.status.seats] == [
+        ("pm", 2, 2),
+        ("dev", 2, 2),
+        ("rv", 2, 2),
+    ]
+    v = result.verdict
+    assert [(p.agent, p.label, p.confidence) for p in v.positions] == [
+        ("pm", "modular monolith", 0.8),
+        ("dev", "Modular  Monolith", 0.6),
+        ("rv", "modular monolith.", 0.9),
+    ]
+    assert len(v.tally) == 1
+    assert v.tally[0].seats == ["pm", "dev", "rv"] and v.tally[0].weight == pytest.approx(2.3)
+    assert v.consensus == "unanimous" and v.tally_consensus == "unanimous"
+    assert v.decision == "keep the monolith" and v.confidence == 0.8 and v.source == "observer"
+    dev = v.positions[1]
+    assert [(c.round, c.from_, c.to, c.why) for c in dev.changes] == [
+        (2, "split now", "Modular  Monolith", "pm's cost numbers")
+    ]
+    assert result.status.observer == "ok"
+
+
+def test_contract_field_names() -> None:
+    data = build_result(state(healthy(), verdict=VerdictRecord(data=VALID))).dump()
+    assert list(data) == [
+        "version",
+        "sessionID",
+        "title",
+        "status",
+        "verdict",
+        "summary",
+        "usage",
+        "transcript",
+    ]
+    assert set(data["status"]) >= {
+        "endReason",
+        "degraded",
+        "roundsCompleted",
+        "roundsPlanned",
+        "seats",
+        "notes",
+    }
+    assert set(data["status"]["seats"][0]) >= {
+        "agent",
+        "turns",
+        "answered",
+        "failed",
+        "empty",
+        "truncated",
+        "timedOut",
+        "notes",
+    }
+    assert set(data["verdict"]) >= {
+        "decision",
+        "confidence",
+        "consensus",
+        "positions",
+        "tally",
+        "agreements",
+        "disagreements",
+        "openQuestions",
+        "nextSteps",
+    }
+    assert set(data["verdict"]["positions"][1]["changes"][0]) == {"round", "from", "to", "why"}
+    assert set(data["usage"]) == {"input", "output", "cost", "perAgent"}
+    assert "export ses_verdict" in data["transcript"]
+
+
+def test_no_closing_line_means_null_positions_said_not_guessed() -> None:
+    history = [turn(a, r, f"{a} argues at length, round {r}.") for r in (1, 2) for a in AGENTS]
+    result = build_result(state(history))
+    assert [p.label for p in result.verdict.positions] == [None, None, None]
+    assert result.verdict.tally == [] and result.verdict.tally_consensus == "unknown"
+    assert any(
+        "pm stated no Position line" in n and "not guessed" in n for n in result.status.notes
+    )
+    assert all(s.no_position == 2 for s in result.status.seats)
+    assert not result.status.degraded  # a missing closing line is said, but is not a failure
+
+
+def test_seat_failing_every_turn_is_degraded_header_first_and_never_agrees() -> None:
+    history = [
+        turn("pm", 1, pos("keep", 7)),
+        turn("dev", 1, "", has_error=True, error="APIError: provider down", finish=None),
+        turn("rv", 1, pos("keep", 8)),
+        turn("pm", 2, pos("keep", 7)),
+        turn("dev", 2, "", has_error=True, error="APIError: provider down", finish=None),
+        turn("rv", 2, pos("keep", 8)),
+    ]
+    result = build_result(state(history, verdict=VerdictRecord(data=VALID)))
+    s = result.status
+    assert s.degraded
+    dev = s.seats[1]
+    assert (dev.turns, dev.answered, dev.failed) == (2, 0, 2)
+    assert dev.notes == [
+        "round 1: failed (APIError: provider down)",
+        "round 2: failed (APIError: provider down)",
+    ]
+    assert "dev gave no usable answer in any round" in s.notes
+    assert "dev failed in rounds 1, 2 (APIError: provider down)" in s.notes
+    lines = result.summary.splitlines()
+    assert lines[0] == HEADER_TITLE
+    assert "- dev gave no usable answer in any round" in lines
+    assert result.summary.index("dev gave no usable") < result.summary.index("Executive summary")
+    # dev never counts toward agreement: unanimous lowered, confidence capped at 2/3.
+    assert result.verdict.consensus == "majority"
+    assert result.verdict.tally_consensus == "majority"
+    assert result.verdict.positions[1].label is None
+    assert result.verdict.confidence == pytest.approx(0.667, abs=1e-3)
+    assert any("confidence capped" in n for n in s.notes)
+    assert any("called the panel unanimous" in n for n in s.notes)
+
+
+@pytest.mark.parametrize(
+    ("entry", "seat_field", "note"),
+    [
+        (turn("dev", 1, ""), "empty", "dev gave an empty answer in round 1"),
+        (
+            turn("dev", 1, "Half of an answ", finish="length"),
+            "truncated",
+            "dev's answer was cut at the output limit (truncated) in round 1",
+        ),
+        (
+            turn("dev", 1, "", has_error=True, cut_off=True, error="timed out after 2 s"),
+            "timed_out",
+            "dev timed out and was skipped in round 1",
+        ),
+        (
+            turn("dev", 1, "p", has_error=True, cut_off=True, error="cut off by the cancel"),
+            "cancelled",
+            "dev was cut off by the cancel in round 1",
+        ),
+    ],
+)
+def test_each_degraded_turn_kind_is_counted_and_said(
+    entry: HistoryEntry, seat_field: str, note: str
+) -> None:
+    history = [turn("pm", 1, pos("keep", 7)), entry, turn("rv", 1, pos("keep", 7))]
+    result = build_result(state(history, total_rounds=1))
+    assert getattr(result.status.seats[1], seat_field) == 1
+    assert note in result.status.notes
+    assert result.status.degraded
+    assert result.summary.startswith(HEADER_TITLE + "\n")
+    assert f"- {note}" in result.summary
+
+
+def test_repetition_mid_debate_versus_after_the_last_round() -> None:
+    mid = [turn("pm", 1, pos("a", 5)), turn("dev", 1, pos("b", 5)), turn("rv", 1, pos("a", 5))]
+    mid.append(turn("pm", 2, pos("a", 5)))
+    r = build_result(state(mid, total_rounds=3, end_reason=EndReason.REPETITION))
+    assert (
+        "the debate stopped in round 2 of 3 (after pm's turn): the agents started repeating "
+        "themselves (repetition)" in r.status.notes
+    )
+    assert r.status.rounds_completed == 1 and r.status.degraded
+    after = build_result(state(healthy(), end_reason=EndReason.REPETITION))
+    words = " ".join(after.status.notes)
+    assert "a loop (repetition) was detected in the last round (2 of 2): all rounds ran" in words
+    assert "stopped" not in words and "before all" not in words
+    assert after.status.rounds_completed == 2
+
+
+def test_cancel_and_skipped_turns() -> None:
+    history = [turn("pm", 1, pos("a", 5))]
+    st_ = state(
+        history,
+        total_rounds=2,
+        end_reason=EndReason.CANCELLED,
+        errors=["cancelled: the user pressed stop"],
+        summary=None,
+    )
+    r = build_result(st_)
+    assert (
+        "the roundtable was cancelled in round 1 of 2 (after pm's turn) (the user pressed stop)"
+        in (r.status.notes)
+    )
+    assert "dev never got a turn (the debate stopped before it)" in r.status.notes
+    assert [s.skipped for s in r.status.seats] == [1, 2, 2]
+    assert r.status.observer == "cancelled"
+    assert "Digest (not a consolidation)" in r.summary
+
+
+def test_observer_failed_gives_the_digest_as_summary() -> None:
+    history = [*healthy(), observer("", has_error=True, error="APIError: observer down")]
+    r = build_result(state(history, end_reason=EndReason.OBSERVER_FAILED, summary="(failed)"))
+    assert r.status.observer == "failed" and r.status.degraded
+    assert r.status.end_reason == "observer-failed"
+    assert any(
+        n.startswith("the observer failed (APIError: observer down)") for n in r.status.notes
+    )
+    assert "- pm (round 2): modular monolith — because reasons (confidence 8/10)" in r.summary
+    assert r.summary.index(HEADER_TITLE) < r.summary.index("Digest")
+    assert r.verdict.source == "ledger" and r.verdict.consensus == "unanimous"
+
+
+def test_digest_never_invents_a_position() -> None:
+    history = [
+        turn("pm", 1, pos("keep", 7)),
+        turn("dev", 1, "I think we should look at it again."),
+        turn("rv", 1, "", has_error=True, error="boom"),
+    ]
+    text = digest(state(history, total_rounds=1))
+    assert "- pm (round 1): keep — because reasons (confidence 7/10)" in text
+    assert "- dev (round 1): no Position line; last words: “I think we should look" in text
+    assert "- rv: gave no usable answer" in text
+
+
+def test_every_seat_failed_observer_skipped_says_why() -> None:
+    history = [turn(a, 1, "", has_error=True, error="down") for a in AGENTS]
+    r = build_result(state(history, total_rounds=1, end_reason=EndReason.ALL_FAILED, summary=None))
+    assert "the observer was not asked: no seat gave a usable answer" in r.status.notes
+    assert r.status.observer == "skipped"
+    assert r.verdict.confidence is None and r.verdict.consensus == "unknown"
+
+
+# ── changes ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_change_reason_from_the_next_turn_and_unexplained_change() -> None:
+    history = [turn("dev", 1, pos("split", 6)), turn("dev", 2, pos("keep", 6))]
+    change = unexplained_change(history, "dev")
+    assert change is not None and (change.round, change.from_label, change.to_label) == (
+        2,
+        "split",
+        "keep",
+    )
+    history.append(turn("dev", 3, "**Changed:** the migration cost\n" + pos("keep", 7)))
+    assert unexplained_change(history, "dev") is None
+    st_ = state(history, agents=["dev", "pm"], total_rounds=3)
+    (dev, _) = positions(st_)
+    assert [(c.round, c.why) for c in dev.changes] == [(2, "the migration cost")]
+
+
+def test_change_without_reason_is_noted() -> None:
+    history = [turn("pm", 1, pos("a", 5)), turn("pm", 2, pos("b", 5))]
+    r = build_result(state(history, agents=["pm", "dev"]))
+    assert any("pm changed its position in round 2" in n and "without" in n for n in r.status.notes)
+
+
+def test_parse_changed() -> None:
+    assert parse_changed("Changed: the numbers\nrest") == "the numbers"
+    assert parse_changed("  - *Changed:* rv's point  ") == "rv's point"
+    assert parse_changed("nothing changed: really") is None
+    assert parse_changed("no line") is None
+
+
+# ── tally ───────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_tally_weights_and_consensus_kinds() -> None:
+    def seats(*labels: tuple[str, str | None, float | None]) -> Any:
+        from roundtabled.result_model import SeatPosition
+
+        return [SeatPosition(agent=a, label=lab, confidence=c) for a, lab, c in labels]
+
+    t = tally(seats(("a", "X", 0.5), ("b", " x ", None), ("c", "Y", 0.9)))
+    assert [(i.label, i.seats, i.weight) for i in t] == [("X", ["a", "b"], 1.0), ("Y", ["c"], 0.9)]
+    assert tally_consensus(t, 3) == "majority"
+    assert tally_consensus(tally(seats(("a", "X", 1), ("b", "Y", 1), ("c", "Z", 1))), 3) == "none"
+    assert (
+        tally_consensus(tally(seats(("a", "X", 1), ("b", "X", 1), ("c", "Y", 1), ("d", "Y", 1))), 4)
+        == "split"
+    )
+    assert tally_consensus(tally(seats(("a", "X", 1), ("b", None, None))), 2) == "unknown"
+    assert tally_consensus([], 3) == "unknown"
+
+
+_label = st.sampled_from(["keep", "Keep ", "split", "wait", None])
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(_label, st.none() | st.integers(0, 10)), min_size=2, max_size=6))
+def test_tally_never_counts_a_seat_without_a_label(
+    seats: list[tuple[str | None, int | None]],
+) -> None:
+    agents = [f"s{i}" for i in range(len(seats))]
+    history = [
+        turn(a, 1, pos(lab, c if c is not None else 5) if lab else "no line here")
+        for a, (lab, c) in zip(agents, seats, strict=True)
+    ]
+    st_ = state(history, agents=agents, total_rounds=1)
+    v = ledger_verdict(st_)
+    counted = [s for item in v.tally for s in item.seats]
+    assert sorted(counted) == sorted(a for a, (lab, _) in zip(agents, seats, strict=True) if lab)
+    if v.consensus == "unanimous":
+        assert all(lab is not None for lab, _ in seats)
+    assert v.confidence is None or 0.0 <= v.confidence <= 1.0
+
+
+# ── the observer's verdict ──────────────────────────────────────────────────────────────────────
+
+
+def test_parse_reply_valid_fenced_block() -> None:
+    text = (
+        "1. **Executive summary** keep it.\n\n6. **Verdict**\n```json\n"
+        + json.dumps(
+            {**VALID, "disagreements": [{"point": "timing", "minority": ["RV"], "view": "now"}]}
+        )
+        + "\n```\n"
+    )
+    prose, verdict, error = parse_reply(text, AGENTS)
+    assert error is None and verdict is not None
+    assert prose == "1. **Executive summary** keep it."
+    assert verdict.disagreements[0].minority == ["rv"]
+    assert verdict.consensus == "unanimous"
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        ("Just prose, no verdict.", "no fenced ```json verdict block"),
+        ('x\n```json\n{"decision": "a", \n```', "not valid JSON"),
+        ('```json\n{"decision": "a", "consensus": "mostly"}\n```', "consensus"),
+        ('```json\n{"consensus": "split"}\n```', "decision"),
+        (
+            '```json\n{"decision": null, "consensus": "split", "disagreements": '
+            '[{"point": "p", "minority": ["bob"]}]}\n```',
+            "'bob' is not a seat",
+        ),
+    ],
+)
+def test_parse_reply_errors_name_the_problem(reply: str, error: str) -> None:
+    _, verdict, err = parse_reply(reply, AGENTS)
+    assert verdict is None and err is not None and error in err
+
+
+def test_repair_reply_is_bare_json_and_tenths_are_read() -> None:
+    _, verdict, err = parse_reply(
+        '{"decision": null, "consensus": "none", "confidence": 7}', AGENTS
+    )
+    assert err is None and verdict is not None and verdict.confidence == 0.7
+
+
+def test_repair_prompt_names_the_error_and_asks_only_for_json() -> None:
+    text = repair_prompt("consensus: Input should be 'unanimous'")
+    assert text.startswith("Your verdict JSON was invalid: consensus: Input should be")
+    assert "Reply with only the corrected JSON" in text
+
+
+def test_schema_is_published_and_the_example_validates() -> None:
+    schema = verdict_schema()
+    assert set(schema["required"]) == {"decision", "consensus"}
+    assert schema["properties"]["consensus"]["enum"] == ["unanimous", "majority", "split", "none"]
+    assert "openQuestions" in schema["properties"]
+    ObserverVerdict.model_validate_json(VERDICT_EXAMPLE)
+
+
+def test_fallback_verdict_from_the_ledger_is_noted() -> None:
+    st_ = state(
+        healthy(), verdict=VerdictRecord(error="no fenced block", repair_asked=True, fallback=True)
+    )
+    r = build_result(st_)
+    assert r.status.observer == "fallback" and r.status.degraded
+    assert any("the observer's verdict was unusable (no fenced block)" in n for n in r.status.notes)
+    assert r.verdict.source == "ledger"
+    assert r.verdict.decision == "modular monolith" and r.verdict.consensus == "unanimous"
+    assert r.verdict.confidence == pytest.approx(round(2.3 / 3, 3))
+
+
+def test_observer_and_tally_disagree_both_shown() -> None:
+    data = {**VALID, "consensus": "split"}
+    r = build_result(state(healthy(), verdict=VerdictRecord(data=data)))
+    assert r.verdict.consensus == "split" and r.verdict.tally_consensus == "unanimous"
+    assert any("disagree: both are shown" in n for n in r.status.notes)
+
+
+def test_repaired_verdict_is_said_but_not_degraded() -> None:
+    r = build_result(state(healthy(), verdict=VerdictRecord(data=VALID, repair_asked=True)))
+    assert r.status.observer == "repaired" and not r.status.degraded
+
+
+# ── size and texts ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_three_seats_ten_rounds_of_8_kb_stay_under_the_tool_limits() -> None:
+    reply = ("word " * 1600)[:8000] + "\nPosition: keep — x (confidence 6/10)"
+    history = [
+        turn(a, r, reply, has_error=(r == 3 and a == "dev"), error="APIError: " + "e" * 900)
+        for r in range(1, 11)
+        for a in AGENTS
+    ]
+    summary = "\n".join(f"line {i} " + "z" * 200 for i in range(3000))  # ~620 KB, 3000 lines
+    st_ = state(
+        history,
+        total_rounds=10,
+        summary=summary,
+        end_reason=EndReason.REPETITION,
+        errors=["x" * 5000] * 50,
+        notes=["n" * 2000] * 100,
+    )
+    text = result_json(build_result(st_))
+    assert len(text.encode()) <= RESULT_MAX_BYTES < 50 * 1024
+    assert text.count("\n") + 1 < 2000
+    data = json.loads(text)
+    assert list(data)[3:5] == ["status", "verdict"]  # status first, then verdict
+    assert data["status"]["degraded"] is True
+    assert data["summary"].startswith(HEADER_TITLE)
+    assert "summary cut to fit" in data["summary"]
+    assert "word word" not in text  # the transcript is never pasted
+    assert len(delivery_text(st_).encode()) < 50 * 1024
+
+
+def test_delivery_text_carries_the_same_words() -> None:
+    history = [turn("pm", 1, pos("a", 5)), turn("dev", 1, ""), turn("rv", 1, pos("a", 5))]
+    st_ = state(history, total_rounds=1, options=Options(usage_footer=True))
+    text = delivery_text(st_)
+    result = build_result(st_)
+    assert text.splitlines()[0] == "Roundtable ses_verdict — Split?"
+    assert result.summary in text
+    assert "- dev gave an empty answer in round 1" in text
+    assert "Positions: pm: a (confidence 5/10) · dev: did not speak · rv: a" in text
+
+
+def test_usage_totals() -> None:
+    history = [
+        turn("pm", 1, "a", usage=Usage(input=10, output=5, reasoning=1, cost=0.01)),
+        turn("dev", 1, "b", usage=Usage(input=20, output=7, cost=0.02)),
+        observer("s", usage=Usage(input=100, output=9, cost=0.1)),
+    ]
+    u = build_result(state(history, agents=["pm", "dev"], total_rounds=1)).usage
+    assert (u.input, u.output) == (130, 22) and u.cost == pytest.approx(0.13)
+    assert u.per_agent["pm"].output == 6 and "roundtable-observer" in u.per_agent
+
+
+def test_rounds_completed_counts_only_full_rounds() -> None:
+    assert rounds_completed(state(healthy()[:4])) == 1
+    assert rounds_completed(state(healthy())) == 2
