@@ -25,7 +25,8 @@ from aiohttp import web
 from roundtabled import __version__, export, listing
 from roundtabled.engine import Engine
 from roundtabled.errors import TransportError, ValidationFailed
-from roundtabled.validation import parse_request, seat_agents
+from roundtabled.state import Budget
+from roundtabled.validation import PresetSpec, apply_preset, parse_request, seat_agents
 
 log = logging.getLogger("roundtabled.control")
 
@@ -94,11 +95,24 @@ class ControlAPI:
         token: the bearer token every request must carry.
         stream: the daemon's event stream, for ``/v1/health`` (``None``: reported as not
             connected).
+        presets: the configured panels by name (``[presets.NAME]``), applied to a call naming
+            one and listed by ``/v1/agents``.
+        default_budget: the configured ``budget_*`` limits for a call that gives none.
     """
 
-    def __init__(self, engine: Engine, token: str, stream: StreamHealth | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        token: str,
+        stream: StreamHealth | None = None,
+        *,
+        presets: dict[str, PresetSpec] | None = None,
+        default_budget: Budget | None = None,
+    ) -> None:
         self.engine = engine
         self.stream = stream
+        self.presets = dict(presets or {})
+        self.default_budget = default_budget
         self._token = token.encode()
         self._stopping = False
         self.app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY_BYTES)
@@ -197,7 +211,15 @@ class ControlAPI:
             if not a.get("hidden")
         ]
         listed.sort(key=lambda a: str(a["name"]))
-        return _json({"agents": listed, "text": "Available agents: " + ", ".join(names)})
+        text = "Available agents: " + ", ".join(names)
+        if self.presets:
+            # The tool's one-line answer names the presets too: `preset` is a roundtable argument.
+            text += ". Presets (roundtable's preset argument): " + ", ".join(sorted(self.presets))
+        presets = [
+            {"name": name, "agents": list(p.agents) if p.agents else None, "rounds": p.rounds}
+            for name, p in sorted(self.presets.items())
+        ]
+        return _json({"agents": listed, "presets": presets, "text": text})
 
     async def create(self, request: web.Request) -> web.Response:
         """Start or extend a roundtable (503 once the daemon is stopping)."""
@@ -207,7 +229,9 @@ class ControlAPI:
                 "(systemctl --user start roundtabled, or roundtabled serve) and retry",
                 503,
             )
-        req = parse_request(await self._body(request))
+        req = apply_preset(
+            parse_request(await self._body(request)), self.presets, self.default_budget
+        )
         state = await self.engine.start(req)
         return _json(
             {

@@ -108,7 +108,13 @@ class Daemon:
             lazy_types=BODY_UNUSED,
         )
         self.engine.on_change = self._report_status
-        self.api = ControlAPI(self.engine, self.token, stream=self.stream)
+        self.api = ControlAPI(
+            self.engine,
+            self.token,
+            stream=self.stream,
+            presets=settings.presets,
+            default_budget=settings.default_budget(),
+        )
         self.control_address: str | None = None
         self._stop = asyncio.Event()
         self._recovered = False

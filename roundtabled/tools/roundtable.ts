@@ -81,6 +81,21 @@ const D = {
   extendMode:
     "Only with sessionID: \"continuation\" goes deeper into the same discussion, \"new-topic\" " +
     "starts a new topic with the same agents. Default: guessed from the prompt.",
+  until:
+    "\"rounds\" (default) runs every round; \"converged\" stops once every seat kept its stated " +
+    "position for a round (or all hold the same one), then the observer sums up.",
+  budget:
+    "Limits of this call, any of {tokens, usd, seconds} (tokens = input + output as the server " +
+    "counts them): the debate stops before a turn would exceed them, keeping room for the observer.",
+  opening:
+    "\"sequential\" (default) or \"independent\": round 1 runs every seat at once, none seeing " +
+    "the others (first opinions without anchoring). New roundtables only.",
+  context:
+    "\"full\" (default): seats see every reply; \"recent\": the opening round, a digest of " +
+    "the positions taken since and the last round in full (fewer input tokens).",
+  preset:
+    "Name of a panel configured in roundtabled (agents, rounds, until, budget…; available_agents " +
+    "lists them). Explicit arguments override it. New roundtables only.",
 }
 
 async function loadZod(): Promise<any> {
@@ -106,6 +121,18 @@ function buildArgs(z: any): Record<string, unknown> {
       sessionID: z.string().optional().describe(D.sessionID),
       title: z.string().max(MAX_TITLE).optional().describe(D.title),
       extendMode: z.enum(["continuation", "new-topic"]).optional().describe(D.extendMode),
+      until: z.enum(["rounds", "converged"]).optional().describe(D.until),
+      budget: z
+        .object({
+          tokens: z.number().int().positive().optional(),
+          usd: z.number().positive().optional(),
+          seconds: z.number().positive().optional(),
+        })
+        .optional()
+        .describe(D.budget),
+      opening: z.enum(["sequential", "independent"]).optional().describe(D.opening),
+      context: z.enum(["full", "recent"]).optional().describe(D.context),
+      preset: z.string().optional().describe(D.preset),
     }
   }
   // Plain JSON Schema: OpenCode lists every key as required, so optional ones take null.
@@ -118,6 +145,19 @@ function buildArgs(z: any): Record<string, unknown> {
     sessionID: { type: ["string", "null"], description: D.sessionID + omit },
     title: { type: ["string", "null"], maxLength: MAX_TITLE, description: D.title + omit },
     extendMode: { enum: ["continuation", "new-topic", null], description: D.extendMode + omit },
+    until: { enum: ["rounds", "converged", null], description: D.until + omit },
+    budget: {
+      type: ["object", "null"],
+      properties: {
+        tokens: { type: "integer", minimum: 1 },
+        usd: { type: "number", exclusiveMinimum: 0 },
+        seconds: { type: "number", exclusiveMinimum: 0 },
+      },
+      description: D.budget + omit,
+    },
+    opening: { enum: ["sequential", "independent", null], description: D.opening + omit },
+    context: { enum: ["full", "recent", null], description: D.context + omit },
+    preset: { type: ["string", "null"], description: D.preset + omit },
   }
 }
 
@@ -159,7 +199,7 @@ function validate(args: any): Record<string, unknown> | string {
     // refused there by the one rule shared with the control API and the CLI (its error names
     // the duplicate and lists the available agents; regression "duplicate names").
     body.agents = agents
-  } else if (!given(sessionID)) {
+  } else if (!given(sessionID) && !given(args.preset)) {
     return "Error: agents is required for a new roundtable (at least 2 agent names in speaking order; call available_agents for the names), got nothing. To extend a concluded roundtable pass its sessionID instead."
   }
   if (given(rounds)) {
@@ -185,6 +225,11 @@ function validate(args: any): Record<string, unknown> | string {
     if (!given(sessionID))
       return `Error: extendMode applies only when extending a roundtable (with sessionID), got ${show(extendMode)} without sessionID`
     body.extendMode = extendMode
+  }
+  // Checked by the daemon (one rule for the tool, the control API and the CLI; its errors name
+  // the field and the allowed values).
+  for (const key of ["until", "budget", "opening", "context", "preset"]) {
+    if (given(args[key])) body[key] = args[key]
   }
   return body
 }
