@@ -43,7 +43,7 @@ from typing import Literal
 
 from roundtabled.positions import Position, normalise_label, parse_position
 from roundtabled.similarity import jaccard_bigrams
-from roundtabled.state import Budget, HistoryEntry, RoundtableState
+from roundtabled.state import Budget, EndReason, HistoryEntry, RoundtableState
 
 __all__ = [
     "DIGEST_MAX_BYTES",
@@ -53,6 +53,7 @@ __all__ = [
     "BudgetCheck",
     "Convergence",
     "Spent",
+    "Stop",
     "budget_check",
     "check_convergence",
     "digest",
@@ -62,6 +63,7 @@ __all__ = [
     "project_turn",
     "rounds_to_hide",
     "spent",
+    "stop_after_seat_turn",
 ]
 
 MIN_SPEAKERS = 2
@@ -370,6 +372,54 @@ def budget_check(state: RoundtableState, agent: str, now: int) -> BudgetCheck | 
     return BudgetCheck(
         False, None, used, projection, reserve, budget, "budget: " + "; ".join(parts)
     )
+
+
+# ── the machine's question ─────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """The debate stops taking seat turns: ``reason`` (converged | budget) and ``note``, the
+    sentence for ``status.notes`` and the observer."""
+
+    reason: EndReason
+    note: str
+
+
+def stop_after_seat_turn(state: RoundtableState, now: int) -> Stop | None:
+    """Whether the debate stops after the seat turn just recorded in ``state``.
+
+    Args:
+        state: the roundtable with the finished turn in its history and its position
+            (``current_round``, ``current_agent_index``) already moved to the next seat turn.
+        now: epoch milliseconds.
+
+    Returns:
+        ``None`` to go on (also when the planned rounds are over: that is a normal completion);
+        a :class:`Stop` with ``converged`` when ``until`` is ``converged`` and the round just
+        completed converged (:func:`check_convergence`), or with ``budget`` when the next seat
+        turn does not fit (:func:`budget_check`).
+    """
+    if state.current_round >= state.total_rounds:
+        return None
+    opts = state.options
+    if opts.until == "converged" and state.current_agent_index == 0:
+        done = state.current_round  # 1-based number of the round just completed
+        c = check_convergence(
+            state.history,
+            done,
+            first_round=opts.call_from_round + 1,
+            independent_opening=opts.opening == "independent" and done == 1,
+        )
+        if c.converged:
+            return Stop(
+                EndReason.CONVERGED,
+                f"converged after round {done} of {state.total_rounds} ({c.rule}): {c.reason}",
+            )
+    check = budget_check(state, state.agents[state.current_agent_index], now)
+    if check is not None and check.stop:
+        return Stop(EndReason.BUDGET, check.note)
+    return None
 
 
 # ── recent context ─────────────────────────────────────────────────────────────────────────────

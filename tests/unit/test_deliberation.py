@@ -3,12 +3,14 @@ diversity warning."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from roundtabled import deliberation as dl
 from roundtabled.positions import normalise_label
-from roundtabled.state import Budget, HistoryEntry, Options, RoundtableState, Usage
+from roundtabled.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
 
 AGENTS = ["pm", "dev", "rv"]
 
@@ -279,3 +281,49 @@ def test_diversity_warning_same_model_and_near_identical_prompts() -> None:
     assert dl.diversity_warning(models, distinct, AGENTS) is None
     mixed = {**models, "rv": "anthropic/claude-y"}
     assert dl.diversity_warning(mixed, same, AGENTS) is None
+
+
+# ── the machine's question ─────────────────────────────────────────────────────────────────────
+
+
+def after(history: list[HistoryEntry], nxt: tuple[int, int], **opts: Any) -> RoundtableState:
+    return RoundtableState(
+        sessionID="ses_test1234",
+        title="t",
+        agents=AGENTS,
+        total_rounds=opts.pop("total", 5),
+        prompt="topic",
+        history=history,
+        current_round=nxt[0],
+        current_agent_index=nxt[1],
+        options=Options(call_started_at=1_000, **opts),
+    )
+
+
+def test_stop_after_a_converged_round_only_with_until_converged() -> None:
+    h = rounds(["a", "b", "c"], ["a", "b", "c"])
+    stop = dl.stop_after_seat_turn(after(h, (2, 0), until="converged"), 2_000)
+    assert stop is not None and stop.reason == EndReason.CONVERGED
+    assert stop.note.startswith("converged after round 2 of 5 (unchanged)")
+    assert dl.stop_after_seat_turn(after(h, (2, 0)), 2_000) is None  # until rounds
+    # mid-round: no convergence check
+    assert dl.stop_after_seat_turn(after(h[:-1], (1, 2), until="converged"), 2_000) is None
+    # the last planned round: a normal completion, not a stop
+    assert dl.stop_after_seat_turn(after(h, (2, 0), until="converged", total=2), 2_000) is None
+
+
+def test_unanimous_independent_opening_stops_after_round_one() -> None:
+    h = rounds(["a", "a", "a"])
+    stop = dl.stop_after_seat_turn(
+        after(h, (1, 0), until="converged", opening="independent"), 2_000
+    )
+    assert stop is not None and stop.reason == EndReason.CONVERGED
+    assert dl.stop_after_seat_turn(after(h, (1, 0), until="converged"), 2_000) is None
+
+
+def test_stop_when_the_next_turn_does_not_fit_the_budget() -> None:
+    h = [turn(a, 1, "x", tokens=(100, 20)) for a in AGENTS[:2]]  # mid-round 1
+    stop = dl.stop_after_seat_turn(after(h, (0, 2), budget=Budget(tokens=500)), 2_000)
+    assert stop is not None and stop.reason == EndReason.BUDGET
+    assert "spent 240 tokens of 500 tokens" in stop.note
+    assert dl.stop_after_seat_turn(after(h, (0, 2), budget=Budget(tokens=5000)), 2_000) is None
