@@ -343,10 +343,20 @@ async function run(args: any, ctx: any): Promise<any> {
       }
       if (reply && reply.status === 200) {
         if (reply.data?.done) {
+          // The daemon renders the result (docs/result.md) size-capped for OpenCode's tool
+          // output limit; an older daemon sends only the summary.
+          const output =
+            typeof reply.data.output === "string"
+              ? reply.data.output
+              : JSON.stringify({ sessionID: ses, summary: String(reply.data.summary ?? "") })
           return {
             title: `Roundtable ${ses}`,
-            output: JSON.stringify({ sessionID: ses, summary: String(reply.data.summary ?? "") }),
-            metadata: { sessionID: ses, endReason: reply.data.endReason ?? null },
+            output,
+            metadata: {
+              sessionID: ses,
+              endReason: reply.data.endReason ?? null,
+              degraded: reply.data.result?.status?.degraded ?? null,
+            },
           }
         }
         failingSince = null // still running: poll again at once
@@ -379,9 +389,17 @@ export default {
   description:
     "Run a roundtable: a structured debate in which the named agents speak in turn, for the given " +
     "number of rounds, in a separate child session; then an observer consolidates it. Blocks until " +
-    "the debate ends and returns JSON {\"sessionID\", \"summary\"}. Call available_agents first to " +
-    "learn the agent names. To continue a concluded roundtable, pass its sessionID (and no agents). " +
-    "Problems are returned as text starting with \"Error:\" that names the bad argument.",
+    "the debate ends and returns JSON: status (endReason; degraded; roundsCompleted/roundsPlanned; " +
+    "per seat: turns answered/failed/empty/truncated/timedOut; notes), verdict (decision or null, " +
+    "confidence 0-1, consensus unanimous|majority|split|none|unknown, each seat's final position " +
+    "with label, confidence and changes with why, tally of labels, agreements, disagreements with " +
+    "the minority's view, openQuestions, nextSteps), summary (the observer's text), usage, and " +
+    "where the full transcript is. If status.degraded is true the debate did not run as asked " +
+    "(failed, empty, cut or skipped turns, an early stop, a failed observer): you must tell the " +
+    "user, in your own words, what status.notes says, before relaying the verdict. Call " +
+    "available_agents first to learn the agent names. To continue a concluded roundtable, pass its " +
+    "sessionID (and no agents). Problems are returned as text starting with \"Error:\" that names " +
+    "the bad argument.",
   args: buildArgs(await loadZod()),
   execute: run,
 }

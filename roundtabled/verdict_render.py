@@ -1,0 +1,101 @@
+"""The verdict on a terminal: what ``roundtabled start`` / ``status`` / ``watch`` end with.
+
+Renders the result contract (docs/result.md) as plain text: the degraded notes first (in the
+warning colour on a terminal), then a positions table (agent, label, confidence, changed?), the
+consensus and decision, and each minority view. Input is the JSON form of the contract (as the
+control API returns it), so the CLI needs no daemon internals.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+WARNING = "\x1b[1;33m"
+RESET = "\x1b[0m"
+LABEL_CHARS = 40
+"""Characters of a label shown in the table."""
+
+
+def _styled(text: str, tty: bool) -> str:
+    return f"{WARNING}{text}{RESET}" if tty else text
+
+
+def _use_colour(tty: bool | None) -> bool:
+    if tty is not None:
+        return tty
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _cell(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _confidence(value: Any) -> str:
+    return f"{round(float(value) * 10)}/10" if isinstance(value, int | float) else "—"
+
+
+def positions_table(verdict: dict[str, Any]) -> list[str]:
+    """The positions table: one row per seat (``—`` for no stated position)."""
+    rows = [("agent", "position", "confidence", "changed?")]
+    for p in verdict.get("positions") or []:
+        label = p.get("label")
+        if label is None:
+            label = "(no position stated)" if p.get("round") else "(did not speak)"
+        changes = p.get("changes") or []
+        changed = "no"
+        if changes:
+            last = changes[-1]
+            changed = f"yes, round {last.get('round')}"
+            if last.get("why"):
+                changed += f": {_cell(str(last['why']), 50)}"
+        rows.append(
+            (
+                str(p.get("agent")),
+                _cell(str(label), LABEL_CHARS),
+                _confidence(p.get("confidence")),
+                changed,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
+
+
+def render_verdict(result: dict[str, Any], *, tty: bool | None = None) -> str:
+    """The verdict block for the terminal.
+
+    Args:
+        result: the contract as JSON (``status``, ``verdict`` …); a result without ``verdict``
+            (an older daemon) renders as ''.
+        tty: force colours on (True) or off (False); default: on a terminal without ``NO_COLOR``.
+    """
+    verdict = result.get("verdict")
+    status = result.get("status") or {}
+    if not isinstance(verdict, dict):
+        return ""
+    colour = _use_colour(tty)
+    lines: list[str] = []
+    if status.get("degraded"):
+        lines.append(_styled("⚠ degraded result:", colour))
+        lines.extend(_styled(f"  - {n}", colour) for n in status.get("notes") or [])
+    elif status.get("notes"):
+        lines.extend(f"  note: {n}" for n in status["notes"])
+    lines.append("── verdict ──")
+    lines.extend(positions_table(verdict))
+    consensus = verdict.get("consensus", "unknown")
+    tally = verdict.get("tallyConsensus")
+    line = f"consensus: {consensus}"
+    if tally and tally != consensus:
+        line += f" (tally of stated positions: {tally})"
+    conf = verdict.get("confidence")
+    if isinstance(conf, int | float):
+        line += f" · confidence {conf:.2f}"
+    lines.append(line)
+    decision = verdict.get("decision")
+    lines.append(f"decision: {decision}" if decision else "decision: none")
+    for d in verdict.get("disagreements") or []:
+        who = ", ".join(d.get("minority") or []) or "—"
+        lines.append(f"minority ({who}) on {d.get('point')}: {d.get('view')}")
+    return "\n".join(lines)

@@ -1,0 +1,68 @@
+"""The verdict as the CLI shows it (roundtabled/verdict_render.py) and the published schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from roundtabled.observer_verdict import verdict_schema
+from roundtabled.result import build_result
+from roundtabled.state import EndReason, VerdictRecord
+from roundtabled.verdict_render import WARNING, render_verdict
+
+from .test_verdict import VALID, pos, state, turn
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_published_schema_matches_the_code() -> None:
+    published = json.loads((DOCS / "observer-verdict.schema.json").read_text())
+    assert published == json.loads(json.dumps(verdict_schema()))
+
+
+def _degraded() -> dict[str, object]:
+    history = [
+        turn("pm", 1, pos("keep", 7)),
+        turn("dev", 1, "", has_error=True, error="APIError: down"),
+        turn("rv", 1, pos("split", 4)),
+        turn("pm", 2, pos("keep", 7)),
+        turn("dev", 2, ""),
+        turn("rv", 2, "Changed: pm's numbers\n" + pos("keep", 6)),
+    ]
+    data = {**VALID, "disagreements": [{"point": "timing", "minority": ["rv"], "view": "later"}]}
+    st_ = state(
+        history, total_rounds=3, end_reason=EndReason.REPETITION, verdict=VerdictRecord(data=data)
+    )
+    return build_result(st_).dump()
+
+
+def test_render_degraded_notes_table_consensus_minority() -> None:
+    text = render_verdict(_degraded(), tty=False)
+    lines = text.splitlines()
+    assert lines[0] == "⚠ degraded result:"
+    assert "  - dev gave no usable answer in any round" in lines
+    assert lines.index("── verdict ──") > lines.index("  - dev gave no usable answer in any round")
+    table = lines[lines.index("── verdict ──") + 1 :]
+    assert table[0].split() == ["agent", "position", "confidence", "changed?"]
+    assert table[1].split()[:3] == ["pm", "keep", "7/10"] and table[1].endswith("no")
+    assert table[2].startswith("dev") and "(did not speak)" in table[2]
+    assert "yes, round 2: pm's numbers" in table[3]
+    assert "consensus: majority" in text
+    assert "minority (rv) on timing: later" in text
+    assert WARNING not in text
+
+
+def test_render_colours_only_the_warnings_on_a_terminal() -> None:
+    text = render_verdict(_degraded(), tty=True)
+    warned = [line for line in text.splitlines() if WARNING in line]
+    assert warned and all(
+        "degraded" in line or line.lstrip(WARNING).startswith("  - ") for line in warned
+    )
+    assert WARNING not in text.split("── verdict ──")[1]
+
+
+def test_render_healthy_has_no_warning_and_old_results_render_nothing() -> None:
+    history = [turn(a, 1, pos("keep", 8)) for a in ("pm", "dev", "rv")]
+    text = render_verdict(build_result(state(history, total_rounds=1)).dump(), tty=True)
+    assert WARNING not in text and "degraded" not in text
+    assert render_verdict({"sessionID": "ses_x", "summary": "old"}) == ""
