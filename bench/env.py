@@ -80,6 +80,10 @@ class RemoteLLM:
         """Queue ``actions`` for ``agent`` (any session)."""
         await self._post("/script", {"actions": [a.model_dump() for a in actions], "agent": agent})
 
+    async def reset(self) -> None:
+        """Forget every queued action and recorded request."""
+        await self._post("/reset", {})
+
     async def requests_for(self, session: str) -> list[RecordedRequest]:
         """Recorded requests of ``session``."""
         assert self.http is not None

@@ -7,6 +7,7 @@ Usage (from the repository root)::
     .venv/bin/python -m bench.run ingest       # figure 4 (event ingestion)
     .venv/bin/python -m bench.run memory       # figure 5 (RSS at 100 roundtables)
     .venv/bin/python -m bench.run recovery     # figure 6 (start-up recovery)
+    .venv/bin/python -m bench.run deliberation # figures 7a-7e (stopping, budget, opening, context)
 
 Prints one JSON document to stdout and writes it to ``bench/results/latest.json`` (``--out``).
 Each figure says its target and whether it was met (``met``). Times in seconds (``_s``) or
@@ -31,13 +32,13 @@ import orjson
 from roundtabled import __version__
 from roundtabled.testing.opencode_server import OPENCODE_VERSION
 
-from . import debate, ingest, memory, recovery
+from . import debate, deliberation, ingest, memory, recovery
 from .env import Env
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "debate-events.sse"
 RESULTS = HERE / "results" / "latest.json"
-FIGURES = ("debate", "ingest", "memory", "recovery")
+FIGURES = ("debate", "ingest", "memory", "recovery", "deliberation")
 
 
 async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -76,11 +77,22 @@ async def fig_recovery(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     )
 
 
+async def fig_deliberation(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    env = Env(tmp / "deliberation")
+    try:
+        await env.start()
+        await env.launch_daemon()
+        return await deliberation.run(env)
+    finally:
+        await env.close()
+
+
 RUNNERS = {
     "debate": fig_debate,
     "ingest": fig_ingest,
     "memory": fig_memory,
     "recovery": fig_recovery,
+    "deliberation": fig_deliberation,
 }
 
 

@@ -1,0 +1,184 @@
+"""Figures 7a–7e: deliberation (stop on convergence, budgets, independent openings, context).
+
+Debates on the real server with the scripted LLM answering every turn after a realistic
+:data:`TURN_DELAY_S` and with fixed usage (:data:`PROMPT_TOKENS` in, :data:`COMPLETION_TOKENS`
+out per reply, the observer too). Each reply ends with the ``Position:`` line the turn prompt asks
+for; the label each seat states per round is what a figure scripts. Baselines run in the same
+run, on the same server, with the same script.
+
+- **7a** converging panel (every seat keeps its label from round 1 on), 3 seats × 5 rounds:
+  ``until: "converged"`` against fixed rounds; tokens and wall time ratios (target ≤ 0.45).
+- **7b** diverging panel (labels change every round): ``until: "converged"`` must run all 5
+  rounds; tokens ratio exactly 1.00 (no false stop).
+- **7c** ``opening: "independent"``, 4 seats: round 1 wall time ≤ 1.25 × the slowest seat's turn.
+- **7d** a token budget: never exceeded by more than the observer's reserve, and the debate stops
+  within one seat turn of what the budget allows.
+- **7e** ``context: "recent"`` against ``"full"``, 3 × 10: total input tokens ≤ 0.6 ×.
+
+Tokens are read from the server: the sum of ``tokens.input + tokens.output`` over S2's assistant
+messages. Times in seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from roundtabled.state import OBSERVER_AGENT
+from roundtabled.testing.scripted_llm import Text
+
+from .env import TOPIC, Env
+from .stats import rnd
+
+AGENTS = ["pm", "dev", "rv"]
+ROUNDS = 5
+TURN_DELAY_S = 1.5
+PROMPT_TOKENS = 1000
+COMPLETION_TOKENS = 200
+TURN_TOKENS = PROMPT_TOKENS + COMPLETION_TOKENS
+
+
+def reply(agent: str, rnd_no: int, label: str) -> Text:
+    """One seat reply closing with its Position line, after the turn delay, fixed usage."""
+    return Text(
+        text=f"{agent}, round {rnd_no}: my argument.\n"
+        f"Position: {label} — {agent} holds this in round {rnd_no} (confidence 7/10)",
+        first_byte_delay=TURN_DELAY_S,
+        prompt_tokens=PROMPT_TOKENS,
+        completion_tokens=COMPLETION_TOKENS,
+    )
+
+
+def observer_reply() -> Text:
+    return Text(
+        text="1. **Executive summary** the panel's view.\n2. **Key points** …",
+        first_byte_delay=TURN_DELAY_S,
+        prompt_tokens=PROMPT_TOKENS,
+        completion_tokens=COMPLETION_TOKENS,
+    )
+
+
+async def script(env: Env, labels: dict[str, list[str]]) -> None:
+    """Queue every seat's replies (one per round) and one observer reply."""
+    for agent, per_round in labels.items():
+        await env.llm.script(
+            *(reply(agent, i + 1, lbl) for i, lbl in enumerate(per_round)), agent=agent
+        )
+    await env.llm.script(observer_reply(), agent=OBSERVER_AGENT)
+
+
+async def server_tokens(env: Env, s2: str) -> tuple[int, int, int]:
+    """(tokens, seat turns, observer turns) from S2's assistant messages."""
+    msgs = await env.oc("GET", f"/session/{s2}/message")
+    total = turns = observers = 0
+    for m in msgs:
+        info = m["info"]
+        if info.get("role") != "assistant":
+            continue
+        tok = info.get("tokens") or {}
+        total += int(tok.get("input") or 0) + int(tok.get("output") or 0)
+        if info.get("agent") == OBSERVER_AGENT:
+            observers += 1
+        else:
+            turns += 1
+    return total, turns, observers
+
+
+async def one(env: Env, labels: dict[str, list[str]], **body: Any) -> dict[str, Any]:
+    """One debate: (wall seconds, tokens, turns, end reason, notes)."""
+    await env.llm.reset()  # an early stop leaves replies queued: never let them leak into a run
+    await script(env, labels)
+    parent = await env.new_parent()
+    t0 = time.perf_counter()
+    s2 = await env.start_rt(agents=list(labels), prompt=TOPIC, parentSessionID=parent, **body)
+    result = await env.result(s2)
+    wall = time.perf_counter() - t0
+    await env.wait_idle(s2)
+    tokens, turns, observers = await server_tokens(env, s2)
+    status = result.get("status") or {}
+    return {
+        "wall_s": rnd(wall, 2),
+        "tokens": tokens,
+        "seat_turns": turns,
+        "observer_turns": observers,
+        "end_reason": status.get("endReason"),
+        "rounds_completed": status.get("roundsCompleted"),
+        "notes": status.get("notes"),
+    }
+
+
+async def fig_7a(env: Env) -> dict[str, Any]:
+    labels = {a: [f"{a} view"] * ROUNDS for a in AGENTS}
+    fixed = await one(env, labels, rounds=ROUNDS)
+    conv = await one(env, labels, rounds=ROUNDS, until="converged")
+    tok_ratio = conv["tokens"] / fixed["tokens"]
+    wall_ratio = conv["wall_s"] / fixed["wall_s"]
+    return {
+        "figure": "7a converging panel, 3 x 5, until converged / fixed rounds",
+        "target": "tokens and wall time <= 0.45",
+        "fixed_rounds": fixed,
+        "until_converged": conv,
+        "tokens_ratio": rnd(tok_ratio),
+        "wall_ratio": rnd(wall_ratio),
+        "met": tok_ratio <= 0.45 and wall_ratio <= 0.45,
+    }
+
+
+async def fig_7b(env: Env) -> dict[str, Any]:
+    labels = {a: [f"{a} view {r}" for r in range(1, ROUNDS + 1)] for a in AGENTS}
+    fixed = await one(env, labels, rounds=ROUNDS)
+    conv = await one(env, labels, rounds=ROUNDS, until="converged")
+    ratio = conv["tokens"] / fixed["tokens"]
+    return {
+        "figure": "7b diverging panel, 3 x 5, until converged / fixed rounds",
+        "target": "all 5 rounds run, tokens ratio 1.00",
+        "fixed_rounds": fixed,
+        "until_converged": conv,
+        "tokens_ratio": rnd(ratio),
+        "met": ratio == 1.0 and conv["seat_turns"] == ROUNDS * len(AGENTS),
+    }
+
+
+async def fig_7d(env: Env, budget: int = 10_000) -> dict[str, Any]:
+    labels = {a: [f"{a} view {r}" for r in range(1, ROUNDS + 1)] for a in AGENTS}
+    run = await one(env, labels, rounds=ROUNDS, budget={"tokens": budget})
+    seat_tokens = run["seat_turns"] * TURN_TOKENS
+    observer_tokens = run["tokens"] - seat_tokens
+    # With every reply costing TURN_TOKENS, the most seat turns that fit beside the observer:
+    fit = (budget - observer_tokens) // TURN_TOKENS
+    within_one = run["seat_turns"] >= fit - 1
+    return {
+        "figure": "7d token budget, 3 x 5",
+        "target": "spent <= budget (the observer runs inside its reserve); stops within one "
+        "seat turn of what fits",
+        "budget_tokens": budget,
+        "run": run,
+        "spent_tokens": run["tokens"],
+        "seat_turns_that_fit": int(fit),
+        "within_one_turn": within_one,
+        "met": run["tokens"] <= budget and within_one and run["end_reason"] == "budget",
+    }
+
+
+def not_available(name: str, target: str, why: str) -> dict[str, Any]:
+    return {"figure": name, "target": target, "met": False, "not_run": why}
+
+
+async def run(env: Env) -> dict[str, Any]:
+    """Figures 7a–7e on a started environment (server, scripted LLM, daemon)."""
+    return {
+        "7a": await fig_7a(env),
+        "7b": await fig_7b(env),
+        "7c": not_available(
+            "7c opening independent, 4 seats",
+            "round 1 wall time <= 1.25 x the slowest seat's turn",
+            "opening 'independent' is not implemented in this version (docs/deliberation.md)",
+        ),
+        "7d": await fig_7d(env),
+        "7e": not_available(
+            "7e context recent / full, 3 x 10",
+            "total input tokens <= 0.6 x",
+            "context 'recent' is refused: OpenCode sends ignored assistant parts to the model "
+            "(docs/deliberation.md)",
+        ),
+    }
