@@ -303,6 +303,8 @@ class FakeOpenCode:
         """Every event emitted, as the JSON object the stream would carry."""
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         """Every client call: ``(method name, arguments)``."""
+        self.call_times: list[int] = []
+        """Epoch ms of each entry of :attr:`calls` (same index)."""
         self.toasts: list[Json] = []
         self.event_filter: Callable[[Json], list[Json]] | None = None
         """Maps each emitted event to the events delivered (``[]`` loses it, ``[e, e]``
@@ -365,10 +367,79 @@ class FakeOpenCode:
             if m == method and (session_id is None or (a and a[0] == session_id))
         ]
 
+    def times_of(self, method: str, session_id: str | None = None) -> list[int]:
+        """Epoch ms of every call of ``method`` (optionally to ``session_id``)."""
+        return [
+            t
+            for (m, a), t in zip(self.calls, self.call_times, strict=True)
+            if m == method and (session_id is None or (a and a[0] == session_id))
+        ]
+
     def subscribe(self, callback: Callable[[ev.Event], None]) -> None:
         """Deliver every later event to ``callback`` (the engine's ``on_event``), parsed by
         :func:`roundtabled.events.parse_event` from the JSON bytes as the stream would."""
         self._subscribers.append(callback)
+
+    def unsubscribe(self, callback: Callable[[ev.Event], None]) -> None:
+        """Stop delivering events to ``callback`` (a stopped daemon)."""
+        if callback in self._subscribers:
+            self._subscribers.remove(callback)
+
+    def add_tool_call(
+        self, session_id: str, call_id: str, *, tool: str = "roundtable", status: str = "running"
+    ) -> str:
+        """Store an assistant message in ``session_id`` with one ``tool`` part (the
+        orchestrator's call waiting for a roundtable's result); returns the message id. No
+        events: it stands for a turn of the session that began before the test."""
+        s = self._get(session_id)
+        mid = _fresh("msg")
+        now = self.clock.now_ms()
+        info: Json = {
+            "id": mid,
+            "sessionID": session_id,
+            "role": "assistant",
+            "agent": "build",
+            "mode": "build",
+            "modelID": self.default_model,
+            "providerID": self.provider,
+            "time": {"created": now},
+            "cost": 0,
+            "tokens": _tokens(0, 0),
+        }
+        part = {
+            "id": _fresh("prt"),
+            "sessionID": session_id,
+            "messageID": mid,
+            "type": "tool",
+            "tool": tool,
+            "callID": call_id,
+            "state": {"status": status, "input": {}, "time": {"start": now}},
+        }
+        s.messages.append({"info": info, "parts": [part]})
+        return mid
+
+    def set_tool_state(
+        self, session_id: str, message_id: str, call_id: str, status: str, output: str = ""
+    ) -> None:
+        """Move that tool call to ``status`` (``completed`` with ``output``, ``error`` …)."""
+        for m in self._get(session_id).messages:
+            if m["info"]["id"] != message_id:
+                continue
+            for p in m["parts"]:
+                if p.get("callID") == call_id:
+                    p["state"] = {**p["state"], "status": status, "output": output}
+                    if status in ("completed", "error"):
+                        m["info"]["time"]["completed"] = self.clock.now_ms()
+                    return
+        raise KeyError(call_id)
+
+    def set_busy(self, session_id: str, busy: bool = True) -> None:
+        """Mark a session busy (as if a turn of someone else were running) or idle, with the
+        status events; no model request."""
+        if busy:
+            self._status(session_id, {"type": "busy"})
+        else:
+            self._idle(session_id)
 
     def connect(self) -> None:
         """(Re)connect the event stream: ``server.connected`` first, as on the real stream."""
@@ -452,6 +523,7 @@ class FakeOpenCode:
 
     def _enter(self, method: str, *args: Any) -> None:
         self.calls.append((method, args))
+        self.call_times.append(self.clock.now_ms())
         q = self._faults.get(method)
         if q:
             raise q.popleft()
@@ -479,7 +551,7 @@ class FakeOpenCode:
     async def _request(self, method: str, path: str, **_: Any) -> tuple[Any, dict[str, str]]:
         # The engine's start-up scan reads ``/path`` through the client's private helper.
         if (method, path) == ("GET", "/path"):
-            return [await self.path()], {}
+            return await self.path(), {}
         raise TransportError(f"{method} {path}: not faked", retryable=False)
 
     async def agents(self, directory: str | None = None) -> list[dict[str, Any]]:
