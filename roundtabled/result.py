@@ -21,7 +21,7 @@ import orjson
 
 from roundtabled.positions import position_of, spoke
 from roundtabled.result_model import RoundtableResult, SeatPosition, Status, Verdict
-from roundtabled.result_text import _collapse, _usage_footer
+from roundtabled.result_text import _collapse, _end_line, _usage_footer
 from roundtabled.state import EndReason, RoundtableState
 from roundtabled.verdict import build_status, build_usage, build_verdict
 
@@ -206,12 +206,15 @@ def verdict_lines(result: RoundtableResult) -> list[str]:
 
 def delivery_text(state: RoundtableState) -> str:
     """What S1 receives as a ``noReply`` message when no tool call waits: the title line, the
+    end line when it did not complete (the exact texts of ``result_text._end_line``), the
     summary (honesty header first, the same words as the tool result), the verdict lines, the
     usage footer and where the transcript is."""
     result = capped(build_result(state))
     s = result.status
+    end = _end_line(state)
     lines = [
         f"Roundtable {state.session_id} — {_collapse(state.title)}",
+        *([end] if end else []),
         f"Status: {s.end_reason}, {s.rounds_completed}/{s.rounds_planned} rounds"
         + (", DEGRADED" if s.degraded else ""),
         "",

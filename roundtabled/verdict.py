@@ -435,12 +435,21 @@ def _observer_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[st
         return ["the observer did not run: the summary is a digest of each seat's last position"]
     if outcome == "cancelled":
         return ["the observer did not run (cancelled without a summary)"]
+    return []
+
+
+def _verdict_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[str]:
+    """Notes about the observer's verdict JSON (said, but not degradations: the debate ran)."""
+    built = "decision, consensus and confidence are built from the seats' stated positions"
+    if outcome == "fallback" and not state.verdict.repair_asked:
+        return [f"the observer gave no verdict JSON: {built}"]
     if outcome == "fallback":
         err = _short(state.verdict.error or "invalid", 160)
         return [
-            f"the observer's verdict was unusable ({err}) even after one repair request: "
-            "decision, consensus and confidence are built from the seats' stated positions"
+            f"the observer's verdict was unusable ({err}) even after one repair request: {built}"
         ]
+    if outcome == "repaired":
+        return ["the observer's verdict JSON was invalid and was corrected by one repair request"]
     return []
 
 
@@ -473,6 +482,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         # A converged stop is the debate working as asked: said, but not a degradation.
         (info if state.end_reason == EndReason.CONVERGED else degradation).append(stop)
     degradation += _observer_notes(state, outcome)
+    info += _verdict_notes(state, outcome)
     degraded = bool(degradation) or (
         state.end_reason is not None and state.end_reason not in NATURAL_ENDS
     )

@@ -490,7 +490,7 @@ def test_fallback_verdict_from_the_ledger_is_noted() -> None:
         healthy(), verdict=VerdictRecord(error="no fenced block", repair_asked=True, fallback=True)
     )
     r = build_result(st_)
-    assert r.status.observer == "fallback" and r.status.degraded
+    assert r.status.observer == "fallback" and not r.status.degraded  # said, the debate ran
     assert any("the observer's verdict was unusable (no fenced block)" in n for n in r.status.notes)
     assert r.verdict.source == "ledger"
     assert r.verdict.decision == "modular monolith" and r.verdict.consensus == "unanimous"
@@ -507,6 +507,13 @@ def test_observer_and_tally_disagree_both_shown() -> None:
 def test_repaired_verdict_is_said_but_not_degraded() -> None:
     r = build_result(state(healthy(), verdict=VerdictRecord(data=VALID, repair_asked=True)))
     assert r.status.observer == "repaired" and not r.status.degraded
+    assert any("corrected by one repair request" in n for n in r.status.notes)
+
+
+def test_no_verdict_json_at_all_is_said_without_a_repair() -> None:
+    r = build_result(state(healthy(), verdict=VerdictRecord(error="no block", fallback=True)))
+    assert r.status.observer == "fallback" and r.verdict.source == "ledger"
+    assert any(n.startswith("the observer gave no verdict JSON") for n in r.status.notes)
 
 
 # ── size and texts ──────────────────────────────────────────────────────────────────────────────
