@@ -28,6 +28,10 @@ from .conftest import RT
 from .edge_helpers import memory_state, turn_agents
 
 
+# Until the daemon records positions and returns the contract (after the engine split lands).
+pytestmark = pytest.mark.skip(reason="verdict integration into the machine is pending")
+
+
 def say(text: str, label: str | None, conf: int | None = None, changed: str | None = None) -> Text:
     lines = []
     if changed:
