@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from roundtabled import machine, prompts
 from roundtabled.errors import NotFound, StateError, ValidationFailed
+from roundtabled.result import build_result
 from roundtabled.state import RoundtableState
 
 if TYPE_CHECKING:
@@ -44,9 +45,14 @@ async def collect(engine: Engine, s2: str) -> dict[str, Any]:
 
 
 def to_data(state: RoundtableState) -> dict[str, Any]:
-    """JSON-ready export of ``state``."""
+    """JSON-ready export of ``state``: the result contract of docs/result.md (``version``,
+    ``status``, ``verdict``, ``summary`` with its honesty header, ``usage``) plus the transcript
+    (``turns``, every turn in full) and the debate's set-up. ``observerSummary`` is the observer's
+    own text; ``usage`` adds ``perRound`` and ``total`` to the contract's totals."""
     usage = prompts.usage_table(state.history)
+    contract = build_result(state).dump()
     return {
+        **contract,
         "sessionID": state.session_id,
         "parentSessionID": state.parent_session_id,
         "title": state.title,
@@ -60,13 +66,61 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
         "endReason": state.end_reason.value if state.end_reason else None,
         "errors": state.errors,
         "turns": [e.dump() for e in state.history],
-        "summary": state.summary,
+        "summary": contract["summary"],
+        "observerSummary": state.summary,
         "usage": {
+            **contract["usage"],
             "perAgent": {k: v.dump() for k, v in usage["perAgent"].items()},
             "perRound": {str(k): v.dump() for k, v in usage["perRound"].items()},
             "total": usage["total"].dump(),
         },
     }
+
+
+def _md_cell(value: object) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def _verdict_section(data: dict[str, Any]) -> list[str]:
+    """The ``## Verdict`` section: degraded notes, positions table, consensus, minority views."""
+    verdict, status = data.get("verdict"), data.get("status") or {}
+    if not isinstance(verdict, dict):
+        return []
+    lines = ["## Verdict", ""]
+    if status.get("degraded"):
+        lines += ["> ⚠️ **Degraded result**", ">"]
+        lines += [f"> - {n}" for n in status.get("notes") or []]
+        lines.append("")
+    elif status.get("notes"):
+        lines += [f"- _{n}_" for n in status["notes"]] + [""]
+    lines += ["| agent | position | confidence | changed? |", "|---|---|---:|---|"]
+    for p in verdict.get("positions") or []:
+        label = p.get("label") or (
+            "_(no position stated)_" if p.get("round") else "_(did not speak)_"
+        )
+        conf = p.get("confidence")
+        changes = p.get("changes") or []
+        changed = "; ".join(
+            f"round {c['round']}: from {c['from']}" + (f" ({c['why']})" if c.get("why") else "")
+            for c in changes
+        )
+        lines.append(
+            f"| {_md_cell(p['agent'])} | {_md_cell(label)} | "
+            f"{'' if conf is None else f'{round(conf * 10)}/10'} | {_md_cell(changed or 'no')} |"
+        )
+    lines.append("")
+    cons = verdict.get("consensus")
+    tally = verdict.get("tallyConsensus")
+    line = f"**Consensus:** {cons}"
+    if tally and tally != cons:
+        line += f" (tally of stated positions: {tally})"
+    lines += [line, "", f"**Decision:** {verdict.get('decision') or '_none_'}", ""]
+    for d in verdict.get("disagreements") or []:
+        who = ", ".join(d.get("minority") or []) or "—"
+        lines.append(f"- **Minority ({who})** on {d.get('point')}: {d.get('view')}")
+    if verdict.get("disagreements"):
+        lines.append("")
+    return lines
 
 
 def _fmt_tokens(n: int) -> str:
@@ -102,7 +156,7 @@ def to_markdown(data: dict[str, Any]) -> str:
         if (
             kind == "observer"
             and not turn.get("hasError")
-            and turn.get("response") == (data.get("summary") or "")
+            and turn.get("response") == (data.get("observerSummary", data.get("summary")) or "")
         ):
             continue  # shown once, under "Summary" (its usage is in the tables)
         if kind == "user":
@@ -141,7 +195,9 @@ def to_markdown(data: dict[str, Any]) -> str:
             ]
     if data.get("errors"):
         lines += ["## Errors", ""] + [f"- {e}" for e in data["errors"]] + [""]
-    lines += ["## Summary", "", data.get("summary") or "_(no summary)_", ""]
+    lines += _verdict_section(data)
+    summary = data.get("observerSummary", data.get("summary"))
+    lines += ["## Summary", "", summary or "_(no summary)_", ""]
     lines += ["## Usage", "", "| agent | input | output | cost (USD) |", "|---|---:|---:|---:|"]
     for name, u in data["usage"]["perAgent"].items():
         lines.append(

@@ -101,7 +101,13 @@ def test_json_export_holds_the_whole_debate() -> None:
     ]
     assert data["turns"][1]["hasError"] and "overloaded" in data["turns"][1]["error"]
     assert data["errors"] == ["dev (round 1): APIError: overloaded"]
-    assert data["summary"].startswith("**Executive summary.**")
+    assert data["observerSummary"].startswith("**Executive summary.**")
+    # The contract of docs/result.md: degraded (dev failed, then was cut off), said first.
+    assert data["version"] == 1 and data["status"]["degraded"] is True
+    assert data["summary"].startswith("⚠ DEGRADED ROUNDTABLE RESULT")
+    assert data["summary"].endswith("**Executive summary.** Modular monolith.")
+    assert "dev failed in round 1 (APIError: overloaded)" in data["status"]["notes"]
+    assert [p["agent"] for p in data["verdict"]["positions"]] == ["pm", "dev"]
 
 
 def test_json_export_totals_usage_per_agent_per_round_and_overall() -> None:
@@ -178,3 +184,13 @@ def test_markdown_without_summary_says_so() -> None:
     md = export.to_markdown(export.to_data(state))
     assert "_(no summary)_" in md
     assert "- **Outcome:** aborted (cancelled)" in md
+
+
+def test_markdown_has_a_verdict_section_with_the_degraded_notes_and_positions() -> None:
+    md = export.to_markdown(export.to_data(_state()))
+    verdict = md[md.index("\n## Verdict\n") : md.index("\n## Summary\n")]
+    assert "> ⚠️ **Degraded result**" in verdict
+    assert "> - dev failed in round 1 (APIError: overloaded)" in verdict
+    assert "| agent | position | confidence | changed? |" in verdict
+    assert "| dev | _(did not speak)_ |  | no |" in verdict
+    assert "**Consensus:** unknown" in verdict
