@@ -239,6 +239,19 @@ def parse_request(body: object) -> RoundtableRequest:
             "opening",
             "opening applies to a new roundtable only (its round 1); omit it when extending",
         )
+    if opening == "independent":
+        raise ValidationFailed(
+            "opening",
+            "opening 'independent' is not available in this version (see docs/deliberation.md); "
+            "use 'sequential' or omit it",
+        )
+    if context == "recent":
+        raise ValidationFailed(
+            "context",
+            "context 'recent' is not available: this OpenCode server still sends replies whose "
+            "parts are marked ignored to the model, so hiding older rounds would save nothing "
+            "(see docs/deliberation.md); use 'full' or omit it",
+        )
     preset = _opt_str(body, "preset", max_len=200)
     if preset is not None and not PRESET_NAME_RE.match(preset):
         raise ValidationFailed(

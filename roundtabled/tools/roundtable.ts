@@ -87,12 +87,6 @@ const D = {
   budget:
     "Limits of this call, any of {tokens, usd, seconds} (tokens = input + output as the server " +
     "counts them): the debate stops before a turn would exceed them, keeping room for the observer.",
-  opening:
-    "\"sequential\" (default) or \"independent\": round 1 runs every seat at once, none seeing " +
-    "the others (first opinions without anchoring). New roundtables only.",
-  context:
-    "\"full\" (default): seats see every reply; \"recent\": the opening round, a digest of " +
-    "the positions taken since and the last round in full (fewer input tokens).",
   preset:
     "Name of a panel configured in roundtabled (agents, rounds, until, budget…; available_agents " +
     "lists them). Explicit arguments override it. New roundtables only.",
@@ -130,8 +124,6 @@ function buildArgs(z: any): Record<string, unknown> {
         })
         .optional()
         .describe(D.budget),
-      opening: z.enum(["sequential", "independent"]).optional().describe(D.opening),
-      context: z.enum(["full", "recent"]).optional().describe(D.context),
       preset: z.string().optional().describe(D.preset),
     }
   }
@@ -155,8 +147,6 @@ function buildArgs(z: any): Record<string, unknown> {
       },
       description: D.budget + omit,
     },
-    opening: { enum: ["sequential", "independent", null], description: D.opening + omit },
-    context: { enum: ["full", "recent", null], description: D.context + omit },
     preset: { type: ["string", "null"], description: D.preset + omit },
   }
 }
@@ -228,7 +218,7 @@ function validate(args: any): Record<string, unknown> | string {
   }
   // Checked by the daemon (one rule for the tool, the control API and the CLI; its errors name
   // the field and the allowed values).
-  for (const key of ["until", "budget", "opening", "context", "preset"]) {
+  for (const key of ["until", "budget", "preset"]) {
     if (given(args[key])) body[key] = args[key]
   }
   return body

@@ -158,6 +158,12 @@ class Harness:
         """Until no session of the fake is busy."""
         await self.until(lambda: all(s.status is None for s in self.fake.sessions.values()), within)
 
+    def fake_id(self) -> str:
+        """A fresh ascending ``msg_…`` id (what a person's client would choose)."""
+        from roundtabled import ids
+
+        return ids.message_id()
+
     # -- reading the fake -----------------------------------------------------------------------
 
     def handoffs(self) -> tuple[int, int]:

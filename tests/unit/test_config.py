@@ -340,8 +340,8 @@ rounds = 4
 observer = "rv"
 until = "converged"
 budget = {tokens = 20000, usd = 0.5}
-opening = "independent"
-context = "recent"
+opening = "sequential"
+context = "full"
 title_prefix = "[arch] "
 [presets.quick]
 rounds = 1
@@ -352,7 +352,7 @@ def test_presets_and_default_budget_are_read(env: dict[str, str], tmp_path: Path
     s = load_settings(env=env, config_file=write(tmp_path, PRESETS))
     arch = s.presets["arch"]
     assert arch.agents == ("pm", "dev", "rv") and arch.rounds == 4 and arch.observer == "rv"
-    assert (arch.until, arch.opening, arch.context) == ("converged", "independent", "recent")
+    assert (arch.until, arch.opening, arch.context) == ("converged", "sequential", "full")
     assert arch.budget is not None and (arch.budget.tokens, arch.budget.usd) == (20000, 0.5)
     assert arch.title_prefix == "[arch] "
     quick = s.presets["quick"]
@@ -371,7 +371,8 @@ def test_presets_and_default_budget_are_read(env: dict[str, str], tmp_path: Path
         ("[presets.a]\nuntil = 'forever'", "presets.a.until", "'rounds', 'converged'"),
         ("[presets.a]\nopening = 'parallel'", "presets.a.opening", "'sequential', 'independent'"),
         ("[presets.a]\ncontext = 'some'", "presets.a.context", "'full', 'recent'"),
-        ("[presets.a]\nbudget = {tokens = -1}", "presets.a.budget", "budget.tokens must be a positive number"),
+        ("[presets.a]\nopening = 'independent'", "presets.a.opening", "not available"),
+        ("[presets.a]\nbudget = {tokens = -1}", "presets.a.budget", "budget.tokens must be"),
         ("[presets.a]\nbudget = {coins = 3}", "presets.a.budget", "unknown budget key 'coins'"),
         ("[presets.a]\nagents = 'pm'", "presets.a.agents", "list of agent names"),
         ("[presets.a]\ntitle_prefix = 3", "presets.a.title_prefix", "a string"),
