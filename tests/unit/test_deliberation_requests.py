@@ -28,10 +28,10 @@ def test_valid_values() -> None:
     r = req(
         until="converged",
         budget={"tokens": 5000, "usd": 0.5, "seconds": 60},
-        opening="independent",
-        context="recent",
+        opening="sequential",
+        context="full",
     )
-    assert (r.until, r.opening, r.context) == ("converged", "independent", "recent")
+    assert (r.until, r.opening, r.context) == ("converged", "sequential", "full")
     assert r.budget == Budget(tokens=5000, usd=0.5, seconds=60.0)
     assert req(budget={"seconds": 1.5}).budget == Budget(seconds=1.5)
 
@@ -61,6 +61,15 @@ def test_bad_values_name_the_field_and_the_allowed_values(
         req(**body)
     assert exc.value.field == field
     assert str(exc.value).startswith("Error:") and words in str(exc.value)
+
+
+def test_independent_openings_and_recent_context_are_refused_with_the_reason() -> None:
+    with pytest.raises(ValidationFailed) as exc:
+        req(opening="independent")
+    assert exc.value.field == "opening" and "not available in this version" in str(exc.value)
+    with pytest.raises(ValidationFailed) as exc:
+        req(context="recent")
+    assert exc.value.field == "context" and "marked ignored" in str(exc.value)
 
 
 def test_opening_and_preset_are_for_a_new_roundtable_only() -> None:
@@ -205,5 +214,7 @@ def test_cli_start_flags_become_the_request_body() -> None:
         "independent",
         "recent",
     )
-    req = parse_request(body)
+    with pytest.raises(ValidationFailed):  # not available yet: refused by the daemon's rule
+        parse_request(body)
+    req = parse_request({**body, "opening": "sequential", "context": "full"})
     assert req.given == frozenset({"prompt", "preset", "until", "budget", "opening", "context"})
