@@ -154,6 +154,12 @@ def _locate(text: str) -> tuple[str, str] | None:
     return None
 
 
+def has_verdict_block(text: str) -> bool:
+    """True when ``text`` holds a verdict attempt (a fenced block or a bare reply that starts as
+    a JSON object), valid or not: only an attempt is worth one repair request."""
+    return _locate(text) is not None
+
+
 def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:3]:
@@ -162,9 +168,7 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_reply(
-    text: str, agents: Sequence[str]
-) -> tuple[str, ObserverVerdict | None, str | None]:
+def parse_reply(text: str, agents: Sequence[str]) -> tuple[str, ObserverVerdict | None, str | None]:
     """Split an observer reply into prose and its verdict.
 
     Args:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from roundtabled.observer_flow import is_repair
 from roundtabled.positions import (
     Change,
     changes,
@@ -403,7 +404,7 @@ def stop_note(state: RoundtableState) -> str | None:
 
 def observer_outcome(state: RoundtableState) -> ObserverOutcome:
     """How the observer's part went (see docs/result.md)."""
-    obs = [e for e in state.history if e.kind == "observer"]
+    obs = _observer_turns(state)
     if state.end_reason == EndReason.OBSERVER_FAILED:
         return "failed"
     if state.end_reason == EndReason.CANCELLED and not state.options.cancel_summarize:
@@ -421,8 +422,13 @@ def observer_outcome(state: RoundtableState) -> ObserverOutcome:
     return "ok"
 
 
+def _observer_turns(state: RoundtableState) -> list[HistoryEntry]:
+    """The observer's consolidation turns (not its repair replies), oldest first."""
+    return [e for e in state.history if e.kind == "observer" and not is_repair(e)]
+
+
 def _observer_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[str]:
-    obs = [e for e in state.history if e.kind == "observer"]
+    obs = _observer_turns(state)
     if outcome == "failed":
         err = (obs[-1].error if obs and obs[-1].error else None) or "empty reply"
         return [
