@@ -27,7 +27,6 @@ from roundtabled.testing.scripted_llm import Hang, HttpError, Text, tool_call
 from .conftest import RT
 from .edge_helpers import memory_state, turn_agents
 
-
 # Until the daemon records positions and returns the contract (after the engine split lands).
 pytestmark = pytest.mark.skip(reason="verdict integration into the machine is pending")
 
@@ -349,6 +348,42 @@ async def test_label_change_is_asked_why_and_the_reason_recorded(rt: RT) -> None
             "why": "dev's migration estimate",
         }
     ]
+
+
+async def test_extend_covers_all_rounds_and_keeps_changes_across_the_extension(rt: RT) -> None:
+    rt.llm.script(
+        say("Split now.", "split now", 6),
+        say("Monolith.", "modular monolith", 8, changed="the audit trail"),
+        agent="pm",
+    )
+    rt.llm.script(
+        say("Keep.", "modular monolith", 7), say("Keep.", "modular monolith", 7), agent="dev"
+    )
+    rt.llm.script(
+        Text(text='First.\n```json\n{"decision": null, "consensus": "wrong"}\n```'),
+        Text(text=json.dumps({**VERDICT, "consensus": "split"})),
+        verdict_reply("After the extension.", VERDICT),
+        agent=OBSERVER_AGENT,
+    )
+    s2, _, first = await run(rt, agents=["pm", "dev"], prompt="Extend?")
+    assert first["status"]["observer"] == "repaired"
+    await rt.finalized(s2)
+    status, data = await rt.api(
+        "POST",
+        "/v1/roundtables",
+        {"sessionID": s2, "prompt": "Continue: settle it", "rounds": 1, "directory": rt.directory},
+    )
+    assert status == 200, data
+    c = (await rt.result(s2, timeout=120))["result"]
+    st = c["status"]
+    assert (st["roundsCompleted"], st["roundsPlanned"]) == (2, 2)
+    assert [s["turns"] for s in st["seats"]] == [2, 2]
+    assert st["observer"] == "ok"  # a new observer turn: the repair record starts afresh
+    assert position(c, "pm")["changes"] == [
+        {"round": 2, "from": "split now", "to": "modular monolith", "why": "the audit trail"}
+    ]
+    assert c["verdict"]["tally"][0]["seats"] == ["pm", "dev"]
+    assert c["summary"] == "After the extension."
 
 
 # ── size ────────────────────────────────────────────────────────────────────────────────────────
