@@ -30,6 +30,14 @@ from roundtabled.testing.scripted_llm import ScriptedLLM, content_text
 from tests.e2e.conftest import roundtable_config
 from tests.fakes.fake_opencode import FakeOpenCode, status_sequence
 
+ASKER = {
+    "mode": "primary",
+    "model": "scripted/debater-1",
+    "prompt": "You are asker, a seat allowed to ask questions.",
+    "permission": {"*": "deny", "question": "allow"},
+}
+"""An agent that may use the ``question`` tool (the fake's ``question_agents``)."""
+
 
 @dataclass
 class RealEnv:
@@ -66,7 +74,7 @@ class LazyRealEnv:
         if self.env is None:
             llm = ScriptedLLM()
             await llm.start(port=0)
-            cfg = roundtable_config(llm)
+            cfg = roundtable_config(llm, extra_agents={"asker": ASKER})
             llm.agent_prompts.update(agent_prompts_of(cfg))
             env = RealEnv(server=OpenCodeServer(self.root, cfg), llm=llm)
             self.env = env

@@ -21,7 +21,7 @@ from roundtabled import events as ev
 from roundtabled import ids
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.mirror import TurnMirror
-from roundtabled.testing.scripted_llm import Hang, HttpError, Text, tool_call
+from roundtabled.testing.scripted_llm import Hang, HttpError, Text, content_text, tool_call
 
 from .conftest import Backend, all_texts, user_texts
 
@@ -504,3 +504,45 @@ async def test_message_of_a_missing_id_is_not_found(backend: Backend) -> None:
     sid = await b.session()
     with pytest.raises(NotFound):
         await b.client.message(sid, ids.message_id())
+
+
+# ------------------------------------------------------------------------------------------------
+# requests of a seat's tools
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_a_question_keeps_the_session_busy_until_answered(backend: Backend) -> None:
+    """The ``question`` tool: ``question.asked``, listed by ``GET /question``, busy until the
+    answer, which the model gets as the tool's output; then one more step and idle."""
+    b = backend
+    sid = await b.session()
+    args = {
+        "questions": [
+            {
+                "question": "Which one?",
+                "header": "Pick",
+                "options": [
+                    {"label": "Alpha", "description": "a"},
+                    {"label": "Beta", "description": "b"},
+                ],
+            }
+        ]
+    }
+    b.script(tool_call("question", args), Text(text="ASKER: Alpha then."), session=sid)
+    await prompt(b, sid, "asker", "ask me", model=M1)
+    asked = await b.wait_for(lambda: b.events_of(sid, "question.asked"), what="question.asked")
+    rid = asked[0]["properties"]["id"]
+    pending = await b.client.questions(b.directory)
+    assert [(q["id"], q["sessionID"]) for q in pending] == [(rid, sid)]
+    await asyncio.sleep(b.straggle)
+    assert sid in await b.client.statuses(b.directory)
+    await b.client.answer_question(rid, [["Alpha"]], directory=b.directory)
+    await b.idle_count(sid, 1)
+    assert await b.client.questions(b.directory) == []
+    reqs = b.requests_for(session=sid)
+    assert [r.kind for r in reqs] == ["turn", "tool-followup"]
+    tool_out = [content_text(m.get("content")) for m in reqs[1].messages if m["role"] == "tool"]
+    assert len(tool_out) == 1 and "Alpha" in tool_out[0]
+    msgs, _ = await b.client.messages(sid)
+    assert [shape(msgs)[i]["finish"] for i in (1, 2)] == ["tool-calls", "stop"]
+    assert shape(msgs)[2]["texts"] == ["ASKER: Alpha then."]

@@ -261,6 +261,7 @@ DEFAULT_AGENTS: dict[str, str | None] = {
     "dev": "debater-2",
     "rv": "debater-3",
     "roundtable-observer": None,
+    "asker": "debater-1",
 }
 
 
@@ -311,6 +312,8 @@ class FakeOpenCode:
         duplicates it); the log :attr:`events` always has the original."""
         self.pending_requests: dict[str, _Request] = {}
         self.answered_requests: list[tuple[str, str, Any]] = []
+        self.question_agents: set[str] = {"asker"}
+        """Agents allowed the ``question`` tool: their ``question`` call waits for an answer."""
         self.tool_outputs: dict[str, str] = {}
         """Tool name → output of a completed call; a call of any other tool is refused (an
         error part, as for a seat whose tools are all denied)."""
@@ -1172,6 +1175,16 @@ class FakeOpenCode:
             getattr(action, "prompt_tokens", None) or 100,
             getattr(action, "completion_tokens", None) or 20,
         )
+        if (
+            isinstance(action, ToolCalls)
+            and len(action.calls) == 1
+            and action.calls[0].name == "question"
+            and s.messages
+            and self._may_ask(assistant)
+        ):
+            # The model calls the ``question`` tool of an agent allowed to use it.
+            questions = tuple(action.calls[0].arguments.get("questions") or ())
+            action = AskQuestion(questions=questions or AskQuestion().questions)
         if isinstance(action, AskPermission | AskQuestion):
             return await self._ask(s, assistant, action, tokens)
         if isinstance(action, ToolCalls):
@@ -1268,6 +1281,9 @@ class FakeOpenCode:
             self._status(sid, {"type": "busy"})
             return "again"  # the server calls the model again at once (no finish reason)
         return "done"
+
+    def _may_ask(self, assistant: Json) -> bool:
+        return str(assistant["info"]["agent"]) in self.question_agents
 
     async def _ask(
         self, s: _Session, assistant: Json, action: AskPermission | AskQuestion, tokens: Json
