@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.testing.scripted_llm import Text, default_text
 
 from .env import TOPIC, Env
 from .stats import rnd
@@ -40,9 +40,10 @@ TURN_TOKENS = PROMPT_TOKENS + COMPLETION_TOKENS
 
 def reply(agent: str, rnd_no: int, label: str) -> Text:
     """One seat reply closing with its Position line, after the turn delay, fixed usage."""
+    # Varied filler: a steady position must not also read as a repetition (loop detection).
     return Text(
-        text=f"{agent}, round {rnd_no}: my argument.\n"
-        f"Position: {label} — {agent} holds this in round {rnd_no} (confidence 7/10)",
+        text=default_text(agent, label, rnd_no)
+        + f"\nPosition: {label} — {agent} holds this in round {rnd_no} (confidence 7/10)",
         first_byte_delay=TURN_DELAY_S,
         prompt_tokens=PROMPT_TOKENS,
         completion_tokens=COMPLETION_TOKENS,

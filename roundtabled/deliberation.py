@@ -43,7 +43,15 @@ from typing import Literal
 
 from roundtabled.positions import Position, normalise_label, parse_position
 from roundtabled.similarity import jaccard_bigrams
-from roundtabled.state import Budget, EndReason, HistoryEntry, RoundtableState
+from roundtabled.state import (
+    Budget,
+    EndReason,
+    HistoryEntry,
+    Options,
+    PermissionPolicy,
+    RoundtableState,
+    Until,
+)
 
 __all__ = [
     "DIGEST_MAX_BYTES",
@@ -51,6 +59,7 @@ __all__ = [
     "MIN_SPEAKERS",
     "RESERVE_SECONDS_FACTOR",
     "BudgetCheck",
+    "Call",
     "Convergence",
     "Spent",
     "Stop",
@@ -58,6 +67,7 @@ __all__ = [
     "check_convergence",
     "digest",
     "diversity_warning",
+    "next_call",
     "observer_reserve",
     "position_of",
     "project_turn",
@@ -420,6 +430,51 @@ def stop_after_seat_turn(state: RoundtableState, now: int) -> Stop | None:
     if check is not None and check.stop:
         return Stop(EndReason.BUDGET, check.note)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What an ``extend`` call sets for itself (``None``: keep the roundtable's).
+
+    ``turn_timeout`` in seconds; ``until``; ``budget`` is the call's own (``None``: no budget,
+    never the previous call's).
+    """
+
+    turn_timeout: float | None = None
+    permission_policy: PermissionPolicy | None = None
+    until: Until | None = None
+    budget: Budget | None = None
+
+
+def next_call(state: RoundtableState, call: Call | None, now: int) -> tuple[int, Options]:
+    """Where an ``extend`` of ``state`` starts and the options it runs with.
+
+    Args:
+        state: the concluded roundtable.
+        call: what the extend sets (``None``: nothing).
+        now: epoch milliseconds (the call's budget seconds count from here).
+
+    Returns:
+        ``(start, options)``: ``start`` is the 0-indexed first round of the extension — right
+        after the last round run when the debate stopped early because it converged or hit its
+        budget (no skipped round numbers; a round cut by the budget counts as run), else
+        ``total_rounds``; ``options`` with the call's values and its budget window.
+    """
+    call = call or Call()
+    start = state.total_rounds
+    if state.end_reason in (EndReason.CONVERGED, EndReason.BUDGET):
+        start = max((e.round for e in state.seat_turns()), default=0)
+    update: dict[str, object] = {
+        "until": call.until or state.options.until,
+        "budget": call.budget,
+        "call_started_at": now,
+        "call_from_round": start,
+    }
+    if call.turn_timeout:
+        update["turn_timeout"] = call.turn_timeout
+    if call.permission_policy:
+        update["permission_policy"] = call.permission_policy
+    return start, state.options.model_copy(update=update)
 
 
 # ── recent context ─────────────────────────────────────────────────────────────────────────────

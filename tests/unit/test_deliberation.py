@@ -327,3 +327,20 @@ def test_stop_when_the_next_turn_does_not_fit_the_budget() -> None:
     assert stop is not None and stop.reason == EndReason.BUDGET
     assert "spent 240 tokens of 500 tokens" in stop.note
     assert dl.stop_after_seat_turn(after(h, (0, 2), budget=Budget(tokens=5000)), 2_000) is None
+
+
+def test_next_call_continues_right_after_an_early_stop_with_the_call_s_options() -> None:
+    h = rounds(["a", "b", "c"], ["a", "b", "c"])
+    st_ = after(h, (2, 0), until="converged", budget=Budget(tokens=5), total=4)
+    st_ = st_.model_copy(update={"end_reason": EndReason.CONVERGED})
+    start, opts = dl.next_call(st_, dl.Call(turn_timeout=9.0, budget=Budget(usd=1.0)), 7_000)
+    assert start == 2  # not 4: rounds 3 and 4 were never run
+    assert (opts.until, opts.budget, opts.turn_timeout) == ("converged", Budget(usd=1.0), 9.0)
+    assert (opts.call_started_at, opts.call_from_round) == (7_000, 2)
+    # a budget stop mid-round: the cut round counts as run
+    cut = st_.model_copy(update={"end_reason": EndReason.BUDGET, "history": h[:4]})
+    assert dl.next_call(cut, None, 7_000)[0] == 2
+    # a completed debate continues after its last planned round; the old budget is not kept
+    done = st_.model_copy(update={"end_reason": EndReason.COMPLETED})
+    start, opts = dl.next_call(done, dl.Call(until="rounds"), 7_000)
+    assert start == 4 and opts.until == "rounds" and opts.budget is None
