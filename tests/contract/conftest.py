@@ -37,6 +37,13 @@ ASKER = {
     "permission": {"*": "deny", "question": "allow"},
 }
 """An agent that may use the ``question`` tool (the fake's ``question_agents``)."""
+BASHER = {
+    "mode": "subagent",
+    "model": "scripted/debater-1",
+    "prompt": "You are basher, a seat whose shell needs permission.",
+    "permission": {"*": "deny", "bash": "ask"},
+}
+"""An agent whose ``bash`` asks for permission (the fake's ``permission_agents``)."""
 
 
 @dataclass
@@ -74,7 +81,8 @@ class LazyRealEnv:
         if self.env is None:
             llm = ScriptedLLM()
             await llm.start(port=0)
-            cfg = roundtable_config(llm, extra_agents={"asker": ASKER})
+            cfg = roundtable_config(llm, extra_agents={"asker": ASKER, "basher": BASHER})
+            cfg["permission"]["bash"] = "ask"
             llm.agent_prompts.update(agent_prompts_of(cfg))
             env = RealEnv(server=OpenCodeServer(self.root, cfg), llm=llm)
             self.env = env

@@ -546,3 +546,58 @@ async def test_a_question_keeps_the_session_busy_until_answered(backend: Backend
     msgs, _ = await b.client.messages(sid)
     assert [shape(msgs)[i]["finish"] for i in (1, 2)] == ["tool-calls", "stop"]
     assert shape(msgs)[2]["texts"] == ["ASKER: Alpha then."]
+
+
+@pytest.mark.parametrize("reply", ["reject", "reject-silently", "once"])
+async def test_a_permission_request_keeps_the_session_busy_until_replied(
+    backend: Backend, reply: str
+) -> None:
+    """A tool that asks: ``permission.asked`` (listed by ``GET /permission``), busy until the
+    reply; ``reject`` makes the tool part an error, ``once`` lets it run."""
+    b = backend
+    sid = await b.session()
+    b.script(
+        tool_call("bash", {"command": "ls", "description": "List files"}),
+        Text(text="BASHER: after the shell."),
+        session=sid,
+    )
+    await prompt(b, sid, "basher", "run ls", model=M1)
+    asked = await b.wait_for(lambda: b.events_of(sid, "permission.asked"), what="permission")
+    props = asked[0]["properties"]
+    rid = props["id"]
+    assert (props["permission"], props["patterns"]) == ("bash", ["ls"])
+    assert set(props["tool"]) == {"messageID", "callID"}
+    pending = await b.client.permissions(b.directory)
+    assert [(p["id"], p["sessionID"]) for p in pending] == [(rid, sid)]
+    await asyncio.sleep(b.straggle)
+    assert sid in await b.client.statuses(b.directory)
+    message = None if reply == "reject-silently" else "nobody here"
+    await b.client.reply_permission(rid, reply.split("-")[0], message, directory=b.directory)
+    await b.idle_count(sid, 1)
+    assert await b.client.permissions(b.directory) == []
+    msgs, _ = await b.client.messages(sid)
+    tool = next(p for p in msgs[1]["parts"] if p["type"] == "tool")
+    kinds = [r.kind for r in b.requests_for(session=sid)]
+    if reply == "once":
+        assert tool["state"]["status"] == "completed"
+    elif reply == "reject":
+        # A reject with a message is feedback: the model is called again with it.
+        assert tool["state"]["status"] == "error"
+        assert tool["state"]["error"] == (
+            "The user rejected permission to use this specific tool call with the following "
+            "feedback: nobody here"
+        )
+    else:
+        # A bare reject ends the turn after the tool step.
+        assert tool["state"] == {
+            **tool["state"],
+            "status": "error",
+            "error": "The user rejected permission to use this specific tool call.",
+        }
+    if reply == "reject-silently":
+        assert kinds == ["turn"]
+        assert [m["finish"] for m in shape(msgs)[1:]] == ["tool-calls"]
+    else:
+        assert kinds == ["turn", "tool-followup"]
+        assert [m["finish"] for m in shape(msgs)[1:]] == ["tool-calls", "stop"]
+        assert shape(msgs)[2]["texts"] == ["BASHER: after the shell."]

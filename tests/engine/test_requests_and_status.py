@@ -14,16 +14,22 @@ H = Callable[..., Awaitable[Harness]]
 ORDER = ["pm", "dev", "roundtable-observer"]
 
 
-async def test_a_permission_request_is_rejected_and_the_next_seat_speaks(harness: H) -> None:
+async def test_a_permission_request_is_rejected_with_a_reason_the_seat_reads(harness: H) -> None:
+    """Policy reject: the reply carries a message, so the server calls the seat's model again
+    with it as the tool's feedback (contract test of the fake); the seat answers without the
+    tool and the next seat speaks."""
     h = await harness()
-    h.fake.script(AskPermission(), agent="pm")
+    h.fake.script(AskPermission(), Text(text="PM: without the file, then."), agent="pm")
     s2 = await h.start()
     await h.result(s2)
     ((_, reply, message),) = h.fake.answered_requests
     assert reply == "reject"
     assert "No human is at this roundtable" in message
+    (follow,) = h.fake.requests_for(session=s2, agent="pm", kind="tool-followup")
+    tool_msgs = [m["content"] for m in follow.messages if m["role"] == "tool"]
+    assert "No human is at this roundtable" in tool_msgs[-1]
+    assert h.entries(s2)[0].response == "PM: without the file, then."
     assert h.prompted_agents(s2) == ORDER
-    assert h.fake.requests_for(session=s2, agent="pm", kind="tool-followup") == []
 
 
 async def test_allow_once_lets_the_tool_run_and_the_seat_continue(harness: H) -> None:

@@ -32,7 +32,8 @@ What the fake does (and the real server does, see ``docs/opencode-server.md``):
 - ``GET /session/status`` lists only busy/retry sessions; message listing pages newest-first with
   ``limit``/``before`` and a cursor.
 - Permission / question requests of a seat's tool (:class:`AskPermission`, :class:`AskQuestion`):
-  the session stays busy until they are answered.
+  the session stays busy until they are answered; a reject with a message is feedback (the model
+  is called again), a bare reject ends the turn.
 
 Time: :class:`FakeClock` (epoch ms from the event loop's clock). Under ``looptime`` (the engine
 tests) the loop's clock is virtual, so turn timeouts and graces pass without sleeping; a test
@@ -165,8 +166,10 @@ class FakeClock:
 @dataclass(frozen=True)
 class AskPermission:
     """A step that calls ``tool`` which needs ``permission``: the session stays busy until the
-    request is answered. ``reject`` → the tool part errors and the turn ends (no further model
-    request); ``once``/``always`` → the tool completes and the model is called again."""
+    request is answered. ``reject`` → the tool part errors; without a message the turn ends (no
+    further model request), with one the model is called again with it as feedback;
+    ``once``/``always`` → the tool completes and the model is called again. A scripted call of a
+    tool listed in :attr:`FakeOpenCode.permission_agents` for the seat asks the same way."""
 
     permission: str = "external_directory"
     patterns: tuple[str, ...] = ("/etc/*",)
@@ -262,6 +265,7 @@ DEFAULT_AGENTS: dict[str, str | None] = {
     "rv": "debater-3",
     "roundtable-observer": None,
     "asker": "debater-1",
+    "basher": "debater-1",
 }
 
 
@@ -312,6 +316,8 @@ class FakeOpenCode:
         duplicates it); the log :attr:`events` always has the original."""
         self.pending_requests: dict[str, _Request] = {}
         self.answered_requests: list[tuple[str, str, Any]] = []
+        self.permission_agents: dict[str, set[str]] = {"basher": {"bash"}}
+        """Agent → tools whose call asks for permission (``"ask"`` in the agent's config)."""
         self.question_agents: set[str] = {"asker"}
         """Agents allowed the ``question`` tool: their ``question`` call waits for an answer."""
         self.tool_outputs: dict[str, str] = {}
@@ -1185,6 +1191,15 @@ class FakeOpenCode:
             # The model calls the ``question`` tool of an agent allowed to use it.
             questions = tuple(action.calls[0].arguments.get("questions") or ())
             action = AskQuestion(questions=questions or AskQuestion().questions)
+        elif (
+            isinstance(action, ToolCalls)
+            and len(action.calls) == 1
+            and action.calls[0].name
+            in self.permission_agents.get(str(assistant["info"]["agent"]), set())
+        ):
+            call = action.calls[0]
+            pattern = call.arguments.get("command") or call.arguments.get("filePath") or "*"
+            action = AskPermission(permission=call.name, patterns=(str(pattern),), tool=call.name)
         if isinstance(action, AskPermission | AskQuestion):
             return await self._ask(s, assistant, action, tokens)
         if isinstance(action, ToolCalls):
@@ -1331,21 +1346,22 @@ class FakeOpenCode:
             reply, payload = await future
         finally:
             self.pending_requests.pop(rid, None)
-        refused = reply in ("reject",)
+        refused = reply == "reject"
+        # A reject with a message is feedback the model gets (the turn goes on); a bare reject
+        # ends the turn after the tool step (contract "permission request … until replied").
+        feedback = payload if isinstance(action, AskPermission) and refused else None
         if refused:
-            part["state"] = {
-                "status": "error",
-                "input": {},
-                "error": "The user rejected permission to use this specific tool call."
-                if isinstance(action, AskPermission)
-                else "The user dismissed this question",
-                "time": _span(self),
-            }
+            error = "The user dismissed this question"
+            if isinstance(action, AskPermission):
+                error = "The user rejected permission to use this specific tool call" + (
+                    f" with the following feedback: {feedback}" if feedback else "."
+                )
+            part["state"] = {"status": "error", "input": {}, "error": error, "time": _span(self)}
         else:
             output = (
                 "\n".join(", ".join(a) for a in payload)
                 if isinstance(action, AskQuestion) and payload
-                else "ok"
+                else self.tool_outputs.get(tool, "ok")
             )
             part["state"] = {
                 "status": "completed",
@@ -1364,6 +1380,7 @@ class FakeOpenCode:
             {"type": "step-finish", "reason": "tool-calls", "tokens": tokens, "cost": 0},
         )
         self._complete(s, assistant, "tool-calls", tokens)
+        refused = refused and not feedback
         if refused:
             return "done"  # a refused tool ends the turn: no further model request
         self._status(sid, {"type": "busy"})
