@@ -30,7 +30,7 @@ import socket
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
@@ -234,6 +234,10 @@ class OpenCodeServer:
 
     ``env`` entries are added to (and override) the server's environment; ``password`` turns on
     Basic auth (user ``opencode``) and is used by the health check and :attr:`auth`.
+
+    ``config_in="global"`` writes ``config`` to the global ``$XDG_CONFIG_HOME/opencode`` instead
+    and starts the server in an empty directory (no ``opencode.json``, no git): a server run as
+    a service outside any project. Projects are then made with :meth:`add_project`.
     """
 
     def __init__(
@@ -244,9 +248,11 @@ class OpenCodeServer:
         password: str | None = None,
         env: dict[str, str] | None = None,
         directory_name: str = "project",
+        config_in: Literal["project", "global"] = "project",
     ) -> None:
         self.root = Path(root)
         self.config = config
+        self.config_in = config_in
         self.password = password
         self.extra_env = dict(env or {})
         self.directory_name = directory_name
@@ -329,14 +335,15 @@ class OpenCodeServer:
 
     # -- setup --------------------------------------------------------------------------------
 
-    async def add_project(self, name: str) -> Path:
-        """Create ``root/name`` as another git project with the same config; returns its path.
+    async def add_project(self, name: str, config: dict[str, Any] | None = None) -> Path:
+        """Create ``root/name`` as another git project with ``config`` (default: the server's
+        config); returns its path.
 
         Address it with ``?directory=<path>`` / ``x-opencode-directory``.
         """
         path = self.root / name
         path.mkdir(parents=True, exist_ok=True)
-        (path / "opencode.json").write_text(json.dumps(self.config, indent=2))
+        (path / "opencode.json").write_text(json.dumps(config or self.config, indent=2))
         prefill_config_dir(path / ".opencode")
         if not (path / ".git").exists():
             git = (
@@ -388,7 +395,11 @@ class OpenCodeServer:
             (self.xdg_dir / sub).mkdir(parents=True, exist_ok=True)
         (self.root / "home").mkdir(exist_ok=True)
         prefill_config_dir(self.global_config_dir)
-        await self.add_project(self.directory_name)
+        if self.config_in == "global":
+            (self.global_config_dir / "opencode.json").write_text(json.dumps(self.config, indent=2))
+            self.project_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            await self.add_project(self.directory_name)
         await self._spawn(self._port or free_port(), startup_timeout)
 
     async def _spawn(self, port: int, startup_timeout: float) -> None:
