@@ -14,6 +14,7 @@ from roundtabled.testing.scripted_llm import Hang, Text
 from .conftest import Harness
 
 H = Callable[..., Awaitable[Harness]]
+WRITES = {"update_part", "update_session", "post_no_reply", "prompt_async"}
 
 
 def delimiters(msgs: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -30,12 +31,15 @@ async def test_deleting_s2_mid_turn_aborts_and_ends_it_without_more_prompts(harn
     h.fake.script(Hang(max_seconds=3600), agent="pm")
     s2 = await h.start(parentSessionID=s1)
     await h.clock.advance(2)
+    mark = len(h.fake.calls)
     await h.fake.delete_session(s2)
     result = await h.result(s2)
     assert (result["phase"], result["endReason"]) == ("aborted", "session-deleted")
-    assert h.prompted_agents(s2) == ["pm"]
-    assert len(h.fake.calls_of("abort", s2)) >= 1
     assert (await h.finalized(s2))["delivered"] == "no-reply"
+    assert h.prompted_agents(s2) == ["pm"]
+    after = [m for m, a in h.fake.calls[mark:] if a and a[0] == s2]
+    assert after.count("abort") == 1  # a deleted busy session keeps generating: abort it
+    assert set(after) & WRITES == set()  # and never write to it again
     assert len(await h.no_reply_texts(s1)) == 1
 
 
