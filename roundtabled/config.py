@@ -458,6 +458,8 @@ def _flag(field: str) -> str:
 OTHER_ENV = frozenset({"CONFIG", "FAULT", "URL", "UNIT", "TEMPLATE", "DEMO_MODEL", "SLOW"})
 """``ROUNDTABLED_*`` variables read elsewhere (config file, tests' crash points, the tool shim,
 the demo, the unit template and the test suite), not settings fields."""
+DOCUMENTED_OTHER_ENV = frozenset({"CONFIG", "URL", "DEMO_MODEL"})
+"""Those of ``OTHER_ENV`` the README documents for users (the others are the test suite's)."""
 
 
 def unknown_environment(env: Mapping[str, str] | None = None) -> list[str]:
@@ -465,13 +467,24 @@ def unknown_environment(env: Mapping[str, str] | None = None) -> list[str]:
     ``ROUNDTABLED_TURN_TIMOUT`` would otherwise be ignored silently), with the closest known
     name when there is one. Empty when all are known."""
     env = os.environ if env is None else env
-    known = sorted({ENV_PREFIX + f.upper() for f in _KINDS} | {ENV_PREFIX + o for o in OTHER_ENV})
+    known = {ENV_PREFIX + f.upper() for f in _KINDS} | {ENV_PREFIX + o for o in OTHER_ENV}
+    # Only documented names are suggested (the settings and DOCUMENTED_OTHER_ENV), never the
+    # test suite's own variables; the similarity is that of the part after the prefix (the
+    # shared ``ROUNDTABLED_`` would make every name look close to every other).
+    suggest = sorted(
+        [f.upper() for f in _KINDS] + sorted(DOCUMENTED_OTHER_ENV), key=lambda n: (len(n), n)
+    )
     out: list[str] = []
     for var in sorted(env):
         if not var.startswith(ENV_PREFIX) or var in known:
             continue
-        close = difflib.get_close_matches(var, known, n=1)
-        hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(known)}"
+        close = difflib.get_close_matches(var[len(ENV_PREFIX) :], suggest, n=1, cutoff=0.75)
+        hint = (
+            f"; did you mean {ENV_PREFIX}{close[0]}?"
+            if close
+            else "; `roundtabled config` lists the settings (each is ROUNDTABLED_ + its key in "
+            "capitals)"
+        )
         out.append(f"warning: {var} is not a roundtabled setting and is ignored{hint}")
     return out
 

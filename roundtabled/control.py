@@ -35,6 +35,11 @@ MAX_BODY_BYTES = 1 << 20
 MAX_WAIT_S = 60.0
 """Longest long-poll of ``/result`` in seconds."""
 
+FEED_POLL_S = 1.0
+"""How often an idle progress feed checks whether the daemon is stopping (s)."""
+FEED_KEEPALIVE_S = 10.0
+"""Keep-alive comment interval of an idle progress feed (s)."""
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -240,6 +245,8 @@ class ControlAPI:
                 "title": state.title,
                 "extended": req.extend,
                 "totalRounds": state.total_rounds,
+                # e.g. the low-diversity warning: shown at once by the CLI (docs/deliberation.md)
+                "notes": list(state.notes),
             }
         )
 
@@ -313,13 +320,22 @@ class ControlAPI:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await resp.prepare(request)
+        idle_s = 0.0
         try:
             while True:
                 try:
-                    item = await asyncio.wait_for(q.get(), timeout=10.0)
+                    item = await asyncio.wait_for(q.get(), timeout=FEED_POLL_S)
                 except TimeoutError:
-                    await resp.write(b": keep-alive\n\n")
+                    # A stopping daemon ends its feeds, so a follower (`roundtabled watch`) sees
+                    # the end at once and reattaches to the next daemon.
+                    if self._stopping:
+                        break
+                    idle_s += FEED_POLL_S
+                    if idle_s >= FEED_KEEPALIVE_S:
+                        idle_s = 0.0
+                        await resp.write(b": keep-alive\n\n")
                     continue
+                idle_s = 0.0
                 await resp.write(b"data: " + orjson.dumps(item) + b"\n\n")
                 if item.get("type") == "done":
                     break

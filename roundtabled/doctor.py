@@ -223,8 +223,9 @@ def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
     """Tools and observer agent in the project (``.opencode``) or globally, calling our daemon."""
     from roundtabled import install
 
-    fix = "roundtabled install-tool --project . (this project) or roundtabled install-tool --global"
-    status: dict[str, Any] = install.installed_status(_project_root(cwd), env)
+    root = _project_root(cwd)
+    fix = f"roundtabled install-tool --project {root} (this project) or --global (every project)"
+    status: dict[str, Any] = install.installed_status(root, env)
     complete: list[str] = []
     partial: list[str] = []
     wrong_url: list[str] = []
@@ -256,7 +257,11 @@ def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
     if partial:
         return Check("tools", False, "incomplete: " + "; ".join(partial), fix)
     return Check(
-        "tools", False, "the roundtable tools are installed neither here nor globally", fix
+        "tools",
+        False,
+        f"the roundtable tools are installed neither in the project ({status['project']['path']})"
+        f" nor globally ({status['global']['path']})",
+        fix,
     )
 
 
@@ -401,7 +406,8 @@ async def run(
             True,
             f"roundtabled {__version__}; "
             + (f"config file {conf}" if conf.is_file() else f"no config file ({conf}): defaults")
-            + f"; server {settings.server_url}",
+            + f"; server {settings.server_url}; project {cwd} (tools and agents checked for it;"
+            " another: --directory DIR)",
         )
     ]
     async with aiohttp.ClientSession() as http:

@@ -33,6 +33,7 @@ from roundtabled.cli.client import (
     ControlClient,
     control_url,
 )
+from roundtabled.cli.debate import interrupted_note
 from roundtabled.cli.parser import build_parser, cli_overrides
 from roundtabled.cli.topic import read_topic
 
@@ -55,7 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``roundtabled`` console script."""
     # `roundtabled list | head`: a closed pipe ends the command quietly, as for any Unix tool.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
     for warning in cfg.unknown_environment():
         print(warning, file=sys.stderr)
     try:
@@ -76,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(msg if msg.startswith("Error:") else f"Error: {msg}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
+        note = interrupted_note(args)
+        if note:
+            print(f"\n{note}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # last resort: a message, not a traceback
         from roundtabled.errors import RoundtableError

@@ -45,21 +45,62 @@ def cmd_presets(args: argparse.Namespace, settings: cfg.Settings) -> int:
 
 
 def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    """Install the tool shims and the observer agent; say what changed and what to do next.
+
+    Raises:
+        CliError: ``--project`` and ``--global`` together, or a ``--project`` directory that
+            does not exist (a typo must not install into a new directory nobody uses).
+    """
     from roundtabled import install
 
     if args.global_ and args.project:
         raise CliError("Error: give either --project DIR or --global, not both", EXIT_USAGE)
-    target = install.tool_targets(
-        Path(args.project) if args.project else (None if args.global_ else Path.cwd()),
-        args.global_,
-        os.environ,
-    )
+    project: Path | None = None
+    if not args.global_:
+        project = Path(args.project).expanduser() if args.project else Path.cwd()
+        if not project.is_dir():
+            what = "is not a directory" if project.exists() else "does not exist"
+            raise CliError(
+                f"Error: --project: {str(project)!r} {what}; give the root of an existing "
+                "project (the directory holding its opencode.json), or --global",
+                EXIT_USAGE,
+            )
+    target = install.tool_targets(project, args.global_, os.environ)
+    before = _contents(target)
     paths = install.install_tools(
         target, control_url=control_url(settings), token_file=settings.token_file
     )
+    changed = 0
     for p in paths:
-        print(f"installed {p}")
+        same = before.get(p) is not None and before.get(p) == _read(p)
+        changed += not same
+        print(f"{'unchanged' if same else 'installed'} {p}")
+    if changed:
+        where = "every project" if args.global_ else f"the project {target.parent}"
+        print(
+            f"Next: restart `opencode serve` (or reopen OpenCode) so that it loads the tools for "
+            f"{where}; then check with: roundtabled doctor"
+            + ("" if args.global_ else f" --directory {target.parent}")
+        )
+    else:
+        print("Nothing changed: the tools were already installed.")
     return EXIT_OK
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _contents(target: Path) -> dict[Path, bytes | None]:
+    """The files an install into ``target`` writes, as they are now (``None``: absent)."""
+    from roundtabled import install
+
+    paths = [target / install.TOOL_DIR / n for n in install.TOOL_FILES]
+    paths += [target / install.AGENT_DIR / n for n in install.AGENT_FILES]
+    return {p: _read(p) for p in paths}
 
 
 def cmd_install_service(args: argparse.Namespace, settings: cfg.Settings) -> int:
@@ -71,7 +112,23 @@ def cmd_install_service(args: argparse.Namespace, settings: cfg.Settings) -> int
 async def cmd_doctor(args: argparse.Namespace, settings: cfg.Settings) -> int:
     from roundtabled import doctor
 
-    return await doctor.run(settings, control_url(settings))
+    directory: Path | None = None
+    if args.directory:
+        directory = existing_directory(args.directory)
+    return await doctor.run(settings, control_url(settings), cwd=directory)
+
+
+def existing_directory(value: str, flag: str = "--directory") -> Path:
+    """``value`` as an absolute path of an existing directory.
+
+    Raises:
+        CliError: it does not exist or is no directory (exit code 2, the flag named).
+    """
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise CliError(f"Error: {flag}: {str(path)!r} {what}", EXIT_USAGE)
+    return path
 
 
 def cmd_serve(args: argparse.Namespace, settings: cfg.Settings) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,51 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.code = code
+
+
+FLAG_FOR_FIELD: dict[str, str] = {
+    "agents": "--agents",
+    "rounds": "--rounds",
+    "observer": "--observer",
+    "title": "--title",
+    "parentSessionID": "--parent",
+    "directory": "--directory",
+    "turnTimeout": "--turn-timeout",
+    "extendMode": "--mode",
+    "prompt": "PROMPT",
+    "sessionID": "SES",
+    "all": "--all",
+    "limit": "--limit",
+    "until": "--until",
+    "opening": "--opening",
+    "context": "--context",
+    "preset": "--preset",
+    "budget.tokens": "--budget-tokens",
+    "budget.usd": "--budget-usd",
+    "budget.seconds": "--budget-seconds",
+}
+"""The command-line spelling of each control API field (docs/control-api.md), so that an error
+names what the user typed: ``--turn-timeout``, not ``turnTimeout``. A command adding a flag for a
+new field adds it here."""
+
+
+def name_the_flag(message: str, field: str | None) -> str:
+    """``message`` (an API error about ``field``) with the field named as its CLI flag: a
+    message that starts with the field gets the flag instead; any other gets ``FLAG: `` in
+    front. Unchanged when the field has no flag."""
+    flag = FLAG_FOR_FIELD.get(field or "")
+    if flag is None:
+        return message
+    body = message.removeprefix("Error:").lstrip()
+    if re.match(rf"{re.escape(str(field))}\b", body):
+        body = flag + body[len(str(field)) :]
+    else:
+        body = f"{flag}: {body}"
+    return f"Error: {body}"
+
+
+class ConnectionLost(CliError):
+    """The daemon did not answer or the connection to it broke (it stopped or restarts)."""
 
 
 class ControlClient:
@@ -80,13 +126,15 @@ class ControlClient:
                 ctype = resp.headers.get("content-type", "")
                 data: Any = orjson.loads(raw) if "json" in ctype and raw else raw.decode()
                 if resp.status >= 400:
-                    msg = data.get("error") if isinstance(data, dict) else str(data)
+                    msg = str(data.get("error") if isinstance(data, dict) else data)
+                    field = data.get("field") if isinstance(data, dict) else None
                     raise CliError(
-                        str(msg), EXIT_USAGE if resp.status in (400, 404) else EXIT_ERROR
+                        name_the_flag(msg, field if isinstance(field, str) else None),
+                        EXIT_USAGE if resp.status in (400, 404) else EXIT_ERROR,
                     )
                 return data
         except aiohttp.ClientConnectionError:
-            raise CliError(
+            raise ConnectionLost(
                 f"Error: roundtabled is not running at {self.base_url}. Start it "
                 "with: roundtabled serve  (or: systemctl --user start roundtabled)"
             ) from None
@@ -113,7 +161,7 @@ class ControlClient:
                         yield orjson.loads(line[6:])
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
             ses = path.split("/")[3] if path.count("/") >= 4 else "SES"
-            raise CliError(
+            raise ConnectionLost(
                 f"Error: lost the connection to roundtabled at {self.base_url} (it stopped or "
                 f"restarted); the roundtable goes on when it is back: roundtabled watch {ses}"
             ) from None

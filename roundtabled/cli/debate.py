@@ -50,7 +50,9 @@ def deliberation_body(args: argparse.Namespace) -> dict[str, Any]:
 def start_body(args: argparse.Namespace) -> dict[str, Any]:
     """The control API body of ``start`` from its parsed arguments."""
     body: dict[str, Any] = {
-        "agents": [a for a in args.agents.split(",")] if args.agents else None,
+        # `--agents "pm, dev"`: names around the commas are trimmed (an empty one stays, for the
+        # daemon's error naming the field).
+        "agents": [a.strip() for a in args.agents.split(",")] if args.agents else None,
         "prompt": read_topic(args.prompt),
         "rounds": args.rounds,
         **deliberation_body(args),
@@ -69,13 +71,36 @@ def start_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def interrupted_note(args: argparse.Namespace) -> str | None:
+    """What to tell a person who pressed Ctrl-C while a command followed a roundtable: the
+    roundtable goes on in the daemon (Ctrl-C only stops following it), and how to follow or stop
+    it; ``None`` when no roundtable was being followed or started."""
+    ses = getattr(args, "following", None)
+    if ses:
+        return (
+            f"Stopped following; the roundtable {ses} goes on in roundtabled.\n"
+            f"  follow it again: roundtabled watch {ses}\n"
+            f"  stop it:         roundtabled cancel {ses}"
+        )
+    if getattr(args, "starting", False):
+        return (
+            "Interrupted while the roundtable was being started; if it started, it goes on in "
+            "roundtabled: roundtabled list shows it."
+        )
+    return None
+
+
 async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     body = start_body(args)
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         colors = await agent_colors(cc, body.get("directory"))
+        args.starting = True
         created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
         ses = created["sessionID"]
+        args.following = ses
         print(f"Roundtable {ses}: {created.get('title')}", file=sys.stderr)
+        for note in created.get("notes") or []:
+            print(f"warning: {note}", file=sys.stderr)
         result = await follow(cc, ses, colors=colors, show_turns=not args.quiet)
         print(result.get("text") or result.get("summary") or "")
         return exit_for(result)
@@ -93,6 +118,7 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         colors = await agent_colors(cc, None)
         await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+        args.following = args.session
         result = await follow(cc, args.session, colors=colors, show_turns=not args.quiet)
         print(result.get("text") or result.get("summary") or "")
         return exit_for(result)
@@ -101,6 +127,7 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
 async def cmd_watch(args: argparse.Namespace, settings: cfg.Settings) -> int:
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         colors = await agent_colors(cc, None)
+        args.following = args.session
         result = await follow(cc, args.session, colors=colors)
         print(result.get("text") or "")
         return exit_for(result)

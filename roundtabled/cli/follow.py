@@ -8,25 +8,106 @@ import sys
 import time
 from typing import Any
 
-from roundtabled.cli.client import EXIT_OK, EXIT_UNCONCLUDED, CliError, ControlClient
+from roundtabled.cli.client import (
+    EXIT_OK,
+    EXIT_UNCONCLUDED,
+    EXIT_USAGE,
+    CliError,
+    ConnectionLost,
+    ControlClient,
+)
 from roundtabled.cli.render import print_turn
+
+REATTACH_S = 60.0
+"""How long a waiting ``start``/``watch`` tries to reattach after losing the daemon (s)."""
+REATTACH_PAUSE_S = 1.0
+"""Pause between two reattach attempts (s)."""
 
 
 async def follow(
-    cc: ControlClient, ses: str, *, colors: dict[str, str], show_turns: bool = True
+    cc: ControlClient,
+    ses: str,
+    *,
+    colors: dict[str, str],
+    show_turns: bool = True,
+    reattach_s: float = REATTACH_S,
 ) -> dict[str, Any]:
     """Print the turns of ``ses`` as they finish until it is done; returns the final result.
 
     On a terminal, stderr carries one progress line (round, agent speaking, elapsed seconds since
     the roundtable started) refreshed every second. The observer's turn is not printed: its
     summary is part of the final result text.
+
+    When the daemon goes away (stopped, restarted) this reattaches by itself for up to
+    ``reattach_s`` seconds (one attempt per second; a restarted daemon resumes the roundtable
+    from S2), printing no turn twice. A roundtable the daemon no longer holds in memory because
+    it concluded before a restart is answered from its stored status.
+
+    Raises:
+        CliError: the roundtable is unknown, or the daemon did not come back in time.
     """
+    printed: set[tuple[Any, ...]] = set()
+    lost_at: float | None = None
+    while True:
+        try:
+            return await _follow_once(cc, ses, colors, show_turns, printed, lost_at is not None)
+        except ConnectionLost:
+            if lost_at is None:
+                lost_at = time.monotonic()
+                print(
+                    f"lost roundtabled (stopped or restarting); reattaching to {ses} for up to "
+                    f"{reattach_s:g} s…",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            elif time.monotonic() - lost_at > reattach_s:
+                raise CliError(
+                    f"Error: roundtabled did not come back within {reattach_s:g} s; the "
+                    f"roundtable goes on when it is back: roundtabled watch {ses}"
+                ) from None
+        except CliError as exc:
+            if exc.code != EXIT_USAGE:
+                raise
+            stored = await _stored_status(cc, ses)
+            if stored is None:
+                raise  # no roundtable of ours
+            if stored.get("phase") not in ("active", "observing"):
+                return {**stored, "done": True, "text": stored.get("summary") or ""}
+            # Active in S2 but not held by this daemon: it is (re)starting and resumes it.
+            if lost_at is None:
+                lost_at = time.monotonic()
+            elif time.monotonic() - lost_at > reattach_s:
+                raise
+        await asyncio.sleep(REATTACH_PAUSE_S)
+
+
+async def _stored_status(cc: ControlClient, ses: str) -> dict[str, Any] | None:
+    """The status of ``ses`` as the daemon reads it (also from S2's state block when it holds
+    the roundtable in memory no more, or not yet); ``None`` if it is no roundtable."""
+    try:
+        st = await cc.call("GET", f"/v1/roundtables/{ses}")
+    except CliError:
+        return None
+    return st if isinstance(st, dict) else None
+
+
+async def _follow_once(
+    cc: ControlClient,
+    ses: str,
+    colors: dict[str, str],
+    show_turns: bool,
+    printed: set[tuple[Any, ...]],
+    reattaching: bool,
+) -> dict[str, Any]:
+    """One attachment: the turns finished so far (those not in ``printed``), then the feed."""
     started = time.monotonic()
     progress: dict[str, Any] = {"round": None, "total": None, "agent": None}
     try:
         st = await cc.call("GET", f"/v1/roundtables/{ses}")
         started -= float(st.get("elapsed") or 0)
         progress.update(round=st.get("round"), total=st.get("totalRounds"), agent=st.get("agent"))
+        if st.get("phase") == "observing":
+            progress.update(round=None, agent=f"the observer {st.get('observer')}")
     except CliError:
         pass  # an unknown roundtable: the progress feed below reports it
     tty = sys.stderr.isatty()
@@ -35,9 +116,9 @@ async def follow(
         if not tty or not progress["agent"]:
             return
         total = f"/{progress['total']}" if progress["total"] else ""
+        where = f"round {progress['round']}{total} · " if progress["round"] else ""
         sys.stderr.write(
-            f"\r\x1b[Kround {progress['round']}{total} · {progress['agent']} is speaking · "
-            f"{time.monotonic() - started:.0f}s"
+            f"\r\x1b[K{where}{progress['agent']} is speaking · {time.monotonic() - started:.0f}s"
         )
         sys.stderr.flush()
 
@@ -72,11 +153,14 @@ async def follow(
 
     pumper = asyncio.create_task(pump())
     await opened.wait()
-    printed: set[tuple[Any, ...]] = set()
+    if not failure and reattaching:
+        print(f"reattached to {ses}", file=sys.stderr, flush=True)
     if not failure:
         with contextlib.suppress(CliError):
             past = await cc.call("GET", f"/v1/roundtables/{ses}/export", params={"format": "json"})
             for entry in past.get("turns") or []:
+                if key(entry) in printed:
+                    continue
                 printed.add(key(entry))
                 if show_turns and entry.get("kind") != "observer":
                     print_turn(entry, colors)
@@ -104,7 +188,8 @@ async def follow(
             elif kind == "prompt":
                 progress.update(round=item.get("round"), agent=item.get("agent"))
                 if item.get("kind") == "observer":
-                    progress["agent"] = f"observer {item.get('agent')}"
+                    # The observer speaks after the last round, in none of its own.
+                    progress.update(round=None, agent=f"the observer {item.get('agent')}")
                 draw()
             elif kind == "done":
                 result = item
@@ -115,9 +200,14 @@ async def follow(
             ticker.cancel()
         clear()
     if result is None:
-        data = await cc.call("GET", f"/v1/roundtables/{ses}/result", params={"wait": "0"})
+        try:
+            data = await cc.call("GET", f"/v1/roundtables/{ses}/result", params={"wait": "0"})
+        except CliError:
+            # The feed ended without the result: the daemon is stopping or restarting.
+            raise ConnectionLost("Error: the progress feed ended early") from None
         if not data.get("done"):
-            raise CliError("Error: the progress feed ended before the roundtable finished")
+            # The daemon closed the feed (it is stopping): the roundtable goes on after it.
+            raise ConnectionLost("Error: the progress feed ended before the roundtable finished")
         result = data
     return result
 

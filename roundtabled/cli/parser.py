@@ -85,46 +85,82 @@ def add_deliberation_flags(s: argparse.ArgumentParser) -> None:
 
 def add_extend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("extend", help="continue a concluded roundtable")
-    s.add_argument("session", metavar="SES")
+    s.add_argument(
+        "session",
+        metavar="SES",
+        help="the roundtable: its session id (ses_…, as printed by start and list)",
+    )
     s.add_argument("prompt", help="what to discuss next; - for standard input, @FILE for a file")
-    s.add_argument("--rounds", type=int, default=1)
+    s.add_argument("--rounds", type=int, default=1, help="rounds to add (default 1)")
     s.add_argument(
         "--mode", choices=["continuation", "new-topic"], help="override the prefix heuristic"
     )
     add_deliberation_flags(s)
-    s.add_argument("-q", "--quiet", action="store_true")
+    s.add_argument("-q", "--quiet", action="store_true", help="print only the result")
     s.set_defaults(handler=debate.cmd_extend)
 
 
 def add_agents(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("agents", help="list the agents a roundtable can seat")
-    s.add_argument("--directory")
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser(
+        "agents",
+        help="list the agents a roundtable can seat (description, mode, model, colour)",
+    )
+    s.add_argument(
+        "--directory",
+        metavar="DIR",
+        help="the project whose agents to list (default: the server's directory)",
+    )
+    s.add_argument("--json", action="store_true", help="print the agents as JSON")
     s.set_defaults(handler=show.cmd_agents)
 
 
 def add_list(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("list", help="active and recent roundtables")
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser(
+        "list",
+        help="active and recent roundtables (read from the OpenCode server: also after a "
+        "daemon restart)",
+    )
+    s.add_argument("--all", action="store_true", help="every roundtable, not only the latest")
+    s.add_argument(
+        "--limit",
+        type=int,
+        default=20,
+        help="how many recent roundtables (1-1000, default 20; active ones are always listed)",
+    )
+    s.add_argument("--json", action="store_true", help="print the rows as JSON")
     s.set_defaults(handler=show.cmd_list)
 
 
 def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("status", help="one roundtable's status")
-    s.add_argument("session", metavar="SES")
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("status", help="one roundtable's status (also after a daemon restart)")
+    s.add_argument(
+        "session",
+        metavar="SES",
+        help="the roundtable: its session id (ses_…, as printed by start and list)",
+    )
+    s.add_argument("--json", action="store_true", help="print the status as JSON")
     s.set_defaults(handler=show.cmd_status)
 
 
 def add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("watch", help="stream turns as they finish")
-    s.add_argument("session", metavar="SES")
+    s = sub.add_parser(
+        "watch", help="print turns as they finish, then the result (Ctrl-C stops watching only)"
+    )
+    s.add_argument(
+        "session",
+        metavar="SES",
+        help="the roundtable: its session id (ses_…, as printed by start and list)",
+    )
     s.set_defaults(handler=debate.cmd_watch)
 
 
 def add_cancel(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("cancel", help="stop a roundtable (abort the turn in flight)")
-    s.add_argument("session", metavar="SES")
+    s.add_argument(
+        "session",
+        metavar="SES",
+        help="the roundtable: its session id (ses_…, as printed by start and list)",
+    )
     s.add_argument(
         "--summarize",
         action="store_true",
@@ -135,9 +171,15 @@ def add_cancel(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("export", help="export a debate as Markdown or JSON")
-    s.add_argument("session", metavar="SES")
-    s.add_argument("--format", choices=["md", "json"], default="md")
-    s.add_argument("-o", "--output", metavar="FILE")
+    s.add_argument(
+        "session",
+        metavar="SES",
+        help="the roundtable: its session id (ses_…, as printed by start and list)",
+    )
+    s.add_argument("--format", choices=["md", "json"], default="md", help="md (default) or json")
+    s.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (default: standard output)"
+    )
     s.set_defaults(handler=show.cmd_export)
 
 
@@ -153,7 +195,16 @@ def add_config(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("doctor", help="check the server, auth, stream, tools, agents, daemon")
+    s = sub.add_parser(
+        "doctor",
+        help="check the server, auth, stream, tools, agents, daemon (for the project in the "
+        "current directory, or --directory)",
+    )
+    s.add_argument(
+        "--directory",
+        metavar="DIR",
+        help="the project to check the tools and agents for (default: the current directory)",
+    )
     s.set_defaults(handler=admin.cmd_doctor)
 
 
@@ -192,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="TOML config file (default: $XDG_CONFIG_HOME/roundtabled/config.toml)",
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Not required: a bare `roundtabled` prints this help (main) instead of a usage error.
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for add in (
         add_serve,
         add_start,

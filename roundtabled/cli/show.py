@@ -6,29 +6,70 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from roundtabled import config as cfg
+from roundtabled.cli.admin import existing_directory
 from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
-from roundtabled.cli.render import fmt_elapsed
+from roundtabled.cli.render import color, fmt_elapsed
 
 
 async def cmd_agents(args: argparse.Namespace, settings: cfg.Settings) -> int:
-    directory = str(Path(args.directory).resolve()) if args.directory else None
+    directory = str(existing_directory(args.directory)) if args.directory else None
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         data = await cc.call(
             "GET", "/v1/agents", params={"directory": directory} if directory else None
         )
     if args.json:
         print(json.dumps(data["agents"], indent=2))
-    else:
-        print(data["text"])
+        return EXIT_OK
+    print(data["text"])
+    print()
+    print(agents_table(data["agents"]))
+    print()
+    print(
+        "● a debater (an agent of your configuration); ○ a built-in agent of OpenCode: it can "
+        "be seated, but has no debater prompt of its own."
+        + (f" Project: {directory}." if directory else " Project: the server's directory.")
+    )
     return EXIT_OK
 
 
+def _model_text(model: object) -> str:
+    if isinstance(model, dict):
+        prov, mid = model.get("providerID"), model.get("modelID")
+        if prov and mid:
+            return f"{prov}/{mid}"
+    if isinstance(model, str) and model:
+        return model
+    return "(default)"
+
+
+def agents_table(agents: list[dict[str, Any]]) -> str:
+    """One line per agent (``GET /v1/agents`` items): debaters first, then OpenCode's built-ins;
+    name in its colour, mode, model, colour, description (cut at 60 characters)."""
+    rows = sorted(agents, key=lambda a: (bool(a.get("native")), str(a.get("name"))))
+    width = max([len(str(a.get("name"))) for a in rows] + [5])
+    lines = [f"  {'AGENT':{width}}  {'MODE':9} {'MODEL':28} {'COLOUR':8} DESCRIPTION"]
+    for a in rows:
+        name = str(a.get("name"))
+        mark = "○" if a.get("native") else "●"
+        desc = " ".join(str(a.get("description") or "").split())
+        desc = desc if len(desc) <= 60 else desc[:59] + "…"
+        padded = color(a.get("color"), name) + " " * (width - len(name))
+        lines.append(
+            f"{mark} {padded}  {a.get('mode') or '-'!s:9} {_model_text(a.get('model')):28} "
+            f"{a.get('color') or '-'!s:8} {desc}"
+        )
+    return "\n".join(lines)
+
+
 async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    params = {"all": "true"} if args.all else {"limit": str(args.limit)}
     async with ControlClient(control_url(settings), settings.token_file) as cc:
-        data = await cc.call("GET", "/v1/roundtables")
+        data = await cc.call("GET", "/v1/roundtables", params=params, timeout=60)
     rows = data["roundtables"]
+    more = int(data.get("more") or 0)
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -42,6 +83,8 @@ async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
             f"{r['sessionID']:32} {r['phase']:10} {r['round']!s:>3}/{r['totalRounds']!s:3} "
             f"{r.get('agent') or '-'!s:12} {fmt_elapsed(r.get('elapsed')):8} {topic}"
         )
+    if more:
+        print(f"… and {more} older (roundtabled list --all)")
     return EXIT_OK
 
 

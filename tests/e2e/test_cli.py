@@ -191,9 +191,16 @@ async def test_agents_lists_the_seatable_agents_with_colours(rt: RT) -> None:
     run = await cli(rt, "agents", "--directory", rt.directory)
     assert run.code == 0, run
     assert run.out.startswith("Available agents: ")
-    names = run.out.split(": ", 1)[1].strip().split(", ")
+    names = run.out.splitlines()[0].split(": ", 1)[1].strip().split(", ")
     assert {"pm", "dev", "rv"} <= set(names)
     assert OBSERVER_AGENT not in names  # hidden
+    # then one row per agent: debaters (●) before OpenCode's built-ins (○), with mode and model
+    rows = [line for line in run.out.splitlines() if line[:1] in ("●", "○")]
+    pm = next(r for r in rows if r.split()[1] == "pm")
+    assert pm.startswith("● ") and "scripted/" in pm and "#3498db" in pm.lower()
+    build = next(r for r in rows if r.split()[1] == "build")
+    assert build.startswith("○ ") and "primary" in build
+    assert rows.index(pm) < rows.index(build)
     run = await cli(rt, "agents", "--json", "--directory", rt.directory)
     agents = {a["name"]: a for a in json.loads(run.out)}
     assert agents["pm"]["color"].lower() == "#3498db"
@@ -273,7 +280,7 @@ async def test_list_status_and_export_show_the_debate_with_usage(
 
 async def test_status_and_export_of_an_unknown_session_exit_2(rt: RT) -> None:
     assert_clean_error(await cli(rt, "status", "ses_doesnotexist"), 2, "ses_doesnotexist")
-    assert_clean_error(await cli(rt, "export", "not-a-session"), 2, "sessionID")
+    assert_clean_error(await cli(rt, "export", "not-a-session"), 2, "SES must look like")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -325,7 +325,7 @@ def test_unknown_roundtabled_variables_are_warned_about_with_the_closest_name() 
     assert "did you mean ROUNDTABLED_TURN_TIMEOUT?" in warnings[0]
     assert warnings[1].startswith("warning: ROUNDTABLED_UNKNOWN_THING")
     far = cfg.unknown_environment({"ROUNDTABLED_ZZZZZZZZZZZZZZZZZZZZ": "1"})
-    assert "known: " in far[0] and "ROUNDTABLED_RESYNC_PERIOD" in far[0]  # no close match
+    assert "did you mean" not in far[0] and "roundtabled config" in far[0]  # no close match
     assert cfg.unknown_environment({"ROUNDTABLED_LOG_LEVEL": "info"}) == []
 
 
