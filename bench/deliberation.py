@@ -27,6 +27,7 @@ from typing import Any
 from roundtabled.state import OBSERVER_AGENT
 from roundtabled.testing.scripted_llm import Text, default_text
 
+from .debate import settle
 from .env import TOPIC, Env
 from .stats import rnd
 
@@ -96,15 +97,18 @@ async def one(env: Env, labels: dict[str, list[str]], **body: Any) -> dict[str, 
     wall = time.perf_counter() - t0
     await env.wait_idle(s2)
     tokens, turns, observers = await server_tokens(env, s2)
-    status = result.get("status") or {}
+    assert env.daemon is not None
+    await settle(env, s2)
+    state = await env.daemon.engine.load_state(s2)  # the signed final state, as written in S2
     return {
         "wall_s": rnd(wall, 2),
         "tokens": tokens,
         "seat_turns": turns,
         "observer_turns": observers,
-        "end_reason": status.get("endReason"),
-        "rounds_completed": status.get("roundsCompleted"),
-        "notes": status.get("notes"),
+        "end_reason": state.end_reason.value if state.end_reason else None,
+        "rounds_completed": max((e.round for e in state.seat_turns()), default=0),
+        "notes": state.notes,
+        "result_keys": sorted(result),
     }
 
 
