@@ -86,7 +86,8 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
             if "cancel" in (entry.error or "")
             else "the turn reached the time limit"
         )
-        lines.append(f"  [cut off: {reason}; partial text above]")
+        kept = "partial text above" if response else "it had written no text yet"
+        lines.append(f"  [cut off: {reason}; {kept}]")
     elif entry.has_error:
         lines.append(f"  [error] {_cap(entry.error or 'the turn failed', 500, '…')}")
     if len(lines) == 1:
