@@ -601,3 +601,73 @@ async def test_a_permission_request_keeps_the_session_busy_until_replied(
         assert kinds == ["turn", "tool-followup"]
         assert [m["finish"] for m in shape(msgs)[1:]] == ["tool-calls", "stop"]
         assert shape(msgs)[2]["texts"] == ["BASHER: after the shell."]
+
+
+async def test_a_rate_limit_is_retried_with_a_retry_status(backend: Backend) -> None:
+    """429 with ``retry-after``: ``session.status retry`` (listed by ``GET /session/status``
+    with its attempt), then busy and a second model request; one reply."""
+    b = backend
+    sid = await b.session()
+    b.script(
+        HttpError(status=429, message="slow down", retry_after=2), Text(text="ok now"), session=sid
+    )
+    await prompt(b, sid, "pm", "try", model=M1)
+    await b.wait_for(lambda: "retry" in b.statuses_of(sid), what="retry status")
+    st = (await b.client.statuses(b.directory))[sid]
+    assert (st["type"], st["attempt"], st["message"]) == ("retry", 1, "slow down")
+    await b.idle_count(sid, 1)
+    assert b.statuses_of(sid) == ["busy", "retry", "busy", "idle", "idle!"]
+    assert len(b.requests_for(session=sid)) == 2
+    msgs, _ = await b.client.messages(sid)
+    assert shape(msgs) == [
+        user("pm", "debater-1", ["try"]),
+        assistant("pm", "debater-1", 0, ["ok now"]),
+    ]
+
+
+async def test_an_empty_finish_reason_makes_the_server_call_the_model_again(
+    backend: Backend,
+) -> None:
+    """A completion without a finish reason is stored as ``finish: "unknown"`` and the model is
+    called again at once."""
+    b = backend
+    sid = await b.session()
+    b.script(Text(text="", finish_reason=""), Text(text="second try"), session=sid)
+    await prompt(b, sid, "pm", "answer", model=M1)
+    await b.idle_count(sid, 1)
+    msgs, _ = await b.client.messages(sid)
+    assert shape(msgs) == [
+        user("pm", "debater-1", ["answer"]),
+        assistant("pm", "debater-1", 0, [], finish="unknown", parts=["step-start", "step-finish"]),
+        assistant("pm", "debater-1", 0, ["second try"]),
+    ]
+    assert [r.kind for r in b.requests_for(session=sid)] == ["turn", "turn"]
+
+
+async def test_a_deleted_busy_session_runs_on_and_fails_after_its_deletion(
+    backend: Backend,
+) -> None:
+    """Deleting a busy session does not stop its turn: the server fails writing the reply, with
+    errors and idle events after ``session.deleted`` (abort first, then delete)."""
+    b = backend
+    sid = await b.session()
+    b.script(Text(text="still talking", first_byte_delay=1.5), session=sid)
+    await prompt(b, sid, "pm", "talk", model=M1)
+    await b.wait_for(lambda: b.requests_for(session=sid), what="model request")
+    await b.client.delete_session(sid)
+    await b.idle_count(sid, 2)
+    await b.wait_for(lambda: len(b.events_of(sid, "session.error")) == 2, what="second error")
+    assert b.statuses_of(sid) == [
+        "busy",
+        "error:UnknownError",
+        "idle",
+        "idle!",
+        "idle",
+        "idle!",
+        "error:UnknownError",
+    ]
+    deleted_at = b.events.index(b.events_of(sid, "session.deleted")[0])
+    first_error = b.events.index(b.events_of(sid, "session.error")[0])
+    assert deleted_at < first_error
+    with pytest.raises(NotFound):
+        await b.client.messages(sid)

@@ -1090,16 +1090,20 @@ class FakeOpenCode:
             outcome = await self._step(s, assistant, action, rec, attempt)
             if s.deleted:
                 # The server keeps generating for a deleted session and fails at the write.
+                # Seen on the real server: error, two idle pairs, a second error.
                 self._error(sid, "UnknownError", 'Failed query: insert into "part"')
-                self._status(sid, None)
-                self.emit("session.idle", {"sessionID": sid})
+                self._idle(sid)
+                self._idle(sid)
+                self._error(sid, "UnknownError", 'Failed query: insert into "part"')
                 return False
             if outcome == "retry":
                 attempt += 1
                 s.messages.remove(assistant)
                 continue
-            if outcome == "again":
-                kind = "tool-followup"
+            if outcome in ("again", "again-turn"):
+                # After tool results the request ends with a tool message ("tool-followup" in
+                # the scripted LLM's terms); after a step with no finish reason it is a turn.
+                kind = "tool-followup" if outcome == "again" else "turn"
                 attempt = 0
                 self._status(sid, {"type": "busy"})
                 continue
@@ -1294,7 +1298,7 @@ class FakeOpenCode:
         self._complete(s, assistant, finish, tokens)
         if finish == "unknown":
             self._status(sid, {"type": "busy"})
-            return "again"  # the server calls the model again at once (no finish reason)
+            return "again-turn"  # the server calls the model again at once (no finish reason)
         return "done"
 
     def _may_ask(self, assistant: Json) -> bool:
