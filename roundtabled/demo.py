@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +107,24 @@ def _run(args: list[str], env: dict[str, str], *, check: bool = True) -> int:
     return proc.returncode
 
 
-async def main_async(args: argparse.Namespace) -> int:
-    started = time.monotonic()
+@dataclass
+class DemoEnv:
+    """A running demo set-up: the OpenCode server, the daemon and how to reach them."""
+
+    work: Path
+    server: OpenCodeServer
+    env: dict[str, str]
+    """The environment for ``roundtabled`` commands that talk to this daemon."""
+    control_port: int
+    token_file: Path
+
+
+@contextlib.asynccontextmanager
+async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
+    """Start the model (offline scripted, or ``ROUNDTABLED_DEMO_MODEL``), a private ``opencode
+    serve`` in a temporary project with the example debaters and the tools, and ``roundtabled
+    serve``; stop them all on exit (the work directory is removed unless ``--keep``/``--workdir``).
+    """
     work = Path(args.workdir or tempfile.mkdtemp(prefix="roundtabled-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     model = os.environ.get("ROUNDTABLED_DEMO_MODEL")
@@ -196,7 +215,38 @@ async def main_async(args: argparse.Namespace) -> int:
             f"demo: roundtabled serve is up (control API http://127.0.0.1:{port}, log "
             f"{work / 'roundtabled.log'})"
         )
-        loop = asyncio.get_running_loop()
+        yield DemoEnv(work, server, rt_env, port, token_file)
+    finally:
+        if daemon is not None:
+            daemon.terminate()
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        await server.stop()
+        if llm is not None:
+            await llm.stop()
+        if not args.keep and not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def transcript_path(args: argparse.Namespace, work: Path) -> Path:
+    """Where the demo writes the transcript: ``--transcript FILE``; in ``--workdir``/``--keep``
+    runs the work directory; else beside it in the temporary directory (the work directory is
+    removed at the end, the transcript stays)."""
+    if args.transcript:
+        return Path(args.transcript).expanduser().resolve()
+    if args.keep or args.workdir:
+        return work / "transcript.md"
+    return work.parent / f"{work.name}-transcript.md"
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    if args.serve:
+        return await serve_async(args)
+    started = time.monotonic()
+    async with demo_environment(args) as demo:
+        rt_env, loop = demo.env, asyncio.get_running_loop()
         t0 = time.monotonic()
         code = await loop.run_in_executor(
             None,
@@ -209,7 +259,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     "--rounds",
                     "2",
                     "--directory",
-                    str(server.project_dir),
+                    str(demo.server.project_dir),
                     "--title",
                     "Demo: split the payments monolith?",
                     TOPIC,
@@ -226,36 +276,56 @@ async def main_async(args: argparse.Namespace) -> int:
             capture_output=True,
             text=True,
         )
-        rows = json.loads(listing.stdout or "{}") if listing.returncode == 0 else []
+        rows = json.loads(listing.stdout or "[]") if listing.returncode == 0 else []
         ses = rows[0]["sessionID"] if rows else None
         await loop.run_in_executor(None, lambda: _run(["roundtabled", "list"], rt_env))
         if ses:
             await loop.run_in_executor(None, lambda: _run(["roundtabled", "status", ses], rt_env))
-            out = work / "transcript.md"
+            out = transcript_path(args, demo.work)
             await loop.run_in_executor(
                 None,
                 lambda: _run(
                     ["roundtabled", "export", ses, "--format", "md", "-o", str(out)], rt_env
                 ),
             )
-            print(f"\ndemo: transcript written to {out}")
+            print(f"\ndemo: transcript written to {out} (it stays after the demo)")
+        if not (args.keep or args.workdir):
+            print(
+                f"demo: the rest of {demo.work} (server data, daemon log) is removed now; "
+                "--keep keeps it"
+            )
         print(
             f"\ndemo: debate {debate_s:.1f} s, whole demo {time.monotonic() - started:.1f} s, "
             f"exit {code}"
         )
         return code
-    finally:
-        if daemon is not None:
-            daemon.terminate()
-            try:
-                daemon.wait(10)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-        await server.stop()
-        if llm is not None:
-            await llm.stop()
-        if not args.keep and not args.workdir:
-            shutil.rmtree(work, ignore_errors=True)
+
+
+async def serve_async(args: argparse.Namespace) -> int:
+    """``--serve``: start everything and wait (Ctrl-C stops it), printing how to drive the
+    daemon by hand with the CLI from another shell, and how to open the OpenCode TUI on it."""
+    async with demo_environment(args) as demo:
+        bin_dir = Path(sys.executable).parent
+        opencode = Path(__file__).resolve().parent.parent / "node_modules" / ".bin" / "opencode"
+        print(
+            "\ndemo: ready. In another shell (same checkout):\n"
+            f"  export ROUNDTABLED_URL=http://127.0.0.1:{demo.control_port} "
+            f"ROUNDTABLED_TOKEN_FILE={demo.token_file} "
+            f"ROUNDTABLED_SERVER_URL={demo.server.url}\n"
+            f"  {bin_dir / 'roundtabled'} agents --directory {demo.server.project_dir}\n"
+            f"  {bin_dir / 'roundtabled'} start --agents pm,dev,rv --rounds 2 "
+            f'--directory {demo.server.project_dir} "Should we split the payments monolith?"\n'
+            f"  {bin_dir / 'roundtabled'} list\n"
+            f"The OpenCode TUI on this server: {opencode} attach {demo.server.url} "
+            f"--dir {demo.server.project_dir}\n"
+            "The offline model answers the first pm/dev/rv debate with the demo's script, any "
+            "other turn with filler text.\n"
+            "Ctrl-C here stops everything.",
+            flush=True,
+        )
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+    return 0
 
 
 def main() -> int:
@@ -263,7 +333,21 @@ def main() -> int:
     p = argparse.ArgumentParser(prog="roundtabled-demo", description=__doc__.split("\n")[0])
     p.add_argument("--workdir", help="keep everything in this directory")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    return asyncio.run(main_async(p.parse_args()))
+    p.add_argument(
+        "--transcript",
+        metavar="FILE",
+        help="write the transcript here (default: beside the temporary directory; it stays)",
+    )
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="start the server, the offline model and the daemon, print how to use the CLI and "
+        "the TUI on them by hand, and wait until Ctrl-C",
+    )
+    try:
+        return asyncio.run(main_async(p.parse_args()))
+    except KeyboardInterrupt:
+        return 0
 
 
 if __name__ == "__main__":
