@@ -4,12 +4,13 @@ The one place that talks HTTP to the server and the one place with retries (tena
 
 - Idempotent requests (GET, PATCH, abort, permission replies) are retried on transient failures
   (connection errors, timeouts, 5xx) with capped exponential backoff: 3 attempts, 0.2 s → 1 s.
-- A **busy database** (:func:`busy_database`: a 500 ``UnknownError`` / ``Failed to execute
-  statement`` / ``database is locked``) is what OpenCode on SQLite answers when another process
-  holds the write lock for longer than the server's own 5 s lock timeout; nothing was written.
-  Idempotent requests then keep retrying for up to :data:`BUSY_WINDOW_S` seconds (jittered
-  backoff, 0.5 s → 4 s), and so do ``noReply`` messages, each retry only after a read showed the
-  message (client-chosen id) is not stored yet.
+- A **busy database** (:func:`~roundtabled.retries.busy_database`: a 500 ``UnknownError`` /
+  ``Failed to execute statement`` / ``database is locked``) is what OpenCode on SQLite answers
+  when another process holds the write lock for longer than the server's own 5 s lock timeout;
+  nothing was written. Idempotent requests then keep retrying for up to
+  :data:`~roundtabled.retries.BUSY_WINDOW_S` seconds (jittered backoff, 0.5 s → 4 s), and so do
+  ``noReply`` messages, each retry only after a read showed the message (client-chosen id) is
+  not stored yet. The policy is in :mod:`roundtabled.retries`.
 - Requests that create something new (``prompt_async``, session creation) are never retried
   here: a retried prompt could become a second turn (a reused message id appends parts). The
   engine re-reads the session and decides (level-triggered: docs/design.md).
@@ -40,15 +41,15 @@ from urllib.parse import quote
 
 import aiohttp
 import orjson
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    wait_exponential,
-    wait_random_exponential,
-)
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from roundtabled.errors import AuthFailed, NotFound, TransportError
+from roundtabled.retries import (
+    BUSY_WINDOW_S,
+    RetryPolicy,
+    busy_database,
+    retryable,
+)
 
 T = TypeVar("T")
 
@@ -100,55 +101,6 @@ HTTP_CLOCK: contextvars.ContextVar[HttpClock | None] = contextvars.ContextVar(
 """The clock that requests made in this context add their time to (set per worker task)."""
 
 
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, TransportError) and exc.retryable and not isinstance(exc, AuthFailed)
-
-
-BUSY_MARKERS = ("Failed to execute statement", "database is locked", "UnknownError")
-"""Texts of a 500 body meaning "the database was locked, nothing was written" (OpenCode on
-SQLite; the body names only ``UnknownError``, its log the ``SQLiteError: database is locked``)."""
-BUSY_WINDOW_S = 30.0
-"""Seconds a write keeps being retried while the server's database is busy."""
-ATTEMPTS = 3
-"""Attempts of an idempotent request on other transient failures."""
-
-
-def busy_database(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is the server's transient 500 for a locked database (see
-    :data:`BUSY_MARKERS`). A malformed path id also gives 500 ``UnknownError``; the daemon only
-    sends ids it read from the server or made itself, so there it means a busy database."""
-    return (
-        isinstance(exc, TransportError)
-        and exc.status == 500
-        and any(marker in str(exc) for marker in BUSY_MARKERS)
-    )
-
-
-class _RetryPolicy:
-    """When to stop and how long to wait (tenacity callbacks): a busy database is retried for
-    ``busy_window`` s with jittered backoff from ``busy_wait`` s (×2, at most 8×); other
-    retryable failures get :data:`ATTEMPTS` attempts, 0.2 s → 1 s apart."""
-
-    def __init__(self, busy_window: float, busy_wait: float) -> None:
-        self.busy_window = busy_window
-        self._busy = wait_random_exponential(multiplier=busy_wait, max=busy_wait * 8)
-        self._other = wait_exponential(multiplier=0.2, max=1.0)
-
-    @staticmethod
-    def _failure(state: RetryCallState) -> BaseException | None:
-        return state.outcome.exception() if state.outcome is not None else None
-
-    def stop(self, state: RetryCallState) -> bool:
-        if busy_database(self._failure(state)):
-            return (state.seconds_since_start or 0.0) >= self.busy_window
-        return state.attempt_number >= ATTEMPTS
-
-    def wait(self, state: RetryCallState) -> float:
-        if busy_database(self._failure(state)):
-            return float(self._busy(state))
-        return float(self._other(state))
-
-
 class OpenCodeClient:
     """Async client of one OpenCode server.
 
@@ -173,7 +125,7 @@ class OpenCodeClient:
         busy_wait: float = 0.5,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._policy = _RetryPolicy(busy_window, busy_wait)
+        self._policy = RetryPolicy(busy_window, busy_wait)
         self.busy_retries = 0
         """Requests sent again because the server's database was busy."""
         # aiohttp 3.14 deprecates BasicAuth/``auth=``: send the header ourselves (API notes §2).
@@ -221,7 +173,7 @@ class OpenCodeClient:
     ) -> tuple[Json, Mapping[str, str]]:
         if not retry:
             return await self._once(method, path, params=params, body=body, timeout=timeout)
-        async for attempt in self._retrying(_retryable):
+        async for attempt in self._retrying(retryable):
             with attempt:
                 return await self._once(method, path, params=params, body=body, timeout=timeout)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -236,7 +188,7 @@ class OpenCodeClient:
         )
 
     def _note_retry(self, state: RetryCallState) -> None:
-        if busy_database(self._policy._failure(state)):
+        if busy_database(self._policy.failure(state)):
             self.busy_retries += 1
 
     async def _once(

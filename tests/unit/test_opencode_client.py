@@ -10,7 +10,8 @@ import orjson
 from aiohttp import web
 
 from roundtabled.errors import TransportError
-from roundtabled.opencode import READ_SLICE, HttpClock, OpenCodeClient, busy_database
+from roundtabled.opencode import READ_SLICE, HttpClock, OpenCodeClient
+from roundtabled.retries import busy_database
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
