@@ -99,3 +99,13 @@ def render_verdict(result: dict[str, Any], *, tty: bool | None = None) -> str:
         who = ", ".join(d.get("minority") or []) or "—"
         lines.append(f"minority ({who}) on {d.get('point')}: {d.get('view')}")
     return "\n".join(lines)
+
+
+def print_verdict(payload: dict[str, Any]) -> None:
+    """Print the verdict block of a finished roundtable's result payload (the control API's
+    ``result`` route or status: the contract under ``result``); nothing for an older daemon."""
+    contract = payload.get("result")
+    block = render_verdict(contract) if isinstance(contract, dict) else ""
+    if block:
+        print()
+        print(block)

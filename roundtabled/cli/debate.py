@@ -12,6 +12,7 @@ from roundtabled import config as cfg
 from roundtabled.cli.client import EXIT_ERROR, EXIT_OK, CliError, ControlClient, control_url
 from roundtabled.cli.follow import exit_for, follow
 from roundtabled.cli.topic import read_topic
+from roundtabled.verdict_render import print_verdict
 
 
 async def agent_colors(cc: ControlClient, directory: str | None) -> dict[str, str]:
@@ -103,6 +104,7 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
             print(f"warning: {note}", file=sys.stderr)
         result = await follow(cc, ses, colors=colors, show_turns=not args.quiet)
         print(result.get("text") or result.get("summary") or "")
+        print_verdict(result)
         return exit_for(result)
 
 
@@ -121,6 +123,7 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
         args.following = args.session
         result = await follow(cc, args.session, colors=colors, show_turns=not args.quiet)
         print(result.get("text") or result.get("summary") or "")
+        print_verdict(result)
         return exit_for(result)
 
 
@@ -130,6 +133,7 @@ async def cmd_watch(args: argparse.Namespace, settings: cfg.Settings) -> int:
         args.following = args.session
         result = await follow(cc, args.session, colors=colors)
         print(result.get("text") or "")
+        print_verdict(result)
         return exit_for(result)
 
 

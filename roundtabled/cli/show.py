@@ -12,6 +12,7 @@ from roundtabled import config as cfg
 from roundtabled.cli.admin import existing_directory
 from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
 from roundtabled.cli.render import color, fmt_elapsed
+from roundtabled.verdict_render import print_verdict
 
 
 async def cmd_agents(args: argparse.Namespace, settings: cfg.Settings) -> int:
@@ -111,6 +112,7 @@ async def cmd_status(args: argparse.Namespace, settings: cfg.Settings) -> int:
         )
     for err in st.get("errors") or []:
         print(f"  error:    {err}")
+    print_verdict(st)
     return EXIT_OK
 
 
