@@ -1,0 +1,144 @@
+"""The roundtable in a real OpenCode TUI (slow suite): ``opencode attach`` to the test server
+inside tmux, the orchestrator (``build``, scripted) calls the ``roundtable`` tool, then the keys
+of the pinned OpenCode open the child session (``ctrl+x`` then ``↓``; docs/opencode-server.md).
+Asserted from ``tmux capture-pane``: each seat's reply under its name and the delimiter are on
+screen, the TUI names the keys to move between sessions, and ``↑`` returns to the parent.
+
+tmux is installed by ``scripts/setup`` where missing; without it the test is skipped (reason
+given).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from roundtabled.state import OBSERVER_AGENT
+from roundtabled.testing.scripted_llm import Text, tool_call
+
+from .conftest import RT
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("tmux") is None,
+        reason="tmux is not installed (scripts/setup installs it with apt-get when run as root)",
+    ),
+]
+
+WIDTH, HEIGHT = 160, 200
+
+
+async def tmux(socket: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """``tmux -L socket ARGS``: a private tmux server per test, started with ``env`` (a shared
+    server would give the TUI its own environment instead)."""
+    proc = await asyncio.create_subprocess_exec(
+        "tmux",
+        "-L",
+        socket,
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 10)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def screen(name: str) -> str:
+    return await tmux(name, "capture-pane", "-p", "-t", name)
+
+
+async def wait_screen(name: str, needle: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = await screen(name)
+        if needle in text:
+            return text
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"{needle!r} not on screen after {timeout} s:\n{text}")
+
+
+async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_delimiter(
+    rt: RT, tmp_path: Path
+) -> None:
+    s1 = await rt.new_parent("TUI main session")
+    rt.llm.script(Text(text="PM-SEAT says: ship the small scope first."), agent="pm")
+    rt.llm.script(Text(text="DEV-SEAT says: agreed, behind a flag."), agent="dev")
+    rt.llm.script(Text(text="SUMMARY: small scope first, behind a flag."), agent=OBSERVER_AGENT)
+    rt.llm.script(
+        tool_call(
+            "roundtable",
+            {"agents": ["pm", "dev"], "prompt": "Ship the small scope first?", "rounds": 1},
+        ),
+        Text(text="ORCHESTRATOR: the panel agreed."),
+        agent="build",
+    )
+    name = f"rt-tui-{uuid.uuid4().hex[:8]}"
+    xdg = rt.server.xdg_dir
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE_", "XDG_"))},
+        "HOME": str(rt.server.root / "home"),
+        "XDG_CONFIG_HOME": str(xdg / "config"),
+        "XDG_DATA_HOME": str(xdg / "data"),
+        "XDG_CACHE_HOME": str(xdg / "cache"),
+        "XDG_STATE_HOME": str(xdg / "state"),
+        "TERM": "xterm-256color",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    }
+    cmd = [
+        str(rt.server.binary),
+        "attach",
+        rt.server.url,
+        "--dir",
+        rt.directory,
+        "--session",
+        s1,
+    ]
+    await tmux(
+        name, "new-session", "-d", "-s", name, "-x", str(WIDTH), "-y", str(HEIGHT), *cmd, env=env
+    )
+    try:
+        await wait_screen(name, "TUI main session", 60)
+        await rt.oc(
+            "POST",
+            f"/session/{s1}/prompt_async",
+            {
+                "agent": "build",
+                "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
+                "parts": [{"type": "text", "text": "Convene a roundtable of pm and dev."}],
+            },
+        )
+        await wait_screen(name, "ORCHESTRATOR: the panel agreed.", 90)
+        s2 = str(next(r for r in rt.llm.requests if r.agent == "pm").session_id)
+        await rt.finalized(s2)
+        # Open the first child session: ctrl+x, then ↓.
+        await tmux(name, "send-keys", "-t", name, "C-x")
+        await asyncio.sleep(0.3)
+        await tmux(name, "send-keys", "-t", name, "Down")
+        text = await wait_screen(name, "━━━ Roundtable Concluded ━━━", 30)
+        (tmp_path / "child-screen.txt").write_text(text)
+        # Each seat's reply under its own agent's name, in speaking order, then the delimiter.
+        pm_at, dev_at = text.find("▣  Pm · "), text.find("▣  Dev · ")
+        assert 0 <= pm_at < dev_at < text.index("━━━ Roundtable Concluded ━━━"), text
+        assert "PM-SEAT says" in text[:pm_at] and "DEV-SEAT says" in text[pm_at:dev_at]
+        assert "── roundtable concluded ──" in text
+        # The keys the README names, as the pinned TUI itself shows them in the child session.
+        assert "Parent up" in text and "Prev left" in text and "Next right" in text
+        # ↑ goes back to the parent session.
+        await tmux(name, "send-keys", "-t", name, "Up")
+        back = await wait_screen(name, "ORCHESTRATOR: the panel agreed.", 30)
+        assert "━━━ Roundtable Concluded ━━━" not in back
+    finally:
+        with contextlib.suppress(AssertionError):
+            await tmux(name, "kill-server")
