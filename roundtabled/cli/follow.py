@@ -17,6 +17,7 @@ from roundtabled.cli.client import (
     ControlClient,
 )
 from roundtabled.cli.render import print_turn
+from roundtabled.state import OBSERVER_AGENT
 
 REATTACH_S = 60.0
 """How long a waiting ``start``/``watch`` tries to reattach after losing the daemon (s)."""
@@ -107,7 +108,7 @@ async def _follow_once(
         started -= float(st.get("elapsed") or 0)
         progress.update(round=st.get("round"), total=st.get("totalRounds"), agent=st.get("agent"))
         if st.get("phase") == "observing":
-            progress.update(round=None, agent=f"the observer {st.get('observer')}")
+            progress.update(round=None, agent=_observer_label(st.get("observer")))
     except CliError:
         pass  # an unknown roundtable: the progress feed below reports it
     tty = sys.stderr.isatty()
@@ -189,7 +190,7 @@ async def _follow_once(
                 progress.update(round=item.get("round"), agent=item.get("agent"))
                 if item.get("kind") == "observer":
                     # The observer speaks after the last round, in none of its own.
-                    progress.update(round=None, agent=f"the observer {item.get('agent')}")
+                    progress.update(round=None, agent=_observer_label(item.get("agent")))
                 draw()
             elif kind == "done":
                 result = item
@@ -210,6 +211,13 @@ async def _follow_once(
             raise ConnectionLost("Error: the progress feed ended before the roundtable finished")
         result = data
     return result
+
+
+def _observer_label(name: object) -> str:
+    """``the observer`` (built-in) or ``the observer (rv)`` (a named one) for the progress line."""
+    if not name or name in ("built-in", OBSERVER_AGENT):
+        return "the observer"
+    return f"the observer ({name})"
 
 
 def exit_for(result: dict[str, Any]) -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import pty
 import signal
 from urllib.parse import urlparse
 
@@ -135,3 +137,47 @@ async def test_watch_of_a_roundtable_concluded_before_a_restart_prints_its_resul
     run = await cli(rt, "watch", s2)
     assert run.code == 0, run
     assert "SUMMARY: the panel agrees." in run.out
+
+
+async def test_the_progress_line_names_the_observer_without_a_round_past_the_last(
+    rt: RT,
+) -> None:
+    """A 1-round debate's observer read ``round 2/1`` on the progress line."""
+    rt.llm.script(Text(text="PM speaks."), agent="pm")
+    rt.llm.script(Text(text="DEV speaks."), agent="dev")
+    rt.llm.script(Text(text="SUMMARY: slow.", first_byte_delay=4.0), agent=OBSERVER_AGENT)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="One round", rounds=1)
+    await rt.llm.wait_for_requests(1, 30, agent="pm")
+    master, slave = pty.openpty()  # a terminal: the progress line is on
+    proc = await asyncio.create_subprocess_exec(
+        str(RT_BIN),
+        "watch",
+        s2,
+        env=cli_env(rt, TERM="xterm"),
+        stdout=slave,
+        stderr=slave,
+        cwd=rt.directory,
+    )
+    os.close(slave)
+    buf = bytearray()
+    loop = asyncio.get_running_loop()
+    os.set_blocking(master, False)
+
+    def on_readable() -> None:
+        with contextlib.suppress(OSError):
+            buf.extend(os.read(master, 65536))
+
+    loop.add_reader(master, on_readable)
+    try:
+        code = await asyncio.wait_for(proc.wait(), 60)
+        await asyncio.sleep(0.2)
+        on_readable()
+    finally:
+        loop.remove_reader(master)
+        os.close(master)
+        if proc.returncode is None:
+            proc.kill()
+    text = buf.decode(errors="replace")
+    assert code == 0, text
+    assert "the observer is speaking" in text, text
+    assert "round 2/1" not in text
