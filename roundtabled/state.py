@@ -7,13 +7,16 @@ Invariants
   request).
   The part is updated in place (``PATCH …/part/{partID}``), so a state write costs one small request
   and never adds a message.
-- The text keeps the seed plugin's human-readable form (spec §5 "Serialization in S2")::
+- Two forms of the part, both read: the *card* form (its text is a short card for people,
+  :mod:`roundtabled.card`; the state is canonical JSON text in ``metadata.roundtabled.body``)
+  and the seed plugin's text form (spec §5 "Serialization in S2"), which roundtables written
+  before the card still hold::
 
       [ROUNDTABLE META — INTERNAL ORCHESTRATION DATA — IGNORE FOR ANALYSIS]
       {"sessionID": …}
       [/ROUNDTABLE META]
 
-  but the daemon trusts a block only when the part's ``metadata.roundtabled.mac`` is a valid
+  The daemon trusts a block only when the part's ``metadata.roundtabled.mac`` is a valid
   HMAC-SHA256 (key: the daemon's secret, see :class:`Signer`) over the JSON and S2's id. A block
   pasted by a user or echoed by an agent has no valid MAC and is ignored (issue 4, security), so the
   seed's "last occurrence wins" rule cannot let a forged block win.
@@ -425,21 +428,28 @@ def _canonical(data: dict[str, Any]) -> bytes:
     return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
 
-def encode_state(state: RoundtableState, signer: Signer) -> tuple[str, dict[str, Any]]:
-    """Serialize ``state`` to the META text and the part ``metadata`` carrying its MAC.
+def encode_state(
+    state: RoundtableState, signer: Signer, *, card: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Serialize ``state`` for a text part with ``ignored: true``; returns ``(text, metadata)``.
 
-    Returns ``(text, metadata)`` for a text part with ``ignored: true``.
+    With ``card`` (the card form, :mod:`roundtabled.card`): the text is that card for people and
+    the state travels as canonical JSON text in ``metadata.roundtabled.body`` (a string: numbers
+    inside it survive the server's JSON round trip byte for byte, which the MAC needs). Without
+    it (the seed's text form, still read): the JSON is the text between
+    ``[ROUNDTABLE META …]`` and ``[/ROUNDTABLE META]``. Either way ``metadata.roundtabled.mac``
+    is the HMAC of the JSON bound to S2 (docs/design.md, state format).
     """
     body = _canonical(state.dump())
-    text = f"{META_HEADER}\n{body.decode()}\n{META_FOOTER}"
-    meta = {
-        META_KEY: {
-            "kind": "state",
-            "v": STATE_VERSION,
-            "mac": signer.mac("state", state.session_id, body),
-        }
+    ours: dict[str, Any] = {
+        "kind": "state",
+        "v": STATE_VERSION,
+        "mac": signer.mac("state", state.session_id, body),
     }
-    return text, meta
+    if card is not None:
+        ours["body"] = body.decode()
+        return card, {META_KEY: ours}
+    return f"{META_HEADER}\n{body.decode()}\n{META_FOOTER}", {META_KEY: ours}
 
 
 def has_meta_text(text: str) -> bool:
@@ -447,8 +457,22 @@ def has_meta_text(text: str) -> bool:
     return "[ROUNDTABLE META" in text
 
 
+def is_state_part(part: dict[str, Any]) -> bool:
+    """True when ``part`` (a part of ``GET …/message``) claims to be a state block, in either
+    form: its metadata says ``kind: state``, or its text holds a META block. Claims only:
+    :func:`decode_state` decides whether to trust it."""
+    if part.get("type") != "text":
+        return False
+    md = part.get("metadata")
+    ours = md.get(META_KEY) if isinstance(md, dict) else None
+    if isinstance(ours, dict) and ours.get("kind") == "state":
+        return True
+    text = part.get("text")
+    return isinstance(text, str) and has_meta_text(text)
+
+
 def decode_state(text: str, metadata: object, session_id: str, signer: Signer) -> RoundtableState:
-    """Parse and authenticate a state block written by :func:`encode_state`.
+    """Parse and authenticate a state block written by :func:`encode_state` (either form).
 
     Args:
         text: the part's text.
@@ -460,12 +484,15 @@ def decode_state(text: str, metadata: object, session_id: str, signer: Signer) -
         StateVersionError: a block this daemon version cannot read.
         StateCorruptError: the MAC is valid but the content does not parse.
     """
-    start = text.find(META_HEADER)
-    end = text.rfind(META_FOOTER)
-    if start < 0 or end < start:
-        raise StateForgedError("no META block in the part")
-    body = text[start + len(META_HEADER) : end].strip().encode()
     ours = metadata.get(META_KEY) if isinstance(metadata, dict) else None
+    if isinstance(ours, dict) and isinstance(ours.get("body"), str):
+        body = str(ours["body"]).encode()
+    else:
+        start = text.find(META_HEADER)
+        end = text.rfind(META_FOOTER)
+        if start < 0 or end < start:
+            raise StateForgedError("no META block in the part")
+        body = text[start + len(META_HEADER) : end].strip().encode()
     if not isinstance(ours, dict) or not signer.verify("state", session_id, body, ours.get("mac")):
         raise StateForgedError("state block is not signed by this daemon")
     if ours.get("v") != STATE_VERSION:
