@@ -147,6 +147,8 @@ class Settings(BaseModel):
     """Append a token/cost footer to the result delivered to S1."""
     hide_past_prompts: bool = True
     """Mark earlier turn prompts as ignored so models see only the current one."""
+    progress_toasts: bool = True
+    """A TUI toast per finished turn (at most one per 2 s) and per phase change."""
     http_timeout: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
     """Seconds an HTTP request to the OpenCode server may take."""
     max_concurrency: int = Field(default=16, ge=1, le=1024)
@@ -213,6 +215,7 @@ _ALLOWED: dict[str, str] = {
     "log_level": "one of debug, info, warning, error",
     "usage_footer": "a boolean (true/false, 1/0, yes/no)",
     "hide_past_prompts": "a boolean (true/false, 1/0, yes/no)",
+    "progress_toasts": "a boolean (true/false, 1/0, yes/no)",
     "http_timeout": "a number of seconds greater than 0 and at most 3600",
     "max_concurrency": "an integer from 1 to 1024",
     "shutdown_window": "a number of seconds from 0 to 600",
@@ -241,6 +244,7 @@ _KINDS: dict[str, Kind] = {
     "log_level": "enum",
     "usage_footer": "bool",
     "hide_past_prompts": "bool",
+    "progress_toasts": "bool",
     "http_timeout": "float",
     "max_concurrency": "int",
     "shutdown_window": "float",

@@ -64,3 +64,57 @@ def round_position(state: RoundtableState) -> RoundPosition:
     if state.phase == Phase.OBSERVING:
         return RoundPosition(spoken, total, "observer")
     return RoundPosition(spoken, total, "ended")
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress toasts: which words (the machine decides when; the shell throttles and may be told
+# not to show them, setting ``progress_toasts``)
+# ---------------------------------------------------------------------------------------------
+
+PROGRESS_TOAST_GAP_S = 2.0
+"""At most one progress toast per this many seconds per roundtable (a fast debate would
+otherwise flood the TUI)."""
+
+
+def planned_turns(state: RoundtableState) -> int:
+    """Seat turns of the whole debate as planned: seats × rounds (all extensions included)."""
+    return len(state.agents) * state.total_rounds
+
+
+def turn_toast(state: RoundtableState, entry: HistoryEntry) -> str:
+    """``pm · round 1/3 done — 2 of 9 turns``: ``entry`` (a seat turn just recorded) and the
+    count of seat turns recorded in ``state`` (which already holds ``entry``)."""
+    done = sum(1 for e in state.history if e.kind == "turn")
+    return (
+        f"{entry.agent} · round {entry.round}/{state.total_rounds} done — "
+        f"{done} of {planned_turns(state)} turns"
+    )
+
+
+def observing_toast(state: RoundtableState) -> str:
+    """The toast of the phase change to observing: how far the debate went, and what follows."""
+    spoken = last_spoken_round(state.history)
+    why = f" ({state.end_reason.value})" if state.end_reason is not None else ""
+    return (
+        f"Debate over after round {spoken}/{state.total_rounds}{why}: the observer "
+        f"consolidates — {state.title}"
+    )
+
+
+@dataclass(slots=True)
+class ToastThrottle:
+    """Lets a progress toast through at most once per ``gap_s`` seconds (monotonic time).
+
+    The first is always let through; a toast refused is dropped, not queued (the next one, or the
+    phase change's, says more).
+    """
+
+    gap_s: float = PROGRESS_TOAST_GAP_S
+    last_s: float | None = None
+
+    def allow(self, now_s: float) -> bool:
+        """True when a toast at ``now_s`` may be shown (and then counts as shown)."""
+        if self.last_s is not None and now_s - self.last_s < self.gap_s:
+            return False
+        self.last_s = now_s
+        return True

@@ -7,6 +7,8 @@ above the planned rounds and, once no seat turn is due, never one in which no se
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -119,3 +121,47 @@ def test_the_round_shown_is_planned_and_spoken(
         assert pos.round == last
     else:
         assert pos.round >= 1
+
+
+# ── progress toasts ────────────────────────────────────────────────────────────────────────────
+
+
+def test_turn_toast_names_the_seat_the_round_and_the_count() -> None:
+    from roundtabled.progress import turn_toast
+
+    st_ = state(3, ["pm", "dev", "rv"], history=[turn("pm", 1, 0), turn("dev", 1, 1)])
+    assert turn_toast(st_, st_.history[-1]) == "dev · round 1/3 done — 2 of 9 turns"
+
+
+def test_observing_toast_says_how_far_and_why() -> None:
+    from roundtabled.progress import observing_toast
+
+    st_ = state(
+        3,
+        ["pm", "dev"],
+        history=[turn("pm", 1, 0), turn("dev", 1, 1)],
+        phase=Phase.OBSERVING,
+        end_reason=EndReason.REPETITION,
+    )
+    assert observing_toast(st_).startswith(
+        "Debate over after round 1/3 (repetition): the observer consolidates"
+    )
+
+
+def test_the_throttle_lets_one_toast_through_per_gap() -> None:
+    from roundtabled.progress import ToastThrottle
+
+    t = ToastThrottle(gap_s=2.0)
+    shown = [now for now in (0.0, 0.5, 1.9, 2.0, 2.1, 4.5, 4.6) if t.allow(now)]
+    assert shown == [0.0, 2.0, 4.5]
+
+
+@given(st.lists(st.floats(0, 1000, allow_nan=False), max_size=40))
+def test_throttled_toasts_are_never_closer_than_the_gap(times: list[float]) -> None:
+    from roundtabled.progress import ToastThrottle
+
+    t = ToastThrottle(gap_s=2.0)
+    shown = [now for now in sorted(times) if t.allow(now)]
+    assert all(b - a >= 2.0 for a, b in itertools.pairwise(shown))
+    if times:
+        assert shown and shown[0] == min(times)
