@@ -1,7 +1,7 @@
 """Texts built from a debate's history: the observer's prompt and what the caller receives.
 
 Split from :mod:`roundtabled.prompts` (which re-exports these names): the attributed history
-(``── pm · Round 1 ──`` blocks), the built-in and named observer prompts (with every degradation
+(``── pm · round 1 ──`` blocks), the built-in and named observer prompts (with every degradation
 and the stated positions, see docs/result.md), the texts delivered to S1 (result, interruption,
 cancellation) and the usage table.
 
@@ -56,7 +56,7 @@ def _cap(text: str, max_chars: int, mark: str) -> str:
 
 
 def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
-    """One ``── agent · Round N ──`` block: header, response (capped), tools, files, error."""
+    """One ``── agent · round N ──`` block: header, response (capped), tools, files, error."""
     who = _collapse(entry.agent)
     if entry.kind == "user":
         header = "── the user ──"
@@ -65,12 +65,12 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     elif entry.kind == "observer":
         header = f"── observer · summary after round {entry.round} ──"
     else:
-        header = f"── {who} · Round {entry.round} ──"
+        header = f"── {who} · round {entry.round} ──"
         if entry.cut_off:  # a cut-off turn also has has_error; its partial text is kept
             why = "by the cancel" if "cancel" in (entry.error or "") else "at the time limit"
-            header = f"── {who} · Round {entry.round} · CUT OFF {why} ──"
+            header = f"── {who} · round {entry.round} · CUT OFF {why} ──"
         elif entry.has_error:
-            header = f"── {who} · Round {entry.round} · FAILED ──"
+            header = f"── {who} · round {entry.round} · FAILED ──"
     lines = [header]
     response = entry.response.strip()
     if response:
@@ -164,7 +164,7 @@ def observer_prompt(
             ``"… [truncated, full text above in this session]"``.
 
     The five sections are the spec's; "Debate:" is followed by one block per entry
-    (``── pm · Round 1 ──`` + response, tool previews, files, failures and cut-offs marked,
+    (``── pm · round 1 ──`` + response, tool previews, files, failures and cut-offs marked,
     ``── the user ──`` for a person's messages). When the debate did not complete, a line says why.
     """
     parts = [

@@ -81,7 +81,7 @@ async def test_auto_compaction_mid_debate_is_nobodys_turn(
     assert len(obs) == 1
     for r in range(1, ROUNDS + 1):
         for a in AGENTS:
-            assert f"── {a} · Round {r} ──" in obs[0].last_user_text, (a, r)
+            assert f"── {a} · round {r} ──" in obs[0].last_user_text, (a, r)
     assert result["endReason"] == "completed"
     s1_msgs = await rt.messages(s1)
     assert len(s1_msgs) == 1 and result["summary"] in text_of(s1_msgs[0])

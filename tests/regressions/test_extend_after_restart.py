@@ -84,8 +84,8 @@ async def test_extend_after_a_daemon_restart_keeps_the_round_1_history(rt_factor
     assert f"- dev (round 2): “{R2['dev']}”" in turns[2].last_user_text
     # The second summary covers rounds 1–2.
     for a in AGENTS:
-        assert f"── {a} · Round 1 ──" in summary.last_user_text, a
-        assert f"── {a} · Round 2 ──" in summary.last_user_text, a
+        assert f"── {a} · round 1 ──" in summary.last_user_text, a
+        assert f"── {a} · round 2 ──" in summary.last_user_text, a
         assert R1[a] in summary.last_user_text and R2[a] in summary.last_user_text
     state = memory_state(rt, s2)
     assert [(e.agent, e.round) for e in state.seat_turns()] == [

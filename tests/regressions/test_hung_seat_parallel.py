@@ -86,7 +86,7 @@ async def test_one_hung_seat_delays_only_its_own_roundtable(rt_factory: Any) -> 
     assert len(hung.errors) == 2, hung.errors
     assert hung_result["endReason"] == "completed"
     for r in (1, 2):
-        assert f"dev (round {r})" in hung_result["text"] or f"── dev · Round {r} · CUT OFF" in (
+        assert f"dev (round {r})" in hung_result["text"] or f"── dev · round {r} · CUT OFF" in (
             rt.llm.requests_for(session=hung_s2, agent=OBSERVER_AGENT)[0].last_user_text
         )
     assert solo_s2 not in {s for s, _ in results}

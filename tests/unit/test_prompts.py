@@ -353,8 +353,8 @@ def test_observer_prompt_sections_and_entries() -> None:
     for section in SECTIONS:
         assert section in text
     assert "\nDebate:\n" in text
-    assert "── pm · Round 1 ──" in text
-    assert "── dev · Round 1" in text and "FAILED" in text and "ProviderAuthError" in text
+    assert "── pm · round 1 ──" in text
+    assert "── dev · round 1" in text and "FAILED" in text and "ProviderAuthError" in text
     assert "── the user ──\nWhat about raw SQL?" in text
     assert "CUT OFF" in text
     assert "  [tool bash] src/" in text
@@ -395,7 +395,7 @@ def test_observer_prompt_names_every_agent(history: list[HistoryEntry]) -> None:
     for section in SECTIONS:
         assert section in text
     for e in history:
-        assert f"── {e.agent} · Round {e.round} ──" in text
+        assert f"── {e.agent} · round {e.round} ──" in text
 
 
 def test_named_observer_prompt() -> None:
@@ -404,7 +404,7 @@ def test_named_observer_prompt() -> None:
     assert text.startswith("Your role: rv. Provide an executive summary")
     for section in SECTIONS:
         assert section in text
-    assert "── pm · Round 1 ──" in text
+    assert "── pm · round 1 ──" in text
 
 
 # ── texts for S1 ────────────────────────────────────────────────────────────────────────────────
@@ -439,7 +439,7 @@ def test_result_text_end_reason(reason: EndReason, line: str) -> None:
 def test_result_text_without_summary_carries_the_history() -> None:
     state = make_state(history=_history(), end_reason=EndReason.OBSERVER_FAILED)
     text = result_text(state, usage_footer=False)
-    assert "── pm · Round 1 ──" in text
+    assert "── pm · round 1 ──" in text
     assert "observer failed" in text
 
 
@@ -452,7 +452,7 @@ def test_interruption_and_cancelled_texts() -> None:
     )
     assert text.startswith(INTERRUPTION_HEADER)
     assert "a" * 2000 in text and "a" * 2001 not in text
-    assert "── dev · Round 1 ──\nshort" in text
+    assert "── dev · round 1 ──\nshort" in text
     cancelled = cancelled_text(state)
     assert cancelled.startswith(CANCELLED_HEADER + "\n")
     assert cancelled_text(make_state()).endswith("(nothing was said)")
