@@ -16,6 +16,7 @@ import json
 import os
 import pty
 import signal
+from pathlib import Path
 from urllib.parse import urlparse
 
 from roundtabled.state import OBSERVER_AGENT
@@ -181,3 +182,20 @@ async def test_the_progress_line_names_the_observer_without_a_round_past_the_las
     assert code == 0, text
     assert "the observer is speaking" in text, text
     assert "round 2/1" not in text
+
+
+async def test_doctor_says_which_project_it_checked_and_takes_directory(
+    rt: RT, tmp_path: Path
+) -> None:
+    """From another directory doctor said the tools were installed 'neither here nor
+    globally' while ``agents`` listed the seats."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = await cli(rt, "doctor", cwd=str(elsewhere))
+    assert run.code == 1, run
+    assert f"project {elsewhere}" in run.out
+    assert f"neither in the project ({elsewhere}/.opencode)" in run.out
+    assert f"install-tool --project {elsewhere}" in run.out
+    run = await cli(rt, "doctor", "--directory", rt.directory, cwd=str(elsewhere))
+    assert run.code == 0, run.out + run.err
+    assert f"project {Path(rt.directory).resolve()}" in run.out
