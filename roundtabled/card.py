@@ -16,6 +16,9 @@ MAX_CARD_LINES = 8
 MAX_LINE_CHARS = 160
 CARD_HEADER = "Roundtable"
 """First word of the card's first line (how a person tells the state card from a turn)."""
+CARD_FOOTER = "State of roundtabled (signed, never sent to a model; do not edit)."
+"""The card's last line: what the block is (tests and the benchmark look for it in model
+requests, where it must never appear)."""
 
 
 def _cut(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -59,5 +62,4 @@ def state_card(state: RoundtableState) -> str:
         lines.append(f"Stopped early: {state.stop_detail}")
     if state.errors:
         lines.append(f"Problems: {len(state.errors)} (roundtabled status {state.session_id})")
-    lines.append("State of roundtabled (signed, never sent to a model; do not edit).")
-    return "\n".join(_cut(line) for line in lines[:MAX_CARD_LINES])
+    return "\n".join([*(_cut(line) for line in lines[: MAX_CARD_LINES - 1]), CARD_FOOTER])
