@@ -97,7 +97,10 @@ async def cmd_status(args: argparse.Namespace, settings: cfg.Settings) -> int:
         return EXIT_OK
     print(f"Roundtable {st['sessionID']} — {st['title']}")
     print(f"  phase:    {st['phase']}" + (f" ({st['endReason']})" if st.get("endReason") else ""))
-    print(f"  round:    {st['round']}/{st['totalRounds']}   current: {st.get('agent') or '-'}")
+    stage = {"observer": " (observer)", "ended": " (ended)"}.get(str(st.get("stage")), "")
+    print(
+        f"  round:    {st['round']}/{st['totalRounds']}{stage}   current: {st.get('agent') or '-'}"
+    )
     print(f"  agents:   {' → '.join(st['agents'])}   observer: {st['observer']}")
     print(f"  elapsed:  {fmt_elapsed(st.get('elapsed'))}   turns: {st.get('turns')}")
     usage = st.get("usage") or {}
