@@ -30,7 +30,7 @@ from typing import Any
 
 from roundtabled import install
 from roundtabled.testing.opencode_server import OpenCodeServer, free_port, offline_config
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.testing.scripted_llm import HttpError, ScriptedLLM, Text
 
 TOPIC = (
     "Our payments service is a 6-year-old Django monolith. Should we split it into "
@@ -41,28 +41,75 @@ SCRIPT: dict[str, list[str]] = {
     "pm": [
         "From the product side the pain is release speed: every payments change waits for the "
         "monthly train, and two enterprise deals are blocked on faster compliance fixes. I would "
-        "split only what slows us down, starting with the reconciliation jobs.",
+        "split only what slows us down, starting with the reconciliation jobs.\n\n"
+        "Position: split the slow parts — extract reconciliation first (confidence 6/10)",
         "I can accept the modular monolith if we commit to a weekly release of the payments "
         "module and publish the ledger interface by the end of the quarter so partners can "
-        "integrate against it.",
+        "integrate against it.\n\n"
+        "Position: modular monolith — weekly module releases and a published ledger interface "
+        "(confidence 7/10)",
     ],
     "dev": [
         "A full split is risky: the ledger, refunds and payouts share one Postgres schema and "
         "forty cross-module joins. Extracting services means distributed transactions we do not "
-        "have the tooling for. I propose enforcing module boundaries inside the monolith first.",
+        "have the tooling for. I propose enforcing module boundaries inside the monolith first."
+        "\n\nPosition: modular monolith — enforce module boundaries first (confidence 8/10)",
         "Agreed on weekly releases. Concretely: package boundaries enforced by import-linter, "
         "reconciliation moved to its own worker with its own schema, and a strangler interface "
-        "for payouts. Any service extraction waits until those seams hold for two quarters.",
+        "for payouts. Any service extraction waits until those seams hold for two quarters."
+        "\n\nPosition: modular monolith — seams first, extraction after two quarters "
+        "(confidence 8/10)",
     ],
     "rv": [
         "As reviewer I see two risks nobody priced: on-call load doubles with every new service, "
         "and audit evidence today comes from one database. Whatever we do must keep a single "
-        "audit trail and an owner per module.",
+        "audit trail and an owner per module.\n\n"
+        "Position: modular monolith — one audit trail, an owner per module (confidence 7/10)",
         "The converged plan is sound if each boundary gets an owner and an audit hook. I would "
         "add a kill criterion: if the modular seams still leak after two quarters, we stop and "
-        "revisit instead of extracting by default.",
+        "revisit instead of extracting by default.\n\n"
+        "Position: modular monolith — with owners, audit hooks and a kill criterion "
+        "(confidence 8/10)",
     ],
 }
+PM_CHANGED = "Changed: dev's shared-schema numbers make a split this year too risky.\n\n"
+"""pm's second turn starts with this line (its label changed, docs/result.md)."""
+VERDICT = {
+    "decision": "keep a modular monolith with weekly payments releases; extract services only "
+    "along seams proven for two quarters",
+    "confidence": 0.8,
+    "consensus": "unanimous",
+    "agreements": ["no big-bang split", "weekly payments releases", "an owner per module"],
+    "disagreements": [],
+    "openQuestions": ["Who owns the ledger interface?"],
+    "nextSteps": ["publish the ledger interface this quarter", "review the seams in two quarters"],
+}
+DEGRADED_SUMMARY = (
+    "**Executive summary.** pm and rv lean towards a modular monolith; dev did not take part, "
+    "so the engineering cost of either path was not argued.\n\n"
+    "**Key points.** *pm*: release speed blocks deals. *rv*: a single audit trail and an owner "
+    "per module.\n\n**Decisions.** None firm without the engineering view.\n\n"
+    "**Open questions.** The cost of splitting the shared schema.\n\n"
+    "**Next steps.** Re-run the roundtable once dev's model is reachable."
+)
+DEGRADED_VERDICT = {
+    "decision": None,
+    "confidence": 0.5,
+    "consensus": "majority",
+    "agreements": ["a modular monolith is the safer start"],
+    "disagreements": [
+        {"point": "how fast to split", "minority": ["pm"], "view": "split the slow parts now"}
+    ],
+    "openQuestions": ["the cost of splitting the shared schema"],
+    "nextSteps": ["re-run with dev"],
+}
+
+
+def _with_verdict(prose: str, verdict: dict[str, Any]) -> str:
+    """The observer's reply: the prose sections, then the fenced verdict (docs/result.md)."""
+    return f"{prose}\n\n6. **Verdict**\n```json\n{json.dumps(verdict, indent=1)}\n```"
+
+
 OBSERVER_SUMMARY = (
     "**Executive summary.** The panel rejects a big-bang split of the payments monolith and "
     "converges on a modular monolith with weekly releases, extracting services only along "
@@ -159,9 +206,19 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
                     + "\n"
                     + str(agents_cfg[name].get("prompt", "")),
                 }
-            for text in SCRIPT[name]:
+            for i, text in enumerate(SCRIPT[name]):
+                if name == "dev" and args.degraded:
+                    # The degraded demo: dev's provider fails on every turn.
+                    llm.script(HttpError(status=400, message="dev's provider is down"), agent=name)
+                    continue
+                text = PM_CHANGED + text if (name, i) == ("pm", 1) else text
                 llm.script(Text(text=text, chunk_size=24, chunk_delay=0.01), agent=name)
-        llm.script(Text(text=OBSERVER_SUMMARY, chunk_size=40), agent="roundtable-observer")
+        summary = (
+            _with_verdict(DEGRADED_SUMMARY, DEGRADED_VERDICT)
+            if args.degraded
+            else _with_verdict(OBSERVER_SUMMARY, VERDICT)
+        )
+        llm.script(Text(text=summary, chunk_size=40), agent="roundtable-observer")
         server_env = {}
 
     port = free_port()
@@ -337,6 +394,11 @@ def main() -> int:
         "--transcript",
         metavar="FILE",
         help="write the transcript here (default: beside the temporary directory; it stays)",
+    )
+    p.add_argument(
+        "--degraded",
+        action="store_true",
+        help="offline model only: dev's provider fails on every turn, to show a degraded result",
     )
     p.add_argument(
         "--serve",
