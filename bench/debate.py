@@ -7,11 +7,11 @@ All three come from debates on the real server with the scripted LLM answering i
    (the daemon's own prompt texts, read back from its S2) sent to one fresh session with
    ``prompt_async``, each waiting for ``session.idle`` on the event stream; no orchestration at
    all. Reported: the median of the per-pair ratios daemon/floor, and both medians.
-2. **Handoff latency.** The daemon's own measurement (``Engine.handoffs``): from the event that
-   woke the worker to the return of the next ``prompt_async`` POST, and the server's share of it
-   (``Engine.handoff_server``: wall time with at least one request in flight, measured by
-   :class:`roundtabled.opencode.HttpClock`). Daemon-side = total − server. At 1 roundtable (the
-   debates of figure 1) and at 20 concurrent roundtables.
+2. **Handoff latency.** The daemon's own measurement (``HandoffMetrics.handoffs``): from the event
+   that woke the worker to the return of the next ``prompt_async`` POST, and the server's share
+   of it (``HandoffMetrics.handoff_server``: wall time with at least one request in flight,
+   measured by :class:`roundtabled.opencode.HttpClock`). Daemon-side = total − server. At 1
+   roundtable (the debates of figure 1) and at 20 concurrent roundtables.
 3. **Orchestration bytes.** From the scripted LLM's recorded requests of one debate: per seat
    turn, the bytes of user-role text minus the topic itself (the debate's content is the topic
    and the assistant replies); any ``[ROUNDTABLE META`` text is counted separately (must be 0).
@@ -223,6 +223,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
     """Figures 1–3 (and the raw event recording of one debate, returned as ``_events``)."""
     assert env.daemon is not None
     engine = env.daemon.engine
+    metrics = engine.metrics
     tap = EventTap(env.srv.url)
     await tap.start()
     try:
@@ -233,10 +234,10 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         tap.recording = False
         script = await turn_script(env, s2)
         await floor_debate(env, tap, parent, script)
-        engine.handoffs.clear()
-        engine.handoff_server.clear()
-        engine.handoff_queued.clear()
-        fast0, read0 = engine.fast_handoffs, engine.read_handoffs
+        metrics.handoffs.clear()
+        metrics.handoff_server.clear()
+        metrics.handoff_queued.clear()
+        fast0, read0 = metrics.fast_handoffs, metrics.read_handoffs
         d_times: list[float] = []
         f_times: list[float] = []
         last_s2 = s2
@@ -252,18 +253,18 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
             f_times.append(f)
         ratios = [d / f for d, f in zip(d_times, f_times, strict=True)]
         h1 = handoff_stats(
-            list(engine.handoffs), list(engine.handoff_server), list(engine.handoff_queued)
+            list(metrics.handoffs), list(metrics.handoff_server), list(metrics.handoff_queued)
         )
-        h1["fast_handoffs"] = engine.fast_handoffs - fast0
-        h1["read_handoffs"] = engine.read_handoffs - read0
+        h1["fast_handoffs"] = metrics.fast_handoffs - fast0
+        h1["read_handoffs"] = metrics.read_handoffs - read0
         # Figure 3 on the last measured debate.
         table = engine.recent[last_s2]
         fig3 = orchestration_bytes(await env.llm.requests_for(last_s2), table.state)
         # Figure 2 at N concurrent roundtables (the tap would only add load from here on).
         await tap.close()
-        engine.handoffs.clear()
-        engine.handoff_server.clear()
-        engine.handoff_queued.clear()
+        metrics.handoffs.clear()
+        metrics.handoff_server.clear()
+        metrics.handoff_queued.clear()
         parents = [await env.new_parent(f"S1 c{i}") for i in range(concurrent)]
         t0 = time.perf_counter()
         starts = await asyncio.gather(
@@ -279,11 +280,11 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         for s in starts:
             await settle(env, s)
         hn = handoff_stats(
-            list(engine.handoffs), list(engine.handoff_server), list(engine.handoff_queued)
+            list(metrics.handoffs), list(metrics.handoff_server), list(metrics.handoff_queued)
         )
         hn["wall_s"] = rnd(conc_s, 2)
-        hn["fast_handoffs"] = engine.fast_handoffs - fast0 - h1["fast_handoffs"]
-        hn["read_handoffs"] = engine.read_handoffs - read0 - h1["read_handoffs"]
+        hn["fast_handoffs"] = metrics.fast_handoffs - fast0 - h1["fast_handoffs"]
+        hn["read_handoffs"] = metrics.read_handoffs - read0 - h1["read_handoffs"]
     finally:
         await tap.close()
     return {

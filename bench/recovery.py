@@ -2,8 +2,8 @@
 
 Set-up through the server API and the daemon's own functions (with the daemon's key file, so the
 state blocks are trusted): plain sessions via ``POST /session``; roundtable sessions get a signed
-state block (``Engine._create_state_block``) and the session index metadata
-(``Engine._persist(index=True)``), in five phases of equal share:
+state block (``StateStore.create``) and the session index metadata
+(``StateStore.persist(index=True)``), in five phases of equal share:
 
 - ``active-next``: active, no pending turn (the next seat is planned and prompted);
 - ``active-intent``: active, an intent persisted whose prompt never reached S2 (re-prompted);
@@ -126,8 +126,8 @@ async def populate(env: Env, signer: Signer, *, sessions: int, roundtables: int)
         async with sem:
             s = await client.create_session(directory=d, title=f"roundtable {i}")
             st = _state(str(s["id"]), d, PHASES[i % len(PHASES)], gone_id)
-            await engine._create_state_block(st)
-            await engine._persist(st, index=True)
+            await engine.store.create(st)
+            await engine.store.persist(st, index=True)
 
     try:
         # Roundtables first: they are then older than the newest 100 sessions (the server's

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from roundtabled.errors import RoundtableError, ValidationFailed
-from roundtabled.state import Budget, PermissionPolicy
+from roundtabled.state import Budget, Options, PermissionPolicy
 from roundtabled.validation import PRESET_NAME_RE, PresetSpec, parse_budget, parse_request
 
 __all__ = [
@@ -106,6 +106,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+_ROUNDTABLE = Options()
+"""Per-roundtable defaults: one copy, in :class:`roundtabled.state.Options`."""
+
+
 class Settings(BaseModel):
     """All daemon settings, with defaults. Times are seconds; paths are absolute after loading."""
 
@@ -131,21 +135,25 @@ class Settings(BaseModel):
     """Directory for the daemon's local files (logs, pid)."""
     directories: list[str] = Field(default_factory=list)
     """Project directories whose sessions are scanned for roundtables at start-up."""
-    turn_timeout: float = Field(default=300.0, ge=1, le=86400, allow_inf_nan=False)
+    turn_timeout: float = Field(
+        default=_ROUNDTABLE.turn_timeout, ge=1, le=86400, allow_inf_nan=False
+    )
     """Seconds a turn may run before it is aborted and skipped (spec §7.6)."""
-    loop_threshold: float = Field(default=0.85, gt=0, le=1, allow_inf_nan=False)
+    loop_threshold: float = Field(
+        default=_ROUNDTABLE.loop_threshold, gt=0, le=1, allow_inf_nan=False
+    )
     """Bigram Jaccard similarity above which the debate ends as a loop (spec §7.5)."""
     resync_period: float = Field(default=15.0, ge=0.5, le=3600, allow_inf_nan=False)
     """Seconds between two full resyncs of the active roundtables with the server."""
-    permission_policy: PermissionPolicy = PermissionPolicy.REJECT
+    permission_policy: PermissionPolicy = _ROUNDTABLE.permission_policy
     """Answer to a seat's permission request: reject, allow-once or ask (leave it to a person)."""
     log_format: Literal["text", "json"] = "text"
     """Log line format."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Lowest level logged."""
-    usage_footer: bool = True
+    usage_footer: bool = _ROUNDTABLE.usage_footer
     """Append a token/cost footer to the result delivered to S1."""
-    hide_past_prompts: bool = True
+    hide_past_prompts: bool = _ROUNDTABLE.hide_past_prompts
     """Mark earlier turn prompts as ignored so models see only the current one."""
     progress_toasts: bool = True
     """A TUI toast per finished turn (at most one per 2 s) and per phase change."""

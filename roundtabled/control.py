@@ -280,7 +280,6 @@ class ControlAPI:
         if not 0 <= wait <= MAX_WAIT_S:
             raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
         call_id = request.query.get("callID") or None
-        self.engine.note_tool_poll(ses)
         res = await self.engine.wait_result(ses, wait)
         if res is None:
             st = self.engine.status(ses) or {}

@@ -107,7 +107,7 @@ class Daemon:
             # The engine reads replies over REST: a huge message.part.* event is only a hint.
             lazy_types=BODY_UNUSED,
         )
-        self.engine.on_change = self._report_status
+        self.engine.shell.on_change = self._report_status
         self.api = ControlAPI(
             self.engine,
             self.token,

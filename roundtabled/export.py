@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from roundtabled import machine, prompts
+from roundtabled import history, prompts, wire
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.result import build_result
 from roundtabled.state import RoundtableState
@@ -38,9 +38,9 @@ async def collect(engine: Engine, s2: str) -> dict[str, Any]:
                 "sessionID", f"{s2!r} is not a roundtable of this daemon ({exc})"
             ) from None
         msgs, _ = await engine.client.messages(s2)
-        views = [machine.message_view(m, s2, engine.signer) for m in msgs]
-        history = machine.rebuild_history(state.model_copy(update={"pending": None}), views)
-        state = state.model_copy(update={"history": history})
+        views = wire.message_views(msgs, s2, engine.signer)
+        rebuilt = history.rebuild_history(state.model_copy(update={"pending": None}), views)
+        state = state.model_copy(update={"history": rebuilt})
     return to_data(state)
 
 

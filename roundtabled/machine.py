@@ -4,7 +4,7 @@ No I/O, no asyncio, no clock: the engine reads S2 from the server (status + the 
 pending turn's prompt on), builds an :class:`Observation` and executes the returned commands in
 order. Because every decision is taken from the server's truth and not from events, a missed,
 duplicated, stale or reordered event can only delay a decision, never make a wrong one
-(design §1, "level-triggered").
+(``docs/design.md``, "level-triggered").
 
 Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
 
@@ -28,24 +28,43 @@ Times are epoch milliseconds throughout.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from roundtabled import prompts
+from roundtabled.commands import (
+    Abort,
+    Cancel,
+    Command,
+    Decision,
+    Finalize,
+    Observation,
+    PersistState,
+    Prompt,
+    Toast,
+    TurnRecorded,
+)
+from roundtabled.history import (
+    TURN_KINDS,
+    answers_to,
+    entry_from_answers,
+    extras_after,
+    last_response_of_round,
+    since_last_turn,
+)
 from roundtabled.similarity import is_loop
 from roundtabled.state import (
-    TOOL_OUTPUT_PREVIEW_MAX,
+    Delivery,
     EndReason,
+    Extension,
+    Finalization,
     HistoryEntry,
     Marker,
     PendingTurn,
+    PermissionPolicy,
     Phase,
     RoundtableState,
-    Signer,
-    ToolCallSummary,
-    Usage,
-    read_marker,
 )
+from roundtabled.wire import AnswerView, UserView
 
 REPROMPT_GRACE_MS = 5_000
 """A prompt whose user message is still absent from S2 this long after sending is sent again."""
@@ -53,176 +72,13 @@ ABORT_GRACE_MS = 5_000
 """After an abort, how long to wait for the aborted reply to be stored before skipping anyway."""
 CANCEL_SETTLE_MS = 1_000
 """After the abort of a cancel, with S2 idle and no reply of the turn stored: how long before the
-turn is settled as cut off (the server stopped it before creating a reply; regression 5 asks for
-the stop within 2 s)."""
+turn is settled as cut off (the server stopped it before creating a reply; stop must stop within
+2 s)."""
 ERROR_GRACE_MS = 2_000
+"""After ``session.error`` with nothing stored (e.g. unknown agent), how long before skipping."""
 STALE_REPLY_GRACE_MS = 10_000
 """S2 idle but a reply of the pending turn never completed (the server was killed and restarted
 mid-turn: its in-flight step is lost): after this long the turn is settled as failed."""
-"""After ``session.error`` with nothing stored (e.g. unknown agent), how long before skipping."""
-
-Status = Literal["idle", "busy", "retry", "unknown"]
-_TURN_KINDS = ("turn", "observer")
-
-
-# ----------------------------------------------------------------------------------------------
-# Views of S2's messages (pure conversion from the server's JSON)
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class UserView:
-    """A user message of S2.
-
-    ``marker``: the daemon's verified marker, or ``None`` for a person's (or the server's)
-    message. ``text``: visible text (parts neither ignored nor synthetic). ``synthetic``: every
-    visible part is server-generated (e.g. auto-compaction's "Continue…"). ``compaction``: the
-    message starts a compaction. ``visible_parts``: raw visible text parts (to hide them later).
-    """
-
-    id: str
-    created: int
-    marker: Marker | None
-    text: str
-    synthetic: bool
-    compaction: bool
-    state_block: bool
-    visible_parts: tuple[dict[str, Any], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerView:
-    """An assistant message (one model step) of S2 (API notes §5)."""
-
-    id: str
-    parent_id: str | None
-    agent: str
-    created: int
-    completed: bool
-    finish: str | None
-    error_name: str | None
-    error_message: str | None
-    text: str
-    tool_calls: tuple[ToolCallSummary, ...]
-    files: tuple[str, ...]
-    usage: Usage
-    summary: bool
-
-
-MessageView = UserView | AnswerView
-
-
-def _text_of(parts: Sequence[dict[str, Any]]) -> str:
-    """Reply text: non-empty text parts after the last ``step-start`` (a retried step keeps the
-    failed attempt's empty parts before it, API notes §7)."""
-    last_start = -1
-    for i, p in enumerate(parts):
-        if p.get("type") == "step-start":
-            last_start = i
-    texts = [
-        str(p.get("text") or "")
-        for i, p in enumerate(parts)
-        if p.get("type") == "text" and (i > last_start or last_start < 0)
-    ]
-    joined = "\n\n".join(t for t in texts if t.strip())
-    if joined or last_start < 0:
-        return joined
-    return "\n\n".join(
-        str(p.get("text") or "") for p in parts if p.get("type") == "text" and p.get("text")
-    )
-
-
-def _tool_summary(part: dict[str, Any]) -> ToolCallSummary:
-    st = part.get("state") or {}
-    status = st.get("status")
-    if status == "completed":
-        preview = str(st.get("output") or "")[:TOOL_OUTPUT_PREVIEW_MAX]
-    elif status == "error":
-        preview = "error"
-    else:
-        preview = f"({status or 'pending'})"
-    return ToolCallSummary(tool_name=str(part.get("tool") or "?"), output_preview=preview)
-
-
-def message_view(raw: dict[str, Any], session_id: str, signer: Signer) -> MessageView:
-    """Convert one ``{info, parts}`` of ``GET /session/{id}/message`` into a view.
-
-    Markers are verified with ``signer`` against ``session_id``: a forged marker reads as none.
-    """
-    info = raw.get("info") or {}
-    parts: list[dict[str, Any]] = list(raw.get("parts") or [])
-    created = int((info.get("time") or {}).get("created") or 0)
-    if info.get("role") == "user":
-        marker = None
-        state_block = False
-        for p in parts:
-            md = p.get("metadata")
-            if p.get("ignored") and isinstance(md, dict) and "roundtabled" in md:
-                if isinstance(md["roundtabled"], dict) and md["roundtabled"].get("kind") == "state":
-                    state_block = True
-                    continue
-                marker = marker or read_marker(md, session_id, signer)
-        visible = tuple(p for p in parts if p.get("type") == "text" and not p.get("ignored"))
-        text = "\n\n".join(str(p.get("text") or "") for p in visible if not p.get("synthetic"))
-        synthetic = bool(visible) and all(p.get("synthetic") for p in visible)
-        compaction = any(p.get("type") == "compaction" for p in parts)
-        return UserView(
-            id=str(info.get("id")),
-            created=created,
-            marker=marker,
-            text=text,
-            synthetic=synthetic,
-            compaction=compaction,
-            state_block=state_block,
-            visible_parts=visible,
-        )
-    tokens = info.get("tokens") or {}
-    cache = tokens.get("cache") or {}
-    error = info.get("error") or None
-    return AnswerView(
-        id=str(info.get("id")),
-        parent_id=info.get("parentID"),
-        agent=str(info.get("agent") or info.get("mode") or "?"),
-        created=created,
-        completed=bool((info.get("time") or {}).get("completed")),
-        finish=info.get("finish"),
-        error_name=(error or {}).get("name") if error else None,
-        error_message=str(((error or {}).get("data") or {}).get("message") or "")
-        if error
-        else None,
-        text=_text_of(parts),
-        tool_calls=tuple(_tool_summary(p) for p in parts if p.get("type") == "tool"),
-        files=tuple(
-            str(p.get("filename") or p.get("url") or "file")
-            for p in parts
-            if p.get("type") == "file"
-        ),
-        usage=Usage(
-            input=int(tokens.get("input") or 0),
-            output=int(tokens.get("output") or 0),
-            reasoning=int(tokens.get("reasoning") or 0),
-            cache_read=int(cache.get("read") or 0),
-            cache_write=int(cache.get("write") or 0),
-            cost=float(info.get("cost") or 0.0),
-        ),
-        summary=bool(info.get("summary")),
-    )
-
-
-# ----------------------------------------------------------------------------------------------
-# Observation and commands
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Cancel:
-    """A request to stop the debate (CLI ``cancel``, control API, or the tool's S1 aborted).
-
-    ``summarize``: let the observer consolidate what exists (else no further model request).
-    """
-
-    summarize: bool = False
-    reason: str = "cancelled by the user"
 
 
 def with_cancel(state: RoundtableState, cancel: Cancel) -> RoundtableState:
@@ -239,155 +95,48 @@ def with_cancel(state: RoundtableState, cancel: Cancel) -> RoundtableState:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What the engine read from the server for one decision.
-
-    ``messages``: S2's messages from the pending turn's user message on (inclusive), oldest first
-    (all of them after a recovery); ``pending_found`` says whether that user message exists.
-    ``status``: S2's status from ``GET /session/status`` (events are not trusted for it).
-    ``new_id``: a fresh message id the machine may use for a new turn's intent.
-    """
-
-    now: int
-    status: Status
-    messages: tuple[MessageView, ...] = ()
-    pending_found: bool = False
-    accepted: bool = False
-    """The server answered 204 to the pending prompt in this process: it is stored or about to be
-    (the user message is not always visible at once, e.g. on the first prompt after a server
-    start), so it is never sent again; only the turn timeout bounds the wait."""
-    deleted: bool = False
-    parent_deleted: bool = False
-    cancel: Cancel | None = None
-    new_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class PersistState:
-    """Write the state block in S2 (PATCH of the state part)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """Send a turn: ``prompt_async`` with ``message_id``, ``agent``, the agent's model, ``text``
-    and the signed ``marker``. ``hide`` lists earlier turn prompts to mark ``ignored`` first (they
-    must not reach later models; only the opening prompt stays visible)."""
-
-    message_id: str
-    agent: str
-    text: str
-    marker: Marker
-    hide: tuple[UserView, ...] = ()
-    send: bool = True
-    """False: the prompt is already in S2 (found by its marker); only hide and persist."""
-
-
-@dataclass(frozen=True, slots=True)
-class Abort:
-    """``POST /session/{S2}/abort``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Toast:
-    """A TUI toast (spec §10): ``variant`` info | success | warning | error."""
-
-    message: str
-    variant: str = "info"
-
-
-@dataclass(frozen=True, slots=True)
-class Finalize:
-    """Phase 4 (spec §4): deliver to S1, delimiter, title, toast — each step idempotent.
-
-    ``deliver``: ``result`` (the observer's consolidation), ``interruption`` (S2 deleted, spec
-    §7.2), ``none`` (S1 deleted: nothing is posted anywhere).
-    """
-
-    deliver: Literal["result", "interruption", "none"]
-    write_s2: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRecorded:
-    """A turn finished and was added to the history (for progress feeds and logs)."""
-
-    entry: HistoryEntry
-
-
-Command = PersistState | Prompt | Abort | Toast | Finalize | TurnRecorded
-
-
-@dataclass(slots=True)
-class Decision:
-    """The machine's output: the new state, commands in execution order, and the next deadline
-    (epoch ms) at which the engine must re-observe even without an event (``None``: no deadline)."""
-
-    state: RoundtableState
-    commands: list[Command] = field(default_factory=list)
-    wake_at: int | None = None
+def extended(
+    state: RoundtableState,
+    *,
+    rounds: int,
+    extension: Extension,
+    parent_session_id: str | None,
+    delivery: Delivery,
+    turn_timeout: float | None,
+    permission_policy: PermissionPolicy | None,
+    now: int,
+) -> RoundtableState:
+    """``state`` of a concluded roundtable continued by ``rounds`` more rounds (an extend): the
+    debate is active again at the first seat of the first new round, with a fresh delivery and
+    finalization; ``turn_timeout`` (s) and ``permission_policy`` apply to this call when given,
+    like on a fresh roundtable. ``now``: epoch ms."""
+    options = state.options
+    if turn_timeout:
+        options = options.model_copy(update={"turn_timeout": turn_timeout})
+    if permission_policy:
+        options = options.model_copy(update={"permission_policy": permission_policy})
+    return state.model_copy(
+        update={
+            "phase": Phase.ACTIVE,
+            "extensions": [*state.extensions, extension],
+            "total_rounds": state.total_rounds + rounds,
+            "current_round": state.total_rounds,
+            "current_agent_index": 0,
+            "pending": None,
+            "end_reason": None,
+            "summary": None,
+            "parent_session_id": state.parent_session_id or parent_session_id,
+            "delivery": delivery,
+            "finalization": Finalization(),
+            "updated_at": now,
+            "options": options,
+        }
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # Helpers
 # ----------------------------------------------------------------------------------------------
-
-
-def _answers(messages: Sequence[MessageView], user_id: str) -> list[AnswerView]:
-    return [
-        m
-        for m in messages
-        if isinstance(m, AnswerView) and m.parent_id == user_id and not m.summary
-    ]
-
-
-def _entry_from_answers(
-    answers: Sequence[AnswerView],
-    *,
-    agent: str,
-    round_number: int,
-    seat: int | None,
-    kind: Literal["turn", "observer", "interjection"],
-    message_id: str | None,
-    cut_off: bool = False,
-    timeout_s: float | None = None,
-) -> HistoryEntry:
-    text = "\n\n".join(a.text for a in answers if a.text.strip())
-    tools = [t for a in answers for t in a.tool_calls]
-    files = [f for a in answers for f in a.files]
-    usage = Usage()
-    for a in answers:
-        usage = usage.plus(a.usage)
-    last = answers[-1] if answers else None
-    error: str | None = None
-    has_error = False
-    if cut_off:
-        has_error = True
-        error = f"timed out after {timeout_s:g} s" if timeout_s is not None else "cut off"
-    elif last is None:
-        has_error = True
-        error = "no reply was stored"
-    elif last.error_name:
-        has_error = True
-        error = (
-            f"{last.error_name}: {last.error_message}" if last.error_message else last.error_name
-        )
-    return HistoryEntry(
-        agent=agent,
-        round=round_number,
-        response=text,
-        tool_calls=tools,
-        files=files,
-        has_error=has_error,
-        error=error,
-        cut_off=cut_off,
-        kind=kind,
-        seat=seat,
-        message_id=message_id,
-        usage=usage,
-        started_at=answers[0].created if answers else None,
-        finished_at=last.created if last else None,
-    )
 
 
 def _final(answers: Sequence[AnswerView]) -> bool:
@@ -400,90 +149,6 @@ def _final(answers: Sequence[AnswerView]) -> bool:
         # (regressions "permission prompts nobody answers", "question tool in a seat").
         return all(t.output_preview == "error" for t in last.tool_calls)
     return bool(last.error_name) or last.finish not in ("tool-calls", None, "unknown")
-
-
-def extras_after(
-    messages: Sequence[MessageView], after_id: str, round_number: int
-) -> list[HistoryEntry]:
-    """History entries for messages not sent by the daemon, after ``after_id``'s turn.
-
-    A person's message in S2 becomes a ``user`` entry (spec §7.4) and the server's reply to it an
-    ``interjection`` entry; compaction messages and server-synthetic prompts count as nobody's
-    turn, but a reply to a synthetic prompt is kept as an interjection of its agent.
-    """
-    out: list[HistoryEntry] = []
-    ids = [m.id for m in messages]
-    start = ids.index(after_id) + 1 if after_id in ids else 0
-    for m in messages[start:]:
-        if isinstance(m, UserView) and m.marker is not None and m.marker.kind in _TURN_KINDS:
-            break  # a later turn of ours (a stale stored state): what follows is that turn's
-        if isinstance(m, UserView) and m.marker is None and not m.state_block:
-            out.extend(_person_entries(m, messages, round_number))
-    return out
-
-
-def _person_entries(
-    m: UserView, messages: Sequence[MessageView], round_number: int
-) -> list[HistoryEntry]:
-    """A message of S2 not sent by the daemon: a person's text becomes a ``user`` entry (spec
-    §7.4) and the reply to it an ``interjection`` entry; compaction messages count as nobody's
-    turn and a server-synthetic prompt has no entry of its own (its reply still has one)."""
-    if m.compaction:
-        return []
-    out: list[HistoryEntry] = []
-    if m.text.strip() and not m.synthetic:
-        out.append(
-            HistoryEntry(
-                agent="user",
-                round=round_number,
-                response=m.text,
-                kind="user",
-                message_id=m.id,
-                started_at=m.created,
-                finished_at=m.created,
-            )
-        )
-    replies = _answers(messages, m.id)
-    if replies:
-        out.append(
-            _entry_from_answers(
-                replies,
-                agent=replies[-1].agent,
-                round_number=round_number,
-                seat=None,
-                kind="interjection",
-                message_id=m.id,
-            )
-        )
-    return out
-
-
-def _last_response_of_round(state: RoundtableState, round_number: int) -> str | None:
-    for e in reversed(state.history):
-        if e.kind == "turn" and e.round == round_number and not e.has_error and e.response:
-            return e.response
-    return None
-
-
-def since_last_turn(state: RoundtableState, agent: str) -> list[HistoryEntry]:
-    """Entries since ``agent``'s last seat turn (all entries if it has not spoken yet)."""
-    out: list[HistoryEntry] = []
-    for e in reversed(state.history):
-        if e.kind == "turn" and e.agent == agent:
-            break
-        if e.kind == "observer":
-            continue
-        out.append(e)
-    out.reverse()
-    return out
-
-
-def opening_message_id(messages: Sequence[MessageView]) -> str | None:
-    """The first turn prompt of S2 (it stays visible: it carries the topic)."""
-    for m in messages:
-        if isinstance(m, UserView) and m.marker is not None and m.marker.kind == "turn":
-            return m.id
-    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -628,7 +293,7 @@ def _advance(
     elif (
         not entry.has_error
         and rnd > 0
-        and (prev := _last_response_of_round(state, rnd)) is not None
+        and (prev := last_response_of_round(state, rnd)) is not None
         and is_loop(entry.response, prev, state.options.loop_threshold)
     ):
         end = EndReason.REPETITION
@@ -775,7 +440,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
             if obs.now < timeout_at:
                 return _with(cmds, Decision(state, [], wake_at=timeout_at))
             # Accepted but never stored within the turn timeout: skip it as failed.
-            entry = _entry_from_answers(
+            entry = entry_from_answers(
                 [],
                 agent=pend.agent,
                 round_number=pend.round + 1,
@@ -793,7 +458,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
     turn_msg = next(
         (m for m in obs.messages if isinstance(m, UserView) and m.id == pend.message_id), None
     )
-    answers = _answers(obs.messages, pend.message_id)
+    answers = answers_to(obs.messages, pend.message_id)
     others_running = any(isinstance(m, AnswerView) and not m.completed for m in obs.messages)
     idle = obs.status == "idle"
     timeout_ms = int(state.options.turn_timeout * 1000)
@@ -807,7 +472,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
     moved_on = any(
         isinstance(m, UserView)
         and m.marker is not None
-        and m.marker.kind in _TURN_KINDS
+        and m.marker.kind in TURN_KINDS
         and m.id != pend.message_id
         for m in obs.messages
     )
@@ -818,7 +483,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         cut = aborted and (
             pend.abort_requested_at is not None or state.end_reason == EndReason.CANCELLED
         )
-        entry = _entry_from_answers(
+        entry = entry_from_answers(
             answers,
             agent=pend.agent,
             round_number=round_number,
@@ -842,7 +507,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         # for the turn timeout.
         since = max(a.created for a in stale)
         if obs.now - since >= STALE_REPLY_GRACE_MS:
-            entry = _entry_from_answers(
+            entry = entry_from_answers(
                 answers,
                 agent=pend.agent,
                 round_number=round_number,
@@ -867,7 +532,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         # after the start hit the 5 s grace).
         grace = CANCEL_SETTLE_MS if cancelled and not answers else ABORT_GRACE_MS
         if idle and obs.now - pend.abort_requested_at >= grace:
-            entry = _entry_from_answers(
+            entry = entry_from_answers(
                 answers,
                 agent=pend.agent,
                 round_number=round_number,
@@ -899,7 +564,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
 
     if pend.error_seen_at is not None and idle and not answers and not others_running:
         if obs.now - pend.error_seen_at >= ERROR_GRACE_MS:
-            entry = _entry_from_answers(
+            entry = entry_from_answers(
                 [],
                 agent=pend.agent,
                 round_number=round_number,
@@ -932,51 +597,3 @@ def _reprompt(state: RoundtableState, obs: Observation) -> Decision:
     base = state.model_copy(update={"pending": None})
     d = plan_turn(base, fresh, opening=opening)
     return d
-
-
-def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> list[HistoryEntry]:
-    """The history from S2's messages, up to (not including) the pending turn's prompt.
-
-    Used after a restart: while a roundtable is active its history is not persisted (it is derived
-    from the signed turn markers and the answers' ``parentID``).
-    """
-    stop = state.pending.message_id if state.pending else None
-    out: list[HistoryEntry] = []
-    for m in messages:
-        if m.id == stop:
-            break
-        if not isinstance(m, UserView) or m.state_block:
-            continue
-        mk = m.marker
-        if mk is not None and mk.kind in ("turn", "observer"):
-            answers = _answers(messages, m.id)
-            if mk.kind == "turn":
-                cut = bool(answers) and answers[-1].error_name == "MessageAbortedError"
-                out.append(
-                    _entry_from_answers(
-                        answers,
-                        agent=mk.agent,
-                        round_number=mk.round + 1,
-                        seat=mk.seat,
-                        kind="turn",
-                        message_id=m.id,
-                        cut_off=cut,
-                        timeout_s=state.options.turn_timeout,
-                    )
-                )
-            else:
-                out.append(
-                    _entry_from_answers(
-                        answers,
-                        agent=mk.agent,
-                        round_number=mk.round + 1,
-                        seat=None,
-                        kind="observer",
-                        message_id=m.id,
-                    )
-                )
-            continue
-        if mk is not None:
-            continue
-        out.extend(_person_entries(m, messages, out[-1].round if out else 1))
-    return out

@@ -48,7 +48,7 @@ class TurnMirror:
         session_id: S2.
         since: the turn's own user message id (chosen by the daemon before the prompt is sent).
         epoch: the event stream's connection epoch when the mirror was opened
-            (:attr:`roundtabled.engine.Engine.stream_epoch`).
+            (:attr:`roundtabled.shell.Shell.stream_epoch`).
     """
 
     session_id: str

@@ -36,7 +36,7 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -66,7 +66,7 @@ class HttpClock:
     Overlapping requests (``gather``) count once. Both totals only grow; between two readings
     (:meth:`reading`), the growth of ``busy`` is the server's share of that interval and the
     growth of ``queued`` the part of the requests' time spent waiting for a slot (summed), so
-    ``elapsed - Δbusy`` is the daemon's own time (benchmarks, ``Engine.handoff_server``).
+    ``elapsed - Δbusy`` is the daemon's own time (benchmarks, ``HandoffMetrics.handoff_server``).
     """
 
     __slots__ = ("_inflight", "_since", "busy", "queued")
@@ -101,8 +101,9 @@ HTTP_CLOCK: contextvars.ContextVar[HttpClock | None] = contextvars.ContextVar(
 """The clock that requests made in this context add their time to (set per worker task)."""
 
 
-class OpenCodeClient:
-    """Async client of one OpenCode server.
+class HttpTransport:
+    """HTTP to one OpenCode server: the session, retries, timeouts, the bounded pool, the byte
+    and request counters. :class:`OpenCodeClient` adds the server's routes.
 
     Args:
         base_url: e.g. ``"http://127.0.0.1:4096"`` (no trailing slash needed).
@@ -139,7 +140,7 @@ class OpenCodeClient:
         self.bytes_read = 0
         self.requests = 0
 
-    async def __aenter__(self) -> OpenCodeClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -256,12 +257,22 @@ class OpenCodeClient:
                     f"{method} {path}: {type(exc).__name__}: {exc}", retryable=True
                 ) from exc
 
+
+class OpenCodeClient(HttpTransport):
+    """Async client of one OpenCode server: one method per route the daemon uses (arguments as
+    :class:`HttpTransport`)."""
+
     # -- server ---------------------------------------------------------------------------------
 
     async def health(self) -> dict[str, Any]:
         """``GET /global/health`` → ``{"healthy": true, "version": "1.18.33"}``."""
         data, _ = await self._request("GET", "/global/health", timeout=5.0)
         return dict(data)
+
+    async def path(self) -> Any:
+        """``GET /path``: the server's own directories (``{"directory": …, …}``)."""
+        data, _ = await self._request("GET", "/path")
+        return data
 
     async def agents(self, directory: str | None = None) -> list[dict[str, Any]]:
         """``GET /agent`` for ``directory`` (API notes §11): every agent, hidden ones included."""

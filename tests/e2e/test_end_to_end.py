@@ -152,7 +152,7 @@ async def test_requests_carry_topic_attribution_models_and_never_the_state(rt: R
     assert max(sizes[3:]) <= max(sizes[:3]) + 200
     # The handoffs were decided from the event mirror (no read of S2 before the prompt; the
     # hiding PATCH sent beside the prompt still reached the server before the model request).
-    assert rt.daemon.engine.fast_handoffs >= 4, rt.daemon.engine.fast_handoffs
+    assert rt.daemon.engine.metrics.fast_handoffs >= 4, rt.daemon.engine.metrics.fast_handoffs
 
 
 async def test_result_reaches_s1_exactly_once_when_nobody_waits(rt: RT) -> None:

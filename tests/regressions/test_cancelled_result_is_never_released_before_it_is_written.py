@@ -23,7 +23,7 @@ from tests.e2e.conftest import RT
 def hold_final_writes(rt: RT) -> list[Any]:
     """Every write of a state that is no longer active never completes (in flight at the crash)."""
     engine = rt.daemon.engine
-    real = engine._persist
+    real = engine.store.persist
     held: list[Any] = []
 
     async def persist(state: Any, **kw: Any) -> None:
@@ -32,7 +32,7 @@ def hold_final_writes(rt: RT) -> list[Any]:
             await asyncio.Event().wait()
         await real(state, **kw)
 
-    engine._persist = persist  # type: ignore[method-assign]
+    engine.store.persist = persist  # type: ignore[method-assign]
     return held
 
 

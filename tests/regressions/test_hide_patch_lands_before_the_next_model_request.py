@@ -48,9 +48,9 @@ async def _run(rt_factory: Any, mode: str, monkeypatch: Any = None, fast: bool =
     proxy.mode = mode
     await proxy.start()
     if not fast:
-        from roundtabled.engine import Engine
+        from roundtabled.handoff import Handoff
 
-        monkeypatch.setattr(Engine, "_fast_decision", lambda self, table: None)
+        monkeypatch.setattr(Handoff, "decide", lambda self, table: None)
     await rt.restart_daemon(server_url=proxy.url)
     for a in ("pm", "dev", "rv"):
         rt.llm.script(Text(text=f"{a} says something distinct #{a}."), agent=a)
@@ -64,7 +64,7 @@ async def _run(rt_factory: Any, mode: str, monkeypatch: Any = None, fast: bool =
     assert proxy.hits >= 2, proxy.hits  # dev's and rv's handoffs hid a prompt through the proxy
     assert counts == [1, 2, 2], counts
     if fast:
-        assert rt.daemon.engine.fast_handoffs >= 2
+        assert rt.daemon.engine.metrics.fast_handoffs >= 2
 
 
 async def test_a_slow_hiding_patch_still_lands_before_the_next_prompt(rt_factory: Any) -> None:

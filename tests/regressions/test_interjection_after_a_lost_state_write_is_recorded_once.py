@@ -8,7 +8,7 @@ Expected: one ``user`` entry, after dev's turn."""
 
 from __future__ import annotations
 
-from roundtabled import machine
+from roundtabled import machine, wire
 from roundtabled.machine import Observation
 from tests.unit.test_machine_edges import S2, SIGNER, T0, S2Sim, _next_prompt, state_with
 
@@ -31,7 +31,7 @@ def test_a_person_s_message_after_an_adopted_prompt_is_recorded_once_after_it() 
     obs2 = Observation(
         now=T0 + 11_000,
         status="idle",
-        messages=tuple(machine.message_view(m, S2, SIGNER) for m in raw2),
+        messages=tuple(wire.message_view(m, S2, SIGNER) for m in raw2),
         pending_found=True,
         accepted=False,
         new_id="msg_next00000000000001",

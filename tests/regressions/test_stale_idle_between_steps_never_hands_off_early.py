@@ -78,7 +78,7 @@ async def test_stale_idle_between_two_steps_does_not_end_the_turn(
 
 async def test_read_path_same_fault(rt_factory: Any, scripted_llm: Any, monkeypatch: Any) -> None:
     """Same fault with the fast path disabled: the read path waits for pm's step 2."""
-    from roundtabled.engine import Engine
+    from roundtabled.handoff import Handoff
 
-    monkeypatch.setattr(Engine, "_fast_decision", lambda self, table: None)
+    monkeypatch.setattr(Handoff, "decide", lambda self, table: None)
     await test_stale_idle_between_two_steps_does_not_end_the_turn(rt_factory, scripted_llm)

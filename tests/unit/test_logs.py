@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from types import SimpleNamespace
 
 import pytest
 
-from roundtabled.engine import Engine, Table
 from roundtabled.logs import setup_logging
 from roundtabled.state import HistoryEntry, PendingTurn, RoundtableState
+from roundtabled.table import Table
 
 SECRET = "hunter2-very-secret"
 
@@ -142,8 +141,7 @@ def test_the_line_about_a_finished_turn_names_that_turn_not_the_one_in_flight(
     setup_logging("json", "info")
     table = _table(pending_agent="roundtable-observer", current_round=1)
     entry = HistoryEntry(agent="dev", round=1, response="", has_error=True, error="APIError: x")
-    engine = SimpleNamespace(_publish=lambda *a: None)
-    Engine._on_turn(engine, table, entry)  # type: ignore[arg-type]
+    table.record_turn(entry)
     rec = json.loads(_lines(capsys.readouterr().err)[0])
     assert (rec["session_id"], rec["agent"], rec["round"]) == ("ses_abc123", "dev", 1)
     assert "[ses_abc123 r1 dev]" in rec["message"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from roundtabled import machine, prompts
+from roundtabled import machine, prompts, wire
 from roundtabled.machine import (
     ABORT_GRACE_MS,
     ERROR_GRACE_MS,
@@ -165,7 +165,7 @@ class S2Sim:
         return self
 
     def observe(self, *, now: int = T0 + 1000, status: str = "idle", **kw: Any) -> Observation:
-        views = tuple(machine.message_view(m, S2, SIGNER) for m in self.raw)
+        views = tuple(wire.message_view(m, S2, SIGNER) for m in self.raw)
         return Observation(
             now=now,
             status=status,  # type: ignore[arg-type]

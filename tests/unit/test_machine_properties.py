@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roundtabled import ids, machine
+from roundtabled import history, ids, machine, wire
 from roundtabled.machine import (
     Abort,
     Finalize,
@@ -129,7 +129,7 @@ def new_state(agents: list[str], rounds: int) -> RoundtableState:
 def observe(srv: SimServer, state: RoundtableState, *, stale_idle: bool) -> Observation:
     pend = state.pending
     raw, found = srv.from_id(pend.message_id) if pend else ([], False)
-    views = tuple(machine.message_view(m, S2, SIGNER) for m in raw)
+    views = tuple(wire.message_view(m, S2, SIGNER) for m in raw)
     status = "idle" if (srv.busy_with is None or stale_idle) else "busy"
     return Observation(
         now=srv.clock,
@@ -241,9 +241,9 @@ def test_exactly_once_turns_under_any_schedule(
             drop_next_post = True
         elif action == "crash":
             # Restart: only what was persisted survives; history is rebuilt from S2.
-            views = [machine.message_view(m, S2, SIGNER) for m in srv.messages]
+            views = [wire.message_view(m, S2, SIGNER) for m in srv.messages]
             state = persisted.model_copy(
-                update={"history": machine.rebuild_history(persisted, views)}
+                update={"history": history.rebuild_history(persisted, views)}
             )
             srv.accepted.clear()  # the new process has accepted nothing yet
         # Time passes so re-prompts after a dropped POST become due.
@@ -252,8 +252,8 @@ def test_exactly_once_turns_under_any_schedule(
     assert finished, f"debate did not finish: phase={state.phase} pending={state.pending}"
     assert state.phase == Phase.DONE
     # Exactly one prompt per (round, seat) for the rounds that ran, and one observer prompt.
-    views = [machine.message_view(m, S2, SIGNER) for m in srv.messages]
-    markers = [v.marker for v in views if isinstance(v, machine.UserView) and v.marker]
+    views = [wire.message_view(m, S2, SIGNER) for m in srv.messages]
+    markers = [v.marker for v in views if isinstance(v, wire.UserView) and v.marker]
     turns = [(m.round, m.seat) for m in markers if m.kind == "turn"]
     assert len(turns) == len(set(turns)), f"a seat spoke twice in a round: {turns}"
     assert sum(1 for m in markers if m.kind == "observer") == 1

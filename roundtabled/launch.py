@@ -1,0 +1,163 @@
+"""A new roundtable's state from a request, and the checks of an extend.
+
+The reads a start needs (the caller's session, the server's configuration and agents) go
+concurrently; the request is then checked against the server's agents and each seat gets its
+model (the agent's own, else the server's default), before S2 is created with its index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from roundtabled import ids, prompts, wire
+from roundtabled.errors import NotFound, ValidationFailed
+from roundtabled.opencode import OpenCodeClient
+from roundtabled.shell import Settings
+from roundtabled.state import (
+    BUILTIN_OBSERVER,
+    OBSERVER_AGENT,
+    Delivery,
+    ModelRef,
+    Options,
+    Phase,
+    RoundtableState,
+)
+from roundtabled.validation import RoundtableRequest, check_agents, check_extend_rounds
+
+
+async def new_state(
+    client: OpenCodeClient, settings: Settings, req: RoundtableRequest, now: int
+) -> RoundtableState:
+    """Create S2 for ``req`` (a start, not an extend) and return its first state (nothing
+    pending, nothing written into S2 yet). ``now``: epoch ms.
+
+    Raises:
+        ValidationFailed: bad directory, parent session, agents or observer; missing models.
+        TransportError: the server could not be reached.
+    """
+    assert req.agents is not None
+    directory = req.directory
+    if directory is not None and not Path(directory).is_dir():
+        raise ValidationFailed(
+            "directory",
+            f"directory {directory!r} does not exist (give the project "
+            "directory OpenCode serves, or omit it for the server's own)",
+        )
+    # The three reads are independent: one round trip instead of three.
+    parent_task = (
+        asyncio.ensure_future(client.get_session(req.parent_session_id))
+        if req.parent_session_id
+        else None
+    )
+    config_task = asyncio.ensure_future(client.config(directory))
+    try:
+        available = await client.agents(directory)
+        config = await config_task
+        try:
+            parent = await parent_task if parent_task is not None else None
+        except NotFound:
+            raise ValidationFailed(
+                "parentSessionID", f"parent session {req.parent_session_id!r} does not exist"
+            ) from None
+    finally:
+        for task in (parent_task, config_task):
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(
+            *(t for t in (parent_task, config_task) if t is not None), return_exceptions=True
+        )
+    observer = req.observer or BUILTIN_OBSERVER
+    check_agents(req.agents, req.observer, available)
+    models = _seat_models(req.agents, observer, available, config)
+    if parent is not None:
+        directory = directory or wire.session_directory(parent)
+    title = req.title or prompts.default_title(req.prompt)
+    state_msg, state_part = ids.message_id(), ids.part_id()
+    session = await client.create_session(
+        directory=directory,
+        parent_id=req.parent_session_id,
+        title=title,
+        metadata=wire.index_metadata(Phase.ACTIVE, state_msg, state_part, finalized=False),
+    )
+    options = Options(
+        turn_timeout=req.turn_timeout or settings.turn_timeout,
+        loop_threshold=settings.loop_threshold,
+        permission_policy=req.permission_policy or settings.permission_policy,
+        usage_footer=settings.usage_footer,
+        hide_past_prompts=settings.hide_past_prompts,
+    )
+    return RoundtableState(
+        sessionID=str(session["id"]),
+        parentSessionID=req.parent_session_id,
+        directory=wire.session_directory(session) or directory,
+        title=title,
+        agents=list(req.agents),
+        models=models,
+        total_rounds=req.rounds,
+        observer=observer,
+        prompt=req.prompt,
+        delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
+        options=options,
+        stateMessageID=state_msg,
+        statePartID=state_part,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def check_extension(state: RoundtableState, req: RoundtableRequest) -> None:
+    """An extend keeps the roundtable's agents and observer and stays within the round limit.
+
+    Raises:
+        ValidationFailed: naming the field that differs.
+    """
+    if req.agents is not None and list(req.agents) != state.agents:
+        raise ValidationFailed(
+            "agents",
+            "agents cannot change when extending; omit it (the "
+            f"roundtable's agents are {', '.join(state.agents)})",
+        )
+    if req.observer is not None and req.observer != state.observer:
+        raise ValidationFailed(
+            "observer",
+            "observer cannot change when extending; omit it "
+            f"(the roundtable's observer is {state.observer})",
+        )
+    check_extend_rounds(state.total_rounds, req.rounds)
+
+
+def _seat_models(
+    agents: Sequence[str],
+    observer: str,
+    available: list[dict[str, Any]],
+    config: dict[str, Any],
+) -> dict[str, ModelRef]:
+    """The model of each seat and of the observer: the agent's own, else the server's default.
+
+    Raises:
+        ValidationFailed: the built-in observer is not installed; an agent has no model and the
+            server no default.
+    """
+    by_name = wire.agent_models(available)
+    if observer == BUILTIN_OBSERVER and OBSERVER_AGENT not in by_name:
+        raise ValidationFailed(
+            "observer",
+            f"the built-in observer agent '{OBSERVER_AGENT}' is not installed for this "
+            "project; run `roundtabled install-tool --project DIR` (or --global), or name "
+            "an observer agent",
+        )
+    default_model = wire.model_ref(config.get("model"))
+    models: dict[str, ModelRef] = {}
+    for name in [*agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]:
+        ref = by_name.get(name) or default_model
+        if ref is None:
+            raise ValidationFailed(
+                "agents",
+                f"agent {name!r} has no model and the server has no default "
+                "model; set `model` in opencode.json",
+            )
+        models[name] = ref
+    return models

@@ -1,0 +1,313 @@
+"""One roundtable's loop: wake, observe, decide, execute.
+
+The event stream only *wakes* the roundtable an event concerns; the worker then reads S2's truth
+(status + messages from the pending turn on), feeds it to the pure :func:`roundtabled.machine.
+decide`, and executes the returned commands. Workers are serial within a roundtable and parallel
+across roundtables; one failing roundtable cannot hurt another (its errors are handled by its own
+:class:`FailurePolicy` inside its own task).
+
+Level-triggered: every worker re-observes at its next deadline (turn timeout, grace periods) and
+at least every ``resync_period`` seconds, and all workers are woken on every (re)connect of the
+event stream. A lost ``session.idle`` costs at most one resync period; a stale or duplicated one
+costs one cheap read (``docs/design.md``, "level-triggered").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+
+from roundtabled import faults, ids, machine, wire
+from roundtabled.commands import (
+    Abort,
+    Decision,
+    Finalize,
+    Observation,
+    PersistState,
+    Prompt,
+    Toast,
+    TurnRecorded,
+)
+from roundtabled.delivery import Finalizer
+from roundtabled.errors import AuthFailed, NotFound, TransportError
+from roundtabled.handoff import Handoff
+from roundtabled.opencode import HTTP_CLOCK
+from roundtabled.shell import Shell
+from roundtabled.state import EndReason, RoundtableState
+from roundtabled.table import Table, enum_value
+
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 30.0
+
+
+class FailurePolicy:
+    """What a worker does after a pass raised: the seam where errors are classified.
+
+    Today every error is retried: authentication failures and unexpected exceptions after the
+    current backoff, transport errors after a jittered one; the backoff doubles up to
+    :data:`BACKOFF_MAX_S` and resets after a pass that succeeds. One policy per worker run.
+    """
+
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
+        self.backoff = BACKOFF_FIRST_S
+
+    def succeeded(self) -> None:
+        """A pass went through: the next failure starts from the first backoff."""
+        self.backoff = BACKOFF_FIRST_S
+
+    def failed(self, table: Table, exc: Exception) -> float:
+        """Log ``exc`` and return how long (s) to wait before the next pass."""
+        delay = self.backoff
+        if isinstance(exc, AuthFailed):
+            self.shell.last_error = str(exc)
+            table.log.error("%s", exc)
+        elif isinstance(exc, TransportError):
+            table.log.warning("server call failed, retrying in %.1f s: %s", delay, exc)
+            delay *= 0.5 + random.random()
+        else:
+            table.log.exception("unexpected error; retrying", exc_info=exc)
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX_S)
+        return delay
+
+
+class Worker:
+    """Runs the loop of each roundtable of one daemon (one task per roundtable).
+
+    Args:
+        shell: the shared effects (client, signer, settings, clock, store, metrics).
+    """
+
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
+        self.handoff = Handoff(shell)
+        self.finalizer = Finalizer(shell)
+
+    async def run(self, table: Table, *, wait_first: bool = False) -> None:
+        """The loop of ``table`` until its roundtable needs no more work or the daemon closes;
+        ``wait_first``: the first pass waits for a wake (a poke or ``table.deadline_ms``)."""
+        HTTP_CLOCK.set(table.clock)  # this task's requests count as the table's server time
+        policy = FailurePolicy(self.shell)
+        if wait_first:
+            await self.sleep(table)
+        while not self.shell.closing:
+            try:
+                finished = await self.step(table)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await asyncio.sleep(policy.failed(table, exc))
+                continue
+            policy.succeeded()
+            if finished:
+                break
+            await self.sleep(table)
+
+    async def sleep(self, table: Table) -> None:
+        """Wait for a poke, the table's deadline or the resync period, whichever comes first."""
+        period = self.shell.settings.resync_period
+        timeout = period
+        deadline = table.deadline_ms
+        if table.unpersisted and table.persist_at is not None:
+            deadline = table.persist_at if deadline is None else min(deadline, table.persist_at)
+        if deadline is not None:
+            timeout = min(period, max(0.0, (deadline - self.shell.clock()) / 1000))
+        if table.wake.is_set():
+            table.wake.clear()
+            return
+        # asyncio.timeout, not wait_for: wait_for (3.11) runs the wait in a task of its own, so
+        # a poke reached this worker only two loop iterations later, behind every other ready
+        # callback each time.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await table.wake.wait()
+        table.wake.clear()
+
+    async def step(self, table: Table) -> bool:
+        """One reconcile pass. Returns True when the roundtable needs no more work."""
+        table.answering = None if table.woke_at is None else (table.woke_at, *table.woke_clock)
+        table.woke_at = None  # a poke from now on wakes the next pass
+        state = table.state
+        if state.active:
+            fast = self.handoff.decide(table)
+            if fast is not None:
+                if any(isinstance(c, Prompt) for c in fast.commands):
+                    await self.handoff.execute(table, fast)
+                    return False
+                await self.execute(table, fast)  # the observer's turn: finalize
+                if table.state.active:
+                    return False
+                return await self.finalizer.finalize(table)
+            if table.unpersisted and await self.handoff.write_deferred(table):
+                return False
+            obs = await self.observe(table)
+            # Decided on the state as the pass began, as before the engine was split: an error
+            # that observe() noted on table.state is not in it (to be decided in the machine).
+            decision = machine.decide(state, obs)
+            await self.execute(table, decision)
+            if table.state.active:
+                return False
+            # The debate just ended: finalize now, not at the next wake (up to resync_period).
+        return await self.finalizer.finalize(table)
+
+    async def observe(self, table: Table) -> Observation:
+        """Read S2 for one decision: its status and the messages from the pending prompt on."""
+        shell = self.shell
+        state = table.state
+        s2 = state.session_id
+        pend = state.pending
+        cancel, table.cancel = table.cancel, None
+        if cancel is not None and state.end_reason == EndReason.CANCELLED:
+            cancel = None
+        if table.deleted_hint:
+            deleted, parent_deleted = await self.check_deleted(state)
+            table.deleted_hint = deleted
+            if deleted:
+                return self._deleted(parent_deleted)
+        status_task = asyncio.ensure_future(shell.client.statuses(state.directory))
+        try:
+            try:
+                if pend is not None:
+                    msgs, found = await shell.store.read_from(s2, pend.message_id)
+                else:
+                    msgs, found = [], False
+            except BaseException:
+                # Never leave the concurrent read unawaited ("exception never retrieved").
+                status_task.cancel()
+                await asyncio.gather(status_task, return_exceptions=True)
+                raise
+            statuses = await status_task
+        except NotFound:
+            deleted, parent_deleted = await self.check_deleted(state)
+            if deleted:
+                return self._deleted(parent_deleted)
+            raise
+        status = wire.session_status(statuses, s2)
+        views = wire.message_views(msgs, s2, shell.signer)
+        last = views[-1] if views else None
+        if (
+            status == "idle"
+            and pend is not None
+            and found
+            and isinstance(last, wire.AnswerView)
+            and last.finish == "tool-calls"
+        ):
+            # Messages and status were read concurrently, and the machine takes an idle
+            # tool-calls step as the turn's last (a refused tool ends it): re-read now that S2
+            # is known idle, so a follow-up step that ended in between is not missed.
+            msgs, found = await shell.store.read_from(s2, pend.message_id)
+            views = wire.message_views(msgs, s2, shell.signer)
+        if (
+            pend is not None
+            and table.error_seen_at is not None
+            and (pend.prompted_at is None or table.error_seen_at >= pend.prompted_at)
+            and pend.error_seen_at is None
+        ):
+            table.state = state = state.model_copy(
+                update={"pending": pend.model_copy(update={"error_seen_at": table.error_seen_at})}
+            )
+        table.error_seen_at = None
+        return Observation(
+            now=shell.clock(),
+            status=status,
+            messages=views,
+            pending_found=found,
+            cancel=cancel,
+            new_id=ids.message_id(),
+            accepted=pend is not None and pend.message_id in table.accepted,
+        )
+
+    def _deleted(self, parent_deleted: bool) -> Observation:
+        return Observation(
+            now=self.shell.clock(),
+            status="unknown",
+            deleted=True,
+            parent_deleted=parent_deleted,
+            new_id=ids.message_id(),
+        )
+
+    async def check_deleted(self, state: RoundtableState) -> tuple[bool, bool]:
+        """``(S2 or S1 is gone, S1 is gone)``. A 404 means deleted, never completed (regression
+        "deletion mid-turn")."""
+        client = self.shell.client
+        try:
+            await client.get_session(state.session_id)
+            deleted = False
+        except NotFound:
+            deleted = True
+        parent_deleted = False
+        if state.parent_session_id:
+            try:
+                await client.get_session(state.parent_session_id)
+            except NotFound:
+                parent_deleted = True
+        return deleted or parent_deleted, parent_deleted
+
+    async def execute(self, table: Table, d: Decision) -> None:
+        """Execute a decision taken from a read of S2: its commands in order."""
+        shell = self.shell
+        store = shell.store
+        prev = table.state
+        table.state = d.state
+        table.deadline_ms = d.wake_at
+        cmds = list(d.commands)
+        i = 0
+        while i < len(cmds):
+            cmd = cmds[i]
+            if isinstance(cmd, PersistState):
+                nxt = cmds[i + 1] if i + 1 < len(cmds) else None
+                if isinstance(nxt, Prompt):
+                    # The intent and the hiding of old prompts go first (concurrently), then the
+                    # prompt: a crash in between is recovered from the persisted intent.
+                    await asyncio.gather(
+                        store.persist(table.state, index=prev.phase != table.state.phase),
+                        store.hide_all(table.state.session_id, nxt.hide),
+                    )
+                    table.unpersisted = False
+                    faults.checkpoint("intent-persisted")
+                    if nxt.send:
+                        shell.metrics.read_handoffs += 1
+                        await self.handoff.prompt(table, nxt)
+                    else:
+                        # Already in S2 (sent before a crash): adopted; look at it right away.
+                        table.log.info("the prompt for %s was already sent; adopted", nxt.agent)
+                        table.poke()
+                    i += 2
+                    continue
+                if not table.state.active and table.state.end_reason in (
+                    None,
+                    EndReason.COMPLETED,
+                ):
+                    # Completed: the result before the state write (see release_result), after
+                    # the turn events above, so a watcher sees the last turn before "done".
+                    self.finalizer.release_result(table)
+                await store.persist(table.state, index=prev.phase != table.state.phase)
+                table.unpersisted = False
+            elif isinstance(cmd, Prompt):
+                await store.hide_all(table.state.session_id, cmd.hide)
+                if cmd.send:
+                    await self.handoff.prompt(table, cmd)
+            elif isinstance(cmd, Abort):
+                with contextlib.suppress(TransportError):
+                    await shell.client.abort(table.state.session_id)
+            elif isinstance(cmd, Toast):
+                shell.toast(table.state, cmd.message, cmd.variant)
+            elif isinstance(cmd, TurnRecorded):
+                table.record_turn(cmd.entry)
+                faults.checkpoint("turn-recorded")
+            elif isinstance(cmd, Finalize):
+                table.log.info(
+                    "debate over (%s); finalizing",
+                    (table.state.end_reason or EndReason.COMPLETED).value,
+                )
+                table.publish(
+                    {
+                        "type": "phase",
+                        "phase": table.state.phase.value,
+                        "endReason": enum_value(table.state.end_reason),
+                    }
+                )
+            i += 1
+        if prev.phase != table.state.phase:
+            shell.changed()
