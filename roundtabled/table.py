@@ -19,6 +19,7 @@ from roundtabled import prompts
 from roundtabled.commands import Cancel
 from roundtabled.mirror import TurnMirror
 from roundtabled.opencode import HttpClock
+from roundtabled.progress import round_position
 from roundtabled.state import HistoryEntry, RoundtableState, has_meta_text
 
 log = logging.getLogger("roundtabled.engine")
@@ -134,7 +135,9 @@ def status_of(table: Table, now: int) -> dict[str, Any]:
         "title": st.title,
         "prompt": st.prompt,
         "phase": st.phase.value,
-        "round": min(st.current_round + 1, st.total_rounds),
+        # The round a person is shown (a cancel in round 1 is not "round 2"): docs/design.md.
+        "round": (pos := round_position(st)).round,
+        "stage": pos.stage,
         "totalRounds": st.total_rounds,
         "agent": pend.agent if pend else None,
         "agents": st.agents,

@@ -199,3 +199,19 @@ async def test_doctor_says_which_project_it_checked_and_takes_directory(
     run = await cli(rt, "doctor", "--directory", rt.directory, cwd=str(elsewhere))
     assert run.code == 0, run.out + run.err
     assert f"project {Path(rt.directory).resolve()}" in run.out
+
+
+async def test_status_after_a_cancel_in_round_1_shows_round_1(rt: RT) -> None:
+    """After a cancel during round 1 of 3, ``status`` showed ``round: 2/3``."""
+    rt.llm.script(Text(text="PM finished its turn."), agent="pm")
+    rt.llm.script(Hang(), agent="dev")
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Cancel in round 1", rounds=3)
+    await rt.llm.wait_for_requests(1, 30, agent="dev")
+    run = await cli(rt, "status", s2)
+    assert "round:    1/3" in run.out, run.out
+    assert (await cli(rt, "cancel", s2)).code == 0
+    run = await cli(rt, "status", s2)
+    assert run.code == 0, run
+    assert "round:    1/3 (ended)" in run.out, run.out
+    st = json.loads((await cli(rt, "status", "--json", s2)).out)
+    assert (st["round"], st["totalRounds"]) == (1, 3)
