@@ -164,7 +164,7 @@ class Handoff:
         shell = self.shell
         state = table.state
         label = (
-            f"── {cmd.agent} · Round {cmd.marker.round + 1}/{state.total_rounds} ──"
+            f"── {cmd.agent} · round {cmd.marker.round + 1}/{state.total_rounds} ──"
             if cmd.marker.kind == "turn"
             else f"── observer ({cmd.agent}) ──"
         )
