@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from roundtabled import ids, prompts, wire
+from roundtabled import deliberation, ids, prompts, wire
 from roundtabled.errors import NotFound, ValidationFailed
 from roundtabled.opencode import OpenCodeClient
 from roundtabled.shell import Settings
@@ -88,8 +88,22 @@ async def new_state(
         permission_policy=req.permission_policy or settings.permission_policy,
         usage_footer=settings.usage_footer,
         hide_past_prompts=settings.hide_past_prompts,
+        until=req.until or "rounds",
+        budget=req.budget,
+        opening=req.opening or "sequential",
+        context=req.context or "full",
+        preset=req.preset,
+        call_started_at=now,
+    )
+    # A panel of one model with near-identical prompts is one voice several times
+    # (docs/deliberation.md): said in the result's notes, the debate still runs.
+    warning = deliberation.diversity_warning(
+        {a: models[a].label() for a in req.agents},
+        {str(a.get("name")): a.get("prompt") for a in available},
+        req.agents,
     )
     return RoundtableState(
+        notes=[warning] if warning else [],
         sessionID=str(session["id"]),
         parentSessionID=req.parent_session_id,
         directory=wire.session_directory(session) or directory,

@@ -12,7 +12,8 @@ Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
 2. A turn is done only when S2 is idle and holds a completed, final assistant message whose
    ``parentID`` is that turn's own user message (regression "premature idle").
 3. The (round, seat) position never goes backwards; every seat gets exactly one turn per round,
-   unless the debate ended for a recorded reason (repetition, every agent failed, cancel).
+   unless the debate ended for a recorded reason (repetition, every agent failed, cancel, the
+   panel converged, the budget: ``roundtabled/deliberation.py``).
 4. Exactly one prompt per turn. The intent of a turn (round, seat, agent, client-chosen message
    id) is persisted with ``PersistState`` — before the prompt (a handoff decided from a read of
    S2), or right after it (a fast handoff decided from the event mirror, see
@@ -30,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from roundtabled import prompts
+from roundtabled import deliberation, prompts
 from roundtabled.commands import (
     Abort,
     Cancel,
@@ -301,6 +302,8 @@ def _advance(
         round_turns = [e for e in history if e.kind == "turn" and e.round == rnd + 1]
         if round_turns and all(e.has_error for e in round_turns):
             end = EndReason.ALL_FAILED
+    if end is None and (stop := deliberation.stop_after_seat_turn(new, obs.now)) is not None:
+        end, new = stop.reason, new.model_copy(update={"notes": [*new.notes, stop.note]})
 
     if entry.has_error:  # failed or cut off (spec §7.1 toast); nobody is next once it ends
         nxt = new.agents[next_seat] if next_round < new.total_rounds and end is None else None
