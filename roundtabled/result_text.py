@@ -292,6 +292,8 @@ def _end_line(state: RoundtableState) -> str | None:
         EndReason.SESSION_DELETED: "Roundtable interrupted — session closed",
         EndReason.PARENT_DELETED: "Roundtable aborted: the main session was closed",
         EndReason.OBSERVER_FAILED: "Roundtable observer failed — no consolidated summary",
+        EndReason.FAILED: "Roundtable failed: "
+        + (state.errors[-1] if state.errors else "see roundtabled's log"),
     }
     return texts.get(reason, f"Roundtable ended: {reason}")
 
