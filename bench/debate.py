@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from roundtabled import ids
+from roundtabled.card import CARD_FOOTER
 from roundtabled.state import (
     META_KEY,
     OBSERVER_AGENT,
@@ -149,7 +150,8 @@ def orchestration_bytes(requests: list[RecordedRequest], state: RoundtableState)
         texts = _user_text(req)
         user = sum(len(t.encode()) for t in texts)
         topic_copies = sum(t.count(topic) for t in texts)
-        meta = sum(len(t.encode()) for t in texts if "[ROUNDTABLE META" in t)
+        # the state block in either form: the seed's META text or the card (never expected)
+        meta = sum(len(t.encode()) for t in texts if "[ROUNDTABLE META" in t or CARD_FOOTER in t)
         orch = user - meta - tb * topic_copies
         rnd_i, seat = divmod(k, n)
         seed_prompts += _seed_prompt_bytes(state, rnd_i, seat) - tb

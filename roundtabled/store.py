@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from roundtabled import wire
+from roundtabled.card import state_card
 from roundtabled.errors import NotFound, StateError, StateForgedError
 from roundtabled.opencode import OpenCodeClient
 from roundtabled.state import (
@@ -47,7 +48,7 @@ class StateStore:
         Raises:
             TransportError: the server could not be reached or refused.
         """
-        text, meta = encode_state(persisted_form(state), self.signer)
+        text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
         assert state.state_message_id and state.state_part_id
         part = {"id": state.state_part_id, **wire.label_part(text, meta)}
         await self.client.post_no_reply(state.session_id, [part], message_id=state.state_message_id)
@@ -60,7 +61,9 @@ class StateStore:
             NotFound: S2 or its state block is gone.
             TransportError: the server could not be reached or refused.
         """
-        text, meta = encode_state(persisted_form(state), self.signer)
+        # The card is drawn from the whole state (the persisted form drops the history while the
+        # debate runs, and the card names the round).
+        text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
         assert state.state_message_id and state.state_part_id
         part = wire.state_part(
             state.session_id, state.state_message_id, state.state_part_id, text, meta

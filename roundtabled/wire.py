@@ -24,6 +24,7 @@ from roundtabled.state import (
     ToolCallSummary,
     Usage,
     has_meta_text,
+    is_state_part,
     read_marker,
 )
 
@@ -213,13 +214,13 @@ def visible_text_parts(raw: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def meta_text_parts(raw: dict[str, Any]) -> list[tuple[str, Any]]:
-    """``(text, metadata)`` of each text part of one message that holds a META block."""
-    out: list[tuple[str, Any]] = []
-    for part in raw.get("parts") or []:
-        text = part.get("text")
-        if part.get("type") == "text" and isinstance(text, str) and has_meta_text(text):
-            out.append((text, part.get("metadata")))
-    return out
+    """``(text, metadata)`` of each part of one message that claims to be a state block: the
+    card form (``metadata.roundtabled.kind == "state"``) or the seed's META text form."""
+    return [
+        (str(part.get("text") or ""), part.get("metadata"))
+        for part in raw.get("parts") or []
+        if is_state_part(part)
+    ]
 
 
 def pasted_meta_ids(messages: Sequence[dict[str, Any]], state_message_id: str | None) -> list[str]:

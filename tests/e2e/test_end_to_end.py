@@ -10,6 +10,7 @@ import asyncio
 import json
 from typing import Any
 
+from roundtabled.card import CARD_FOOTER
 from roundtabled.state import CONCLUDED_SUFFIX, DELIMITER_TEXT, META_HEADER, OBSERVER_AGENT
 from roundtabled.testing.scripted_llm import Text, tool_call
 
@@ -136,6 +137,7 @@ async def test_requests_carry_topic_attribution_models_and_never_the_state(rt: R
     for r in reqs:
         whole = json.dumps(r.messages) + r.system
         assert META_HEADER not in whole and "ROUNDTABLE META" not in whole
+        assert CARD_FOOTER not in whole  # nor the state card
     for i, r in enumerate(seat_reqs):
         assert topic in r.last_user_text
         assert r.agent is not None and r.model == SEAT_MODELS[r.agent]

@@ -4,9 +4,16 @@ part, also for a finished roundtable's large history, so its MAC still verifies.
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Any
+from urllib.parse import urlparse
+
 from roundtabled import ids
-from roundtabled.card import state_card
+from roundtabled.card import CARD_FOOTER, CARD_HEADER, state_card
 from roundtabled.state import (
+    META_HEADER,
+    OBSERVER_AGENT,
     EndReason,
     HistoryEntry,
     ModelRef,
@@ -15,6 +22,7 @@ from roundtabled.state import (
     decode_state,
     encode_state,
 )
+from roundtabled.testing.scripted_llm import Text
 
 from .conftest import RT
 
@@ -85,3 +93,74 @@ async def test_state_in_part_metadata_round_trips_through_post_get_and_patch(rt:
     part = msgs[0]["parts"][0]
     assert part["text"] == text2 and len(text2.splitlines()) <= 8
     assert decode_state(part["text"], part["metadata"], s2, signer) == final
+
+
+async def _state_part(rt: RT, s2: str) -> tuple[str, dict[str, Any]]:
+    session = await rt.session(s2)
+    index = session["metadata"]["roundtabled"]
+    msg = await rt.oc("GET", f"/session/{s2}/message/{index['stateMessageID']}")
+    (part,) = [p for p in msg["parts"] if p["id"] == index["statePartID"]]
+    return str(msg["info"]["id"]), part
+
+
+async def test_a_roundtable_holding_the_seed_text_form_resumes_extends_and_gets_the_card(
+    rt: RT,
+) -> None:
+    """Roundtables written before the card hold the text form: a daemon with the card reads
+    it, resumes the debate, extends it, and writes the card from then on."""
+    rt.llm.script(Text(text="PM before the upgrade."), agent="pm")
+    rt.llm.script(Text(text="DEV across the upgrade.", first_byte_delay=4.0), agent="dev")
+    rt.llm.script(Text(text="SUMMARY: resumed."), agent=OBSERVER_AGENT)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Old block", rounds=1)
+    await rt.llm.wait_for_requests(1, 30, agent="dev")
+    rt.daemon.request_stop()
+    await asyncio.wait_for(rt.task, 15)
+    signer = rt.daemon.engine.signer
+
+    # Rewrite the block as an older daemon wrote it: the META text, no body in the metadata.
+    msg_id, part = await _state_part(rt, s2)
+    assert part["text"].startswith(CARD_HEADER) and CARD_FOOTER in part["text"]
+    state = decode_state(part["text"], part["metadata"], s2, signer)
+    text, meta = encode_state(state, signer)
+    assert META_HEADER in text and "body" not in meta["roundtabled"]
+    await rt.oc(
+        "PATCH",
+        f"/session/{s2}/message/{msg_id}/part/{part['id']}",
+        {**part, "text": text, "metadata": meta},
+    )
+
+    await rt._launch(control_port=urlparse(rt.control).port)
+    result = await rt.result(s2)
+    assert "SUMMARY: resumed." in result["summary"]
+    await rt.finalized(s2)
+    _, part = await _state_part(rt, s2)
+    assert part["text"].startswith(CARD_HEADER) and META_HEADER not in part["text"]
+    assert decode_state(part["text"], part["metadata"], s2, signer).phase == Phase.DONE
+
+    rt.llm.script(Text(text="PM extended."), agent="pm")
+    rt.llm.script(Text(text="DEV extended."), agent="dev")
+    rt.llm.script(Text(text="SUMMARY: extended."), agent=OBSERVER_AGENT)
+    status, data = await rt.api(
+        "POST", "/v1/roundtables", {"sessionID": s2, "prompt": "Continue: costs", "rounds": 1}
+    )
+    assert status == 200, data
+    assert "SUMMARY: extended." in (await rt.result(s2))["summary"]
+    _, part = await _state_part(rt, s2)
+    assert "Rounds: 2, 1 extension(s)" in part["text"]
+
+
+async def test_no_model_request_carries_the_state_card_or_its_body(rt: RT) -> None:
+    """Bench figure 3's 'state 0 B' with the card: the state part is ignored, so neither the
+    card nor the signed body reaches a model (every request of a 2 × 2 debate checked)."""
+    for r in (1, 2):
+        for a in ("pm", "dev"):
+            rt.llm.script(Text(text=f"{a} round {r}."), agent=a)
+    rt.llm.script(Text(text="SUMMARY."), agent=OBSERVER_AGENT)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="Zero state bytes", rounds=2)
+    await rt.result(s2)
+    reqs = rt.llm.requests_for(session=s2)
+    assert len(reqs) == 5
+    for req in reqs:
+        whole = json.dumps(req.messages, ensure_ascii=False)
+        assert CARD_FOOTER not in whole and CARD_HEADER + " ·" not in whole
+        assert "currentAgentIndex" not in whole and META_HEADER not in whole

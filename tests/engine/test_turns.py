@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from roundtabled.errors import ValidationFailed
+from roundtabled.state import is_state_part
 from roundtabled.testing.scripted_llm import Text
 
 from .conftest import Harness
@@ -143,7 +144,7 @@ async def test_the_state_block_is_one_message_updated_in_place(harness: H) -> No
     blocks = [
         m
         for m in await h.messages(s2)
-        if any("ROUNDTABLE META" in str(p.get("text")) for p in m["parts"])
+        if any(is_state_part(p) for p in m["parts"])
     ]
     assert len(blocks) == 1
     assert len(blocks[0]["parts"]) == 1 and blocks[0]["parts"][0]["ignored"] is True

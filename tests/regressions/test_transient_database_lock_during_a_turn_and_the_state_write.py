@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from roundtabled.state import OBSERVER_AGENT, Phase
+from roundtabled.state import OBSERVER_AGENT, Phase, is_state_part
 from roundtabled.testing.scripted_llm import Text
 from tests.e2e.edge_helpers import stored_state
 from tests.fakes.daemon_proc import assert_each_turn_once
@@ -60,7 +60,7 @@ async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> Non
     locked_writes: list[str] = []
 
     async def post_no_reply(session_id: str, parts: list[dict[str, Any]], **kw: Any) -> Any:
-        if not locked_writes and "ROUNDTABLE META" in str(parts[0].get("text")):
+        if not locked_writes and is_state_part(parts[0]):
             locked_writes.append("state block created")
             await lock.hold(LOCK_S)
         return await original_post(session_id, parts, **kw)
@@ -70,7 +70,7 @@ async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> Non
         if (
             len(lock.held) == 2
             and len(locked_writes) == 1
-            and "ROUNDTABLE META" in str(part.get("text"))
+            and is_state_part(part)
         ):
             locked_writes.append("state block patched")
             await lock.hold(LOCK_S)
@@ -99,7 +99,7 @@ async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> Non
 
     msgs = await rt.messages(s2)
     assert_each_turn_once(msgs, s2, rt.daemon.signer, rt.llm, AGENTS, ROUNDS, label="db lock")
-    blocks = [p for m in msgs for p in m["parts"] if "ROUNDTABLE META" in str(p.get("text", ""))]
+    blocks = [p for m in msgs for p in m["parts"] if is_state_part(p)]
     assert len(blocks) == 1, f"{len(blocks)} state blocks in S2"
     state = await stored_state(rt, s2)
     assert state.phase == Phase.DONE, state.phase
