@@ -10,6 +10,7 @@ current round and phase. At most :data:`MAX_CARD_LINES` lines, each at most
 from __future__ import annotations
 
 from roundtabled.progress import round_position
+from roundtabled.prompts import TITLE_PREFIX
 from roundtabled.state import BUILTIN_OBSERVER, Phase, RoundtableState
 
 MAX_CARD_LINES = 8
@@ -53,7 +54,8 @@ def state_card(state: RoundtableState) -> str:
     observer = "built-in" if state.observer == BUILTIN_OBSERVER else state.observer
     extended = f", {len(state.extensions)} extension(s)" if state.extensions else ""
     lines = [
-        f"{CARD_HEADER} · {state.title}",
+        # The generated title's own "(Roundtable) - " prefix would repeat the header.
+        f"{CARD_HEADER} · {state.title.removeprefix(TITLE_PREFIX) or state.title}",
         _seats(state),
         f"Rounds: {state.total_rounds}{extended} · observer: {observer}",
         _phase(state),

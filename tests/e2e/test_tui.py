@@ -1,8 +1,9 @@
 """The roundtable in a real OpenCode TUI (slow suite): ``opencode attach`` to the test server
 inside tmux, the orchestrator (``build``, scripted) calls the ``roundtable`` tool, then the keys
 of the pinned OpenCode open the child session (``ctrl+x`` then ``↓``; docs/opencode-server.md).
-Asserted from ``tmux capture-pane``: each seat's reply under its name and the delimiter are on
-screen, the TUI names the keys to move between sessions, and ``↑`` returns to the parent.
+Asserted from ``tmux capture-pane``: the state card (no JSON), each seat's reply under its name
+and the delimiter are on screen, the TUI names the keys to move between sessions, and ``↑``
+returns to the parent.
 
 tmux is installed by ``scripts/setup`` where missing; without it the test is skipped (reason
 given).
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from roundtabled.card import CARD_FOOTER, CARD_HEADER
 from roundtabled.state import OBSERVER_AGENT
 from roundtabled.testing.scripted_llm import Text, tool_call
 
@@ -128,9 +130,15 @@ async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_deli
         await tmux(name, "send-keys", "-t", name, "Down")
         text = await wait_screen(name, "━━━ Roundtable Concluded ━━━", 30)
         (tmp_path / "child-screen.txt").write_text(text)
+        # The state block reads as a card (no JSON), before the first turn.
+        card_at = text.find(f"{CARD_HEADER} · Ship the small scope first?")
+        assert card_at >= 0, text
+        assert "Seats in order: 1. pm (scripted/debater-1), 2. dev (scripted/debater-2)" in text
+        assert CARD_FOOTER in text and "Phase: done (completed)" in text
+        assert '"currentAgentIndex"' not in text and "ROUNDTABLE META" not in text
         # Each seat's reply under its own agent's name, in speaking order, then the delimiter.
         pm_at, dev_at = text.find("▣  Pm · "), text.find("▣  Dev · ")
-        assert 0 <= pm_at < dev_at < text.index("━━━ Roundtable Concluded ━━━"), text
+        assert card_at < pm_at < dev_at < text.index("━━━ Roundtable Concluded ━━━"), text
         assert "PM-SEAT says" in text[:pm_at] and "DEV-SEAT says" in text[pm_at:dev_at]
         assert "── roundtable concluded ──" in text
         # The keys the README names, as the pinned TUI itself shows them in the child session.

@@ -55,7 +55,7 @@ def test_the_card_has_title_seats_in_order_with_models_rounds_and_phase() -> Non
     card = state_card(st)
     lines = card.splitlines()
     assert 1 < len(lines) <= MAX_CARD_LINES
-    assert lines[0] == f"{CARD_HEADER} · (Roundtable) - Split the payments monolith?"
+    assert lines[0] == f"{CARD_HEADER} · Split the payments monolith?"
     assert lines[1] == (
         "Seats in order: 1. pm (anthropic/claude-x), 2. dev (openai/gpt-y), "
         "3. rv (scripted/debater-3)"
