@@ -48,6 +48,9 @@ class Observation:
     parent_deleted: bool = False
     cancel: Cancel | None = None
     new_id: str = ""
+    error: tuple[int, str] | None = None
+    """A ``session.error`` of S2 seen since the pending prompt was sent: (epoch ms, the
+    server's ``name: message``)."""
 
 
 @dataclass(frozen=True, slots=True)

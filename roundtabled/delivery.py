@@ -15,7 +15,7 @@ import contextlib
 from typing import Any
 
 from roundtabled import faults, ids, prompts, wire
-from roundtabled.errors import NotFound
+from roundtabled.errors import NotFound, TransportError
 from roundtabled.shell import Shell
 from roundtabled.state import (
     CONCLUDED_SUFFIX,
@@ -68,7 +68,6 @@ class Finalizer:
     async def finalize(self, table: Table) -> bool:
         """Level-triggered phase 4. Returns True when every step is done."""
         shell = self.shell
-        store = shell.store
         state = table.state
         deliver = deliver_kind(state)
         self.release_result(table)
@@ -82,57 +81,28 @@ class Finalizer:
                 return False
             state = table.state
             if write_s2:
-                await store.persist(state)
+                write_s2 = await self._persist(table, state)
 
-        if write_s2:
-            f = state.finalization
-            if f.delimiter_message_id is None or not f.title_done:
-                statuses = await shell.client.statuses(state.directory)
-                if wire.is_busy(statuses, state.session_id):
-                    # Never inject into a busy S2 (a noReply there triggers a model turn).
-                    table.deadline_ms = shell.clock() + 500
-                    return False
-            if f.delimiter_message_id is None:
-                mid = ids.message_id()
-                state = state.model_copy(
-                    update={"finalization": f.model_copy(update={"delimiter_message_id": mid})}
-                )
-                table.state = state
-                await store.persist(state)
-                marker = Marker(kind="delimiter", roundtable=state.session_id)
-                await store.post_once(
-                    state.session_id,
-                    mid,
-                    [
-                        wire.text_part(DELIMITER_TEXT),
-                        wire.label_part(
-                            "── roundtable concluded ──",
-                            sign_marker(marker, state.session_id, shell.signer),
-                        ),
-                    ],
-                )
-                faults.checkpoint("delimiter-posted")
-            elif not state.finalization.title_done:
-                await store.post_once(
-                    state.session_id, f.delimiter_message_id, [wire.text_part(DELIMITER_TEXT)]
-                )
-            if not state.finalization.title_done:
-                base = state.title
-                while base.endswith(CONCLUDED_SUFFIX):
-                    base = base[: -len(CONCLUDED_SUFFIX)]
-                await shell.client.update_session(state.session_id, title=base + CONCLUDED_SUFFIX)
-                faults.checkpoint("title-set")
-                state = state.model_copy(
-                    update={
-                        "finalization": state.finalization.model_copy(update={"title_done": True})
-                    }
-                )
-                table.state = state
+        if write_s2 and state.end_reason == EndReason.FAILED:
+            # The failure may be S2 refusing every write: the result reached S1, the rest of
+            # phase 4 is written only if S2 takes it (docs/design.md, "Failures of the worker").
+            try:
+                state, done = await self._finish_s2(table, state)
+            except TransportError as exc:
+                table.log.warning("could not finish the failed roundtable's session: %s", exc)
+                done, write_s2 = True, False
+            if not done:
+                return False
+        elif write_s2:
+            state, done = await self._finish_s2(table, state)
+            if not done:
+                return False
         if not state.finalization.toast_done:
             msg = {
                 EndReason.SESSION_DELETED: "Roundtable interrupted",
                 EndReason.PARENT_DELETED: "Roundtable aborted: its parent session was deleted",
                 EndReason.CANCELLED: "Roundtable cancelled",
+                EndReason.FAILED: "Roundtable failed",
             }.get(state.end_reason or EndReason.COMPLETED, "Roundtable concluded")
             variant = "success" if msg == "Roundtable concluded" else "warning"
             shell.toast(state, f"{msg}: {state.title}", variant)
@@ -141,9 +111,72 @@ class Finalizer:
             )
             table.state = state
             if write_s2:
-                await store.persist(state, index=True)
+                await self._persist(table, state, index=True)
         table.log.info("roundtable %s", state.phase.value)
         return True
+
+    async def _persist(self, table: Table, state: RoundtableState, *, index: bool = False) -> bool:
+        """Write ``state`` to S2; for a failed roundtable only if S2 takes it (returns False when
+        it refused)."""
+        if state.end_reason != EndReason.FAILED:
+            await self.shell.store.persist(state, index=index)
+            return True
+        try:
+            await self.shell.store.persist(state, index=index)
+        except TransportError as exc:
+            table.log.warning("could not write the failed roundtable's state: %s", exc)
+            return False
+        return True
+
+    async def _finish_s2(
+        self, table: Table, state: RoundtableState
+    ) -> tuple[RoundtableState, bool]:
+        """The delimiter and the title of S2 (each once); returns the state after them and
+        False when S2 is busy (try again later)."""
+        shell = self.shell
+        store = shell.store
+        f = state.finalization
+        if f.delimiter_message_id is None or not f.title_done:
+            statuses = await shell.client.statuses(state.directory)
+            if wire.is_busy(statuses, state.session_id):
+                # Never inject into a busy S2 (a noReply there triggers a model turn).
+                table.deadline_ms = shell.clock() + 500
+                return state, False
+        if f.delimiter_message_id is None:
+            mid = ids.message_id()
+            state = state.model_copy(
+                update={"finalization": f.model_copy(update={"delimiter_message_id": mid})}
+            )
+            table.state = state
+            await store.persist(state)
+            marker = Marker(kind="delimiter", roundtable=state.session_id)
+            await store.post_once(
+                state.session_id,
+                mid,
+                [
+                    wire.text_part(DELIMITER_TEXT),
+                    wire.label_part(
+                        "── roundtable concluded ──",
+                        sign_marker(marker, state.session_id, shell.signer),
+                    ),
+                ],
+            )
+            faults.checkpoint("delimiter-posted")
+        elif not state.finalization.title_done:
+            await store.post_once(
+                state.session_id, f.delimiter_message_id, [wire.text_part(DELIMITER_TEXT)]
+            )
+        if not state.finalization.title_done:
+            base = state.title
+            while base.endswith(CONCLUDED_SUFFIX):
+                base = base[: -len(CONCLUDED_SUFFIX)]
+            await shell.client.update_session(state.session_id, title=base + CONCLUDED_SUFFIX)
+            faults.checkpoint("title-set")
+            state = state.model_copy(
+                update={"finalization": state.finalization.model_copy(update={"title_done": True})}
+            )
+            table.state = state
+        return state, True
 
     def release_result(self, table: Table) -> None:
         """Make the result of a debate that is over available to pollers (once).
@@ -202,7 +235,7 @@ class Finalizer:
             )
             table.state = state
             if state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED):
-                await shell.store.persist(state)
+                await self._persist(table, state)
         text = (table.result or {}).get("text") or ""
         marker = Marker(kind="result", roundtable=state.session_id)
         with contextlib.suppress(NotFound):  # S1 is gone: nothing to deliver to

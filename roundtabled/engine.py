@@ -108,6 +108,13 @@ class Engine:
                     reloaded.poke()
             return
         if sid is None:
+            if etype == ev.SESSION_ERROR:
+                # Not any seat's (an MCP server or a plugin failing): the user's configuration
+                # is broken, which is worth a line, but no turn failed.
+                log.warning(
+                    "OpenCode reported an error outside any session: %s",
+                    wire.session_error_text(event.properties),
+                )
             return
         table = self.tables.get(sid)
         if table is not None:
@@ -152,7 +159,9 @@ class Engine:
             if event.status_type == "idle":
                 table.poke()
         elif etype == ev.SESSION_ERROR:
-            table.error_seen_at = self.shell.clock()
+            if table.error_seen_at is None:  # the server often reports a failure twice
+                table.error_seen_at = self.shell.clock()
+                table.error_text = wire.session_error_text(event.properties)
             table.poke()
         elif etype == ev.SESSION_DELETED:
             table.deleted_hint = True
@@ -278,7 +287,7 @@ class Engine:
         # Hide the old delimiter from later models; a new one is written at the new end.
         if state.finalization.delimiter_message_id:
             await self.store.hide_message(s2, state.finalization.delimiter_message_id)
-        state = machine.extended(
+        state = launch.extended(
             state,
             rounds=req.rounds,
             extension=Extension(from_round=state.total_rounds, prompt=req.prompt, mode=mode),

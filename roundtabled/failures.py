@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from roundtabled.errors import AuthFailed, NotFound, StateError, TransportError
+from roundtabled.state import EndReason, Phase, RoundtableState
 
 BACKOFF_BASE_S = 0.5
 """First retry bound after a failed pass (seconds)."""
@@ -131,3 +132,22 @@ class FailurePolicy:
                 )
         bound = min(self.cap_s, self.base_s * 2 ** min(self.failures - 1, 32))
         return Outcome(kind, self.rng.uniform(0.0, bound))
+
+
+def ended(state: RoundtableState, reason: str, now: int) -> RoundtableState:
+    """``state`` of a roundtable the failure policy ended: ``endReason: "failed"``, ``reason``
+    as its last error and in its summary, no turn pending, phase ``done`` (then finalized and
+    delivered to S1 once like any other end). ``now``: epoch ms. A roundtable that already
+    ended is returned unchanged."""
+    if not state.active:
+        return state
+    return state.model_copy(
+        update={
+            "end_reason": EndReason.FAILED,
+            "errors": [*state.errors, reason],
+            "summary": f"(The roundtable failed: {reason}.)",
+            "phase": Phase.DONE,
+            "pending": None,
+            "updated_at": now,
+        }
+    )

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from roundtabled.state import HistoryEntry, RoundtableState, Usage
+from roundtabled.retries import busy_text
+from roundtabled.state import HistoryEntry, PendingTurn, RoundtableState, Usage
 from roundtabled.wire import AnswerView, MessageView, UserView
 
 TURN_KINDS = ("turn", "observer")
@@ -55,10 +56,14 @@ def entry_from_answers(
         has_error = True
         error = "no reply was stored"
     elif last.error_name:
-        has_error = True
         error = (
             f"{last.error_name}: {last.error_message}" if last.error_message else last.error_name
         )
+        # The server's database was locked while it finished a step whose text it had stored:
+        # the reply is whole (docs/design.md, "Turns that never start or are swallowed").
+        has_error = not (busy_text(error) and text.strip())
+        if not has_error:
+            error = None
     return HistoryEntry(
         agent=agent,
         round=round_number,
@@ -75,6 +80,20 @@ def entry_from_answers(
         started_at=answers[0].created if answers else None,
         finished_at=last.created if last else None,
     )
+
+
+def failed_entry(pend: PendingTurn, error: str | None) -> HistoryEntry:
+    """The failed entry of the pending turn, which stored no reply (``error``: why; default:
+    no reply was stored)."""
+    entry = entry_from_answers(
+        [],
+        agent=pend.agent,
+        round_number=pend.round + 1,
+        seat=pend.seat if pend.kind == "turn" else None,
+        kind=pend.kind,
+        message_id=pend.message_id,
+    )
+    return entry.model_copy(update={"error": error}) if error else entry
 
 
 def extras_after(
@@ -177,6 +196,8 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
         mk = m.marker
         if mk is not None and mk.kind in ("turn", "observer"):
             answers = answers_to(messages, m.id)
+            if _sent_again(m, answers, messages):
+                continue  # swallowed by the server, then prompted again: the later one counts
             if mk.kind == "turn":
                 cut = bool(answers) and answers[-1].error_name == "MessageAbortedError"
                 out.append(
@@ -207,6 +228,23 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
             continue
         out.extend(person_entries(m, messages, out[-1].round if out else 1))
     return out
+
+
+def _sent_again(
+    prompt: UserView, answers: Sequence[AnswerView], messages: Sequence[MessageView]
+) -> bool:
+    """A turn prompt with no usable reply whose turn was prompted again later in S2 (a prompt the
+    server swallowed: docs/design.md, "Turns that never start or are swallowed")."""
+    mk = prompt.marker
+    if mk is None or mk.kind != "turn" or any(a.text.strip() for a in answers):
+        return False
+    ids = [m.id for m in messages]
+    return any(
+        isinstance(m, UserView)
+        and m.marker is not None
+        and (m.marker.kind, m.marker.round, m.marker.seat) == (mk.kind, mk.round, mk.seat)
+        for m in messages[ids.index(prompt.id) + 1 :]
+    )
 
 
 def all_replies_exist(state: RoundtableState, messages: Sequence[MessageView]) -> bool:

@@ -8,6 +8,7 @@ model (the agent's own, else the server's default), before S2 is created with it
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,11 @@ from roundtabled.state import (
     BUILTIN_OBSERVER,
     OBSERVER_AGENT,
     Delivery,
+    Extension,
+    Finalization,
     ModelRef,
     Options,
+    PermissionPolicy,
     Phase,
     RoundtableState,
 )
@@ -46,22 +50,24 @@ async def new_state(
             f"directory {directory!r} does not exist (give the project "
             "directory OpenCode serves, or omit it for the server's own)",
         )
-    # The three reads are independent: one round trip instead of three.
+    parent: dict[str, Any] | None = None
+    if req.parent_session_id and directory is None:
+        # The agents of S1's project, not of the server's own directory (a server started as a
+        # service runs elsewhere): S1's directory first, then the reads made for it.
+        parent = await _parent(client, req.parent_session_id)
+        directory = wire.session_directory(parent)
+    # The reads are independent: one round trip instead of three.
     parent_task = (
-        asyncio.ensure_future(client.get_session(req.parent_session_id))
-        if req.parent_session_id
+        asyncio.ensure_future(_parent(client, req.parent_session_id))
+        if req.parent_session_id and parent is None
         else None
     )
     config_task = asyncio.ensure_future(client.config(directory))
     try:
         available = await client.agents(directory)
         config = await config_task
-        try:
-            parent = await parent_task if parent_task is not None else None
-        except NotFound:
-            raise ValidationFailed(
-                "parentSessionID", f"parent session {req.parent_session_id!r} does not exist"
-            ) from None
+        if parent_task is not None:
+            parent = await parent_task
     finally:
         for task in (parent_task, config_task):
             if task is not None and not task.done():
@@ -69,11 +75,11 @@ async def new_state(
         await asyncio.gather(
             *(t for t in (parent_task, config_task) if t is not None), return_exceptions=True
         )
+    if parent is not None:
+        _check_directory(req, directory, wire.session_directory(parent))
     observer = req.observer or BUILTIN_OBSERVER
     check_agents(req.agents, req.observer, available)
     models = _seat_models(req.agents, observer, available, config)
-    if parent is not None:
-        directory = directory or wire.session_directory(parent)
     title = req.title or prompts.default_title(req.prompt)
     state_msg, state_part = ids.message_id(), ids.part_id()
     session = await client.create_session(
@@ -120,6 +126,35 @@ async def new_state(
         created_at=now,
         updated_at=now,
     )
+
+
+async def _parent(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
+    """S1's session. Raises :class:`ValidationFailed` (field ``parentSessionID``) when it does
+    not exist."""
+    try:
+        return await client.get_session(session_id)
+    except NotFound:
+        raise ValidationFailed(
+            "parentSessionID", f"parent session {session_id!r} does not exist"
+        ) from None
+
+
+def _check_directory(req: RoundtableRequest, directory: str | None, s1_dir: str | None) -> None:
+    """S2 lives in S1's directory (its project, its agents): a call naming another directory
+    than S1's is refused, never run with that directory's agents.
+
+    Raises:
+        ValidationFailed: field ``directory``, naming both directories.
+    """
+    if directory is None or s1_dir is None:
+        return
+    if os.path.realpath(directory) != os.path.realpath(s1_dir):
+        raise ValidationFailed(
+            "directory",
+            f"directory {directory!r} is not the directory of the parent session "
+            f"{req.parent_session_id!r} ({s1_dir!r}); omit directory (S1's is used) or give "
+            f"{s1_dir!r}",
+        )
 
 
 def check_extension(state: RoundtableState, req: RoundtableRequest) -> None:
@@ -175,3 +210,42 @@ def _seat_models(
             )
         models[name] = ref
     return models
+
+
+def extended(
+    state: RoundtableState,
+    *,
+    rounds: int,
+    extension: Extension,
+    parent_session_id: str | None,
+    delivery: Delivery,
+    turn_timeout: float | None,
+    permission_policy: PermissionPolicy | None,
+    now: int,
+) -> RoundtableState:
+    """``state`` of a concluded roundtable continued by ``rounds`` more rounds (an extend): the
+    debate is active again at the first seat of the first new round, with a fresh delivery and
+    finalization; ``turn_timeout`` (s) and ``permission_policy`` apply to this call when given,
+    like on a fresh roundtable. ``now``: epoch ms."""
+    options = state.options
+    if turn_timeout:
+        options = options.model_copy(update={"turn_timeout": turn_timeout})
+    if permission_policy:
+        options = options.model_copy(update={"permission_policy": permission_policy})
+    return state.model_copy(
+        update={
+            "phase": Phase.ACTIVE,
+            "extensions": [*state.extensions, extension],
+            "total_rounds": state.total_rounds + rounds,
+            "current_round": state.total_rounds,
+            "current_agent_index": 0,
+            "pending": None,
+            "end_reason": None,
+            "summary": None,
+            "parent_session_id": state.parent_session_id or parent_session_id,
+            "delivery": delivery,
+            "finalization": Finalization(),
+            "updated_at": now,
+            "options": options,
+        }
+    )

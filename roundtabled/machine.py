@@ -20,7 +20,9 @@ Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
    :mod:`roundtabled.mirror`). On recovery a pending turn whose message is in S2 is waited for,
    never re-sent; one whose message is absent is sent with the same id; and a planned turn whose
    signed marker is already in S2 (the prompt went out, the state write after it did not) is
-   adopted as the pending turn instead of being sent (``Prompt.send`` false).
+   adopted as the pending turn instead of being sent (``Prompt.send`` false). A turn the server
+   accepted but swallowed (never started, folded into a later message, a busy database) is
+   sent again at most once (:mod:`roundtabled.turn_faults`).
 5. Nothing is prompted once the phase is ``done`` or ``aborted``.
 
 Times are epoch milliseconds throughout.
@@ -31,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from roundtabled import deliberation, prompts
+from roundtabled import deliberation, prompts, turn_faults
 from roundtabled.commands import (
     Abort,
     Cancel,
@@ -49,19 +51,16 @@ from roundtabled.history import (
     answers_to,
     entry_from_answers,
     extras_after,
+    failed_entry,
     last_response_of_round,
     since_last_turn,
 )
 from roundtabled.similarity import is_loop
 from roundtabled.state import (
-    Delivery,
     EndReason,
-    Extension,
-    Finalization,
     HistoryEntry,
     Marker,
     PendingTurn,
-    PermissionPolicy,
     Phase,
     RoundtableState,
 )
@@ -75,8 +74,10 @@ CANCEL_SETTLE_MS = 1_000
 """After the abort of a cancel, with S2 idle and no reply of the turn stored: how long before the
 turn is settled as cut off (the server stopped it before creating a reply; stop must stop within
 2 s)."""
-ERROR_GRACE_MS = 2_000
-"""After ``session.error`` with nothing stored (e.g. unknown agent), how long before skipping."""
+ERROR_GRACE_MS = 1_000
+"""After ``session.error`` with S2 idle and no reply stored (e.g. the seat's model does not
+exist), how long before the turn is settled as failed: an errored reply is stored just after the
+first idle, if at all; a turn that never started settles within 2 s of the server's error."""
 STALE_REPLY_GRACE_MS = 10_000
 """S2 idle but a reply of the pending turn never completed (the server was killed and restarted
 mid-turn: its in-flight step is lost): after this long the turn is settled as failed."""
@@ -92,45 +93,6 @@ def with_cancel(state: RoundtableState, cancel: Cancel) -> RoundtableState:
             "end_reason": EndReason.CANCELLED,
             "errors": [*state.errors, f"cancelled: {cancel.reason}"],
             "options": state.options.model_copy(update={"cancel_summarize": cancel.summarize}),
-        }
-    )
-
-
-def extended(
-    state: RoundtableState,
-    *,
-    rounds: int,
-    extension: Extension,
-    parent_session_id: str | None,
-    delivery: Delivery,
-    turn_timeout: float | None,
-    permission_policy: PermissionPolicy | None,
-    now: int,
-) -> RoundtableState:
-    """``state`` of a concluded roundtable continued by ``rounds`` more rounds (an extend): the
-    debate is active again at the first seat of the first new round, with a fresh delivery and
-    finalization; ``turn_timeout`` (s) and ``permission_policy`` apply to this call when given,
-    like on a fresh roundtable. ``now``: epoch ms."""
-    options = state.options
-    if turn_timeout:
-        options = options.model_copy(update={"turn_timeout": turn_timeout})
-    if permission_policy:
-        options = options.model_copy(update={"permission_policy": permission_policy})
-    return state.model_copy(
-        update={
-            "phase": Phase.ACTIVE,
-            "extensions": [*state.extensions, extension],
-            "total_rounds": state.total_rounds + rounds,
-            "current_round": state.total_rounds,
-            "current_agent_index": 0,
-            "pending": None,
-            "end_reason": None,
-            "summary": None,
-            "parent_session_id": state.parent_session_id or parent_session_id,
-            "delivery": delivery,
-            "finalization": Finalization(),
-            "updated_at": now,
-            "options": options,
         }
     )
 
@@ -360,6 +322,7 @@ def _adopt_sent(d: Decision, obs: Observation) -> Decision:
                 if isinstance(m, UserView)
                 and m.marker is not None
                 and m.id != cmd.message_id
+                and m.id not in pend.superseded
                 and (m.marker.kind, m.marker.round, m.marker.seat) == want
             ),
             None,
@@ -433,6 +396,11 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
             ),
         )
 
+    if obs.error is not None and pend.error_seen_at is None:
+        # The server's first error for this turn (it often reports a failure twice).
+        update = {"error_seen_at": obs.error[0], "error": obs.error[1]}
+        pend = pend.model_copy(update=update)
+        state = state.model_copy(update={"pending": pend})
     if not obs.pending_found:
         # The intent is persisted but the prompt is not in S2 (crash between persisting and
         # prompting, or the POST failed): send it again with the same id — it cannot be a
@@ -440,18 +408,16 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         waited = obs.now - (pend.prompted_at or 0)
         if obs.accepted:
             timeout_at = (pend.prompted_at or obs.now) + int(state.options.turn_timeout * 1000)
+            # The server accepted the prompt, then reported an error and never stored it.
+            verdict, wake = turn_faults.never_started(pend, idle=obs.status == "idle", now=obs.now)
+            if verdict == "reprompt":  # a busy database: nothing was written, send it once more
+                return _with(cmds, _reprompt(state, obs))
+            if verdict == "fail":
+                return _with(cmds, _advance(state, obs, failed_entry(pend, pend.error), [], None))
             if obs.now < timeout_at:
-                return _with(cmds, Decision(state, [], wake_at=timeout_at))
+                return _with(cmds, Decision(state, [], wake_at=min(wake or timeout_at, timeout_at)))
             # Accepted but never stored within the turn timeout: skip it as failed.
-            entry = entry_from_answers(
-                [],
-                agent=pend.agent,
-                round_number=pend.round + 1,
-                seat=pend.seat if pend.kind == "turn" else None,
-                kind=pend.kind,
-                message_id=pend.message_id,
-            )
-            return _with(cmds, _advance(state, obs, entry, [], None))
+            return _with(cmds, _advance(state, obs, failed_entry(pend, None), [], None))
         if pend.prompted_at is None or (waited >= REPROMPT_GRACE_MS and obs.status == "idle"):
             return _with(cmds, _reprompt(state, obs))
         return _with(
@@ -480,6 +446,8 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         for m in obs.messages
     )
     if ((idle and not others_running) or moved_on) and _final(answers):
+        if turn_faults.unusable_busy_end(answers) and pend.reprompts < turn_faults.MAX_REPROMPTS:
+            return _with(cmds, _reprompt(state, obs, turn_msg))  # the database was busy
         aborted = bool(answers[-1].error_name == "MessageAbortedError")
         # A stored cancel without its abort time: the cancel was written, then the daemon
         # crashed before deciding on it (Engine.cancel writes it before aborting).
@@ -502,6 +470,16 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
             entry = entry.model_copy(update={"error": "cut off by the cancel"})
         extras = extras_after(obs.messages, pend.message_id, round_number)
         return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
+
+    if idle and not others_running and pend.abort_requested_at is None:
+        folded = turn_faults.folded_into(obs.messages, pend.message_id)
+        if folded is not None:
+            # The server answered a later message instead: keep it, then prompt the seat again.
+            extras = extras_after(obs.messages, pend.message_id, round_number)
+            if pend.reprompts < turn_faults.MAX_REPROMPTS:
+                return _with(cmds, _reprompt(state, obs, turn_msg, extras))
+            error = "its prompt got no reply: a later message in the session was answered instead"
+            return _with(cmds, _advance(state, obs, failed_entry(pend, error), extras, turn_msg))
 
     stale = [a for a in answers if not a.completed]
     if idle and stale and pend.abort_requested_at is None:
@@ -567,29 +545,26 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
 
     if pend.error_seen_at is not None and idle and not answers and not others_running:
         if obs.now - pend.error_seen_at >= ERROR_GRACE_MS:
-            entry = entry_from_answers(
-                [],
-                agent=pend.agent,
-                round_number=round_number,
-                seat=seat,
-                kind=kind,
-                message_id=pend.message_id,
-            )
-            entry = entry.model_copy(
-                update={"error": "the server reported an error and stored no reply"}
-            )
-            return _with(cmds, _advance(state, obs, entry, [], turn_msg))
+            error = pend.error or "the server reported an error and stored no reply"
+            return _with(cmds, _advance(state, obs, failed_entry(pend, error), [], turn_msg))
         return _with(cmds, Decision(state, [], wake_at=pend.error_seen_at + ERROR_GRACE_MS))
 
     return _with(cmds, Decision(state, [], wake_at=started + timeout_ms))
 
 
-def _reprompt(state: RoundtableState, obs: Observation) -> Decision:
+def _reprompt(
+    state: RoundtableState,
+    obs: Observation,
+    stored: UserView | None = None,
+    extras: Sequence[HistoryEntry] = (),
+) -> Decision:
+    """Send the pending turn again: with the same message id when its prompt was never stored,
+    else (``stored``: the prompt in S2) with a fresh one, hiding the old prompt; ``extras``
+    (the messages that took its turn) go into the history first."""
     pend = state.pending
     assert pend is not None
-    fresh = Observation(
-        now=obs.now, status=obs.status, messages=obs.messages, new_id=pend.message_id
-    )
+    new_id = pend.message_id if stored is None else obs.new_id
+    fresh = Observation(now=obs.now, status=obs.status, messages=obs.messages, new_id=new_id)
     opening = (
         pend.kind == "turn"
         and pend.round == 0
@@ -597,6 +572,17 @@ def _reprompt(state: RoundtableState, obs: Observation) -> Decision:
         and not state.extensions
         and not state.history
     )
-    base = state.model_copy(update={"pending": None})
-    d = plan_turn(base, fresh, opening=opening)
+    history = [*state.history, *extras]
+    base = state.model_copy(update={"pending": None, "history": history})
+    hide = (stored,) if stored is not None and not opening else ()
+    if not state.options.hide_past_prompts:
+        hide = ()
+    d = plan_turn(base, fresh, opening=opening, hide=hide)
+    if stored is not None or pend.error_seen_at is not None:
+        again = d.state.pending
+        assert again is not None
+        superseded = [*pend.superseded, *([pend.message_id] if stored is not None else [])]
+        update = {"reprompts": pend.reprompts + 1, "superseded": superseded}
+        d.state = d.state.model_copy(update={"pending": again.model_copy(update=update)})
+    d.commands[:0] = [TurnRecorded(e) for e in extras]
     return d

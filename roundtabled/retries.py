@@ -33,11 +33,13 @@ def busy_database(exc: BaseException | None) -> bool:
     """Whether ``exc`` is the server's transient 500 for a locked database (see
     :data:`BUSY_MARKERS`). A malformed path id also gives 500 ``UnknownError``; the daemon only
     sends ids it read from the server or made itself, so there it means a busy database."""
-    return (
-        isinstance(exc, TransportError)
-        and exc.status == 500
-        and any(marker in str(exc) for marker in BUSY_MARKERS)
-    )
+    return isinstance(exc, TransportError) and exc.status == 500 and busy_text(str(exc))
+
+
+def busy_text(text: str | None) -> bool:
+    """Whether an error text (an HTTP body, a ``session.error`` or a step's ``name: message``)
+    names the server's transient write failure (see :data:`BUSY_MARKERS`)."""
+    return bool(text) and any(marker in str(text) for marker in BUSY_MARKERS)
 
 
 class RetryPolicy:

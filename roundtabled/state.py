@@ -236,6 +236,14 @@ class PendingTurn(_Model):
     prompted_at: int | None = None
     abort_requested_at: int | None = None
     error_seen_at: int | None = None
+    error: str | None = None
+    """The server's ``session.error`` text for this turn (``name: message``), with
+    ``error_seen_at``."""
+    reprompts: int = 0
+    """Times this turn was sent again because the server swallowed it (docs/design.md, "Turns
+    that never start or are swallowed")."""
+    superseded: list[str] = Field(default_factory=list)
+    """Ids of this turn's earlier prompts that stay in S2 unanswered (never adopted again)."""
 
 
 class Extension(_Model):

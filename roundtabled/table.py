@@ -37,6 +37,8 @@ class Table:
     cancel: Cancel | None = None
     deleted_hint: bool = False
     error_seen_at: int | None = None
+    error_text: str | None = None
+    """The first ``session.error`` since the last pass (``name: message``)."""
     done: asyncio.Event = field(default_factory=asyncio.Event)
     result: dict[str, Any] | None = None
     finished_at: int | None = None

@@ -408,3 +408,16 @@ def question_count(props: dict[str, Any]) -> int:
     """How many questions a question request holds (at least one)."""
     questions = props.get("questions")
     return len(questions) if isinstance(questions, list) and questions else 1
+
+
+def session_error_text(props: dict[str, Any]) -> str:
+    """``name: message`` of a ``session.error`` event's ``error`` (first line of the message, at
+    most 300 characters: the server puts stack traces into some messages)."""
+    raw = props.get("error")
+    error: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_data = error.get("data")
+    data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
+    name = str(error.get("name") or "error")
+    message = str(data.get("message") or "").strip().splitlines()
+    text = f"{name}: {message[0]}" if message else name
+    return text[:300]

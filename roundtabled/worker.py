@@ -4,7 +4,7 @@ The event stream only *wakes* the roundtable an event concerns; the worker then 
 (status + messages from the pending turn on), feeds it to the pure :func:`roundtabled.machine.
 decide`, and executes the returned commands. Workers are serial within a roundtable and parallel
 across roundtables; one failing roundtable cannot hurt another (its errors are handled by its own
-:class:`FailurePolicy` inside its own task).
+:class:`FailureLog` inside its own task).
 
 Level-triggered: every worker re-observes at its next deadline (turn timeout, grace periods) and
 at least every ``resync_period`` seconds, and all workers are woken on every (re)connect of the
@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 
-from roundtabled import faults, ids, machine, wire
+from roundtabled import failures, faults, ids, machine, wire
 from roundtabled.commands import (
     Abort,
     Decision,
@@ -37,39 +36,32 @@ from roundtabled.shell import Shell
 from roundtabled.state import EndReason, RoundtableState
 from roundtabled.table import Table, enum_value
 
-BACKOFF_FIRST_S = 0.5
-BACKOFF_MAX_S = 30.0
 
-
-class FailurePolicy:
-    """What a worker does after a pass raised: the seam where errors are classified.
-
-    Today every error is retried: authentication failures and unexpected exceptions after the
-    current backoff, transport errors after a jittered one; the backoff doubles up to
-    :data:`BACKOFF_MAX_S` and resets after a pass that succeeds. One policy per worker run.
-    """
+class FailureLog:
+    """The worker's :class:`~roundtabled.failures.FailurePolicy` plus what it logs: each failed
+    pass is logged once, at the level its kind deserves. One per worker run."""
 
     def __init__(self, shell: Shell) -> None:
         self.shell = shell
-        self.backoff = BACKOFF_FIRST_S
+        self.policy = failures.FailurePolicy()
 
     def succeeded(self) -> None:
-        """A pass went through: the next failure starts from the first backoff."""
-        self.backoff = BACKOFF_FIRST_S
+        """A pass went through: counts and backoff start over."""
+        self.policy.succeeded()
 
-    def failed(self, table: Table, exc: Exception) -> float:
-        """Log ``exc`` and return how long (s) to wait before the next pass."""
-        delay = self.backoff
-        if isinstance(exc, AuthFailed):
+    def failed(self, table: Table, exc: Exception) -> failures.Outcome:
+        """Log ``exc`` and decide (retry after a delay, or give up with a reason)."""
+        out = self.policy.failed(exc)
+        if out.give_up:
+            table.log.error("roundtable failed: %s", out.reason, exc_info=out.kind == "unexpected")
+        elif isinstance(exc, AuthFailed):
             self.shell.last_error = str(exc)
             table.log.error("%s", exc)
-        elif isinstance(exc, TransportError):
-            table.log.warning("server call failed, retrying in %.1f s: %s", delay, exc)
-            delay *= 0.5 + random.random()
+        elif out.kind == failures.FailureKind.RETRYABLE:
+            table.log.warning("server call failed, retrying in %.1f s: %s", out.delay_s, exc)
         else:
-            table.log.exception("unexpected error; retrying", exc_info=exc)
-        self.backoff = min(self.backoff * 2, BACKOFF_MAX_S)
-        return delay
+            table.log.exception("unexpected error; retrying in %.1f s", out.delay_s, exc_info=exc)
+        return out
 
 
 class Worker:
@@ -88,7 +80,7 @@ class Worker:
         """The loop of ``table`` until its roundtable needs no more work or the daemon closes;
         ``wait_first``: the first pass waits for a wake (a poke or ``table.deadline_ms``)."""
         HTTP_CLOCK.set(table.clock)  # this task's requests count as the table's server time
-        policy = FailurePolicy(self.shell)
+        policy = FailureLog(self.shell)
         if wait_first:
             await self.sleep(table)
         while not self.shell.closing:
@@ -97,7 +89,18 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                await asyncio.sleep(policy.failed(table, exc))
+                out = policy.failed(table, exc)
+                if not out.give_up:
+                    await asyncio.sleep(out.delay_s)
+                elif table.state.active:
+                    # End it (docs/design.md, "Failures of the worker"): the next pass finalizes
+                    # and delivers the reason to S1.
+                    assert out.reason is not None
+                    table.state = failures.ended(table.state, out.reason, self.shell.clock())
+                    table.unpersisted = False
+                    policy.succeeded()
+                else:
+                    break  # finalizing the failed roundtable failed too: said in the log
                 continue
             policy.succeeded()
             if finished:
@@ -142,8 +145,6 @@ class Worker:
             if table.unpersisted and await self.handoff.write_deferred(table):
                 return False
             obs = await self.observe(table)
-            # Decided on the state as the pass began, as before the engine was split: an error
-            # that observe() noted on table.state is not in it (to be decided in the machine).
             decision = machine.decide(state, obs)
             await self.execute(table, decision)
             if table.state.active:
@@ -198,16 +199,11 @@ class Worker:
             # is known idle, so a follow-up step that ended in between is not missed.
             msgs, found = await shell.store.read_from(s2, pend.message_id)
             views = wire.message_views(msgs, s2, shell.signer)
-        if (
-            pend is not None
-            and table.error_seen_at is not None
-            and (pend.prompted_at is None or table.error_seen_at >= pend.prompted_at)
-            and pend.error_seen_at is None
-        ):
-            table.state = state = state.model_copy(
-                update={"pending": pend.model_copy(update={"error_seen_at": table.error_seen_at})}
-            )
-        table.error_seen_at = None
+        error = None
+        seen = table.error_seen_at
+        if pend is not None and seen is not None and seen >= (pend.prompted_at or 0):
+            error = (seen, table.error_text or "the server reported an error")
+        table.error_seen_at = table.error_text = None
         return Observation(
             now=shell.clock(),
             status=status,
@@ -216,6 +212,7 @@ class Worker:
             cancel=cancel,
             new_id=ids.message_id(),
             accepted=pend is not None and pend.message_id in table.accepted,
+            error=error,
         )
 
     def _deleted(self, parent_deleted: bool) -> Observation:

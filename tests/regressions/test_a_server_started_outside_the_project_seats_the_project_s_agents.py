@@ -62,11 +62,6 @@ async def service_rt(tmp_path: Path, scripted_llm: ScriptedLLM) -> AsyncIterator
         await server.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="today the agents are read for the server's directory when the call names none "
-    "(arch is 'unknown'), and a directory other than S1's is not refused",
-)
 async def test_a_seat_defined_only_in_s1_s_project_is_found(service_rt: tuple[RT, Path]) -> None:
     """Exact failing input: server cwd = an empty directory; S1 = ``POST /session?directory=P``;
     ``POST /v1/roundtables`` ``{"agents": ["arch", "pm"], "observer": "pm", "prompt":

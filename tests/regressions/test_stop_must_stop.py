@@ -111,14 +111,15 @@ async def test_cli_cancel_2s_into_devs_turn_stops_everything(rt: RT) -> None:
 
 
 async def test_cli_cancel_of_an_s2_in_a_second_project_directory(rt: RT) -> None:
-    """Same failing input, but S2 is created in a second project directory
-    (``OpenCodeServer.add_project``), its parent S1 in the first."""
+    """Same failing input, but S1 and S2 are in a second project directory
+    (``OpenCodeServer.add_project``), not the one the daemon was started for. (S2 always lives
+    in S1's directory: a call naming another one is refused.)"""
     other_path = await rt.server.add_project("second-project")
     install.install_tools(
         other_path / ".opencode", control_url=rt.control, token_file=rt.daemon.settings.token_file
     )
     other = str(other_path)
-    s1 = await rt.new_parent()
+    s1 = str((await rt.oc("POST", "/session", {"title": "S1"}, params={"directory": other}))["id"])
     script_slow_dev(rt)
     cancels = record_cancels(rt)
     s2 = await rt.start(

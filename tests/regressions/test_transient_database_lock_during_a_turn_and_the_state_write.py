@@ -19,8 +19,6 @@ import asyncio
 import logging
 from typing import Any
 
-import pytest
-
 from roundtabled.state import OBSERVER_AGENT, Phase, is_state_part
 from roundtabled.testing.scripted_llm import Text
 from tests.e2e.edge_helpers import stored_state
@@ -34,11 +32,6 @@ ROUNDS = 2
 LOCK_S = 7.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="today pm's round-1 turn, whose whole text is stored, is recorded as failed "
-    "(UnknownError: Failed to execute statement); the machine's decision is still to change",
-)
 async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> None:
     """Exact failing input: pm, dev × 2 rounds; the write lock is taken for 7 s (1) when the
     daemon sends the ``noReply`` message creating S2's state block, before it goes out; (2) 0.2 s

@@ -20,7 +20,10 @@ from roundtabled.failures import (
     FailureKind,
     FailurePolicy,
     classify,
+    ended,
 )
+from roundtabled.state import EndReason, Phase
+from tests.unit.test_machine_edges import T0, state_with
 
 REFUSED = TransportError(
     'PATCH /session/ses_1/message/msg_1/part/prt_1: HTTP 400: {"name":"BadRequest"}',
@@ -99,3 +102,13 @@ def test_backoff_is_jittered_not_fixed() -> None:
     late = delays[10:]
     assert len(set(late)) == len(late)  # drawn, not a fixed schedule
     assert max(late) <= BACKOFF_CAP_S
+
+
+def test_ended_makes_a_failed_done_state_with_the_reason_once() -> None:
+    state = state_with(["pm", "dev"], rounds=2, pending=(0, 1))
+    out = ended(state, "the OpenCode server refused a request", T0 + 5)
+    assert out.end_reason == EndReason.FAILED and out.phase == Phase.DONE
+    assert out.pending is None and not out.active
+    assert out.errors[-1] == "the OpenCode server refused a request"
+    assert "the OpenCode server refused a request" in (out.summary or "")
+    assert ended(out, "a second reason", T0 + 6) == out  # an ended roundtable stays as it was
