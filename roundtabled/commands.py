@@ -80,10 +80,16 @@ class Abort:
 
 @dataclass(frozen=True, slots=True)
 class Toast:
-    """A TUI toast (spec §10): ``variant`` info | success | warning | error."""
+    """A TUI toast: ``variant`` info | success | warning | error.
+
+    ``progress``: a progress toast (shown only with the setting ``progress_toasts``): ``turn``
+    (a finished turn; the shell shows at most one per 2 s per roundtable) or ``phase`` (a phase
+    change); ``None`` for the others (start, failures, the end), always shown.
+    """
 
     message: str
     variant: str = "info"
+    progress: Literal["turn", "phase"] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ def engine_settings(s: cfg.Settings) -> EngineSettings:
         permission_policy=s.permission_policy,
         usage_footer=s.usage_footer,
         hide_past_prompts=s.hide_past_prompts,
+        progress_toasts=s.progress_toasts,
         state_dir=s.state_dir,
         directories=tuple(s.directories),
     )

@@ -110,7 +110,7 @@ class Handoff:
                 table.record_turn(cmd.entry)
                 faults.checkpoint("turn-recorded")
             elif isinstance(cmd, Toast):
-                shell.toast(table.state, cmd.message, cmd.variant)
+                shell.show(table.state, cmd)
             elif isinstance(cmd, Prompt):
                 prompt = cmd
         assert prompt is not None

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from roundtabled import deliberation, prompts, turn_faults
+from roundtabled import deliberation, progress, prompts, turn_faults
 from roundtabled.commands import (
     Abort,
     Cancel,
@@ -270,6 +270,7 @@ def _advance(
     if entry.has_error:  # failed or cut off (spec §7.1 toast); nobody is next once it ends
         nxt = new.agents[next_seat] if next_round < new.total_rounds and end is None else None
         cmds.append(Toast(prompts.failure_toast(entry.agent, rnd + 1, nxt), "warning"))
+    cmds += progress.turn_toasts(new, entry, end, next_round)  # shown per progress_toasts
 
     if end is not None:
         new = new.model_copy(update={"end_reason": end})

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from roundtabled.state import HistoryEntry, Phase, RoundtableState
+from roundtabled.commands import Toast
+from roundtabled.state import EndReason, HistoryEntry, Phase, RoundtableState
 
 Stage = Literal["turn", "observer", "ended"]
 """``turn``: a seat's turn runs or is next; ``observer``: the observer consolidates;
@@ -91,14 +92,35 @@ def turn_toast(state: RoundtableState, entry: HistoryEntry) -> str:
     )
 
 
-def observing_toast(state: RoundtableState) -> str:
-    """The toast of the phase change to observing: how far the debate went, and what follows."""
+def observing_toast(state: RoundtableState, end: EndReason | None = None) -> str:
+    """The toast of the phase change to observing: how far the debate went, why it stopped
+    (``end``, else ``state``'s end reason), and what follows."""
     spoken = last_spoken_round(state.history)
-    why = f" ({state.end_reason.value})" if state.end_reason is not None else ""
+    reason = end or state.end_reason
+    why = f" ({reason.value})" if reason is not None else ""
     return (
         f"Debate over after round {spoken}/{state.total_rounds}{why}: the observer "
         f"consolidates — {state.title}"
     )
+
+
+def turn_toasts(
+    state: RoundtableState, entry: HistoryEntry, end: EndReason | None, next_round: int
+) -> list[Toast]:
+    """The progress toasts of a seat turn just recorded (``state`` holds ``entry``; ``end``: why
+    the debate stops now, if it does; ``next_round``: 0-indexed round of the next seat turn).
+
+    A turn that answered gets its ``turn`` toast (a failed one has its warning toast already);
+    when the observer follows (the last round is over, or the debate stops early other than by
+    a cancel without summary) the ``phase`` toast says so.
+    """
+    out: list[Toast] = []
+    if not entry.has_error:
+        out.append(Toast(turn_toast(state, entry), "info", progress="turn"))
+    silent_stop = end == EndReason.CANCELLED and not state.options.cancel_summarize
+    if (end is not None and not silent_stop) or (end is None and next_round >= state.total_rounds):
+        out.append(Toast(observing_toast(state, end), "info", progress="phase"))
+    return out
 
 
 @dataclass(slots=True)

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled import config
+from roundtabled.commands import Toast
 from roundtabled.errors import TransportError
 from roundtabled.metrics import HandoffMetrics
 from roundtabled.opencode import OpenCodeClient
+from roundtabled.progress import ToastThrottle
 from roundtabled.state import Options, PermissionPolicy, RoundtableState, Signer
 from roundtabled.store import StateStore
 
@@ -48,6 +50,7 @@ class Settings:
     permission_policy: PermissionPolicy = _DEFAULTS.permission_policy
     usage_footer: bool = _DEFAULTS.usage_footer
     hide_past_prompts: bool = _DEFAULTS.hide_past_prompts
+    progress_toasts: bool = config.Settings.model_fields["progress_toasts"].default
     state_dir: Path | None = None
     directories: tuple[str, ...] = ()
     recovery_concurrency: int = 8
@@ -76,6 +79,8 @@ class Shell:
         self.clock = clock
         self.store = StateStore(client, signer)
         self.metrics = HandoffMetrics()
+        self.toast_throttles: dict[str, ToastThrottle] = {}
+        """Per roundtable (S2's id): when its last progress toast of a turn was shown."""
         self.stream_epoch = 0
         """Connections of the event stream so far (a mirror opened in an earlier one is void)."""
         self.closing = False
@@ -101,6 +106,18 @@ class Shell:
     def toast(self, state: RoundtableState, message: str, variant: str) -> None:
         """A TUI toast about ``state``'s roundtable, in the background (best effort)."""
         self.spawn(self.toast_now(state, message, variant))
+
+    def show(self, state: RoundtableState, cmd: Toast) -> None:
+        """The machine's toast: a progress toast only with ``progress_toasts``, a finished
+        turn's at most once per 2 s per roundtable (dropped, not queued); others always."""
+        if cmd.progress is not None:
+            if not self.settings.progress_toasts:
+                return
+            if cmd.progress == "turn":
+                throttle = self.toast_throttles.setdefault(state.session_id, ToastThrottle())
+                if not throttle.allow(time.monotonic()):
+                    return
+        self.toast(state, cmd.message, cmd.variant)
 
     async def toast_now(self, state: RoundtableState, message: str, variant: str) -> None:
         """A TUI toast, awaited; a server that cannot show it is not an error."""

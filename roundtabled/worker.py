@@ -289,7 +289,7 @@ class Worker:
                 with contextlib.suppress(TransportError):
                     await shell.client.abort(table.state.session_id)
             elif isinstance(cmd, Toast):
-                shell.toast(table.state, cmd.message, cmd.variant)
+                shell.show(table.state, cmd)
             elif isinstance(cmd, TurnRecorded):
                 table.record_turn(cmd.entry)
                 faults.checkpoint("turn-recorded")

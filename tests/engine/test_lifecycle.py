@@ -123,7 +123,20 @@ async def test_finalization_posts_one_delimiter_sets_the_title_once_and_toasts(h
     assert info["metadata"]["roundtabled"]["finalized"] is True
     assert [(t["message"], t["variant"]) for t in h.fake.toasts] == [
         ("Roundtable started: Search", "info"),
+        # progress: dev's turn came within 2 s of pm's (throttled, dropped); the phase change
+        ("pm · round 1/1 done — 1 of 2 turns", "info"),
+        ("Debate over after round 1/1: the observer consolidates — Search", "info"),
         ("Roundtable concluded: Search", "success"),
+    ]
+
+
+async def test_progress_toasts_can_be_turned_off(harness: H) -> None:
+    h = await harness(progress_toasts=False)
+    s2 = await h.start(title="Quiet")
+    await h.finalized(s2)
+    assert [t["message"] for t in h.fake.toasts] == [
+        "Roundtable started: Quiet",
+        "Roundtable concluded: Quiet",
     ]
 
 
@@ -181,3 +194,24 @@ async def test_extend_of_a_session_that_is_no_roundtable_is_refused(harness: H) 
     with pytest.raises(ValidationFailed) as err:
         await h.extend(plain)
     assert err.value.field == "sessionID"
+
+
+async def test_a_progress_toast_per_finished_turn_at_most_one_per_2_s(harness: H) -> None:
+    h = await harness()
+    # pm answers at once (shown), dev 3 s later (shown), rv right after dev (within 2 s of
+    # dev's toast: dropped); then the phase change and the end are always shown.
+    h.fake.script(Text(text="pm quick"), agent="pm")
+    h.fake.script(Text(text="dev slow", first_byte_delay=3.0), agent="dev")
+    h.fake.script(Text(text="rv quick"), agent="rv")
+    s2 = await h.start(agents=["pm", "dev", "rv"], title="Paced")
+    await h.finalized(s2)
+    assert [t["message"] for t in h.fake.toasts if "done —" in t["message"]] == [
+        "pm · round 1/1 done — 1 of 3 turns",
+        "dev · round 1/1 done — 2 of 3 turns",
+    ]
+    assert [t["message"] for t in h.fake.toasts][-2:] == [
+        "Debate over after round 1/1: the observer consolidates — Paced",
+        "Roundtable concluded: Paced",
+    ]
+    info = await h.fake.get_session(s2)
+    assert info["title"] == "Paced" + CONCLUDED_SUFFIX  # the title stays (only the suffix)

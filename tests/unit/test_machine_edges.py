@@ -186,7 +186,8 @@ def prompted(cmds: list[Any]) -> list[str]:
 
 
 def toasts(cmds: list[Any]) -> list[str]:
-    return [c.message for c in cmds if isinstance(c, Toast)]
+    """The messages of the toasts that are always shown (progress toasts: test_progress.py)."""
+    return [c.message for c in cmds if isinstance(c, Toast) and c.progress is None]
 
 
 # ------------------------------------------------------------------------------------------------
