@@ -51,18 +51,31 @@ class Observation:
     error: tuple[int, str] | None = None
     """A ``session.error`` of S2 seen since the pending prompt was sent: (epoch ms, the
     server's ``name: message``)."""
+    from_events: bool = False
+    """Taken from the event mirror (a fast handoff) instead of a read of S2: a turn planned from
+    it is prompted first and its intent written after (:attr:`Prompt.persist_first` false)."""
 
 
 @dataclass(frozen=True, slots=True)
 class PersistState:
-    """Write the state block in S2 (PATCH of the state part)."""
+    """Write the decision's state into S2's state block (PATCH of the state part); ``index``:
+    also the session's index metadata (the start-up scan reads it), when the phase changed."""
+
+    index: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """Send a turn: ``prompt_async`` with ``message_id``, ``agent``, the agent's model, ``text``
-    and the signed ``marker``. ``hide`` lists earlier turn prompts to mark ``ignored`` first (they
-    must not reach later models; only the opening prompt stays visible)."""
+    """Start a turn: write its intent (the decision's state, which names it as pending), hide
+    earlier turn prompts, and send ``prompt_async`` with ``message_id``, ``agent``, the agent's
+    model, ``text`` and the signed ``marker``.
+
+    ``hide`` lists earlier turn prompts to mark ``ignored`` before the prompt goes out (they must
+    not reach later models; only the opening prompt stays visible). ``persist_first``: the
+    intent is written (with the hiding, concurrently) before the prompt; false for a fast
+    handoff, where the prompt goes first and the intent is written after it (the prompt's signed
+    marker is the durable record meanwhile, machine invariant 4). ``index``: the intent's write
+    also updates the session's index (the phase changed)."""
 
     message_id: str
     agent: str
@@ -70,7 +83,9 @@ class Prompt:
     marker: Marker
     hide: tuple[UserView, ...] = ()
     send: bool = True
-    """False: the prompt is already in S2 (found by its marker); only hide and persist."""
+    """False: the prompt is already in S2 (found by its marker); only persist and hide."""
+    persist_first: bool = True
+    index: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +108,15 @@ class Toast:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseResult:
+    """Make the result of the debate available to pollers (once; later ones do nothing). A
+    completed debate's result goes before its final state is written (it is derived from S2's
+    messages alone); every other end's after (it lives only in that state)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Finalize:
-    """Phase 4 (spec §4): deliver to S1, delimiter, title, toast — each step idempotent.
-
-    ``deliver``: ``result`` (the observer's consolidation), ``interruption`` (S2 deleted, spec
-    §7.2), ``none`` (S1 deleted: nothing is posted anywhere).
-    """
-
-    deliver: Literal["result", "interruption", "none"]
-    write_s2: bool = True
+    """The debate is over: announce it; phase 4 (:mod:`roundtabled.lifecycle`) follows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +126,7 @@ class TurnRecorded:
     entry: HistoryEntry
 
 
-Command = PersistState | Prompt | Abort | Toast | Finalize | TurnRecorded
+Command = PersistState | Prompt | Abort | Toast | ReleaseResult | Finalize | TurnRecorded
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from roundtabled import events as ev
 from roundtabled import faults, history, ids, launch, machine, prompts, wire
-from roundtabled.commands import Cancel, Observation, PersistState, Prompt
+from roundtabled.commands import Cancel, Observation, Prompt
 from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
 from roundtabled.opencode import OpenCodeClient
 from roundtabled.recovery import Recovery, remember_directory, warn_pasted_meta
@@ -144,6 +144,8 @@ class Engine:
             if mirror.feed(event):
                 table.poke()  # the turn looks finished: decide from the mirror
                 return
+            if etype == ev.MESSAGE_UPDATED:
+                self.worker.handoff.hide_early(table, event)
             if mirror.doubt is None and etype in (
                 ev.MESSAGE_UPDATED,
                 ev.SESSION_STATUS,
@@ -202,7 +204,7 @@ class Engine:
         )
         opening: Prompt | None = None
         match first.commands:
-            case [PersistState(), Prompt(send=True, hide=()) as prompt]:
+            case [Prompt(send=True, hide=(), persist_first=True) as prompt]:
                 opening, state = prompt, first.state
             case _:  # never for a fresh S2; then turn 1 is decided from a read like any other
                 pass

@@ -11,9 +11,11 @@ signed marker being the durable record meanwhile (``docs/design.md``, "fast hand
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
+from roundtabled import events as ev
 from roundtabled import faults, ids, machine, wire
 from roundtabled.commands import Abort, Decision, Finalize, Observation, Prompt, Toast, TurnRecorded
 from roundtabled.errors import NotFound, TransportError
@@ -21,6 +23,7 @@ from roundtabled.mirror import TurnMirror
 from roundtabled.shell import Shell
 from roundtabled.state import sign_marker
 from roundtabled.table import Table
+from roundtabled.wire import UserView
 
 PERSIST_DELAY_MS = 500
 """After a fast handoff the state write waits this long (ms): turns that end sooner (an instant
@@ -79,6 +82,7 @@ class Handoff:
             pending_found=True,
             new_id=ids.message_id(),
             accepted=True,
+            from_events=True,
         )
         d = machine.decide(state, obs)
         table.mirror = None  # used (the next prompt opens a new one)
@@ -91,20 +95,12 @@ class Handoff:
         return None
 
     async def execute(self, table: Table, d: Decision) -> None:
-        """Execute a handoff decided from the mirror: the prompt first (with the hiding of the
-        previous turn's prompt sent just before it), then the state that names it.
-
-        A crash between the prompt and the state write leaves the previous turn pending in S2's
-        state block; recovery finds the new prompt by its signed marker and adopts it (machine
-        invariant 4). The hiding PATCH completes before the prompt POST, so the next model never
-        sees the previous prompt (checked by the tests that record every model request).
-        """
+        """Execute a handoff decided from the mirror (its prompt has ``persist_first`` false)."""
         shell = self.shell
         prev = table.state
         table.state = d.state
         table.deadline_ms = d.wake_at
         shell.metrics.fast_handoffs += 1
-        prompt: Prompt | None = None
         for cmd in d.commands:
             if isinstance(cmd, TurnRecorded):
                 table.record_turn(cmd.entry)
@@ -112,30 +108,99 @@ class Handoff:
             elif isinstance(cmd, Toast):
                 shell.show(table.state, cmd)
             elif isinstance(cmd, Prompt):
-                prompt = cmd
-        assert prompt is not None
-        s2 = table.state.session_id
+                await self.start_turn(table, cmd)
+        if prev.phase != table.state.phase:
+            shell.changed()
+
+    async def start_turn(self, table: Table, cmd: Prompt) -> None:
+        """Start a turn prompt first: hide, prompt, then write the intent.
+
+        A crash between the prompt and the state write leaves the previous turn pending in S2's
+        state block; recovery finds the new prompt by its signed marker and adopts it (machine
+        invariant 4). The hiding completes before the prompt POST, so the next model never
+        sees the previous prompt (checked by the tests that record every model request).
+        """
+        shell = self.shell
         table.unpersisted = True
         table.pokes_at_prompt = table.pokes
         # The hiding PATCH(es) complete before the POST: sent beside it, a slow or retried
         # PATCH could land after the server built the next model request (regression "hide
         # patch lands before the next model request").
         try:
-            await shell.store.hide_all(s2, prompt.hide)
+            await self.hide(table, cmd.hide)
         except TransportError as exc:
             table.log.warning("could not hide the previous turn prompt: %s", exc)
-        await self.prompt(table, prompt)
-        if prev.phase != table.state.phase:
-            # The index of the start-up scan changes only here; write it now.
+        await self.prompt(table, cmd)
+        if cmd.index:
+            # The index of the start-up scan changes only with the phase; write it now.
             await shell.store.persist(table.state, index=True)
             table.unpersisted = False
             faults.checkpoint("intent-persisted")
-            shell.changed()
         else:
             # The state write is deferred (PERSIST_DELAY_MS): the prompt's signed marker is the
             # durable record of the turn, and a write now would compete with the turn on the
             # server. A turn that ends sooner is handed off without it.
             table.persist_at = shell.clock() + PERSIST_DELAY_MS
+
+    async def hide(self, table: Table, views: tuple[UserView, ...]) -> None:
+        """Mark ``views`` (earlier turn prompts) ``ignored``: after the early hiding in flight,
+        if any (:meth:`hide_early`), only what it did not do.
+
+        Raises:
+            TransportError: the hiding failed.
+        """
+        early, table.hiding = table.hiding, None
+        done: str | None = None
+        if early is not None:
+            hidden_id, task = early
+            if await task:
+                done = hidden_id
+        rest = tuple(v for v in views if v.id != done)
+        if rest:
+            await self.shell.store.hide_all(table.state.session_id, rest)
+
+    def hide_early(self, table: Table, event: ev.Event) -> None:
+        """On the event that completes the pending seat turn's final step (an assistant step
+        ``stop`` or ``length``, not ``tool-calls`` or ``unknown``, after which the server calls
+        no model again), start hiding the turn's prompt: the PATCH overlaps the server's
+        wind-down of the turn, and the handoff at idle is the prompt POST alone.
+
+        Only from a trusted mirror, for a turn whose prompt the next turn will hide
+        (:func:`roundtabled.machine.hides_prompt`), and with no cancel pending.
+        """
+        mirror = table.mirror
+        state = table.state
+        pend = state.pending
+        if (
+            table.hiding is not None
+            or mirror is None
+            or mirror.doubt is not None
+            or mirror.epoch != self.shell.stream_epoch
+            or pend is None
+            or pend.message_id != mirror.since
+            or table.cancel is not None
+            or state.end_reason is not None
+            or not wire.ends_turn(event.properties.get("info"), mirror.since)
+            or not machine.hides_prompt(state)
+        ):
+            return
+        raw = mirror.prompt_message()
+        if raw is None:
+            return
+        view = wire.message_view(raw, state.session_id, self.shell.signer)
+        if not isinstance(view, UserView) or not view.visible_parts:
+            return
+        task = asyncio.ensure_future(self._hide_now(table, view))
+        self.shell.track(task)
+        table.hiding = (view.id, task)
+
+    async def _hide_now(self, table: Table, view: UserView) -> bool:
+        try:
+            await self.shell.store.hide_all(table.state.session_id, (view,))
+        except Exception as exc:  # the handoff hides it again (and reports that failure)
+            table.log.debug("early hiding of %s failed: %s", view.id, exc)
+            return False
+        return True
 
     async def write_deferred(self, table: Table) -> bool:
         """Write the state a fast handoff left unwritten (``table.unpersisted``). Returns True

@@ -101,7 +101,7 @@ def extras_after(
 ) -> list[HistoryEntry]:
     """History entries for messages not sent by the daemon, after ``after_id``'s turn.
 
-    A person's message in S2 becomes a ``user`` entry (spec §7.4) and the server's reply to it an
+    A person's message in S2 becomes a ``user`` entry and the server's reply to it an
     ``interjection`` entry; compaction messages and server-synthetic prompts count as nobody's
     turn, but a reply to a synthetic prompt is kept as an interjection of its agent.
     """
@@ -119,8 +119,8 @@ def extras_after(
 def person_entries(
     m: UserView, messages: Sequence[MessageView], round_number: int
 ) -> list[HistoryEntry]:
-    """A message of S2 not sent by the daemon: a person's text becomes a ``user`` entry (spec
-    §7.4) and the reply to it an ``interjection`` entry; compaction messages count as nobody's
+    """A message of S2 not sent by the daemon: a person's text becomes a ``user`` entry and
+    the reply to it an ``interjection`` entry; compaction messages count as nobody's
     turn and a server-synthetic prompt has no entry of its own (its reply still has one)."""
     if m.compaction:
         return []

@@ -15,12 +15,13 @@ Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
    unless the debate ended for a recorded reason (repetition, every agent failed, cancel, the
    panel converged, the budget: ``roundtabled/deliberation.py``).
 4. Exactly one prompt per turn. The intent of a turn (round, seat, agent, client-chosen message
-   id) is persisted with ``PersistState`` — before the prompt (a handoff decided from a read of
-   S2), or right after it (a fast handoff decided from the event mirror, see
-   :mod:`roundtabled.mirror`). On recovery a pending turn whose message is in S2 is waited for,
-   never re-sent; one whose message is absent is sent with the same id; and a planned turn whose
-   signed marker is already in S2 (the prompt went out, the state write after it did not) is
-   adopted as the pending turn instead of being sent (``Prompt.send`` false). A turn the server
+   id) is written with the :class:`Prompt` that starts it — before the prompt goes out (a
+   handoff decided from a read of S2), or right after it (``persist_first`` false: a fast
+   handoff decided from the event mirror, see :mod:`roundtabled.mirror`). On recovery a pending
+   turn whose message is in S2 is waited for, never re-sent; one whose message is absent is
+   sent with the same id; and a planned turn whose signed marker is already in S2 (the prompt
+   went out, the state write after it did not) is adopted as the pending turn instead of being
+   sent (``Prompt.send`` false). A turn the server
    accepted but swallowed (never started, folded into a later message, a busy database) is
    sent again at most once (:mod:`roundtabled.turn_faults`).
 5. Nothing is prompted once the phase is ``done`` or ``aborted``.
@@ -31,6 +32,7 @@ Times are epoch milliseconds throughout.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from roundtabled import deliberation, progress, prompts, turn_faults
@@ -43,6 +45,7 @@ from roundtabled.commands import (
     Observation,
     PersistState,
     Prompt,
+    ReleaseResult,
     Toast,
     TurnRecorded,
 )
@@ -171,26 +174,27 @@ def plan_turn(
             roundtable=state.session_id,
         )
     new = state.model_copy(update={"pending": pend, "updated_at": obs.now})
+    prompt = Prompt(pend.message_id, agent, text, marker, hide, persist_first=not obs.from_events)
     return Decision(
         new,
-        [PersistState(), Prompt(pend.message_id, agent, text, marker, hide)],
+        [prompt],
         wake_at=obs.now + int(state.options.turn_timeout * 1000),
     )
 
 
 def _finish(
-    state: RoundtableState,
-    obs: Observation,
-    deliver: Literal["result", "interruption", "none"],
-    *,
-    phase: Phase = Phase.DONE,
-    write_s2: bool = True,
+    state: RoundtableState, obs: Observation, *, phase: Phase = Phase.DONE, write: bool = True
 ) -> Decision:
+    """The debate ends (its end reason already set): the final state is written unless S2 is
+    gone (``write``); a completed debate's result is released before that write, any other's
+    after it (:func:`roundtabled.lifecycle.finalize` releases it first thing)."""
     new = state.model_copy(update={"phase": phase, "pending": None, "updated_at": obs.now})
     cmds: list[Command] = []
-    if write_s2:
+    if write:
+        if new.end_reason in (None, EndReason.COMPLETED):
+            cmds.append(ReleaseResult())
         cmds.append(PersistState())
-    cmds.append(Finalize(deliver, write_s2=write_s2))
+    cmds.append(Finalize())
     return Decision(new, cmds)
 
 
@@ -208,12 +212,7 @@ def _advance(
     errors = list(state.errors)
     cmds: list[Command] = [TurnRecorded(entry), *(TurnRecorded(e) for e in extras)]
     update: dict[str, Any] = {"history": history, "pending": None, "updated_at": obs.now}
-    is_opening = pend.kind == "turn" and pend.round == 0 and pend.seat == 0
-    hide = (
-        (turn_msg,)
-        if (state.options.hide_past_prompts and turn_msg is not None and not is_opening)
-        else ()
-    )
+    hide = (turn_msg,) if turn_msg is not None and hides_prompt(state) else ()
     if entry.has_error:
         errors.append(f"{entry.agent} (round {entry.round}): {entry.error}")
         update["errors"] = errors
@@ -238,7 +237,7 @@ def _advance(
         if state.end_reason is None and "end_reason" not in update:
             update["end_reason"] = EndReason.COMPLETED
         new = state.model_copy(update=update)
-        return _with(cmds, _finish(new, obs, "result"))
+        return _with(cmds, _finish(new, obs))
 
     # A seat turn.
     n = len(state.agents)
@@ -267,7 +266,7 @@ def _advance(
     if end is None and (stop := deliberation.stop_after_seat_turn(new, obs.now)) is not None:
         end, new = stop.reason, new.model_copy(update={"notes": [*new.notes, stop.note]})
 
-    if entry.has_error:  # failed or cut off (spec §7.1 toast); nobody is next once it ends
+    if entry.has_error:  # failed or cut off: a warning toast; nobody is next once it ends
         nxt = new.agents[next_seat] if next_round < new.total_rounds and end is None else None
         cmds.append(Toast(prompts.failure_toast(entry.agent, rnd + 1, nxt), "warning"))
     cmds += progress.turn_toasts(new, entry, end, next_round)  # shown per progress_toasts
@@ -276,12 +275,25 @@ def _advance(
         new = new.model_copy(update={"end_reason": end})
         if end == EndReason.CANCELLED and not state.options.cancel_summarize:
             new = new.model_copy(update={"summary": prompts.cancelled_text(new)})
-            return _with(cmds, _finish(new, obs, "result"))
+            return _with(cmds, _finish(new, obs))
         new = new.model_copy(update={"phase": Phase.OBSERVING})
         return _with(cmds, plan_turn(new, obs, opening=False, hide=hide))
     if next_round >= new.total_rounds:
         new = new.model_copy(update={"phase": Phase.OBSERVING})
     return _with(cmds, plan_turn(new, obs, opening=False, hide=hide))
+
+
+def hides_prompt(state: RoundtableState) -> bool:
+    """Whether the pending turn's prompt is hidden once the turn is over: a seat's prompt is,
+    unless it opened the debate (it carries the topic) or hiding is off; the observer's is not
+    (nothing follows it)."""
+    pend = state.pending
+    return (
+        state.options.hide_past_prompts
+        and pend is not None
+        and pend.kind == "turn"
+        and not (pend.round == 0 and pend.seat == 0)
+    )
 
 
 def _with(cmds: list[Command], d: Decision) -> Decision:
@@ -300,7 +312,17 @@ def decide(state: RoundtableState, obs: Observation) -> Decision:
     Returns:
         The new state, the commands to execute in order, and the next deadline.
     """
-    return _adopt_sent(_decide(state, obs), obs)
+    return _indexed(_adopt_sent(_decide(state, obs), obs), state.phase)
+
+
+def _indexed(d: Decision, phase: Phase) -> Decision:
+    """The writes of a decision that changes the phase also update the session's index."""
+    if d.state.phase != phase:
+        d.commands = [
+            replace(c, index=True) if isinstance(c, PersistState | Prompt) else c
+            for c in d.commands
+        ]
+    return d
 
 
 def _adopt_sent(d: Decision, obs: Observation) -> Decision:
@@ -330,7 +352,7 @@ def _adopt_sent(d: Decision, obs: Observation) -> Decision:
         )
         if sent is None:
             continue
-        d.commands[i] = Prompt(sent.id, cmd.agent, cmd.text, cmd.marker, cmd.hide, send=False)
+        d.commands[i] = replace(cmd, message_id=sent.id, send=False, persist_first=True)
         d.state = d.state.model_copy(
             update={
                 "pending": pend.model_copy(
@@ -346,22 +368,16 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         return Decision(state)
 
     if obs.deleted:
-        # Spec §7.2 (S2 closed) and §7.3 (S1 closed; S2 goes with it): abort first — a deleted
-        # busy session keeps streaming (API notes §3) — then deliver, never write to S2 again.
+        # S2 deleted, or S1 (S2 goes with it): abort first — a deleted busy session keeps
+        # streaming (docs/opencode-server.md, "sessions") — then deliver, never write to S2.
         reason = EndReason.PARENT_DELETED if obs.parent_deleted else EndReason.SESSION_DELETED
         new = state.model_copy(update={"end_reason": reason})
-        d = _finish(
-            new,
-            obs,
-            "none" if obs.parent_deleted else "interruption",
-            phase=Phase.ABORTED,
-            write_s2=False,
-        )
+        d = _finish(new, obs, phase=Phase.ABORTED, write=False)
         d.commands.insert(0, Abort())
         return d
     if obs.parent_deleted:
         new = state.model_copy(update={"end_reason": EndReason.PARENT_DELETED})
-        d = _finish(new, obs, "none", phase=Phase.ABORTED)
+        d = _finish(new, obs, phase=Phase.ABORTED)
         d.commands.insert(0, Abort())
         return d
 
@@ -375,7 +391,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
                     state.model_copy(update={"phase": Phase.OBSERVING}), obs, opening=False
                 )
             state = state.model_copy(update={"summary": prompts.cancelled_text(state)})
-            return _finish(state, obs, "result")
+            return _finish(state, obs)
         if not (pend.kind == "observer" and obs.cancel.summarize):
             # Stop must stop: abort the turn in flight; it is recorded as cut off once S2 is
             # idle, then the debate ends (with the observer only when asked to summarize).
@@ -538,7 +554,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         return _with(cmds, Decision(state, [], wake_at=abort_at + wait))
 
     if obs.now - started >= timeout_ms:
-        # Spec §7.6: abort and skip. The reply is recorded once S2 is idle again.
+        # The turn timeout: abort and skip. The reply is recorded once S2 is idle again.
         pend = pend.model_copy(update={"abort_requested_at": obs.now})
         state = state.model_copy(update={"pending": pend})
         cmds.extend([Abort(), PersistState()])

@@ -2,12 +2,12 @@
 
 Why: a handoff that reads S2 before deciding (status + messages) and writes the state before
 prompting costs three sequential server round trips, each waiting behind the server's own
-post-turn work (session diff, storage) — 30–45 ms per turn on a 2-core machine against the ~17 ms
-the server itself needs to accept the next prompt (issue 5, figure 1). The server already sends
-every change of S2 as an event: ``message.updated`` carries the whole message ``info``,
-``message.part.updated`` the whole part (a text part's final update holds its full text; API notes
-§6.2). A :class:`TurnMirror` collects exactly those for one turn, so the engine can decide the
-handoff from it without a read.
+post-turn work (session diff, storage), where the floor is the one prompt POST (measured in
+``bench/README.md``, figure 1). The server sends every change of S2 as an event:
+``message.updated`` carries the whole message ``info``, ``message.part.updated`` the whole part (a
+text part's final update holds its full text; ``docs/opencode-server.md``, "the event stream"). A
+:class:`TurnMirror` collects exactly those for one turn, so the engine can decide the handoff from
+it without a read.
 
 Trust rule (events stay hints unless the picture is provably complete): the engine decides from a
 mirror only when
@@ -138,6 +138,15 @@ class TurnMirror:
 
     def _replies(self) -> list[dict[str, Any]]:
         return [i for mid, i in self.infos.items() if mid != self.since]
+
+    def prompt_message(self) -> dict[str, Any] | None:
+        """The turn's own user message as ``GET`` would list it (``{info, parts}``), once its
+        info and parts were seen and nothing made the picture doubtful; else ``None``."""
+        user = self.infos.get(self.since)
+        user_parts = self.parts.get(self.since)
+        if self.doubt is not None or user is None or not user_parts:
+            return None
+        return {"info": user, "parts": _ordered(user_parts)}
 
     def messages(self) -> list[dict[str, Any]] | None:
         """The turn as ``GET /session/{id}/message`` would list it (``{info, parts}`` items, the

@@ -19,10 +19,11 @@ from typing import Any
 
 import orjson
 
-from roundtabled import history, wire
+from roundtabled import history, lifecycle, wire
+from roundtabled.commands import Abort, PersistState
 from roundtabled.errors import NotFound, StateError, TransportError
 from roundtabled.shell import Shell
-from roundtabled.state import EndReason, Phase, RoundtableState
+from roundtabled.state import Phase, RoundtableState
 from roundtabled.table import Table
 
 log = logging.getLogger("roundtabled.engine")
@@ -152,22 +153,13 @@ class Recovery:
             try:
                 await shell.client.get_session(state.parent_session_id)
             except NotFound:
-                with contextlib.suppress(TransportError):
-                    await shell.client.abort(s2)
-                state = state.model_copy(
-                    update={
-                        "phase": Phase.ABORTED,
-                        "end_reason": EndReason.PARENT_DELETED,
-                        "pending": None,
-                    }
-                )
-                state = state.model_copy(
-                    update={
-                        "finalization": state.finalization.model_copy(update={"toast_done": True})
-                    }
-                )
-                with contextlib.suppress(TransportError):
-                    await shell.store.persist(state, index=True)
+                orphan = lifecycle.orphaned(state)
+                for cmd in orphan.commands:
+                    with contextlib.suppress(TransportError):
+                        if isinstance(cmd, Abort):
+                            await shell.client.abort(s2)
+                        elif isinstance(cmd, PersistState):
+                            await shell.store.persist(orphan.state, index=cmd.index)
                 log.info("recovery: roundtable %s aborted (its parent session is gone)", s2)
                 return "aborted"
         messages = await shell.store.read_all(s2)

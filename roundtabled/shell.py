@@ -99,7 +99,10 @@ class Shell:
             except Exception:
                 log.exception("background task failed")
 
-        task = asyncio.create_task(guarded())
+        self.track(asyncio.create_task(guarded()))
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Keep ``task`` among the background tasks (cancelled by the engine's close)."""
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 

@@ -67,6 +67,9 @@ class Table:
     pokes_at_prompt: int = 0
     mirror: TurnMirror | None = None
     """The pending turn as the event stream reports it (fast handoff, :mod:`roundtabled.mirror`)."""
+    hiding: tuple[str, asyncio.Task[bool]] | None = None
+    """The early hiding of the pending turn's prompt: its message id and the task (True when
+    done), awaited by the handoff before its prompt (:meth:`roundtabled.handoff.Handoff.hide`)."""
     unpersisted: bool = False
     """The in-memory state names a prompt the state block in S2 does not (a fast handoff whose
     state write failed): written at the next step."""

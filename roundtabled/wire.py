@@ -390,6 +390,19 @@ def completed_assistant(info: Any) -> bool:
     )
 
 
+def ends_turn(info: Any, parent_id: str) -> bool:
+    """A message ``info`` (from ``message.updated``) of a completed assistant step answering
+    ``parent_id`` after which the server calls no model again: finish ``stop`` or ``length``,
+    no error (``tool-calls`` continues with the tools' results, and after ``unknown`` the server
+    calls the model again: ``docs/opencode-server.md``, "steps")."""
+    return (
+        completed_assistant(info)
+        and info.get("parentID") == parent_id
+        and info.get("finish") in ("stop", "length")
+        and not info.get("error")
+    )
+
+
 def request_ids(props: dict[str, Any]) -> tuple[str, str] | None:
     """``(request id, session id)`` of a permission or question request, or ``None``."""
     rid = props.get("id")

@@ -25,6 +25,7 @@ from roundtabled.commands import (
     Observation,
     PersistState,
     Prompt,
+    ReleaseResult,
     Toast,
     TurnRecorded,
 )
@@ -145,7 +146,7 @@ class Worker:
             if table.unpersisted and await self.handoff.write_deferred(table):
                 return False
             obs = await self.observe(table)
-            decision = machine.decide(state, obs)
+            decision = machine.decide(table.state, obs)
             await self.execute(table, decision)
             if table.state.active:
                 return False
@@ -248,43 +249,14 @@ class Worker:
         prev = table.state
         table.state = d.state
         table.deadline_ms = d.wake_at
-        cmds = list(d.commands)
-        i = 0
-        while i < len(cmds):
-            cmd = cmds[i]
-            if isinstance(cmd, PersistState):
-                nxt = cmds[i + 1] if i + 1 < len(cmds) else None
-                if isinstance(nxt, Prompt):
-                    # The intent and the hiding of old prompts go first (concurrently), then the
-                    # prompt: a crash in between is recovered from the persisted intent.
-                    await asyncio.gather(
-                        store.persist(table.state, index=prev.phase != table.state.phase),
-                        store.hide_all(table.state.session_id, nxt.hide),
-                    )
-                    table.unpersisted = False
-                    faults.checkpoint("intent-persisted")
-                    if nxt.send:
-                        shell.metrics.read_handoffs += 1
-                        await self.handoff.prompt(table, nxt)
-                    else:
-                        # Already in S2 (sent before a crash): adopted; look at it right away.
-                        table.log.info("the prompt for %s was already sent; adopted", nxt.agent)
-                        table.poke()
-                    i += 2
-                    continue
-                if not table.state.active and table.state.end_reason in (
-                    None,
-                    EndReason.COMPLETED,
-                ):
-                    # Completed: the result before the state write (see release_result), after
-                    # the turn events above, so a watcher sees the last turn before "done".
-                    self.finalizer.release_result(table)
-                await store.persist(table.state, index=prev.phase != table.state.phase)
+        for cmd in d.commands:
+            if isinstance(cmd, Prompt):
+                await self.start_turn(table, cmd)
+            elif isinstance(cmd, PersistState):
+                await store.persist(table.state, index=cmd.index)
                 table.unpersisted = False
-            elif isinstance(cmd, Prompt):
-                await store.hide_all(table.state.session_id, cmd.hide)
-                if cmd.send:
-                    await self.handoff.prompt(table, cmd)
+            elif isinstance(cmd, ReleaseResult):
+                self.finalizer.release_result(table)
             elif isinstance(cmd, Abort):
                 with contextlib.suppress(TransportError):
                     await shell.client.abort(table.state.session_id)
@@ -305,6 +277,28 @@ class Worker:
                         "endReason": enum_value(table.state.end_reason),
                     }
                 )
-            i += 1
         if prev.phase != table.state.phase:
             shell.changed()
+
+    async def start_turn(self, table: Table, cmd: Prompt) -> None:
+        """Start the turn of a :class:`Prompt` decided from a read: its intent and the hiding of
+        old prompts first (concurrently), then the prompt (a crash in between is recovered from
+        the written intent). A prompt decided from the event mirror goes through
+        :meth:`Handoff.execute` instead."""
+        if not cmd.persist_first:
+            await self.handoff.start_turn(table, cmd)
+            return
+        store = self.shell.store
+        await asyncio.gather(
+            store.persist(table.state, index=cmd.index),
+            self.handoff.hide(table, cmd.hide),
+        )
+        table.unpersisted = False
+        faults.checkpoint("intent-persisted")
+        if cmd.send:
+            self.shell.metrics.read_handoffs += 1
+            await self.handoff.prompt(table, cmd)
+        else:
+            # Already in S2 (sent before a crash): adopted; look at it right away.
+            table.log.info("the prompt for %s was already sent; adopted", cmd.agent)
+            table.poke()

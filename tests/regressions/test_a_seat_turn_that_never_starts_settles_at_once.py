@@ -82,5 +82,8 @@ async def test_a_seat_on_a_missing_model_fails_fast_every_round_and_the_debate_c
 
     assert result["endReason"] == EndReason.COMPLETED, result
     assert "SUMMARY: dev never spoke." in result["summary"]
-    said = json.dumps(result)  # the result's status notes and summary header (docs/result.md)
-    assert "Model not found" in said, said[:3000]
+    # ... and says so: the roundtable's status names dev's failure in each round.
+    code, status = await rt.api("GET", f"/v1/roundtables/{s2}")
+    assert code == 200, status
+    said = [e for e in status["errors"] if e.startswith("dev") and "Model not found" in e]
+    assert len(said) == ROUNDS, json.dumps(status)[:3000]

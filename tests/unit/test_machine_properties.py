@@ -15,20 +15,14 @@ or never — :mod:`roundtabled.mirror`), and the daemon may crash and restart fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roundtabled import history, ids, machine, wire
-from roundtabled.machine import (
-    Abort,
-    Finalize,
-    Observation,
-    PersistState,
-    Prompt,
-)
+from roundtabled.commands import Abort, Finalize, Observation, PersistState, Prompt
 from roundtabled.state import Options, Phase, RoundtableState, Signer, sign_marker
 
 SIGNER = Signer(b"k" * 32)
@@ -184,21 +178,23 @@ def test_exactly_once_turns_under_any_schedule(
 
     def run(obs: Observation, *, fast: bool = False, lazy: bool = False) -> None:
         nonlocal state, persisted, position, drop_next_post, finished
-        d = machine.decide(state, obs)
+        d = machine.decide(state, replace(obs, from_events=fast))
         state = d.state
-        commands = list(d.commands)
-        if fast and any(isinstance(c, Prompt) and c.send for c in commands):
-            # The engine's fast handoff: the prompt goes out first; the state write after it
-            # (or, deferred, not before the next handoff — "lazy": never in this schedule).
-            commands = [c for c in commands if not isinstance(c, PersistState)]
-            if not lazy:
-                commands.append(PersistState())
-        for cmd in commands:
+        for cmd in d.commands:
             if isinstance(cmd, PersistState):
                 persisted = state
             elif isinstance(cmd, Prompt) and not cmd.send:
+                assert cmd.persist_first
                 assert any(m["info"]["id"] == cmd.message_id for m in srv.messages)
+                persisted = state
             elif isinstance(cmd, Prompt):
+                assert cmd.persist_first or fast
+                if cmd.persist_first:
+                    persisted = state
+                elif not lazy:
+                    # The engine's fast handoff: the prompt goes out first; the state write after
+                    # it (or, deferred, not before the next handoff: "lazy", never here).
+                    persisted = state
                 assert not finished, "prompted after the end"
                 assert srv.busy_with is None, "prompt while a turn is in flight"
                 if any(m["info"]["id"] == cmd.message_id for m in srv.messages):
