@@ -413,11 +413,9 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
             ),
         )
 
-    if obs.error is not None and pend.error_seen_at is None:
-        # The server's first error for this turn (it often reports a failure twice).
-        update = {"error_seen_at": obs.error[0], "error": obs.error[1]}
-        pend = pend.model_copy(update=update)
-        state = state.model_copy(update={"pending": pend})
+    state = turn_faults.noted(state, obs.error)
+    pend = state.pending
+    assert pend is not None
     if not obs.pending_found:
         # The intent is persisted but the prompt is not in S2 (crash between persisting and
         # prompting, or the POST failed): send it again with the same id — it cannot be a
@@ -596,10 +594,6 @@ def _reprompt(
         hide = ()
     d = plan_turn(base, fresh, opening=opening, hide=hide)
     if stored is not None or pend.error_seen_at is not None:
-        again = d.state.pending
-        assert again is not None
-        superseded = [*pend.superseded, *([pend.message_id] if stored is not None else [])]
-        update = {"reprompts": pend.reprompts + 1, "superseded": superseded}
-        d.state = d.state.model_copy(update={"pending": again.model_copy(update=update)})
+        d.state = turn_faults.counted(d.state, pend, superseded=stored is not None)
     d.commands[:0] = [TurnRecorded(e) for e in extras]
     return d

@@ -26,7 +26,7 @@ from typing import Literal
 
 from roundtabled.history import TURN_KINDS, answers_to
 from roundtabled.retries import busy_text
-from roundtabled.state import PendingTurn
+from roundtabled.state import PendingTurn, RoundtableState
 from roundtabled.wire import AnswerView, MessageView, UserView
 
 MAX_REPROMPTS = 1
@@ -95,3 +95,23 @@ def unusable_busy_end(answers: Sequence[AnswerView]) -> bool:
         and busy_text(error_text(answers[-1]))
         and not any(a.text.strip() for a in answers)
     )
+
+
+def noted(state: RoundtableState, error: tuple[int, str] | None) -> RoundtableState:
+    """``state`` with the server's ``session.error`` (epoch ms, ``name: message``) noted on the
+    pending turn: only the first one counts (the server often reports a failure twice)."""
+    pend = state.pending
+    if error is None or pend is None or pend.error_seen_at is not None:
+        return state
+    update = {"error_seen_at": error[0], "error": error[1]}
+    return state.model_copy(update={"pending": pend.model_copy(update=update)})
+
+
+def counted(state: RoundtableState, swallowed: PendingTurn, *, superseded: bool) -> RoundtableState:
+    """``state`` whose pending turn is the re-prompt of ``swallowed``: one more re-prompt
+    counted, and (``superseded``: the swallowed prompt stays in S2) its id never adopted."""
+    again = state.pending
+    assert again is not None
+    ids = [*swallowed.superseded, *([swallowed.message_id] if superseded else [])]
+    update = {"reprompts": swallowed.reprompts + 1, "superseded": ids}
+    return state.model_copy(update={"pending": again.model_copy(update=update)})
