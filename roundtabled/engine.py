@@ -21,6 +21,7 @@ from typing import Any
 from roundtabled import events as ev
 from roundtabled import faults, history, ids, launch, machine, prompts, wire
 from roundtabled.commands import Cancel, Observation, Prompt
+from roundtabled.deliberation import Call
 from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
 from roundtabled.opencode import OpenCodeClient
 from roundtabled.recovery import Recovery, remember_directory, warn_pasted_meta
@@ -295,8 +296,12 @@ class Engine:
             extension=Extension(from_round=state.total_rounds, prompt=req.prompt, mode=mode),
             parent_session_id=req.parent_session_id,
             delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
-            turn_timeout=req.turn_timeout,
-            permission_policy=req.permission_policy,
+            call=Call(
+                turn_timeout=req.turn_timeout,
+                permission_policy=req.permission_policy,
+                until=req.until,
+                budget=req.budget,
+            ),
             now=self.shell.clock(),
         )
         await self.client.update_session(s2, title=state.title)

@@ -25,7 +25,6 @@ from roundtabled.state import (
     Finalization,
     ModelRef,
     Options,
-    PermissionPolicy,
     Phase,
     RoundtableState,
 )
@@ -219,25 +218,20 @@ def extended(
     extension: Extension,
     parent_session_id: str | None,
     delivery: Delivery,
-    turn_timeout: float | None,
-    permission_policy: PermissionPolicy | None,
+    call: deliberation.Call | None,
     now: int,
 ) -> RoundtableState:
     """``state`` of a concluded roundtable continued by ``rounds`` more rounds (an extend): the
     debate is active again at the first seat of the first new round, with a fresh delivery and
-    finalization; ``turn_timeout`` (s) and ``permission_policy`` apply to this call when given,
-    like on a fresh roundtable. ``now``: epoch ms."""
-    options = state.options
-    if turn_timeout:
-        options = options.model_copy(update={"turn_timeout": turn_timeout})
-    if permission_policy:
-        options = options.model_copy(update={"permission_policy": permission_policy})
+    finalization; what ``call`` sets (turn timeout, permission policy, until, budget) applies to
+    this call, like on a fresh roundtable (:func:`deliberation.next_call`). ``now``: epoch ms."""
+    start, options = deliberation.next_call(state, call, now)
     return state.model_copy(
         update={
             "phase": Phase.ACTIVE,
-            "extensions": [*state.extensions, extension],
-            "total_rounds": state.total_rounds + rounds,
-            "current_round": state.total_rounds,
+            "extensions": [*state.extensions, extension.model_copy(update={"from_round": start})],
+            "total_rounds": start + rounds,
+            "current_round": start,
             "current_agent_index": 0,
             "pending": None,
             "end_reason": None,
