@@ -395,6 +395,13 @@ class Stop:
     reason: EndReason
     note: str
 
+    def recorded(self, state: RoundtableState) -> RoundtableState:
+        """``state`` with the stop said: the note among ``notes`` (the result's
+        ``status.notes`` and the observer) and as ``stop_detail`` (the state card)."""
+        return state.model_copy(
+            update={"notes": [*state.notes, self.note], "stop_detail": self.note}
+        )
+
 
 def stop_after_seat_turn(state: RoundtableState, now: int) -> Stop | None:
     """Whether the debate stops after the seat turn just recorded in ``state``.

@@ -235,6 +235,7 @@ def extended(
             "current_agent_index": 0,
             "pending": None,
             "end_reason": None,
+            "stop_detail": None,
             "summary": None,
             "parent_session_id": state.parent_session_id or parent_session_id,
             "delivery": delivery,

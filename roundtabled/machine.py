@@ -264,7 +264,7 @@ def _advance(
         if round_turns and all(e.has_error for e in round_turns):
             end = EndReason.ALL_FAILED
     if end is None and (stop := deliberation.stop_after_seat_turn(new, obs.now)) is not None:
-        end, new = stop.reason, new.model_copy(update={"notes": [*new.notes, stop.note]})
+        end, new = stop.reason, stop.recorded(new)
 
     if entry.has_error:  # failed or cut off: a warning toast; nobody is next once it ends
         nxt = new.agents[next_seat] if next_round < new.total_rounds and end is None else None

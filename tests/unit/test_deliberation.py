@@ -344,3 +344,11 @@ def test_next_call_continues_right_after_an_early_stop_with_the_call_s_options()
     done = st_.model_copy(update={"end_reason": EndReason.COMPLETED})
     start, opts = dl.next_call(done, dl.Call(until="rounds"), 7_000)
     assert start == 4 and opts.until == "rounds" and opts.budget is None
+
+
+def test_a_stop_is_recorded_in_the_notes_and_for_the_card() -> None:
+    h = rounds(["a", "b", "c"], ["a", "b", "c"])
+    stop = dl.stop_after_seat_turn(after(h, (2, 0), until="converged"), 2_000)
+    assert stop is not None
+    st_ = stop.recorded(after(h, (2, 0)))
+    assert st_.notes == [stop.note] and st_.stop_detail == stop.note
