@@ -228,10 +228,11 @@ class Handoff:
         re-prompts only if the message is absent from S2."""
         shell = self.shell
         state = table.state
+        # The one turn header style of every text people read (CLI, export, history texts).
         label = (
-            f"── {cmd.agent} · round {cmd.marker.round + 1}/{state.total_rounds} ──"
+            f"── {cmd.agent} · round {cmd.marker.round + 1} ──"
             if cmd.marker.kind == "turn"
-            else f"── observer ({cmd.agent}) ──"
+            else f"── observer · {cmd.agent} ──"
         )
         body = wire.prompt_body(
             cmd.message_id,

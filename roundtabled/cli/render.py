@@ -30,7 +30,7 @@ def turn_header(entry: dict[str, Any], colors: dict[str, str]) -> str:
     if kind == "user":
         return f"── the user (round {entry.get('round')}) ──"
     if kind == "observer":
-        return f"── observer {name} ──"
+        return f"── observer · {name} ──"
     if kind == "interjection":
         return f"── {name} (reply to the user) ──"
     return f"── {name} · round {entry.get('round')} ──"

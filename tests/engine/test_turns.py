@@ -77,9 +77,9 @@ async def test_every_prompt_has_one_visible_text_and_one_signed_ignored_label(ha
         assert "roundtabled" in parts[1]["metadata"]
     labels = [b["parts"][1]["text"] for b in h.prompts(s2)]
     assert labels == [
-        "── pm · round 1/1 ──",
-        "── dev · round 1/1 ──",
-        "── observer (roundtable-observer) ──",
+        "── pm · round 1 ──",
+        "── dev · round 1 ──",
+        "── observer · roundtable-observer ──",
     ]
 
 
