@@ -52,6 +52,7 @@ from roundtabled.state import (
     RoundtableState,
     Until,
 )
+from roundtabled.wire import UserView
 
 __all__ = [
     "DIGEST_MAX_BYTES",
@@ -403,13 +404,19 @@ class Stop:
         )
 
 
-def stop_after_seat_turn(state: RoundtableState, now: int) -> Stop | None:
+def stop_after_seat_turn(
+    state: RoundtableState, now: int, messages: Sequence[object] = ()
+) -> Stop | None:
     """Whether the debate stops after the seat turn just recorded in ``state``.
 
     Args:
         state: the roundtable with the finished turn in its history and its position
             (``current_round``, ``current_agent_index``) already moved to the next seat turn.
         now: epoch milliseconds.
+        messages: what the machine observed of S2 (message views). When the next seat turn's
+            signed prompt is already there (sent before a crash, its state write lost), that
+            turn goes on: a decision re-taken later (the budget's seconds grow) never leaves a
+            prompted turn unanswered beside the observer's.
 
     Returns:
         ``None`` to go on (also when the planned rounds are over: that is a normal completion);
@@ -418,6 +425,14 @@ def stop_after_seat_turn(state: RoundtableState, now: int) -> Stop | None:
         turn does not fit (:func:`budget_check`).
     """
     if state.current_round >= state.total_rounds:
+        return None
+    nxt = ("turn", state.current_round, state.current_agent_index)
+    if any(
+        isinstance(m, UserView)
+        and m.marker is not None
+        and (m.marker.kind, m.marker.round, m.marker.seat) == nxt
+        for m in messages
+    ):
         return None
     opts = state.options
     if opts.until == "converged" and state.current_agent_index == 0:

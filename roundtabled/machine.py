@@ -263,7 +263,7 @@ def _advance(
         round_turns = [e for e in history if e.kind == "turn" and e.round == rnd + 1]
         if round_turns and all(e.has_error for e in round_turns):
             end = EndReason.ALL_FAILED
-    if end is None and (stop := deliberation.stop_after_seat_turn(new, obs.now)) is not None:
+    if end is None and (stop := deliberation.stop_after_seat_turn(new, obs.now, obs.messages)):
         end, new = stop.reason, stop.recorded(new)
 
     if entry.has_error:  # failed or cut off: a warning toast; nobody is next once it ends

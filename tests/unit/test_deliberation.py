@@ -352,3 +352,34 @@ def test_a_stop_is_recorded_in_the_notes_and_for_the_card() -> None:
     assert stop is not None
     st_ = stop.recorded(after(h, (2, 0)))
     assert st_.notes == [stop.note] and st_.stop_detail == stop.note
+
+
+def test_no_stop_before_a_turn_whose_prompt_is_already_in_the_session() -> None:
+    # A fast handoff sends the next prompt before writing the state; after a crash the decision
+    # is taken again, later: the budget's seconds have grown, but that turn is already running.
+    from roundtabled.state import Marker
+    from roundtabled.wire import UserView
+
+    h = [turn(a, 1, "x") for a in AGENTS[:2]]
+    tight = after(h, (0, 2), budget=Budget(tokens=200))
+    assert dl.stop_after_seat_turn(tight, 2_000) is not None
+    sent = UserView(
+        id="msg_1",
+        created=1,
+        marker=Marker(kind="turn", round=0, seat=2, agent="rv"),
+        text="",
+        synthetic=False,
+        compaction=False,
+        state_block=False,
+    )
+    assert dl.stop_after_seat_turn(tight, 2_000, [sent]) is None
+    other = UserView(
+        id="msg_2",
+        created=1,
+        marker=Marker(kind="turn", round=0, seat=1, agent="dev"),
+        text="",
+        synthetic=False,
+        compaction=False,
+        state_block=False,
+    )
+    assert dl.stop_after_seat_turn(tight, 2_000, [other]) is not None
