@@ -31,6 +31,7 @@ from roundtabled.commands import (
     ReleaseResult,
     Toast,
 )
+from roundtabled.deliberation import Call
 from roundtabled.lifecycle import FinalFacts, PostDelimiter, PostResult, SetTitle, WriteState
 from roundtabled.machine import ERROR_GRACE_MS
 from roundtabled.state import (
@@ -284,8 +285,7 @@ def test_extend_reopens_a_concluded_roundtable_at_the_first_new_round(
         extension=ext,
         parent_session_id=new_parent,
         delivery=delivery,
-        turn_timeout=timeout,
-        permission_policy=policy,
+        call=Call(turn_timeout=timeout, permission_policy=policy),
         now=T0 + 5,
     )
     assert new.active and new.phase == Phase.ACTIVE
