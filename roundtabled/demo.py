@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -299,6 +300,11 @@ def transcript_path(args: argparse.Namespace, work: Path) -> Path:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    # SIGTERM (`kill`, a timeout) stops the demo like Ctrl-C: through the clean-up that stops the
+    # server and the daemon it started (the default would leave them running).
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     if args.serve:
         return await serve_async(args)
     started = time.monotonic()
@@ -408,7 +414,7 @@ def main() -> int:
     )
     try:
         return asyncio.run(main_async(p.parse_args()))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         return 0
 
 

@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 PY = sys.executable
@@ -86,8 +87,14 @@ async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> N
         assert b"Executive summary" in out
     finally:
         if proc.returncode is None:
-            proc.send_signal(signal.SIGINT)
+            # SIGTERM (a `kill`, a timeout) cleans up like Ctrl-C does
+            proc.send_signal(signal.SIGTERM)
             rest, _ = await asyncio.wait_for(proc.communicate(), 30)
             lines.append(rest.decode())
     assert proc.returncode == 0, "".join(lines)
     assert "Traceback" not in "".join(lines)
+    server = re.search(r"demo: OpenCode (http://\S+)", "".join(lines))
+    assert server, lines
+    with pytest.raises(aiohttp.ClientConnectionError):  # the demo's server was stopped
+        async with aiohttp.ClientSession() as http, http.get(server.group(1) + "/global/health"):
+            pass
