@@ -69,7 +69,8 @@ async function execute(_args: unknown, ctx: any): Promise<string> {
 export default {
   description:
     "List the agents that can take part in a roundtable (their names go into the roundtable " +
-    "tool's `agents` and `observer`). Returns e.g. \"Available agents: dev, pm, rv\".",
+    "tool's `agents` and `observer`) and the configured presets (for its `preset`). Returns e.g. " +
+    "\"Available agents: dev, pm, rv. Presets (roundtable's preset argument): design-review\".",
   args: {},
   execute,
 }
