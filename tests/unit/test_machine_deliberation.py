@@ -25,7 +25,10 @@ from roundtabled.positions import normalise_label
 from roundtabled.state import (
     Budget,
     EndReason,
+    HistoryEntry,
+    Marker,
     Options,
+    PendingTurn,
     Phase,
     RoundtableState,
     Signer,
@@ -188,3 +191,44 @@ def test_with_a_fixed_usage_per_reply_the_debate_stays_within_the_token_budget(
     seat_turns = len(final.seat_turns())
     if seat_turns > 1:  # the first turn always runs (nothing to project from)
         assert spent <= limit or seat_turns == 1
+
+
+def test_a_turn_prompted_before_a_crash_is_not_stopped_by_a_budget_decided_later() -> None:
+    # A fast handoff prompted round 2's first seat, then the daemon crashed before writing the
+    # state: the stored state still waits for rv's round-1 turn. Decided again a minute later,
+    # the seconds budget is long gone, yet the turn in S2 is adopted, never left beside an
+    # observer prompt.
+    t0 = 1_000_000
+    state = table(budget=Budget(seconds=10))
+    first = [HistoryEntry(agent=a, round=1, response="r", seat=i) for i, a in enumerate(AGENTS[:2])]
+    rv = Prompt(
+        ids.message_id(), "rv", "your turn", Marker(kind="turn", round=0, seat=2, agent="rv")
+    )
+    pm2 = Prompt(
+        ids.message_id(), "pm", "your turn", Marker(kind="turn", round=1, seat=0, agent="pm")
+    )
+    state = state.model_copy(
+        update={
+            "history": first,
+            "current_round": 0,
+            "current_agent_index": 2,
+            "pending": PendingTurn(
+                kind="turn", round=0, seat=2, agent="rv", messageID=rv.message_id, prompted_at=t0
+            ),
+        }
+    )
+    msgs = (user(rv, t0), answer(rv.message_id, t0 + 1, "rv's reply", (100, 20)), user(pm2, t0 + 2))
+    views = tuple(wire.message_view(m, S2, SIGNER) for m in msgs)
+    d = machine.decide(
+        state,
+        Observation(
+            now=t0 + 60_000,
+            status="busy",
+            messages=views,
+            pending_found=True,
+            new_id=ids.message_id(),
+        ),
+    )
+    assert d.state.end_reason is None
+    assert d.state.pending is not None and d.state.pending.message_id == pm2.message_id
+    assert not [c for c in d.commands if isinstance(c, Prompt) and c.send]
