@@ -239,7 +239,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         metrics.handoffs.clear()
         metrics.handoff_server.clear()
         metrics.handoff_queued.clear()
-        fast0, read0 = metrics.fast_handoffs, metrics.read_handoffs
+        fast0, read0, early0 = metrics.fast_handoffs, metrics.read_handoffs, metrics.early_hides
         d_times: list[float] = []
         f_times: list[float] = []
         last_s2 = s2
@@ -259,6 +259,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         )
         h1["fast_handoffs"] = metrics.fast_handoffs - fast0
         h1["read_handoffs"] = metrics.read_handoffs - read0
+        h1["early_hides"] = metrics.early_hides - early0
         # Figure 3 on the last measured debate.
         table = engine.recent[last_s2]
         fig3 = orchestration_bytes(await env.llm.requests_for(last_s2), table.state)
@@ -287,6 +288,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         hn["wall_s"] = rnd(conc_s, 2)
         hn["fast_handoffs"] = metrics.fast_handoffs - fast0 - h1["fast_handoffs"]
         hn["read_handoffs"] = metrics.read_handoffs - read0 - h1["read_handoffs"]
+        hn["early_hides"] = metrics.early_hides - early0 - h1["early_hides"]
     finally:
         await tap.close()
     return {

@@ -155,6 +155,7 @@ class Handoff:
             hidden_id, task = early
             if await task:
                 done = hidden_id
+                self.shell.metrics.early_hides += 1
         rest = tuple(v for v in views if v.id != done)
         if rest:
             await self.shell.store.hide_all(table.state.session_id, rest)
