@@ -517,14 +517,16 @@ def decode_state(text: str, metadata: object, session_id: str, signer: Signer) -
     return state
 
 
-MarkerKind = Literal["turn", "observer", "delimiter", "result"]
+MarkerKind = Literal["turn", "observer", "delimiter", "result", "opening"]
 
 
 class Marker(_Model):
     """What the daemon stamps on each message it writes (in an ignored part's metadata).
 
     ``kind``: ``turn`` (a seat's prompt), ``observer`` (the observer's prompt), ``delimiter``
-    (the concluded delimiter in S2), ``result`` (the result injected into S1).
+    (the concluded delimiter in S2), ``result`` (the result injected into S1), ``opening`` (a
+    seat's independent opening prompt in its own session, or its record in S2:
+    :mod:`roundtabled.opening`).
     ``round`` 0-indexed; ``seat`` index into ``agents`` (``-1`` for non-seat messages).
     """
 
