@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from roundtabled.observer_flow import REPAIR_SEAT, annotate
 from roundtabled.retries import busy_text
 from roundtabled.state import HistoryEntry, PendingTurn, RoundtableState, Usage
 from roundtabled.wire import AnswerView, MessageView, UserView
@@ -39,7 +40,8 @@ def entry_from_answers(
     timeout_s: float | None = None,
 ) -> HistoryEntry:
     """One history entry from a turn's steps: text, tools, files and usage summed; the error of
-    the last step, ``cut_off`` (a timeout: ``timeout_s`` seconds, or a cancel), or no reply."""
+    the last step, ``cut_off`` (a timeout: ``timeout_s`` seconds, or a cancel), or no reply;
+    the last step's finish reason and the reply's ``Position:``/``Changed:`` lines."""
     text = "\n\n".join(a.text for a in answers if a.text.strip())
     tools = [t for a in answers for t in a.tool_calls]
     files = [f for a in answers for f in a.files]
@@ -64,7 +66,7 @@ def entry_from_answers(
         has_error = not (busy_text(error) and text.strip())
         if not has_error:
             error = None
-    return HistoryEntry(
+    entry = HistoryEntry(
         agent=agent,
         round=round_number,
         response=text,
@@ -80,6 +82,8 @@ def entry_from_answers(
         started_at=answers[0].created if answers else None,
         finished_at=last.created if last else None,
     )
+    # The finish reason, the Position and Changed lines (docs/result.md).
+    return annotate(entry, last.finish if last else None)
 
 
 def failed_entry(pend: PendingTurn, error: str | None) -> HistoryEntry:
@@ -89,7 +93,7 @@ def failed_entry(pend: PendingTurn, error: str | None) -> HistoryEntry:
         [],
         agent=pend.agent,
         round_number=pend.round + 1,
-        seat=pend.seat if pend.kind == "turn" else None,
+        seat=pend.seat if pend.kind == "turn" or pend.seat == REPAIR_SEAT else None,
         kind=pend.kind,
         message_id=pend.message_id,
     )
@@ -218,7 +222,7 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
                         answers,
                         agent=mk.agent,
                         round_number=mk.round + 1,
-                        seat=None,
+                        seat=REPAIR_SEAT if mk.seat == REPAIR_SEAT else None,
                         kind="observer",
                         message_id=m.id,
                     )

@@ -27,6 +27,7 @@ from roundtabled.state import (
     Options,
     Phase,
     RoundtableState,
+    VerdictRecord,
 )
 from roundtabled.validation import RoundtableRequest, check_agents, check_extend_rounds
 
@@ -237,6 +238,7 @@ def extended(
             "end_reason": None,
             "stop_detail": None,
             "summary": None,
+            "verdict": VerdictRecord(),  # a new observer turn, a new repair allowance
             "parent_session_id": state.parent_session_id or parent_session_id,
             "delivery": delivery,
             "finalization": Finalization(),

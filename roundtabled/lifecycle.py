@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from roundtabled import prompts
+from roundtabled import result
 from roundtabled.commands import Abort, Decision, PersistState, ReleaseResult, Toast
 from roundtabled.state import (
     CONCLUDED_SUFFIX,
@@ -53,20 +53,9 @@ def writes_s2(state: RoundtableState) -> bool:
 
 
 def result_payload(state: RoundtableState) -> dict[str, Any]:
-    """The result pollers get (control API) and whose ``text`` goes to S1."""
-    if deliver_kind(state) == "interruption":
-        text = prompts.interruption_text(state)
-    else:
-        text = prompts.result_text(state, usage_footer=state.options.usage_footer)
-    return {
-        "done": True,
-        "sessionID": state.session_id,
-        "summary": state.summary or text,
-        "text": text,
-        "phase": state.phase.value,
-        "endReason": state.end_reason.value if state.end_reason is not None else None,
-        "title": state.title,
-    }
+    """The result pollers get (control API) and whose ``text`` goes to S1.
+    The result contract of docs/result.md is under ``result``: ``roundtabled.result.payload``."""
+    return result.payload(state, deliver_kind(state))
 
 
 def concluded_title(title: str) -> str:

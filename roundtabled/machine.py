@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from roundtabled import deliberation, progress, prompts, turn_faults
+from roundtabled import deliberation, observer_flow, progress, prompts, turn_faults
 from roundtabled.commands import (
     Abort,
     Cancel,
@@ -58,6 +58,8 @@ from roundtabled.history import (
     last_response_of_round,
     since_last_turn,
 )
+from roundtabled.observer_flow import REPAIR_SEAT
+from roundtabled.positions import unexplained_change
 from roundtabled.similarity import is_loop
 from roundtabled.state import (
     EndReason,
@@ -128,23 +130,19 @@ def plan_turn(
     """Persist the intent of the turn at the current position, then prompt it."""
     if state.phase == Phase.OBSERVING:
         agent = state.observer_agent()
+        obs_seat, text = observer_flow.observer_turn(state)  # the consolidation or its repair
         pend = PendingTurn(
             kind="observer",
             round=min(state.current_round, state.total_rounds - 1),
-            seat=-1,
+            seat=obs_seat,
             agent=agent,
             message_id=obs.new_id,
             prompted_at=obs.now,
         )
-        history = state.history
-        if state.observer == "built-in":
-            text = prompts.observer_prompt(state, history)
-        else:
-            text = prompts.named_observer_prompt(state, history, observer=state.observer)
         marker = Marker(
             kind="observer",
             round=state.current_round,
-            seat=-1,
+            seat=obs_seat,
             agent=agent,
             roundtable=state.session_id,
         )
@@ -165,6 +163,7 @@ def plan_turn(
             seat=seat,
             since=since_last_turn(state, agent),
             opening=opening,
+            change=unexplained_change(state.history, agent),
         )
         marker = Marker(
             kind="turn",
@@ -217,26 +216,10 @@ def _advance(
         errors.append(f"{entry.agent} (round {entry.round}): {entry.error}")
         update["errors"] = errors
 
-    if pend.kind == "observer":
-        summary = entry.response.strip()
-        if state.end_reason == EndReason.CANCELLED and not state.options.cancel_summarize:
-            update["summary"] = prompts.cancelled_text(
-                state.model_copy(update={"history": history})
-            )
-        elif entry.has_error or not summary:
-            errors.append(f"observer {entry.agent}: {entry.error or 'empty reply'}")
-            update["errors"] = errors
-            update["summary"] = (
-                f"(The observer {entry.agent} failed: {entry.error or 'empty reply'}.)\n\n"
-                + prompts.cancelled_text(state.model_copy(update={"history": history}))
-            )
-            if state.end_reason is None:
-                update["end_reason"] = EndReason.OBSERVER_FAILED
-        else:
-            update["summary"] = summary
-        if state.end_reason is None and "end_reason" not in update:
-            update["end_reason"] = EndReason.COMPLETED
-        new = state.model_copy(update=update)
+    if pend.kind == "observer":  # the verdict: done, its one repair turn, or the ledger's
+        new, repair = observer_flow.observed(state, entry, update)
+        if repair:
+            return _with(cmds, plan_turn(new, obs, opening=False))
         return _with(cmds, _finish(new, obs))
 
     # A seat turn.
@@ -276,10 +259,11 @@ def _advance(
         if end == EndReason.CANCELLED and not state.options.cancel_summarize:
             new = new.model_copy(update={"summary": prompts.cancelled_text(new)})
             return _with(cmds, _finish(new, obs))
+    if end is not None or next_round >= new.total_rounds:
         new = new.model_copy(update={"phase": Phase.OBSERVING})
-        return _with(cmds, plan_turn(new, obs, opening=False, hide=hide))
-    if next_round >= new.total_rounds:
-        new = new.model_copy(update={"phase": Phase.OBSERVING})
+        if observer_flow.skip_observer(new):  # no seat spoke: nothing to consolidate
+            new = new.model_copy(update={"end_reason": new.end_reason or EndReason.COMPLETED})
+            return _with(cmds, _finish(new, obs))
     return _with(cmds, plan_turn(new, obs, opening=False, hide=hide))
 
 
@@ -448,7 +432,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
     timeout_ms = int(state.options.turn_timeout * 1000)
     started = pend.prompted_at or (turn_msg.created if turn_msg else obs.now)
     round_number = pend.round + 1
-    seat: int | None = pend.seat if pend.kind == "turn" else None
+    seat: int | None = pend.seat if pend.kind == "turn" or pend.seat == REPAIR_SEAT else None
     kind: Literal["turn", "observer"] = pend.kind
 
     # A later turn prompt of ours in S2 means the pending turn is over even if S2 is busy: the

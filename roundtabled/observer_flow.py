@@ -8,14 +8,29 @@ only executes). See docs/result.md for the rules.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from roundtabled.observer_verdict import has_verdict_block, parse_reply, repair_prompt
+from roundtabled.observer_verdict import (
+    REPAIR_SEAT,
+    has_verdict_block,
+    is_repair,
+    parse_reply,
+    repair_prompt,
+)
 from roundtabled.positions import parse_changed, parse_position, spoke
-from roundtabled.state import HistoryEntry, RoundtableState, VerdictRecord
+from roundtabled.result_text import cancelled_text, named_observer_prompt, observer_prompt
+from roundtabled.state import EndReason, HistoryEntry, RoundtableState, VerdictRecord
 
-REPAIR_SEAT = -2
-"""``seat`` of the observer's repair turn (its marker and history entry); the first observer turn
-has seat ``-1`` (marker) / ``None`` (entry)."""
+__all__ = [
+    "REPAIR_SEAT",
+    "VerdictStep",
+    "annotate",
+    "is_repair",
+    "observed",
+    "observer_step",
+    "observer_turn",
+    "skip_observer",
+]
 
 
 def annotate(entry: HistoryEntry, finish: str | None) -> HistoryEntry:
@@ -28,14 +43,12 @@ def annotate(entry: HistoryEntry, finish: str | None) -> HistoryEntry:
     return entry.model_copy(update=update)
 
 
-def is_repair(entry: HistoryEntry) -> bool:
-    """True for the observer's repair reply."""
-    return entry.kind == "observer" and entry.seat == REPAIR_SEAT
-
-
 def skip_observer(state: RoundtableState) -> bool:
     """True when no seat gave a usable answer: there is nothing to consolidate, so the observer
-    is not asked (the result says why and its summary is the digest)."""
+    is not asked (the result says why and its summary is the digest). A cancel that asked for a
+    summary still gets its observer (the person asked for it)."""
+    if state.end_reason == EndReason.CANCELLED and state.options.cancel_summarize:
+        return False
     return not any(spoke(e) for e in state.history if e.kind == "turn")
 
 
@@ -89,3 +102,44 @@ def observer_step(state: RoundtableState, entry: HistoryEntry) -> VerdictStep:
     return VerdictStep(
         summary=summary, verdict=record.model_copy(update={"error": error, "fallback": True})
     )
+
+
+def observer_turn(state: RoundtableState) -> tuple[int, str]:
+    """``(seat, prompt text)`` of the observer's next turn: the one repair turn (seat
+    ``REPAIR_SEAT``) when the record asks for it and it has not been answered, else the
+    consolidation (seat ``-1``; the built-in or the named observer's prompt). Replanning (a
+    prompt to send again after a crash) gives the same turn: the record is in the state."""
+    v = state.verdict
+    if v.repair_asked and v.data is None and not v.fallback:
+        return REPAIR_SEAT, repair_prompt(v.error or "invalid")
+    if state.observer == "built-in":
+        return -1, observer_prompt(state, state.history)
+    return -1, named_observer_prompt(state, state.history, observer=state.observer)
+
+
+def observed(
+    state: RoundtableState, entry: HistoryEntry, update: dict[str, Any]
+) -> tuple[RoundtableState, bool]:
+    """The state after the observer's turn (or its repair turn) is recorded, and whether the
+    repair turn comes next. ``update``: the machine's changes of this step (history with
+    ``entry``, pending cleared, errors). A cancel without summary keeps its partial history; an
+    observer that failed ends ``observer-failed`` (the result's summary is the digest)."""
+    new = state.model_copy(update=update)
+    if state.end_reason == EndReason.CANCELLED and not state.options.cancel_summarize:
+        return new.model_copy(update={"summary": cancelled_text(new)}), False
+    step = observer_step(new, entry)
+    if step.failed:
+        why = entry.error or "empty reply"
+        failed: dict[str, Any] = {
+            "errors": [*new.errors, f"observer {entry.agent}: {why}"],
+            "summary": f"(The observer {entry.agent} failed: {why}.)\n\n" + cancelled_text(new),
+        }
+        if state.end_reason is None:
+            failed["end_reason"] = EndReason.OBSERVER_FAILED
+        return new.model_copy(update=failed), False
+    done: dict[str, Any] = {"verdict": step.verdict}
+    if step.summary is not None:
+        done["summary"] = step.summary
+    if step.repair is None and state.end_reason is None:
+        done["end_reason"] = EndReason.COMPLETED
+    return new.model_copy(update=done), step.repair is not None

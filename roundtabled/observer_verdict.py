@@ -25,6 +25,10 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+REPAIR_SEAT = -2
+"""``seat`` of the observer's repair turn (its marker and history entry); the first observer turn
+has seat ``-1`` (marker) / ``None`` (entry)."""
+
 VERDICT_SCHEMA_VERSION = 1
 """Version of the observer's verdict JSON (``docs/result.md``)."""
 
@@ -92,6 +96,11 @@ class ObserverVerdict(BaseModel):
             for d in data["disagreements"][:ITEMS_MAX]
         ]
         return data
+
+
+def is_repair(entry: Any) -> bool:
+    """True for the observer's repair reply (a history entry of kind observer, seat -2)."""
+    return bool(entry.kind == "observer" and entry.seat == REPAIR_SEAT)
 
 
 def verdict_schema() -> dict[str, Any]:

@@ -21,7 +21,7 @@ import orjson
 
 from roundtabled.positions import position_of, spoke
 from roundtabled.result_model import RoundtableResult, SeatPosition, Status, Verdict
-from roundtabled.result_text import _collapse, _end_line, _usage_footer
+from roundtabled.result_text import _collapse, _end_line, _usage_footer, interruption_text
 from roundtabled.state import EndReason, RoundtableState
 from roundtabled.verdict import build_status, build_usage, build_verdict
 
@@ -204,12 +204,13 @@ def verdict_lines(result: RoundtableResult) -> list[str]:
     return lines
 
 
-def delivery_text(state: RoundtableState) -> str:
+def delivery_text(state: RoundtableState, result: RoundtableResult | None = None) -> str:
     """What S1 receives as a ``noReply`` message when no tool call waits: the title line, the
     end line when it did not complete (the exact texts of ``result_text._end_line``), the
     summary (honesty header first, the same words as the tool result), the verdict lines, the
-    usage footer and where the transcript is."""
-    result = capped(build_result(state))
+    usage footer and where the transcript is. ``result``: :func:`capped` of
+    :func:`build_result` of ``state`` when the caller has it."""
+    result = result or capped(build_result(state))
     s = result.status
     end = _end_line(state)
     lines = [
@@ -228,3 +229,29 @@ def delivery_text(state: RoundtableState) -> str:
             lines.append(footer)
     lines.append(result.transcript)
     return "\n".join(lines)
+
+
+def payload(state: RoundtableState, deliver: str) -> dict[str, Any]:
+    """The finished result as the control API hands it out (docs/control-api.md): ``result`` =
+    the contract, ``output`` = its JSON text (what the tool returns), ``text`` = what S1 gets
+    by noReply (for a closed S2, ``deliver == "interruption"``: the interruption text with the
+    honesty header after its first line), ``summary`` = the observer's own text (older callers).
+    """
+    result = capped(build_result(state))
+    if deliver == "interruption":
+        head, _, rest = interruption_text(state).partition("\n")
+        header = honesty_header(result.status)
+        text = f"{head}\n{header}\n\n{rest}" if header else f"{head}\n{rest}"
+    else:
+        text = delivery_text(state, result)
+    return {
+        "done": True,
+        "sessionID": state.session_id,
+        "summary": state.summary or text,
+        "text": text,
+        "phase": state.phase.value,
+        "endReason": state.end_reason.value if state.end_reason is not None else None,
+        "title": state.title,
+        "result": result.dump(),
+        "output": result_json(result),
+    }

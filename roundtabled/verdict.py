@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from roundtabled.observer_flow import is_repair
+from roundtabled.observer_verdict import is_repair
 from roundtabled.positions import (
     Change,
     changes,
@@ -364,10 +364,13 @@ def stop_note(state: RoundtableState) -> str | None:
     if reason == EndReason.REPETITION:
         if done >= planned:
             return (
-                f"a loop (repetition) was detected in the last round ({planned} of {planned}): "
+                f"a loop (repetition detected) in the last round ({planned} of {planned}): "
                 "all rounds ran, the agents ended at an impasse"
             )
-        return f"the debate stopped {where}: the agents started repeating themselves (repetition)"
+        return (
+            f"the debate stopped {where}: the agents started repeating themselves "
+            "(repetition detected)"
+        )
     if reason == EndReason.CONVERGED:
         return (
             f"the panel converged after round {done} of {planned}: "

@@ -247,12 +247,15 @@ def test_exactly_once_turns_under_any_schedule(
 
     assert finished, f"debate did not finish: phase={state.phase} pending={state.pending}"
     assert state.phase == Phase.DONE
-    # Exactly one prompt per (round, seat) for the rounds that ran, and one observer prompt.
+    # Exactly one prompt per (round, seat) for the rounds that ran.
     views = [wire.message_view(m, S2, SIGNER) for m in srv.messages]
     markers = [v.marker for v in views if isinstance(v, wire.UserView) and v.marker]
     turns = [(m.round, m.seat) for m in markers if m.kind == "turn"]
     assert len(turns) == len(set(turns)), f"a seat spoke twice in a round: {turns}"
-    assert sum(1 for m in markers if m.kind == "observer") == 1
+    # One observer prompt, none when no seat gave an answer (nothing to consolidate:
+    # docs/result.md).
+    spoke = any(e.kind == "turn" and not e.has_error and e.response for e in state.history)
+    assert sum(1 for m in markers if m.kind == "observer") == (1 if spoke else 0)
     last_round = max(r for r, _ in turns)
     # Every round before the last one that ran is complete, in seat order.
     for r in range(last_round):

@@ -290,12 +290,12 @@ def test_repetition_mid_debate_versus_after_the_last_round() -> None:
     r = build_result(state(mid, total_rounds=3, end_reason=EndReason.REPETITION))
     assert (
         "the debate stopped in round 2 of 3 (after pm's turn): the agents started repeating "
-        "themselves (repetition)" in r.status.notes
+        "themselves (repetition detected)" in r.status.notes
     )
     assert r.status.rounds_completed == 1 and r.status.degraded
     after = build_result(state(healthy(), end_reason=EndReason.REPETITION))
     words = " ".join(after.status.notes)
-    assert "a loop (repetition) was detected in the last round (2 of 2): all rounds ran" in words
+    assert "a loop (repetition detected) in the last round (2 of 2): all rounds ran" in words
     assert "stopped" not in words and "before all" not in words
     assert after.status.rounds_completed == 2
 
