@@ -374,16 +374,19 @@ def step(rnd: OpeningRound, obs: OpeningObservation, setup: Setup) -> OpeningDec
     if any(isinstance(c, CreateSeatSession) for c in cmds):
         # The created sessions are adopted from the next read of the children.
         wakes.append(obs.now)
-    if out.settled and not out.done:
-        if obs.status != "idle":
-            wakes.append(obs.now + REPROMPT_GRACE_MS)  # never write into a busy session
-        else:
-            out, records = _records(out, obs, setup)
-            cmds.extend(records)
-    elif any(isinstance(c, SeatSettled) for c in cmds) and not any(
+    if any(isinstance(c, SeatSettled) for c in cmds) and not any(
         isinstance(c, PersistRound) for c in cmds
     ):
         cmds.append(PersistRound())
+    if out.settled and not out.done:
+        if cmds:
+            # The records go in a decision of their own: its one write comes after them, so a
+            # crash in between finds them in the session instead of a state saying so.
+            wakes.append(obs.now)
+        elif obs.status != "idle":
+            wakes.append(obs.now + REPROMPT_GRACE_MS)  # never write into a busy session
+        else:
+            out, cmds = _records(out, obs, setup)
     return OpeningDecision(out, cmds, min(wakes) if wakes else None)
 
 
