@@ -263,7 +263,9 @@ class ControlAPI:
     async def status(self, request: web.Request) -> web.Response:
         """One roundtable's status."""
         ses = self._ses(request)
-        st = self.engine.status(ses) or await self.engine.stored_status(ses)
+        st = self.engine.status(ses, result=True) or await self.engine.stored_status(
+            ses, result=True
+        )
         if st is None:
             return _error(f"no roundtable {ses!r} is known to this daemon", 404, "sessionID")
         return _json(st)

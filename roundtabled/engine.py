@@ -453,19 +453,19 @@ class Engine:
         if table is not None and q in table.subscribers:
             table.subscribers.remove(q)
 
-    async def stored_status(self, s2: str) -> dict[str, Any] | None:
+    async def stored_status(self, s2: str, *, result: bool = False) -> dict[str, Any] | None:
         """Status of a roundtable this process does not hold in memory (concluded before a
         restart), read from its signed state block in S2; ``None`` if it is not one."""
         try:
             state = await self.load_state(s2)
         except (StateError, NotFound):
             return None
-        return status_of(Table(state=state), self.shell.clock())
+        return status_of(Table(state=state), self.shell.clock(), result=result)
 
-    def status(self, s2: str) -> dict[str, Any] | None:
+    def status(self, s2: str, *, result: bool = False) -> dict[str, Any] | None:
         """Status of a roundtable (control API ``GET /v1/roundtables/{ses}``)."""
         table = self._known(s2)
-        return None if table is None else status_of(table, self.shell.clock())
+        return None if table is None else status_of(table, self.shell.clock(), result=result)
 
     def list_status(self) -> list[dict[str, Any]]:
         """Active then recent roundtables."""

@@ -20,6 +20,7 @@ from roundtabled.commands import Cancel
 from roundtabled.mirror import TurnMirror
 from roundtabled.opencode import HttpClock
 from roundtabled.progress import round_position
+from roundtabled.result import build_result
 from roundtabled.state import HistoryEntry, RoundtableState, has_meta_text
 
 log = logging.getLogger("roundtabled.engine")
@@ -128,8 +129,10 @@ class Table:
         self.publish({"type": "turn", "entry": entry.dump()})
 
 
-def status_of(table: Table, now: int) -> dict[str, Any]:
-    """JSON status of one roundtable (control API, CLI ``status``/``list``); ``now`` epoch ms."""
+def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]:
+    """JSON status of one roundtable (control API, CLI ``status``/``list``); ``now`` epoch ms.
+    ``result``: a roundtable that is over also carries its result contract (``result``,
+    docs/result.md; ``None`` while it runs): the single status, not the list."""
     st = table.state
     usage = prompts.usage_table(st.history)
     pend = st.pending
@@ -162,6 +165,7 @@ def status_of(table: Table, now: int) -> dict[str, Any]:
             "total": usage["total"].dump(),
         },
         "summary": st.summary,
+        **({"result": None if st.active else build_result(st).dump()} if result else {}),
     }
 
 

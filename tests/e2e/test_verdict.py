@@ -473,3 +473,32 @@ async def test_server_structured_output_is_unusable_for_the_observer(rt: RT) -> 
     ) as resp:
         assert resp.status == 400
         assert "OutputFormatJsonSchema" in await resp.text()
+
+
+# ── the CLI ─────────────────────────────────────────────────────────────────────────────────────
+
+
+async def test_cli_start_and_status_end_with_the_verdict(rt: RT) -> None:
+    from .test_cli import cli
+
+    rt.llm.script(say("Ship it now.", "ship", 7), agent="pm")
+    rt.llm.script(HttpError(status=400, message="dev provider down"), agent="dev")
+    rt.llm.script(verdict_reply("Summary.", VERDICT), agent=OBSERVER_AGENT)
+    run = await cli(rt, "start", "--agents", "pm,dev", "--directory", rt.directory, "Ship?")
+    assert run.code == 0, run
+    out = run.out
+    verdict = out[out.index("── verdict ──") :]
+    assert out.index("⚠ degraded result:") < out.index("── verdict ──")
+    assert "  - dev gave no usable answer in any round" in out
+    assert verdict.splitlines()[1].split() == ["agent", "position", "confidence", "changed?"]
+    assert verdict.splitlines()[2].split()[:3] == ["pm", "ship", "7/10"]
+    assert "(did not speak)" in verdict.splitlines()[3]
+    assert "consensus: unknown" in verdict  # 1 of 2 seats spoke: no agreement to count
+    ses = next(
+        line.split()[1].rstrip(":")
+        for line in run.err.splitlines()
+        if line.startswith("Roundtable ")
+    )
+    status = await cli(rt, "status", ses)
+    assert status.code == 0, status
+    assert "── verdict ──" in status.out and "⚠ degraded result:" in status.out
