@@ -15,7 +15,7 @@ from roundtabled.observer_flow import (
     observer_step,
     skip_observer,
 )
-from roundtabled.state import HistoryEntry, VerdictRecord
+from roundtabled.state import EndReason, HistoryEntry, Options, VerdictRecord
 
 from .test_verdict import VALID, observer, state, turn
 
@@ -91,6 +91,14 @@ def test_skip_observer_only_when_no_seat_spoke() -> None:
     assert skip_observer(state(failed, summary=None))
     assert not skip_observer(state([*failed, turn("pm", 2, "ok")], summary=None))
     assert skip_observer(state([turn("pm", 1, ""), turn("dev", 1, "  ")], summary=None))
+    # A cancel that asked for a summary still gets its observer (the person asked for it).
+    asked = state(
+        failed,
+        summary=None,
+        end_reason=EndReason.CANCELLED,
+        options=Options(cancel_summarize=True),
+    )
+    assert not skip_observer(asked)
 
 
 @given(st.text(max_size=300), st.booleans())
