@@ -20,6 +20,10 @@ POINTS = (
     # fast handoff)
     "prompted",  # the prompt is accepted; on a fast handoff the stored state is still behind
     "turn-recorded",  # a finished turn is in memory; the next intent not yet persisted
+    "opening-session-created",  # a seat's session of an independent opening exists, unadopted
+    "opening-prompted",  # a seat's opening prompt is accepted (its intent was written before)
+    "opening-answered",  # a seat's opening is settled in memory; not yet written
+    "opening-recorded",  # one opening record is in S2; the state saying so not yet written
     "observer-prompted",  # the observer's prompt is accepted
     "final-persisted",  # phase done persisted; nothing delivered yet
     "delivered",  # the result is in S1; the delivery not yet recorded

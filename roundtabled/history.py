@@ -191,7 +191,9 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
     from the signed turn markers and the answers' ``parentID``).
     """
     stop = state.pending.message_id if state.pending else None
-    out: list[HistoryEntry] = []
+    # An independent opening round ran in sessions of its own: its turns are in the state.
+    done = state.openings is not None and state.openings.done
+    out: list[HistoryEntry] = state.openings.entries() if state.openings and done else []
     for m in messages:
         if m.id == stop:
             break

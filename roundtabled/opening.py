@@ -30,12 +30,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-
 from roundtabled.history import answers_to, entry_from_answers
+from roundtabled.opening_model import OpeningRound, OpeningSeat
 from roundtabled.state import HistoryEntry, Marker
-from roundtabled.wire import AnswerView, MessageView, Status, UserView
+from roundtabled.wire import AnswerView, MessageView, Status, UserView, opening_metadata
 
 REPROMPT_GRACE_MS = 5_000
 """A seat's prompt still absent from its idle session this long after sending is sent again."""
@@ -45,54 +43,6 @@ ERROR_GRACE_MS = 1_000
 """After a ``session.error`` of a seat's session, idle with no reply: how long before it fails."""
 TOPIC_SEAT = -1
 """The seat number of the record that carries the topic (it precedes the seats' records)."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class OpeningSeat(_Model):
-    """One seat's opening turn.
-
-    ``session_id``: its child session once adopted (``None`` before); ``message_id``: the prompt's
-    client-chosen id; ``record_id``: the client-chosen id of its record in the roundtable's
-    session; ``entry``: the settled turn (``None`` while it runs); ``recorded``: the record is
-    written (or was found written).
-    """
-
-    seat: int
-    agent: str
-    message_id: str = Field(alias="messageID")
-    record_id: str = Field(alias="recordID")
-    session_id: str | None = Field(default=None, alias="sessionID")
-    prompted_at: int | None = None
-    abort_requested_at: int | None = None
-    entry: HistoryEntry | None = None
-    recorded: bool = False
-
-
-class OpeningRound(_Model):
-    """The state of the independent opening round: one :class:`OpeningSeat` per seat and the
-    topic record's id and whether it is written."""
-
-    seats: list[OpeningSeat]
-    topic_record_id: str = Field(alias="topicRecordID")
-    topic_recorded: bool = False
-    started_at: int = 0
-
-    @property
-    def settled(self) -> bool:
-        """Every seat answered, failed or timed out."""
-        return all(s.entry is not None for s in self.seats)
-
-    @property
-    def done(self) -> bool:
-        """Every seat is settled and recorded: round 2 may start."""
-        return self.settled and self.topic_recorded and all(s.recorded for s in self.seats)
-
-    def entries(self) -> list[HistoryEntry]:
-        """The settled turns in seat order (round 1 of the history)."""
-        return [s.entry for s in self.seats if s.entry is not None]
 
 
 def start(agents: Sequence[str], ids: Sequence[str], now: int) -> OpeningRound:
@@ -220,7 +170,7 @@ class OpeningDecision:
 
 def seat_metadata(roundtable: str, seat: int) -> dict[str, object]:
     """The metadata a seat's session is created with (and adopted by)."""
-    return {"roundtable": {"opening": roundtable, "seat": seat}}
+    return dict(opening_metadata(roundtable, seat))
 
 
 def record_text(entry: HistoryEntry) -> str:

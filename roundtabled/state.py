@@ -356,6 +356,8 @@ class RoundtableState(_Model):
     """Sentences for the result's ``status.notes`` from other rules (budget spent and limit, a
     diversity warning…), in the words the user should read (docs/result.md)."""
     pending: PendingTurn | None = None
+    openings: OpeningRound | None = None
+    """The independent opening round (``opening: "independent"``), kept once done."""
     end_reason: EndReason | None = None
     summary: str | None = None
     verdict: VerdictRecord = Field(default_factory=VerdictRecord)
@@ -579,3 +581,9 @@ def persisted_form(state: RoundtableState) -> RoundtableState:
         for e in state.history
     ]
     return state.model_copy(update={"history": capped})
+
+
+# The opening round's state refers to HistoryEntry above; imported last to break the cycle.
+from roundtabled.opening_model import OpeningRound  # noqa: E402
+
+RoundtableState.model_rebuild()

@@ -321,6 +321,25 @@ def session_parent(session: dict[str, Any]) -> str | None:
     return str(p) if p else None
 
 
+OPENING_KEY = "roundtabledOpening"
+"""The metadata key of a seat's session of an independent opening (not the index's key: the
+start-up scan must not take it for a roundtable)."""
+
+
+def opening_metadata(roundtable: str, seat: int) -> dict[str, Any]:
+    """The metadata a seat's session of an independent opening is created with."""
+    return {OPENING_KEY: {"roundtable": roundtable, "seat": seat}}
+
+
+def opening_seat(session: dict[str, Any], roundtable: str) -> int | None:
+    """The seat a child session holds in ``roundtable``'s independent opening, or ``None``."""
+    meta = (session.get("metadata") or {}).get(OPENING_KEY)
+    if not isinstance(meta, dict) or meta.get("roundtable") != roundtable:
+        return None
+    seat = meta.get("seat")
+    return seat if isinstance(seat, int) else None
+
+
 def index_metadata(
     phase: Phase, state_msg: str, state_part_id: str, *, finalized: bool
 ) -> dict[str, Any]:

@@ -1,0 +1,230 @@
+"""The worker's room for an independent opening round: read, ask the pure flow, execute.
+
+While :func:`roundtabled.opening_flow.running` holds, the worker hands each pass to
+:meth:`OpeningRunner.step`: it reads the roundtable's session (status; its messages once every
+seat is settled), its children (to adopt a seat's session created before a crash) and each seat's
+session (status and messages from the seat's prompt on), asks :func:`roundtabled.opening_flow.
+decide` and executes the commands in order. Events of the seats' sessions wake the roundtable
+(:meth:`OpeningRunner.owner`, used by the engine's event routing). Crash points of the fault
+suite sit after each effect (:mod:`roundtabled.faults`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from roundtabled import events as ev
+from roundtabled import faults, ids, machine, opening_flow, wire
+from roundtabled.commands import Observation
+from roundtabled.errors import NotFound, TransportError
+from roundtabled.opening import (
+    AbortSeat,
+    CreateSeatSession,
+    OpeningCommand,
+    OpeningObservation,
+    PersistRound,
+    PromptSeat,
+    RecordOpening,
+    SeatSettled,
+    SeatView,
+)
+from roundtabled.shell import Shell
+from roundtabled.state import sign_marker
+from roundtabled.table import Table
+
+if TYPE_CHECKING:
+    from roundtabled.worker import Worker
+
+
+class OpeningRunner:
+    """Runs the opening rounds of one daemon's roundtables.
+
+    Args:
+        shell: the shared effects (client, signer, clock, store).
+        worker: executes the machine's decision that follows a finished round.
+    """
+
+    def __init__(self, shell: Shell, worker: Worker) -> None:
+        self.shell = shell
+        self.worker = worker
+        self.errors: dict[str, tuple[int, str]] = {}
+        """The first ``session.error`` of each seat's session (epoch ms, the server's text)."""
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def owner(self, tables: dict[str, Table], parent: str | None, sid: str) -> Table | None:
+        """The roundtable whose opening round runs in session ``sid`` (``parent``: the session's
+        known parent, from the engine's descendants), or ``None``."""
+        candidates: Iterable[Table] = (
+            [tables[parent]] if parent is not None and parent in tables else tables.values()
+        )
+        for table in candidates:
+            rnd = table.state.openings
+            if rnd is not None and not rnd.done and any(s.session_id == sid for s in rnd.seats):
+                return table
+        return None
+
+    def on_event(self, table: Table, event: ev.Event) -> None:
+        """An event of one of ``table``'s seat sessions: note an error, wake on what may settle
+        a seat."""
+        etype = event.type
+        sid = event.session_id or ""
+        if etype == ev.SESSION_ERROR:
+            self.errors.setdefault(
+                sid, (self.shell.clock(), wire.session_error_text(event.properties))
+            )
+            table.poke()
+        elif (
+            etype in (ev.SESSION_IDLE, ev.SESSION_DELETED)
+            or (etype == ev.SESSION_STATUS and event.status_type == "idle")
+            or (
+                etype == ev.MESSAGE_UPDATED
+                and wire.completed_assistant(event.properties.get("info"))
+            )
+        ):
+            table.poke()
+
+    # -- passes ---------------------------------------------------------------------------------
+
+    async def observe(self, table: Table) -> OpeningObservation:
+        """Read the roundtable's session, its children and each seat's session."""
+        shell = self.shell
+        state = table.state
+        s2 = state.session_id
+        rnd = state.openings
+        statuses = await shell.client.statuses(state.directory)
+        kids: tuple[tuple[str, int], ...] = ()
+        if rnd is None or any(s.session_id is None for s in rnd.seats):
+            children = sorted(
+                await shell.client.children(s2),
+                key=lambda c: int((c.get("time") or {}).get("created") or 0),
+            )
+            kids = tuple(
+                (str(c["id"]), seat)
+                for c in children
+                if (seat := wire.opening_seat(c, s2)) is not None
+            )
+        seats: dict[str, SeatView] = {}
+        for s in rnd.seats if rnd is not None else ():
+            if s.session_id is None or s.entry is not None:
+                continue
+            msgs, found = await shell.store.read_from(s.session_id, s.message_id)
+            error = self.errors.get(s.session_id)
+            if error is not None and error[0] < (s.prompted_at or 0):
+                error = None
+            seats[s.session_id] = SeatView(
+                status=wire.session_status(statuses, s.session_id),
+                messages=wire.message_views(msgs, s.session_id, shell.signer),
+                found=found,
+                accepted=s.message_id in table.accepted,
+                error=error,
+            )
+        messages: tuple[wire.MessageView, ...] = ()
+        if rnd is not None and rnd.settled:
+            messages = wire.message_views(await shell.store.read_all(s2), s2, shell.signer)
+        return OpeningObservation(
+            now=shell.clock(),
+            status=wire.session_status(statuses, s2),
+            messages=messages,
+            children=kids,
+            seats=seats,
+        )
+
+    async def step(self, table: Table) -> None:
+        """One pass of the opening round of ``table``."""
+        shell = self.shell
+        if table.deleted_hint:
+            deleted, parent_deleted = await self.worker.check_deleted(table.state)
+            table.deleted_hint = deleted
+            if deleted:
+                await self.abort_all(table)
+                gone = Observation(
+                    now=shell.clock(),
+                    status="unknown",
+                    deleted=True,
+                    parent_deleted=parent_deleted,
+                    new_id=ids.message_id(),
+                )
+                await self.worker.execute(table, machine.decide(table.state, gone))
+                return
+        cancel, table.cancel = table.cancel, None
+        obs = await self.observe(table)
+        n = 2 * len(table.state.agents) + 1
+        d = opening_flow.decide(
+            table.state,
+            obs,
+            ids=[ids.message_id() for _ in range(n)],
+            new_id=ids.message_id(),
+            cancel=cancel,
+        )
+        table.state = d.state
+        table.deadline_ms = d.wake_at
+        for cmd in d.commands:
+            await self.execute(table, cmd)
+        if d.after is not None:
+            await self.worker.execute(table, d.after)
+
+    async def execute(
+        self,
+        table: Table,
+        cmd: OpeningCommand,
+    ) -> None:
+        """Execute one command of the opening round."""
+        shell = self.shell
+        state = table.state
+        s2 = state.session_id
+        if isinstance(cmd, PersistRound):
+            await shell.store.persist(state)
+            table.unpersisted = False
+        elif isinstance(cmd, CreateSeatSession):
+            try:
+                await shell.client.create_session(
+                    directory=state.directory, parent_id=s2, title=cmd.title, metadata=cmd.metadata
+                )
+            except TransportError as exc:  # the next read adopts it if it exists after all
+                table.log.warning("opening: creating %s's session failed: %s", cmd.title, exc)
+            faults.checkpoint("opening-session-created")
+            table.poke()
+        elif isinstance(cmd, PromptSeat):
+            label = f"── {cmd.agent} · round 1 (independent opening) ──"
+            body = wire.prompt_body(
+                cmd.message_id,
+                cmd.agent,
+                [
+                    wire.text_part(cmd.text),
+                    wire.label_part(label, sign_marker(cmd.marker, cmd.session_id, shell.signer)),
+                ],
+                state.models.get(cmd.agent),
+            )
+            try:
+                await shell.client.prompt_async(cmd.session_id, body)
+            except (NotFound, TransportError) as exc:
+                table.log.warning("opening: prompt for %s failed: %s", cmd.agent, exc)
+                return
+            table.accepted.add(cmd.message_id)
+            faults.checkpoint("opening-prompted")
+            table.publish({"type": "prompt", "agent": cmd.agent, "round": 1, "kind": "turn"})
+        elif isinstance(cmd, AbortSeat):
+            with contextlib.suppress(TransportError):
+                await shell.client.abort(cmd.session_id)
+        elif isinstance(cmd, SeatSettled):
+            table.record_turn(cmd.entry)
+            faults.checkpoint("opening-answered")
+        elif isinstance(cmd, RecordOpening):
+            label = "── opening record ──"
+            parts = [
+                wire.text_part(cmd.text),
+                wire.label_part(label, sign_marker(cmd.marker, s2, shell.signer)),
+            ]
+            await shell.store.post_once(s2, cmd.message_id, parts)
+            faults.checkpoint("opening-recorded")
+
+    async def abort_all(self, table: Table) -> None:
+        """Abort every seat session still running (the roundtable is gone)."""
+        rnd = table.state.openings
+        for s in rnd.seats if rnd is not None else ():
+            if s.session_id is not None and s.entry is None:
+                with contextlib.suppress(TransportError):
+                    await self.shell.client.abort(s.session_id)
