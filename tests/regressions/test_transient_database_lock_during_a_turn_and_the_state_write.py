@@ -60,11 +60,7 @@ async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> Non
 
     async def update_part(session_id: str, message_id: str, part: dict[str, Any]) -> Any:
         # The third hold starts with the first state-block PATCH after the second hold ended.
-        if (
-            len(lock.held) == 2
-            and len(locked_writes) == 1
-            and is_state_part(part)
-        ):
+        if len(lock.held) == 2 and len(locked_writes) == 1 and is_state_part(part):
             locked_writes.append("state block patched")
             await lock.hold(LOCK_S)
         return await original_patch(session_id, message_id, part)
