@@ -19,6 +19,9 @@ The *agent* of a turn is recognised from the system text: OpenCode puts the agen
 matching prefix wins). Title and compaction requests get the pseudo-agents ``"title"`` and
 ``"compaction"``.
 
+The actions (``Text``, ``ToolCalls``, ``HttpError``, ``Hang``, ``Stall``) are defined in
+:mod:`roundtabled.testing.scripted_actions` and re-exported here.
+
 Routing: :meth:`ScriptedLLM.script` appends actions to a FIFO queue keyed by ``(session, agent)``,
 either part may be ``None`` (wildcard). A turn / tool-followup request pops from the first
 non-empty queue of ``(sid, agent)``, ``(None, agent)``, ``(sid, None)``, ``(None, None)``, where
