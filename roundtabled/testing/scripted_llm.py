@@ -19,19 +19,17 @@ The *agent* of a turn is recognised from the system text: OpenCode puts the agen
 matching prefix wins). Title and compaction requests get the pseudo-agents ``"title"`` and
 ``"compaction"``.
 
-The actions (``Text``, ``ToolCalls``, ``HttpError``, ``Hang``, ``Stall``) are defined in
-:mod:`roundtabled.testing.scripted_actions` and re-exported here.
-
-Routing: :meth:`ScriptedLLM.script` appends actions to a FIFO queue keyed by ``(session, agent)``,
-either part may be ``None`` (wildcard). A turn / tool-followup request pops from the first
-non-empty queue of ``(sid, agent)``, ``(None, agent)``, ``(sid, None)``, ``(None, None)``, where
-``sid`` is the ``x-session-id`` header OpenCode sends. Title / compaction requests only look at
-``(sid, "title")``, ``(None, "title")`` (resp. ``"compaction"``) so they never eat a seat's
-script. With nothing scripted the reply is a default: a deterministic but textually diverse text of
-40–80 pseudo-random words (seeded by agent, session and per-(agent, session) request count) for
-turns and follow-ups, a fixed short title or summary for title / compaction requests. Default
-replies are intentionally dissimilar to each other (character-bigram Jaccard well below 0.85) so
-the daemon's loop detection never fires on them.
+Actions: :mod:`roundtabled.testing.scripted_actions` (re-exported). Routing:
+:meth:`ScriptedLLM.script` appends actions to a FIFO queue keyed by ``(session, agent)``, either
+part may be ``None`` (wildcard). A turn / tool-followup request pops from the first non-empty queue
+of ``(sid, agent)``, ``(None, agent)``, ``(sid, None)``, ``(None, None)``, where ``sid`` is the
+``x-session-id`` header OpenCode sends. Title / compaction requests only look at ``(sid,
+"title")``, ``(None, "title")`` (resp. ``"compaction"``) so they never eat a seat's script. With
+nothing scripted the reply is a default: a deterministic but textually diverse text of 40–80
+pseudo-random words (seeded by agent, session and per-(agent, session) request count) for turns and
+follow-ups, a fixed short title or summary for title / compaction requests. Default replies are
+intentionally dissimilar to each other (character-bigram Jaccard well below 0.85) so the daemon's
+loop detection never fires on them.
 
 Invariants:
 
