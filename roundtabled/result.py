@@ -235,13 +235,17 @@ def payload(state: RoundtableState, deliver: str) -> dict[str, Any]:
     """The finished result as the control API hands it out (docs/control-api.md): ``result`` =
     the contract, ``output`` = its JSON text (what the tool returns), ``text`` = what S1 gets
     by noReply (for a closed S2, ``deliver == "interruption"``: the interruption text with the
-    honesty header after its first line), ``summary`` = the observer's own text (older callers).
+    honesty header after its first line, also the contract's summary), ``summary`` = the
+    observer's own text (older callers).
     """
     result = capped(build_result(state))
     if deliver == "interruption":
+        # The exact interruption header first, then the honesty header, then the partial
+        # history: the tool's summary and S1's text alike.
         head, _, rest = interruption_text(state).partition("\n")
         header = honesty_header(result.status)
         text = f"{head}\n{header}\n\n{rest}" if header else f"{head}\n{rest}"
+        result = capped(result.model_copy(update={"summary": text}))
     else:
         text = delivery_text(state, result)
     return {

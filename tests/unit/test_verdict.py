@@ -572,3 +572,24 @@ def test_usage_totals() -> None:
 def test_rounds_completed_counts_only_full_rounds() -> None:
     assert rounds_completed(state(healthy()[:4])) == 1
     assert rounds_completed(state(healthy())) == 2
+
+
+def test_payload_of_a_closed_session_keeps_the_exact_interruption_header_first() -> None:
+    from roundtabled.prompts import INTERRUPTION_HEADER
+    from roundtabled.result import payload
+
+    st_ = state(
+        [turn("pm", 1, pos("keep", 7))],
+        end_reason=EndReason.SESSION_DELETED,
+        phase=Phase.ABORTED,
+        summary=None,
+    )
+    data = payload(st_, "interruption")
+    contract = json.loads(data["output"])
+    for text in (data["text"], contract["summary"]):
+        lines = text.splitlines()
+        assert lines[0] == INTERRUPTION_HEADER and lines[1] == HEADER_TITLE
+        assert "the roundtable session was closed in round 1 of 2" in text
+        assert "keep" in text
+    assert contract["status"]["endReason"] == "session-deleted"
+    assert data["result"] == contract
