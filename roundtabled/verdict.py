@@ -319,7 +319,7 @@ def _seat_notes(state: RoundtableState) -> list[str]:
         turns = [e for e in state.history if e.kind == "turn" and e.agent == agent]
         if not turns:
             if not state.active:
-                out.append(f"{agent} never got a turn (the debate stopped before it)")
+                out.append(f"{agent} never finished a turn (the debate stopped first)")
             continue
         by: dict[TurnKind, list[HistoryEntry]] = {}
         for e in turns:

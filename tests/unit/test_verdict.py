@@ -314,7 +314,7 @@ def test_cancel_and_skipped_turns() -> None:
         "the roundtable was cancelled in round 1 of 2 (after pm's turn) (the user pressed stop)"
         in (r.status.notes)
     )
-    assert "dev never got a turn (the debate stopped before it)" in r.status.notes
+    assert "dev never finished a turn (the debate stopped first)" in r.status.notes
     assert [s.skipped for s in r.status.seats] == [1, 2, 2]
     assert r.status.observer == "cancelled"
     assert "Digest (not a consolidation)" in r.summary
