@@ -30,6 +30,15 @@ CASES: list[tuple[list[str], str]] = [
     ([" pm", "dev"], "' pm'"),
     (["pm", "dev", "pm"], "'pm'"),
 ]
+#: The same inputs as typed on the command line. The CLI trims each name of ``--agents`` (a
+#: whitespace-padded ``--agents "pm, dev"`` is the seats pm and dev), so there the padded case is a
+#: padded duplicate, refused under its trimmed name.
+CLI_CASES: list[tuple[list[str], str]] = [
+    (["pm", "pm"], "'pm'"),
+    (["pm", "PM", "dev"], "'PM'"),
+    (["pm", " pm"], "'pm'"),
+    (["pm", "dev", "pm"], "'pm'"),
+]
 AVAILABLE = [{"name": n} for n in ("build", "dev", "plan", "pm", "rv")] + [
     {"name": "roundtable-observer", "hidden": True}
 ]
@@ -91,7 +100,7 @@ async def test_control_api_refuses_and_creates_no_session(rt: RT) -> None:
 async def test_cli_refuses_with_one_error_and_exit_2(rt: RT) -> None:
     """``roundtabled start --agents pm,PM,dev`` etc. through the real entry point."""
     before = await _sessions(rt)
-    for agents, needle in CASES:
+    for agents, needle in CLI_CASES:
         run = await cli(rt, "start", "--agents", ",".join(agents), "topic")
         assert run.code == 2, (agents, run)
         assert "Traceback" not in run.err
