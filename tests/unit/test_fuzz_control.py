@@ -69,9 +69,6 @@ class StubEngine:
     def status(self, s2: str) -> dict[str, Any] | None:
         return {"phase": "active"} if s2 == KNOWN else None
 
-    def note_tool_poll(self, s2: str) -> None:
-        return None
-
     async def wait_result(self, s2: str, timeout: float) -> dict[str, Any] | None:
         if s2 != KNOWN:
             raise ValidationFailed("sessionID", f"no roundtable {s2!r}")
