@@ -11,15 +11,12 @@ nothing is written. Contract: docs/control-api.md.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from roundtabled.errors import TransportError, ValidationFailed
+from roundtabled.recovery import known_directories
 from roundtabled.state import META_KEY
 
 if TYPE_CHECKING:
@@ -66,26 +63,22 @@ def parse_query(query: Mapping[str, str]) -> tuple[bool, int]:
     return raw_all in _TRUE, limit
 
 
-def known_directories(engine: Engine) -> list[str | None]:
+def directories_to_list(engine: Engine) -> list[str | None]:
     """Where to look: the server's own directory (``None``), the configured directories, those
-    of the roundtables in memory and those the daemon recorded on earlier starts (its
-    ``directories.json`` in the state directory)."""
+    of the roundtables in memory and those the daemon recorded on earlier starts
+    (:func:`roundtabled.recovery.known_directories`)."""
     found: set[str] = set(engine.settings.directories)
     for table in [*engine.tables.values(), *engine.recent.values()]:
         if table.state.directory:
             found.add(table.state.directory)
-    state_dir: Path | None = engine.settings.state_dir
-    if state_dir is not None:
-        with contextlib.suppress(OSError, ValueError):
-            data = orjson.loads((state_dir / "directories.json").read_bytes())
-            found |= {d for d in data if isinstance(d, str)} if isinstance(data, list) else set()
+    found |= known_directories(engine.settings.state_dir)
     return [None, *sorted(found)]
 
 
 async def _indexed_sessions(engine: Engine) -> list[dict[str, Any]]:
     """Every session holding the daemon's index, each once, newest update first."""
     seen: dict[str, dict[str, Any]] = {}
-    for directory in known_directories(engine):
+    for directory in directories_to_list(engine):
         try:
             sessions = await engine.client.list_sessions(directory)
         except TransportError as exc:
