@@ -55,7 +55,6 @@ from roundtabled.state import (
 from roundtabled.wire import UserView
 
 __all__ = [
-    "DIGEST_MAX_BYTES",
     "DIVERSITY_PROMPT_SIMILARITY",
     "MIN_SPEAKERS",
     "RESERVE_SECONDS_FACTOR",
@@ -66,13 +65,11 @@ __all__ = [
     "Stop",
     "budget_check",
     "check_convergence",
-    "digest",
     "diversity_warning",
     "next_call",
     "observer_reserve",
     "position_of",
     "project_turn",
-    "rounds_to_hide",
     "spent",
     "stop_after_seat_turn",
 ]
@@ -85,9 +82,6 @@ prompts count as near-identical for the diversity warning."""
 RESERVE_SECONDS_FACTOR = 2.0
 """The observer's time reserve in mean seat turns (it reads the whole debate and writes the
 longest reply)."""
-DIGEST_MAX_BYTES = 900
-"""Bytes (UTF-8) of the recent-context digest at most; older label runs are dropped first."""
-
 
 # ── the ledger ─────────────────────────────────────────────────────────────────────────────────
 
@@ -99,11 +93,12 @@ def position_of(entry: HistoryEntry) -> Position | None:
     return parse_position(entry.response) if entry.response else None
 
 
-def _spoke(entry: HistoryEntry) -> bool:
+def spoke(entry: HistoryEntry) -> bool:
+    """True for a seat turn that stored a reply without an error (the seat spoke)."""
     return entry.kind == "turn" and not entry.has_error
 
 
-def _round_turns(history: Iterable[HistoryEntry], round_number: int) -> dict[str, HistoryEntry]:
+def round_turns(history: Iterable[HistoryEntry], round_number: int) -> dict[str, HistoryEntry]:
     """Seat turns of a 1-based round by agent (the last one when a seat appears twice)."""
     return {e.agent: e for e in history if e.kind == "turn" and e.round == round_number}
 
@@ -149,8 +144,8 @@ def check_convergence(
     Returns:
         A :class:`Convergence`; see the module docstring for the rules.
     """
-    now = _round_turns(history, round_number)
-    speaking = {a: e for a, e in now.items() if _spoke(e)}
+    now = round_turns(history, round_number)
+    speaking = {a: e for a, e in now.items() if spoke(e)}
     labels = {a: (p.label if (p := position_of(e)) is not None else None) for a, e in now.items()}
     labels = {a: labels[a] for a in speaking}
 
@@ -179,11 +174,11 @@ def check_convergence(
                 f"every seat opened independently with the same position ({label!r})",
             )
         return no("the independent openings differ")
-    before = _round_turns(history, round_number - 1)
+    before = round_turns(history, round_number - 1)
     previous: dict[str, str | None] = {}
     for agent in speaking:
         e = before.get(agent)
-        p = position_of(e) if e is not None and _spoke(e) else None
+        p = position_of(e) if e is not None and spoke(e) else None
         previous[agent] = p.key if p is not None else None
     changed = tuple(a for a in speaking if previous[a] is not None and previous[a] != keys[a])
     if changed:
@@ -497,79 +492,6 @@ def next_call(state: RoundtableState, call: Call | None, now: int) -> tuple[int,
     if call.permission_policy:
         update["permission_policy"] = call.permission_policy
     return start, state.options.model_copy(update=update)
-
-
-# ── recent context ─────────────────────────────────────────────────────────────────────────────
-
-
-def rounds_to_hide(round_index: int) -> range:
-    """1-based rounds whose replies are hidden when 0-indexed round ``round_index`` starts.
-
-    Seats keep the opening round (1) and the last complete round (``round_index``, 1-based) in
-    full; the rounds between are hidden, in whole rounds, so the visible conversation changes
-    once per round, never per turn (a stable prefix for the server's prompt cache). Empty
-    before round 4 (0-indexed 3).
-    """
-    return range(2, max(2, round_index))
-
-
-def _run_text(rounds: list[int], label: str, confidence: float | None) -> str:
-    span = f"r{rounds[0]}" if len(rounds) == 1 else f"r{rounds[0]}–{rounds[-1]}"
-    conf = f" ({round(confidence * 10):g}/10)" if confidence is not None else ""
-    return f"{span} “{label}”{conf}"
-
-
-def digest(history: Sequence[HistoryEntry], rounds: Iterable[int], agents: Sequence[str]) -> str:
-    """A rolling digest of the hidden ``rounds`` built from the position ledger (no model call).
-
-    Args:
-        history: the roundtable's history.
-        rounds: the 1-based rounds to summarise (:func:`rounds_to_hide`).
-        agents: the seats in speaking order.
-
-    Returns:
-        ``""`` when ``rounds`` is empty; else a header line and one line per seat with its label
-        runs (``pm: r2–3 “modular monolith” (7/10) → r4 “split now”``; a turn without a label
-        reads ``no position``, a failed one ``no reply``), within :data:`DIGEST_MAX_BYTES`
-        bytes (older runs are dropped first, marked ``…``).
-    """
-    wanted = sorted(set(rounds))
-    if not wanted:
-        return ""
-    span = f"{wanted[0]}" if len(wanted) == 1 else f"{wanted[0]}–{wanted[-1]}"
-    header = (
-        f"[Digest of round(s) {span}: those replies are hidden to keep the context short; "
-        "the opening round and the last round are in full above]"
-    )
-    lines = [header]
-    share = max(40, (DIGEST_MAX_BYTES - len(header.encode())) // max(1, len(agents)) - 1)
-    for agent in agents:
-        runs: list[tuple[list[int], str, float | None]] = []
-        for rnd in wanted:
-            e = _round_turns(history, rnd).get(agent)
-            if e is None:
-                continue
-            if not _spoke(e):
-                label, conf = "no reply", None
-            else:
-                p = position_of(e)
-                label, conf = (p.label, p.confidence) if p is not None else ("no position", None)
-            if runs and normalise_label(runs[-1][1]) == normalise_label(label):
-                runs[-1][0].append(rnd)
-                runs[-1] = (runs[-1][0], runs[-1][1], conf)
-            else:
-                runs.append(([rnd], label, conf))
-        if not runs:
-            continue
-        texts = [_run_text(r, lbl, c) for r, lbl, c in runs]
-        line = f"- {agent}: " + " → ".join(texts)
-        while len(line.encode()) > share and len(texts) > 1:
-            texts.pop(0)
-            line = f"- {agent}: … → " + " → ".join(texts)
-        if len(line.encode()) > share:
-            line = line.encode()[: share - 3].decode(errors="ignore") + "…"
-        lines.append(line)
-    return "\n".join(lines)
 
 
 # ── diversity ──────────────────────────────────────────────────────────────────────────────────
