@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from roundtabled.deliberation import round_turns, spoke, position_of
+from roundtabled.deliberation import position_of, round_turns, spoke
 from roundtabled.positions import normalise_label
 from roundtabled.state import HistoryEntry
 
