@@ -226,6 +226,15 @@ async def _run(*cmd: str, cwd: Path, env: dict[str, str] | None = None) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {out.decode()}")
 
 
+def _signal_group(proc: asyncio.subprocess.Process | None, sig: int) -> None:
+    """Send ``sig`` to the process group of ``proc`` (the server and the children it spawned),
+    if it still runs."""
+    if proc is None or proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
 class OpenCodeServer:
     """A private ``opencode serve`` process.
 
@@ -464,13 +473,6 @@ class OpenCodeServer:
             + self.log_tail()
         )
 
-    async def _signal(self, sig: int) -> None:
-        proc = self._proc
-        if proc is None or proc.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-
     async def _reap(self) -> None:
         proc = self._proc
         if proc is not None:
@@ -488,16 +490,16 @@ class OpenCodeServer:
         proc = self._proc
         if proc is None:
             return
-        await self._signal(signal.SIGTERM)
+        _signal_group(self._proc, signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), grace)
         except TimeoutError:
-            await self._signal(signal.SIGKILL)
+            _signal_group(self._proc, signal.SIGKILL)
         await self._reap()
 
     async def kill(self) -> None:
         """SIGKILL the server's process group at once (simulates a crash)."""
-        await self._signal(signal.SIGKILL)
+        _signal_group(self._proc, signal.SIGKILL)
         await self._reap()
 
     async def restart(self, *, hard: bool = False, startup_timeout: float = 30.0) -> None:
@@ -509,15 +511,11 @@ class OpenCodeServer:
         except RuntimeError:
             await self._spawn(free_port(), startup_timeout)
 
-    def config_dirs(self) -> list[Path]:
-        """Directories the server would ``npm install`` into: the global config dir and the
-        ``.opencode`` of every project created under ``root``."""
-        return [self.global_config_dir, *sorted(self.root.glob("*/.opencode"))]
-
     def npm_install_ran(self) -> bool:
-        """True if the server reinstalled dependencies in any pre-filled config directory
-        (detected by the :data:`PREFILL_MARKER` missing from its ``package-lock.json``)."""
-        for d in self.config_dirs():
+        """True if the server reinstalled dependencies in any pre-filled config directory: the
+        global config dir or the ``.opencode`` of a project created under ``root`` (detected by
+        the :data:`PREFILL_MARKER` missing from its ``package-lock.json``)."""
+        for d in [self.global_config_dir, *sorted(self.root.glob("*/.opencode"))]:
             try:
                 lock = json.loads((d / "package-lock.json").read_text())
             except (FileNotFoundError, ValueError):
