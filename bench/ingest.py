@@ -19,6 +19,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,29 @@ def fixture_info(data: bytes) -> tuple[int, list[str]]:
     return len(payloads), sessions
 
 
-async def run(fixture: Path, *, events: int, sample_every: int = 100_000) -> dict[str, Any]:
+async def wait_listening(port: int, timeout: float = 20.0) -> None:
+    """Return once ``127.0.0.1:port`` accepts a connection (or ``timeout`` seconds passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            _, w = await asyncio.open_connection("127.0.0.1", port)
+            w.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+
+
+async def run(
+    fixture: Path,
+    *,
+    events: int,
+    sample_every: int = 100_000,
+    reader: Callable[[str, Callable[[Any], None], asyncio.Event], Coroutine[Any, Any, None]]
+    | None = None,
+) -> dict[str, Any]:
+    """Replay ``fixture`` ``events`` times over; ``reader`` (default: :class:`EventStream`)
+    connects to the base URL, calls the callback per parsed event and sets the event at the end
+    of the stream (``bench/transport.py`` passes aiohttp-sse-client here)."""
     data = fixture.read_bytes()
     per_loop, sessions = fixture_info(data)
     repeat = events // per_loop + 1
@@ -104,19 +127,14 @@ async def run(fixture: Path, *, events: int, sample_every: int = 100_000) -> dic
         heartbeat_timeout=60,
     )
     try:
-        # wait for the server to listen
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                _, w = await asyncio.open_connection("127.0.0.1", port)
-                w.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
+        await wait_listening(port)
         rss0 = rss_mb()
         t0 = time.perf_counter()
         c0 = time.process_time()
-        task = asyncio.create_task(stream.run())
+        if reader is None:
+            task = asyncio.create_task(stream.run())
+        else:
+            task = asyncio.create_task(reader(f"http://127.0.0.1:{port}", on_event, done))
         await asyncio.wait_for(done.wait(), 600)
         elapsed = time.perf_counter() - t0
         cpu = time.process_time() - c0
@@ -128,7 +146,7 @@ async def run(fixture: Path, *, events: int, sample_every: int = 100_000) -> dic
         server.terminate()
         await server.wait()
         await client.close()
-    n = stream.events
+    n = stream.events if reader is None else count
     rate = n / elapsed
     warm = [m for k, m in samples if k >= 2 * sample_every] or [m for _, m in samples]
     peak = max([rss0, *(m for _, m in samples)])
@@ -140,7 +158,7 @@ async def run(fixture: Path, *, events: int, sample_every: int = 100_000) -> dic
         "roundtables_in_fixture": len(sessions),
         "events": n,
         "expected_events": target + 1,
-        "bytes": stream.bytes,
+        "bytes": stream.bytes if reader is None else None,
         "replay_s": rnd(elapsed, 2),
         "events_per_s": round(rate),
         "client_cpu_s": rnd(cpu, 2),

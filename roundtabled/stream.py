@@ -25,18 +25,12 @@ Invariants and the server behaviour they come from:
   into Basic auth and stripped from the logged URL.
 
 Why a hand-written SSE decoder (:class:`SSEDecoder`) over ``response.content.readany()`` instead
-of aiohttp-sse-client: (1) liveness — aiohttp-sse-client iterates lines with
-``StreamReader.readline()``, which only returns once a whole line has arrived, so the reader cannot
-see a slowly arriving 8 MB line make progress and would declare it dead; (2) line size —
-``readline()`` raises ``LineTooLong`` above the reader's high-water mark (2 × ``read_bufsize``,
-128 KiB by default), so 8–16 MB events need a huge ``read_bufsize`` for every connection, and its
-``chunk += data`` accumulation copies the line once per network chunk (quadratic); (3) its own
-reconnect loop (fixed doubling, no jitter, no cap) would fight ours. Measured on this machine
-(2 cores, Python 3.11, loopback, fake server of ``tests/fakes/sse_server.py``, 200k frames of
-150–200 bytes): this decoder + :func:`~roundtabled.events.parse_event` + dispatch ~430k
-events/s live, ~510k/s through :meth:`EventStream.feed_bytes` offline; aiohttp-sse-client +
-``parse_event`` ~170k/s. An 8 MB line: LineTooLong through aiohttp-sse-client with the default
-``read_bufsize`` (fails above 128 KiB), fine with ``read_bufsize=2**24``; fine here by design.
+of aiohttp-sse-client: its reader takes whole lines (``StreamReader.readline()``), so a slowly
+arriving 8 MB line shows no progress and liveness could not be measured in bytes (only through the
+library's private response object); it decodes and copies every line before ``parse_event`` can
+peek; its own reconnect loop (fixed doubling, no jitter, no cap) would fight ours; and it costs
+more CPU per event. Measurements and the command: ``docs/design.md``, "The transport", and
+``bench/README.md`` (``python -m bench.transport``).
 """
 
 from __future__ import annotations
