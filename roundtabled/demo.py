@@ -27,11 +27,13 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roundtabled import install
-from roundtabled.testing.opencode_server import OpenCodeServer, free_port, offline_config
-from roundtabled.testing.scripted_llm import HttpError, ScriptedLLM, Text
+
+if TYPE_CHECKING:  # the test harness is imported only when the demo runs (see _offline_model)
+    from roundtabled.testing.opencode_server import OpenCodeServer
+    from roundtabled.testing.scripted_llm import ScriptedLLM
 
 TOPIC = (
     "Our payments service is a 6-year-old Django monolith. Should we split it into "
@@ -154,6 +156,42 @@ def _run(args: list[str], env: dict[str, str], *, check: bool = True) -> int:
     return proc.returncode
 
 
+async def _offline_model(
+    args: argparse.Namespace, agents_cfg: dict[str, Any]
+) -> tuple[ScriptedLLM, dict[str, Any]]:
+    """Start the offline scripted model with the demo's replies; returns it and the OpenCode
+    config pointing at it. Imports the test harness here, so ``roundtabled.demo`` alone does not."""
+    from roundtabled.testing.opencode_server import offline_config
+    from roundtabled.testing.scripted_llm import HttpError, ScriptedLLM, Text
+
+    llm = ScriptedLLM()
+    await llm.start()
+    config = offline_config(llm.base_url)
+    for name in ("pm", "dev", "rv"):
+        if name in agents_cfg:
+            config["agent"][name] = {
+                **agents_cfg[name],
+                "prompt": config["agent"][name]["prompt"]
+                + "\n"
+                + str(agents_cfg[name].get("prompt", "")),
+            }
+        for i, text in enumerate(SCRIPT[name]):
+            if name == "dev" and args.degraded:
+                # The degraded demo: dev's provider fails on every turn.
+                llm.script(HttpError(status=400, message="dev's provider is down"), agent=name)
+                continue
+            changed = PM_CHANGED if not args.degraded else "Changed: rv's audit point.\n\n"
+            text = changed + text if (name, i) == ("pm", 1) else text
+            llm.script(Text(text=text, chunk_size=24, chunk_delay=0.01), agent=name)
+    summary = (
+        _with_verdict(DEGRADED_SUMMARY, DEGRADED_VERDICT)
+        if args.degraded
+        else _with_verdict(OBSERVER_SUMMARY, VERDICT)
+    )
+    llm.script(Text(text=summary, chunk_size=40), agent="roundtable-observer")
+    return llm, config
+
+
 @dataclass
 class DemoEnv:
     """A running demo set-up: the OpenCode server, the daemon and how to reach them."""
@@ -195,32 +233,10 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
             "demo: no ROUNDTABLED_DEMO_MODEL set -> using the OFFLINE scripted model "
             "(set ROUNDTABLED_DEMO_MODEL=provider/model to debate with a real one)"
         )
-        llm = ScriptedLLM()
-        await llm.start()
-        config = offline_config(llm.base_url)
-        for name in ("pm", "dev", "rv"):
-            if name in agents_cfg:
-                config["agent"][name] = {
-                    **agents_cfg[name],
-                    "prompt": config["agent"][name]["prompt"]
-                    + "\n"
-                    + str(agents_cfg[name].get("prompt", "")),
-                }
-            for i, text in enumerate(SCRIPT[name]):
-                if name == "dev" and args.degraded:
-                    # The degraded demo: dev's provider fails on every turn.
-                    llm.script(HttpError(status=400, message="dev's provider is down"), agent=name)
-                    continue
-                changed = PM_CHANGED if not args.degraded else "Changed: rv's audit point.\n\n"
-                text = changed + text if (name, i) == ("pm", 1) else text
-                llm.script(Text(text=text, chunk_size=24, chunk_delay=0.01), agent=name)
-        summary = (
-            _with_verdict(DEGRADED_SUMMARY, DEGRADED_VERDICT)
-            if args.degraded
-            else _with_verdict(OBSERVER_SUMMARY, VERDICT)
-        )
-        llm.script(Text(text=summary, chunk_size=40), agent="roundtable-observer")
+        llm, config = await _offline_model(args, agents_cfg)
         server_env = {}
+
+    from roundtabled.testing.opencode_server import OpenCodeServer, free_port
 
     port = free_port()
     rt_env = dict(os.environ)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TextIO
 
 from roundtabled import config as cfg
+from roundtabled.binary import find_opencode_binary
 
 __all__ = [
     "OPENCODE_UNIT",
@@ -198,10 +199,8 @@ def find_opencode() -> str | None:
     if found:
         return str(Path(found).absolute())
     try:
-        from roundtabled.testing.opencode_server import find_opencode_binary
-
         return str(find_opencode_binary().absolute())
-    except (FileNotFoundError, ImportError):
+    except FileNotFoundError:
         return None
 
 

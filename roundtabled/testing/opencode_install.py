@@ -2,9 +2,8 @@
 
 Used by :class:`roundtabled.testing.opencode_server.OpenCodeServer`:
 
-- :func:`find_opencode_binary` — ``$ROUNDTABLED_OPENCODE_BIN`` first (``scripts/test --opencode
-  VERSION`` points it at another release installed by ``scripts/opencode-release``), then the
-  repository's pinned ``node_modules/.bin/opencode``, then ``PATH``.
+- :func:`find_opencode_binary` — re-exported from :mod:`roundtabled.binary` (the lookup order
+  is there).
 - :func:`prefill_config_dir` — makes the server skip its ``npm install @opencode-ai/plugin``
   into a config directory, so nothing is downloaded. The server (``Npm.install`` in the 1.18.33
   bundle) skips the install when ``<dir>/node_modules`` exists *and* every dependency named in
@@ -16,12 +15,19 @@ Used by :class:`roundtabled.testing.opencode_server.OpenCodeServer`:
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
-#: The pinned OpenCode version (package.json at the repository root).
-OPENCODE_VERSION = "1.18.33"
+from roundtabled.binary import OPENCODE_VERSION, find_opencode_binary, search_roots
+
+__all__ = [
+    "OPENCODE_VERSION",
+    "PLUGIN_PACKAGE",
+    "PREFILL_MARKER",
+    "find_node_modules",
+    "find_opencode_binary",
+    "prefill_config_dir",
+]
+
 PLUGIN_PACKAGE = "@opencode-ai/plugin"
 #: Extra key in the pre-filled ``package-lock.json``; an npm install by the server rewrites the
 #: lock and drops it (the server's INFO log does not mention installs, so this is the evidence).
@@ -33,48 +39,14 @@ PREFILL_MARKER = "roundtabled-prefill"
 # ----------------------------------------------------------------------------------------------
 
 
-def _search_roots() -> list[Path]:
-    roots: list[Path] = []
-    for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
-        roots.extend([start, *start.parents])
-    return roots
-
-
 def find_node_modules() -> Path | None:
     """The repository's ``node_modules`` holding ``@opencode-ai/plugin`` (searched upward from
     this file, then from the cwd), or ``None``."""
-    for root in _search_roots():
+    for root in search_roots():
         candidate = root / "node_modules"
         if (candidate / PLUGIN_PACKAGE / "package.json").is_file():
             return candidate
     return None
-
-
-def find_opencode_binary() -> Path:
-    """Path of the ``opencode`` executable.
-
-    Order: ``$ROUNDTABLED_OPENCODE_BIN``; ``<dir>/node_modules/.bin/opencode`` for ``dir`` this
-    file's directory or the cwd or any of their parents; ``opencode`` on ``PATH``. Raises
-    :class:`FileNotFoundError` explaining how to install it otherwise.
-    """
-    env = os.environ.get("ROUNDTABLED_OPENCODE_BIN")
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            raise FileNotFoundError(f"ROUNDTABLED_OPENCODE_BIN={env} does not exist")
-        return path
-    for root in _search_roots():
-        candidate = root / "node_modules" / ".bin" / "opencode"
-        if candidate.exists():
-            return candidate
-    which = shutil.which("opencode")
-    if which:
-        return Path(which)
-    raise FileNotFoundError(
-        "opencode binary not found: run `scripts/setup` (or `npm install` / `npm ci` at the "
-        f"repository root, which installs the pinned opencode-ai@{OPENCODE_VERSION}), or set "
-        "ROUNDTABLED_OPENCODE_BIN"
-    )
 
 
 def _dependency_closure(node_modules: Path, name: str) -> list[str]:
