@@ -248,6 +248,14 @@ def parse_request(body: object) -> RoundtableRequest:
             "opening 'independent' is not available in this version (see docs/deliberation.md); "
             "use 'sequential' or omit it",
         )
+    if until == "converged" and session_id is None and body.get("rounds") == 1:
+        # The convergence rule compares a round with the one before it (docs/deliberation.md),
+        # so it cannot end a one-round roundtable early: such a call is a mistake.
+        raise ValidationFailed(
+            "rounds",
+            "until 'converged' needs rounds of at least 2 (convergence compares a round with "
+            "the one before it, so it never fires in round 1); got rounds 1",
+        )
     if context == "recent":
         raise ValidationFailed(
             "context",
@@ -348,7 +356,7 @@ def parse_budget(raw: object, field_name: str = "budget") -> Budget | None:
         if not ok:
             raise ValidationFailed(
                 field_name,
-                f"{field_name}.{key} must be a positive number ({units[key]}, at most "
+                f"{field_name}.{key} must be a positive number (finite, {units[key]}, at most "
                 f"{bounds[key]:g}), got {_short(value)}",
             )
         values[key] = int(value) if key == "tokens" else float(value)

@@ -9,9 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled import config as cfg
-from roundtabled.cli.client import EXIT_ERROR, EXIT_OK, CliError, ControlClient, control_url
+from roundtabled import validation
+from roundtabled.cli.client import (
+    EXIT_ERROR,
+    EXIT_OK,
+    CliError,
+    ControlClient,
+    control_url,
+    name_the_flag,
+)
 from roundtabled.cli.follow import exit_for, follow
 from roundtabled.cli.topic import read_topic
+from roundtabled.errors import ValidationFailed
 from roundtabled.verdict_render import print_verdict
 
 
@@ -42,6 +51,13 @@ def deliberation_body(args: argparse.Namespace) -> dict[str, Any]:
         if v is not None
     }
     if budget:
+        # JSON has no NaN or infinity (orjson would send null, which the daemon reads as
+        # "not set"), so the flags are checked here by the daemon's own rule.
+        try:
+            validation.parse_budget(budget)
+        except ValidationFailed as exc:
+            key = next((k for k in budget if f"budget.{k} " in str(exc)), "")
+            raise CliError(name_the_flag(str(exc), f"budget.{key}")) from None
         body["budget"] = budget
     if args.context:
         body["context"] = args.context
