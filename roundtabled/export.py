@@ -13,6 +13,7 @@ from roundtabled import history, prompts, wire
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.result import build_result
 from roundtabled.state import RoundtableState
+from roundtabled.verdict_render import consensus_text
 
 if TYPE_CHECKING:
     from roundtabled.engine import Engine
@@ -87,11 +88,8 @@ def _verdict_section(data: dict[str, Any]) -> list[str]:
     if not isinstance(verdict, dict):
         return []
     lines = ["## Verdict", ""]
-    if status.get("degraded"):
-        lines += ["> ⚠️ **Degraded result**", ">"]
-        lines += [f"> - {n}" for n in status.get("notes") or []]
-        lines.append("")
-    elif status.get("notes"):
+    # A degraded result's notes are at the top of the document (:func:`_degraded_block`).
+    if not status.get("degraded") and status.get("notes"):
         lines += [f"- _{n}_" for n in status["notes"]] + [""]
     lines += ["| agent | position | confidence | changed? |", "|---|---|---:|---|"]
     for p in verdict.get("positions") or []:
@@ -109,11 +107,7 @@ def _verdict_section(data: dict[str, Any]) -> list[str]:
             f"{'' if conf is None else f'{round(conf * 10)}/10'} | {_md_cell(changed or 'no')} |"
         )
     lines.append("")
-    cons = verdict.get("consensus")
-    tally = verdict.get("tallyConsensus")
-    line = f"**Consensus:** {cons}"
-    if tally and tally != cons:
-        line += f" (tally of stated positions: {tally})"
+    line = f"**Consensus:** {consensus_text(verdict)}"
     lines += [line, "", f"**Decision:** {verdict.get('decision') or '_none_'}", ""]
     for d in verdict.get("disagreements") or []:
         who = ", ".join(d.get("minority") or []) or "—"
@@ -121,6 +115,16 @@ def _verdict_section(data: dict[str, Any]) -> list[str]:
     if verdict.get("disagreements"):
         lines.append("")
     return lines
+
+
+def _degraded_block(data: dict[str, Any]) -> list[str]:
+    """The notes of a degraded result, shown right after the title and outcome so the document
+    never reads like a healthy debate first (docs/result.md); nothing for a healthy one."""
+    status = data.get("status") or {}
+    if not status.get("degraded"):
+        return []
+    notes = status.get("notes") or ["(no notes recorded)"]
+    return ["> ⚠️ **Degraded result**", ">", *[f"> - {n}" for n in notes], ""]
 
 
 def _fmt_tokens(n: int) -> str:
@@ -138,8 +142,10 @@ def to_markdown(data: dict[str, Any]) -> str:
         f"- **Observer:** {data['observer']}",
         f"- **Rounds:** {data['rounds']}",
         f"- **Outcome:** {data['phase']}"
-        + (f" ({data['endReason']})" if data.get("endReason") else ""),
+        + (f" ({data['endReason']})" if data.get("endReason") else "")
+        + (" — **degraded**" if (data.get("status") or {}).get("degraded") else ""),
         "",
+        *_degraded_block(data),
         "## Topic",
         "",
         data["topic"],

@@ -37,6 +37,60 @@ def _confidence(value: Any) -> str:
     return f"{round(float(value) * 10)}/10" if isinstance(value, int | float) else "—"
 
 
+TURN_KINDS = ("answered", "failed", "empty", "truncated", "timedOut", "cancelled")
+"""The kinds of a seat turn in the result contract's ``status.seats[]`` (docs/result.md)."""
+
+
+def degraded_line(result: dict[str, Any] | None, *, tty: bool | None = None) -> str:
+    """``DEGRADED: note; note …`` (in the warning colour on a terminal) for a degraded result
+    contract (docs/result.md), '' for a healthy one or none (a roundtable still running)."""
+    status = (result or {}).get("status") or {}
+    if not status.get("degraded"):
+        return ""
+    notes = "; ".join(str(n) for n in status.get("notes") or []) or "see the notes below"
+    return _styled(f"  DEGRADED: {notes}", _use_colour(tty))
+
+
+def turns_text(turns: object, result: dict[str, Any] | None) -> str:
+    """The seat turns count with what they were: ``6 (4 answered, 2 failed)``; only the kinds
+    that occurred, from the result contract's ``status.seats[]`` (docs/result.md); the bare
+    count while there is no result."""
+    seats = ((result or {}).get("status") or {}).get("seats") or []
+    counts = {k: sum(int(s.get(k) or 0) for s in seats) for k in TURN_KINDS}
+    parts = [f"{n} {'timed out' if k == 'timedOut' else k}" for k, n in counts.items() if n]
+    if not parts:
+        return str(turns)
+    return f"{turns} ({', '.join(parts)})"
+
+
+TALLY_WORDS = {
+    "unanimous": "unanimous (every seat holds one label)",
+    "majority": "majority (one label held by more than half of the seats)",
+    "split": "split (no label held by more than half of the seats)",
+    "none": "split (no two agree)",
+    "unknown": "unknown (fewer than two seats stated a position)",
+}
+"""``tallyConsensus`` in words (docs/result.md, verdict): its ``none`` means every stated label
+differs, not that no position was stated."""
+
+
+def consensus_text(verdict: dict[str, Any]) -> str:
+    """The consensus in words, without the ``consensus:`` label: whose count it is (the observer
+    or the seats' stated positions) and, when the observer and the tally differ, both with the
+    disagreement spelled out (docs/result.md, verdict)."""
+    cons = str(verdict.get("consensus", "unknown"))
+    tally = verdict.get("tallyConsensus")
+    if verdict.get("source") == "ledger":
+        return f"{TALLY_WORDS.get(cons, cons)}, by the seats' own stated positions"
+    if not tally or tally == cons:
+        return cons
+    words = TALLY_WORDS.get(str(tally), str(tally))
+    ranks = {"unanimous": 3, "majority": 2, "split": 1, "none": 0}
+    if ranks.get(str(tally), 9) < ranks.get(cons, -1):
+        return f"{cons} per the observer — but the seats' stated positions disagree: {words}"
+    return f"{cons} per the observer — but by the seats' stated positions: {words}"
+
+
 def positions_table(verdict: dict[str, Any]) -> list[str]:
     """The positions table: one row per seat (``—`` for no stated position)."""
     rows = [("agent", "position", "confidence", "changed?")]
@@ -84,11 +138,7 @@ def render_verdict(result: dict[str, Any], *, tty: bool | None = None) -> str:
         lines.extend(f"  note: {n}" for n in status["notes"])
     lines.append("── verdict ──")
     lines.extend(positions_table(verdict))
-    consensus = verdict.get("consensus", "unknown")
-    tally = verdict.get("tallyConsensus")
-    line = f"consensus: {consensus}"
-    if tally and tally != consensus:
-        line += f" (tally of stated positions: {tally})"
+    line = f"consensus: {consensus_text(verdict)}"
     conf = verdict.get("confidence")
     if isinstance(conf, int | float):
         line += f" · confidence {conf:.2f}"

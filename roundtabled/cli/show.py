@@ -12,7 +12,7 @@ from roundtabled import config as cfg
 from roundtabled.cli.admin import existing_directory
 from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
 from roundtabled.cli.render import color, fmt_elapsed
-from roundtabled.verdict_render import print_verdict
+from roundtabled.verdict_render import degraded_line, print_verdict, turns_text
 
 
 async def cmd_agents(args: argparse.Namespace, settings: cfg.Settings) -> int:
@@ -95,28 +95,41 @@ async def cmd_status(args: argparse.Namespace, settings: cfg.Settings) -> int:
     if args.json:
         print(json.dumps(st, indent=2))
         return EXIT_OK
-    print(f"Roundtable {st['sessionID']} — {st['title']}")
-    print(f"  phase:    {st['phase']}" + (f" ({st['endReason']})" if st.get("endReason") else ""))
+    print("\n".join(status_lines(st)))
+    print_verdict(st)
+    return EXIT_OK
+
+
+def status_lines(st: dict[str, Any], *, tty: bool | None = None) -> list[str]:
+    """The head of ``roundtabled status``: ``st`` is the control API's status of one roundtable
+    (``result`` is the contract of a finished one, docs/result.md). A degraded result says so
+    right after the phase line, in the warning colour (``tty`` as in
+    :func:`roundtabled.verdict_render.render_verdict`), and the turns count says what they were."""
+    reason = f" ({st['endReason']})" if st.get("endReason") else ""
+    out = [f"Roundtable {st['sessionID']} — {st['title']}", f"  phase:    {st['phase']}{reason}"]
+    result = st.get("result") if isinstance(st.get("result"), dict) else None
+    if warning := degraded_line(result, tty=tty):
+        out.append(warning)
     stage = {"observer": " (observer)", "ended": " (ended)"}.get(str(st.get("stage")), "")
-    print(
+    out.append(
         f"  round:    {st['round']}/{st['totalRounds']}{stage}   current: {st.get('agent') or '-'}"
     )
-    print(f"  agents:   {' → '.join(st['agents'])}   observer: {st['observer']}")
-    print(f"  elapsed:  {fmt_elapsed(st.get('elapsed'))}   turns: {st.get('turns')}")
+    out.append(f"  agents:   {' → '.join(st['agents'])}   observer: {st['observer']}")
+    turns = turns_text(st.get("turns"), result)
+    out.append(f"  elapsed:  {fmt_elapsed(st.get('elapsed'))}   turns: {turns}")
     usage = st.get("usage") or {}
     rows = [(name, u) for name, u in (usage.get("perAgent") or {}).items()]
     rows += [(f"round {r}", u) for r, u in (usage.get("perRound") or {}).items()]
     if usage.get("total"):
         rows.append(("total", usage["total"]))
     for name, u in rows:
-        print(
+        out.append(
             f"  usage     {name:22} {u.get('input', 0):>8} in {u.get('output', 0):>7} out  "
             f"${float(u.get('cost', 0)):.4f}"
         )
     for err in st.get("errors") or []:
-        print(f"  error:    {err}")
-    print_verdict(st)
-    return EXIT_OK
+        out.append(f"  error:    {err}")
+    return out
 
 
 async def cmd_export(args: argparse.Namespace, settings: cfg.Settings) -> int:

@@ -189,8 +189,21 @@ def test_markdown_without_summary_says_so() -> None:
 def test_markdown_has_a_verdict_section_with_the_degraded_notes_and_positions() -> None:
     md = export.to_markdown(export.to_data(_state()))
     verdict = md[md.index("\n## Verdict\n") : md.index("\n## Summary\n")]
-    assert "> ⚠️ **Degraded result**" in verdict
-    assert "> - dev failed in round 1 (APIError: overloaded)" in verdict
+    assert "Degraded result" not in verdict  # said once, at the top
     assert "| agent | position | confidence | changed? |" in verdict
     assert "| dev | _(did not speak)_ |  | no |" in verdict
     assert "**Consensus:** unknown" in verdict
+
+
+def test_markdown_says_degraded_at_the_top_right_after_the_outcome() -> None:
+    data = export.to_data(_state())
+    assert data["status"]["degraded"] is True
+    lines = export.to_markdown(data).splitlines()
+    outcome = next(i for i, line in enumerate(lines) if line.startswith("- **Outcome:**"))
+    assert lines[outcome].endswith("— **degraded**")
+    head = lines[outcome + 1 : lines.index("## Topic")]
+    assert "> ⚠️ **Degraded result**" in head
+    assert "> - dev failed in round 1 (APIError: overloaded)" in head
+    assert [n for n in head if n.startswith("> - ")] == [
+        f"> - {n}" for n in data["status"]["notes"]
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from roundtabled.cli.show import status_lines
 from roundtabled.observer_verdict import verdict_schema
 from roundtabled.result import build_result
 from roundtabled.state import EndReason, VerdictRecord
@@ -66,3 +67,64 @@ def test_render_healthy_has_no_warning_and_old_results_render_nothing() -> None:
     text = render_verdict(build_result(state(history, total_rounds=1)).dump(), tty=True)
     assert WARNING not in text and "degraded" not in text
     assert render_verdict({"sessionID": "ses_x", "summary": "old"}) == ""
+
+
+def _split_behind_a_unanimous_observer() -> dict[str, object]:
+    history = [
+        turn("pm", 1, pos("keep", 7)),
+        turn("dev", 1, pos("split now", 6)),
+        turn("rv", 1, pos("wait a year", 5)),
+    ]
+    st_ = state(history, total_rounds=1, verdict=VerdictRecord(data=VALID))
+    return build_result(st_).dump()
+
+
+def test_the_consensus_line_shows_the_observer_and_the_seats_disagreeing() -> None:
+    result = _split_behind_a_unanimous_observer()
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict)
+    assert (verdict["consensus"], verdict["tallyConsensus"]) == ("unanimous", "none")
+    line = next(x for x in render_verdict(result, tty=False).splitlines() if "consensus" in x)
+    assert line.startswith(
+        "consensus: unanimous per the observer — but the seats' stated positions disagree: "
+        "split (no two agree)"
+    )
+    assert "none" not in line  # "none" read as "no positions were stated"
+
+
+def test_status_says_degraded_after_the_phase_and_what_the_turns_were() -> None:
+    history = [
+        turn("pm", 1, pos("keep", 7)),
+        turn("dev", 1, "", has_error=True, error="ProviderModelNotFoundError"),
+        turn("rv", 1, pos("keep", 6)),
+        turn("pm", 2, pos("keep", 7)),
+        turn("dev", 2, "", has_error=True, error="ProviderModelNotFoundError"),
+        turn("rv", 2, pos("keep", 6)),
+    ]
+    result = build_result(state(history, verdict=VerdictRecord(data=VALID))).dump()
+    status = result["status"]
+    assert isinstance(status, dict) and status["degraded"] is True
+    st_ = {
+        "sessionID": "ses_verdict",
+        "title": "Split?",
+        "phase": "done",
+        "endReason": "completed",
+        "round": 2,
+        "stage": "ended",
+        "totalRounds": 2,
+        "agents": ["pm", "dev", "rv"],
+        "observer": "roundtable-observer",
+        "elapsed": 3.0,
+        "turns": 6,
+        "result": result,
+    }
+    lines = status_lines(st_, tty=False)
+    assert lines[1] == "  phase:    done (completed)"
+    assert lines[2] == "  DEGRADED: " + "; ".join(status["notes"])
+    assert "dev" in lines[2]
+    assert lines[-1].endswith("turns: 6 (4 answered, 2 failed)")
+    coloured = status_lines(st_, tty=True)
+    assert coloured[2].startswith(WARNING) and WARNING not in coloured[1]
+    # a healthy or running roundtable: no warning line, the bare count
+    running = status_lines({**st_, "result": None}, tty=True)
+    assert "DEGRADED" not in "\n".join(running) and running[-1].endswith("turns: 6")
