@@ -2,6 +2,9 @@
 
 import sys
 
-from roundtabled.cli import main
+try:
+    from roundtabled.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the package loads: quiet, as in main
+    sys.exit(130)
 
 sys.exit(main())

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import yarl
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from roundtabled.errors import RoundtableError, ValidationFailed
@@ -194,6 +195,15 @@ class Settings(BaseModel):
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
             raise ValueError("not an http(s) URL")
+        try:
+            # yarl (aiohttp's URL type) raises on a port that is not an integer from 0 to 65535;
+            # checked here so that a bad port fails at load time, not in the first request.
+            url = yarl.URL(value)
+            url.port  # noqa: B018 -- the parse is the check
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        if not url.host:
+            raise ValueError("no host")
         return value.rstrip("/")
 
     def masked(self) -> dict[str, Any]:
@@ -206,7 +216,7 @@ class Settings(BaseModel):
 
 # What each field accepts, in words (used in error messages), and its value kind.
 _ALLOWED: dict[str, str] = {
-    "server_url": "an http:// or https:// URL",
+    "server_url": "an http:// or https:// URL such as http://127.0.0.1:4096",
     "server_username": "a string",
     "server_password": "a string",
     "control_host": "a loopback address (127.0.0.1, ::1, localhost) or unix:/absolute/path",

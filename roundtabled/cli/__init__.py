@@ -15,55 +15,109 @@ failed, aborted, cancelled); 130 interrupted.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from roundtabled import config as cfg
-from roundtabled.cli.client import (
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_UNCONCLUDED,
-    EXIT_USAGE,
-    CliError,
-    ControlClient,
-    control_url,
-)
-from roundtabled.cli.debate import interrupted_note
-from roundtabled.cli.parser import build_parser, cli_overrides
-from roundtabled.cli.topic import read_topic
+if TYPE_CHECKING:
+    import argparse
 
-__all__ = [
-    "EXIT_ERROR",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_UNCONCLUDED",
-    "EXIT_USAGE",
-    "CliError",
-    "ControlClient",
-    "build_parser",
-    "control_url",
-    "main",
-    "read_topic",
-]
+# The names below are re-exported lazily (module ``__getattr__``): importing them takes about a
+# second or more (pydantic, aiohttp), and a Ctrl-C during that time must reach ``main``'s
+# handler, not print a traceback from the console script's ``from roundtabled.cli import main``.
+_EXPORTS = {
+    "EXIT_ERROR": "roundtabled.cli.client",
+    "EXIT_INTERRUPTED": "roundtabled.cli.client",
+    "EXIT_OK": "roundtabled.cli.client",
+    "EXIT_UNCONCLUDED": "roundtabled.cli.client",
+    "EXIT_USAGE": "roundtabled.cli.client",
+    "CliError": "roundtabled.cli.client",
+    "ControlClient": "roundtabled.cli.client",
+    "control_url": "roundtabled.cli.client",
+    "build_parser": "roundtabled.cli.parser",
+    "read_topic": "roundtabled.cli.topic",
+}
+
+__all__ = [*_EXPORTS, "main"]
+
+_INTERRUPTED = 130  # EXIT_INTERRUPTED, without importing the client for it
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``roundtabled`` console script."""
+    """Entry point of the ``roundtabled`` console script; a Ctrl-C at any point (also while
+    the modules load) ends it with exit code 130 and no traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return _INTERRUPTED
+
+
+def unknown_arguments_error(parser: argparse.ArgumentParser, args: Any, extras: list[str]) -> None:
+    """Report ``extras`` (arguments no parser took) with the usage of the command they were
+    given to and a ``did you mean`` for a mistyped flag (closest option of that command).
+
+    Raises:
+        SystemExit: (exit 2) always, through ``ArgumentParser.error``.
+    """
+    import argparse
+    import difflib
+
+    target = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and args.command in action.choices:
+            target = action.choices[args.command]
+    flags = [x for x in extras if x.startswith("-")] or extras
+    options = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    message = "unrecognized arguments: " + " ".join(flags)
+    for flag in flags:
+        close = difflib.get_close_matches(flag.split("=", 1)[0], options, n=1)
+        if close:
+            message += f"; did you mean {close[0]}?"
+            break
+    target.error(message)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    import asyncio
+    import inspect
+    import signal
+    from pathlib import Path
+
+    from roundtabled import config as cfg
+    from roundtabled.cli.client import (
+        EXIT_ERROR,
+        EXIT_INTERRUPTED,
+        EXIT_OK,
+        EXIT_USAGE,
+        CliError,
+        session_arg,
+    )
+    from roundtabled.cli.debate import interrupted_note
+    from roundtabled.cli.parser import build_parser, cli_overrides
+
     # `roundtabled list | head`: a closed pipe ends the command quietly, as for any Unix tool.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        unknown_arguments_error(parser, args, extras)
     if args.command is None:
         parser.print_help()
         return EXIT_OK
     for warning in cfg.unknown_environment():
         print(warning, file=sys.stderr)
     try:
+        if getattr(args, "session", None) is not None:
+            args.session = session_arg(args.session)
         settings = cfg.load_settings(
             cli_overrides(args) if args.command == "serve" else None,
             config_file=Path(args.config) if args.config else None,
@@ -71,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except cfg.ConfigError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except CliError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.code
     try:
         outcome = args.handler(args, settings)
         if inspect.iscoroutine(outcome):

@@ -15,8 +15,10 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yarl
 
 from roundtabled import config as cfg
+from roundtabled.validation import SESSION_ID_RE
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNCONCLUDED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -78,13 +80,17 @@ class ControlClient:
     """Async client of the daemon's control API.
 
     Args:
-        base_url: e.g. ``http://127.0.0.1:4747``.
+        base_url: e.g. ``http://127.0.0.1:4747``, or ``unix:/absolute/path`` for a daemon whose
+            ``control_host`` is a unix socket (README, "Configuration").
         token_file: the daemon's token file (read per client).
     """
 
     def __init__(self, base_url: str, token_file: Path) -> None:
         self.base_url = base_url.rstrip("/")
         self.token_file = token_file
+        self._socket = base_url[len("unix:") :] if base_url.startswith("unix:") else None
+        # Over a unix socket the host of the URL is only a placeholder for aiohttp.
+        self._request_base = "http://localhost" if self._socket else self.base_url
         self._http: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> ControlClient:
@@ -95,7 +101,10 @@ class ControlClient:
                 f"cannot read the token file {self.token_file}: {exc.strerror}. "
                 "Is `roundtabled serve` running with the same configuration?"
             ) from None
-        self._http = aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"})
+        connector = aiohttp.UnixConnector(path=self._socket) if self._socket else None
+        self._http = aiohttp.ClientSession(
+            headers={"Authorization": f"Bearer {token}"}, connector=connector
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -116,7 +125,7 @@ class ControlClient:
         try:
             async with self._http.request(
                 method,
-                self.base_url + path,
+                self._request_base + path,
                 params=params,
                 data=orjson.dumps(body) if body is not None else None,
                 headers={"content-type": "application/json"} if body is not None else None,
@@ -149,7 +158,8 @@ class ControlClient:
         assert self._http is not None
         try:
             async with self._http.get(
-                self.base_url + path, timeout=aiohttp.ClientTimeout(total=None, sock_read=60)
+                self._request_base + path,
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=60),
             ) as resp:
                 if resp.status >= 400:
                     data = orjson.loads(await resp.read())
@@ -167,9 +177,59 @@ class ControlClient:
             ) from None
 
 
+def check_control_url(value: str, name: str = "ROUNDTABLED_URL") -> str:
+    """``value`` if it is ``http(s)://host:port`` (path-less) or ``unix:/absolute/path``.
+
+    Raises:
+        CliError: (exit 2) naming ``name`` and the expected form, for anything else (aiohttp
+            would fail on it later with a traceback).
+    """
+    problem = f"Error: {name} = {value!r}; expected http://host:port or unix:/absolute/path"
+    if value.startswith("unix:"):
+        if not Path(value[len("unix:") :]).is_absolute():
+            raise CliError(problem, EXIT_USAGE)
+        return value
+    try:
+        url = yarl.URL(value)
+        port = url.port
+    except ValueError:
+        raise CliError(problem, EXIT_USAGE) from None
+    if url.scheme not in ("http", "https") or not url.host or port is None:
+        raise CliError(problem, EXIT_USAGE)
+    if url.path not in ("", "/") or url.query_string or url.fragment:
+        raise CliError(problem, EXIT_USAGE)
+    return value.rstrip("/")
+
+
 def control_url(settings: cfg.Settings) -> str:
-    """The daemon's control URL from the settings (``ROUNDTABLED_URL`` overrides)."""
+    """The daemon's control URL from the settings (``ROUNDTABLED_URL`` overrides):
+    ``http://host:port`` or ``unix:/path`` when ``control_host`` is a unix socket.
+
+    Raises:
+        CliError: (exit 2) ``ROUNDTABLED_URL`` is not such a URL.
+    """
     override = os.environ.get("ROUNDTABLED_URL")
     if override:
-        return override
-    return f"http://{settings.control_host}:{settings.control_port}"
+        return check_control_url(override)
+    if settings.control_host.startswith("unix:"):
+        return settings.control_host
+    host = settings.control_host
+    if ":" in host:  # an IPv6 literal such as ::1
+        host = f"[{host}]"
+    return f"http://{host}:{settings.control_port}"
+
+
+def session_arg(value: str) -> str:
+    """``value`` if it is a session id; the one check of ``SES`` for status, watch, extend,
+    cancel and export.
+
+    Raises:
+        CliError: (exit 2) naming ``SES`` and the form.
+    """
+    if not SESSION_ID_RE.match(value):
+        raise CliError(
+            "Error: SES must be a session id: 'ses_' then 6 to 64 letters or digits "
+            f"(as printed by start and list), got {value!r}",
+            EXIT_USAGE,
+        )
+    return value
