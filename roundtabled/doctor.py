@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -84,9 +85,26 @@ def _start_server_hint(settings: cfg.Settings) -> str:
 
 
 def _port(url: str) -> int:
-    from urllib.parse import urlsplit
+    """The port of ``url`` (4096 when it names none or an invalid one: this is only a hint)."""
+    try:
+        return urlsplit(url).port or 4096
+    except ValueError:
+        return 4096
 
-    return urlsplit(url).port or 4096
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the OpenCode server's base URL (``None``: it can): a scheme other
+    than http/https, no host, or a port that is not a number from 1 to 65535."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"server_url {url!r} is not a valid URL: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"server_url {url!r} must be an http:// or https:// URL with a host"
+    if port == 0:
+        return f"server_url {url!r} has port 0"
+    return None
 
 
 async def _server_checks(http: aiohttp.ClientSession, settings: cfg.Settings) -> list[Check]:
@@ -410,8 +428,22 @@ async def run(
             " another: --directory DIR)",
         )
     ]
+    problem = _url_problem(settings.server_url)
+    if problem is not None:
+        checks.append(
+            Check(
+                "server",
+                False,
+                problem,
+                "set server_url in config.toml (or ROUNDTABLED_SERVER_URL, or --server-url) to "
+                "the OpenCode server's address, e.g. http://127.0.0.1:4096",
+            )
+        )
+        checks.append(Check("auth", None, "not checked (server_url invalid)"))
+        checks.append(Check("events", None, "not checked (server_url invalid)"))
     async with aiohttp.ClientSession() as http:
-        checks += await _server_checks(http, settings)
+        if problem is None:
+            checks += await _server_checks(http, settings)
         checks.append(_tools_check(env, cwd, control_url))
         server_ok = all(c.ok for c in checks if c.name in ("server", "auth"))
         if server_ok:
