@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from roundtabled.progress import round_position
 from roundtabled.prompts import TITLE_PREFIX
+from roundtabled.result import build_result
 from roundtabled.state import BUILTIN_OBSERVER, Phase, RoundtableState
 
+_RUNNING = (Phase.ACTIVE, Phase.OBSERVING)
+"""Phases without a result yet."""
 MAX_CARD_LINES = 8
 MAX_LINE_CHARS = 160
 CARD_HEADER = "Roundtable"
@@ -62,6 +65,17 @@ def state_card(state: RoundtableState) -> str:
     ]
     if state.stop_detail:
         lines.append(f"Stopped early: {state.stop_detail}")
-    if state.errors:
+    status = build_result(state).status if state.phase not in _RUNNING else None
+    if status is not None and status.degraded:
+        # The result's own verdict on itself (docs/result.md), in words: a degraded debate's
+        # card must not read like a healthy one's.
+        notes = len(status.notes)
+        problems = f", {len(state.errors)} problem(s)" if state.errors else ""
+        first = f": {status.notes[0]}" if status.notes else ""
+        lines.append(
+            f"Result: DEGRADED — {notes} note{'' if notes == 1 else 's'}{problems} "
+            f"(roundtabled status {state.session_id}){first}"
+        )
+    elif state.errors:
         lines.append(f"Problems: {len(state.errors)} (roundtabled status {state.session_id})")
     return "\n".join([*(_cut(line) for line in lines[: MAX_CARD_LINES - 1]), CARD_FOOTER])

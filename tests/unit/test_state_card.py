@@ -10,6 +10,7 @@ import pytest
 
 from roundtabled.card import CARD_HEADER, MAX_CARD_LINES, state_card
 from roundtabled.errors import StateForgedError
+from roundtabled.result import build_result
 from roundtabled.state import (
     EndReason,
     HistoryEntry,
@@ -74,8 +75,58 @@ def test_the_card_of_a_finished_roundtable_names_the_end_reason() -> None:
     )
     card = state_card(st)
     assert "Phase: done (repetition) — ended in round 2/3" in card
-    assert "Problems: 1" in card
+    assert "Result: DEGRADED — " in card and ", 1 problem(s) (roundtabled status" in card
     assert len(card.splitlines()) <= MAX_CARD_LINES
+
+
+def _seat(agent: str, rnd: int, seat: int, **kw: object) -> HistoryEntry:
+    text = "Argument.\nPosition: keep — because (confidence 7/10)"
+    return HistoryEntry.model_validate(
+        {"agent": agent, "round": rnd, "seat": seat, "response": text, "finish": "stop", **kw}
+    )
+
+
+def test_the_card_of_a_completed_but_degraded_roundtable_says_so_in_words() -> None:
+    # A seat whose model is missing: "done (completed)" but the result is degraded.
+    failed = {"response": "", "has_error": True, "error": "ProviderModelNotFoundError"}
+    history = [
+        _seat(a, r, i, **(failed if a == "dev" else {}))
+        for r in (1, 2)
+        for i, a in enumerate(["pm", "dev", "rv"])
+    ]
+    observer = HistoryEntry.model_validate(
+        {"agent": "roundtable-observer", "round": 2, "response": "Summary.", "kind": "observer"}
+    )
+    st = _state(
+        phase=Phase.DONE,
+        end_reason=EndReason.COMPLETED,
+        total_rounds=2,
+        current_round=2,
+        history=[*history, observer],
+        summary="Summary.",
+    )
+    status = build_result(st).status
+    assert status.degraded and len(status.notes) >= 2
+    lines = state_card(st).splitlines()
+    assert "Phase: done (completed) — ended in round 2/2" in lines
+    result = next(line for line in lines if line.startswith("Result: "))
+    assert result.startswith(
+        f"Result: DEGRADED — {len(status.notes)} notes (roundtabled status {S2}): "
+    )
+    assert not any(line.startswith("Problems:") for line in lines)
+    assert len(lines) <= MAX_CARD_LINES and all(len(line) <= 160 for line in lines)
+    # the same debate with every turn answered: no such line
+    healthy = st.model_copy(
+        update={
+            "history": [
+                _seat(a, e.round, e.seat)
+                for a, e in zip(["pm", "dev", "rv"] * 2, history, strict=True)
+            ]
+            + [observer]
+        }
+    )
+    assert not build_result(healthy).status.degraded
+    assert "DEGRADED" not in state_card(healthy)
 
 
 def test_card_lines_are_capped() -> None:
