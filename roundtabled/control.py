@@ -16,8 +16,9 @@ import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -27,6 +28,9 @@ from roundtabled.engine import Engine
 from roundtabled.errors import TransportError, ValidationFailed
 from roundtabled.state import Budget
 from roundtabled.validation import PresetSpec, apply_preset, parse_request, seat_agents
+
+if TYPE_CHECKING:
+    from roundtabled.stream import Backoff
 
 log = logging.getLogger("roundtabled.control")
 
@@ -43,11 +47,17 @@ FEED_KEEPALIVE_S = 10.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def _iso(epoch_s: float) -> str:
+    """``epoch_s`` (seconds since the epoch) as ISO 8601 UTC, to the second."""
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="seconds")
+
+
 class StreamHealth(Protocol):
     """What the health route reads of the event stream (:class:`roundtabled.stream.EventStream`).
 
     ``connected``: a connection is delivering events now; ``last_error``: why the stream is down
-    (``None`` while it is up).
+    (``None`` while it is up); ``down_since``: when it went down (s since the epoch, ``None``
+    while up); ``backoff``: its reconnect backoff (the stream retries until it is back).
     """
 
     @property
@@ -55,6 +65,12 @@ class StreamHealth(Protocol):
 
     @property
     def last_error(self) -> str | None: ...
+
+    @property
+    def down_since(self) -> float | None: ...
+
+    @property
+    def backoff(self) -> Backoff: ...
 
 
 def ensure_token(path: Path) -> str:
@@ -198,6 +214,13 @@ class ControlAPI:
                     "version": e.server_version,
                     "connected": stream is not None and stream.connected,
                     "lastError": e.last_error or (stream.last_error if stream else None),
+                    # the stream retries until it is back: since when, and the longest wait
+                    "reconnectingSince": (
+                        _iso(stream.down_since)
+                        if stream is not None and stream.down_since is not None
+                        else None
+                    ),
+                    "retryMaxS": stream.backoff.ceiling() if stream is not None else None,
                 },
                 "active": len(e.tables),
             }

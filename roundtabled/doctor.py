@@ -51,6 +51,8 @@ class Check:
     ok: bool | None
     detail: str
     fix: str = ""
+    warn: bool = False
+    """A passed check worth a look (printed with ``!``): it does not fail doctor."""
 
 
 def _marks() -> tuple[str, str, str]:
@@ -65,6 +67,8 @@ def _marks() -> tuple[str, str, str]:
 def _print(check: Check) -> None:
     good, bad, skip = _marks()
     mark = good if check.ok else (skip if check.ok is None else bad)
+    if check.ok and check.warn:
+        mark = "!"
     print(f"{mark} {check.name:8} {check.detail}")
     if check.fix and not check.ok:
         print(f"  {'':8} fix: {check.fix}")
@@ -382,6 +386,19 @@ async def _daemon_check(
             f"running and ready, but connected to {server.get('url')} while this shell's "
             f"configuration says {settings.server_url}",
             "use the same server_url for the daemon and the CLI",
+        )
+    since = server.get("reconnectingSince")
+    if since and not server.get("connected"):
+        # The daemon retries by itself (an `opencode serve` restart is a few seconds of this):
+        # a warning, not a failure; the log is no fix for a wait.
+        retry = server.get("retryMaxS")
+        every = f", retrying every {retry:g} s or sooner" if isinstance(retry, int | float) else ""
+        return Check(
+            "daemon",
+            True,
+            f"running ({version}); event stream reconnecting since {since} "
+            f"(last error: {server.get('lastError')}{every})",
+            warn=True,
         )
     if server.get("lastError") or not server.get("connected"):
         return Check(

@@ -330,6 +330,8 @@ class EventStream:
         self.connects = 0
         self.reconnects = 0
         self.last_error: str | None = None
+        self.down_since: float | None = None
+        """Wall-clock time (s since the epoch) the stream went down; ``None`` while it is up."""
 
     @property
     def url(self) -> str:
@@ -392,6 +394,7 @@ class EventStream:
             # history, and a report still naming it says the stream is down while it is not.
             log.info("event stream %s is back (it was lost: %s)", self.url, self.last_error)
             self.last_error = None
+        self.down_since = None
         self.connected = True
         self.connects += 1
         self._connected_at = time.monotonic()
@@ -497,6 +500,8 @@ class EventStream:
             self._backoff.reset()
         self.connected = False
         self.last_error = reason
+        if self.down_since is None:
+            self.down_since = time.time()
         if reason == "instance disposed":
             log.info("event stream %s ended: instance disposed; reconnecting", self.url)
         elif was_connected:
