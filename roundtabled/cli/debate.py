@@ -19,6 +19,7 @@ from roundtabled.cli.client import (
     name_the_flag,
 )
 from roundtabled.cli.follow import exit_for, follow
+from roundtabled.cli.render import project_line
 from roundtabled.cli.topic import read_topic
 from roundtabled.errors import ValidationFailed
 from roundtabled.verdict_render import print_verdict
@@ -110,6 +111,8 @@ def interrupted_note(args: argparse.Namespace) -> str | None:
 async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     body = start_body(args)
     async with ControlClient(control_url(settings), settings.token_file) as cc:
+        if not args.quiet:
+            print(project_line(body.get("directory")), file=sys.stderr)
         colors = await agent_colors(cc, body.get("directory"))
         args.starting = True
         created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
@@ -135,7 +138,14 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
         body["extendMode"] = args.mode
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         colors = await agent_colors(cc, None)
-        await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+        try:
+            await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+        except CliError as exc:
+            if "still active" in str(exc):
+                raise CliError(
+                    f"{exc}, or cancel it: roundtabled cancel {args.session}", exc.code
+                ) from None
+            raise
         args.following = args.session
         result = await follow(cc, args.session, colors=colors, show_turns=not args.quiet)
         print(result.get("text") or result.get("summary") or "")
@@ -153,13 +163,36 @@ async def cmd_watch(args: argparse.Namespace, settings: cfg.Settings) -> int:
         return exit_for(result)
 
 
+async def _ended_error(cc: ControlClient, ses: str, refused: CliError) -> CliError:
+    """The error for a cancel the daemon refused as "no active roundtable": that it already
+    ended and how (phase and end reason, from its status), or ``refused`` itself when the
+    status is not known either (no such roundtable)."""
+    try:
+        st = await cc.call("GET", f"/v1/roundtables/{ses}")
+    except CliError:
+        return refused
+    how = str(st.get("phase") or "ended")
+    if st.get("endReason"):
+        how += f": {st['endReason']}"
+    return CliError(
+        f"Error: roundtable {ses} already ended ({how}); nothing to cancel. "
+        f"Its result: roundtabled status {ses}",
+        refused.code,
+    )
+
+
 async def cmd_cancel(args: argparse.Namespace, settings: cfg.Settings) -> int:
     async with ControlClient(control_url(settings), settings.token_file) as cc:
-        await cc.call(
-            "POST",
-            f"/v1/roundtables/{args.session}/cancel",
-            body={"summarize": args.summarize, "reason": "cancelled from the CLI"},
-        )
+        try:
+            await cc.call(
+                "POST",
+                f"/v1/roundtables/{args.session}/cancel",
+                body={"summarize": args.summarize, "reason": "cancelled from the CLI"},
+            )
+        except CliError as exc:
+            if "no active roundtable" in str(exc):
+                raise await _ended_error(cc, args.session, exc) from None
+            raise
         # Without --summarize no model request follows and the result comes at once; with it,
         # the observer consolidates what exists first.
         deadline = time.monotonic() + (300 if args.summarize else 60)

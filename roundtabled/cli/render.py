@@ -56,3 +56,12 @@ def fmt_elapsed(seconds: float | None) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def project_line(directory: str | None) -> str:
+    """The first line of ``start`` and ``agents``: which project directory the daemon uses
+    (``directory`` from ``--directory``, or ``None`` for the OpenCode server's own directory,
+    which may differ from the one ``doctor`` checks: the current one)."""
+    if directory:
+        return f"Project: {directory} (--directory)"
+    return "Project: the server's directory (pass --directory to choose)"

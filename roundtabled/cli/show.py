@@ -11,7 +11,7 @@ from typing import Any
 from roundtabled import config as cfg
 from roundtabled.cli.admin import existing_directory
 from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
-from roundtabled.cli.render import color, fmt_elapsed
+from roundtabled.cli.render import color, fmt_elapsed, project_line
 from roundtabled.verdict_render import degraded_line, print_verdict, turns_text
 
 
@@ -24,6 +24,7 @@ async def cmd_agents(args: argparse.Namespace, settings: cfg.Settings) -> int:
     if args.json:
         print(json.dumps(data["agents"], indent=2))
         return EXIT_OK
+    print(project_line(directory))
     print(data["text"])
     print()
     print(agents_table(data["agents"]))
@@ -31,7 +32,6 @@ async def cmd_agents(args: argparse.Namespace, settings: cfg.Settings) -> int:
     print(
         "● a debater (an agent of your configuration); ○ a built-in agent of OpenCode: it can "
         "be seated, but has no debater prompt of its own."
-        + (f" Project: {directory}." if directory else " Project: the server's directory.")
     )
     return EXIT_OK
 
