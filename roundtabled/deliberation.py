@@ -473,14 +473,16 @@ def next_call(state: RoundtableState, call: Call | None, now: int) -> tuple[int,
 
     Returns:
         ``(start, options)``: ``start`` is the 0-indexed first round of the extension — right
-        after the last round run when the debate stopped early because it converged or hit its
-        budget (no skipped round numbers; a round cut by the budget counts as run), else
+        after the last round in which a seat took a turn when the debate stopped early for any
+        reason (converged, budget, all-failed, repetition, cancelled, observer-failed, timeout
+        …: no skipped, never-mentioned round numbers; a round cut short counts as run), else
         ``total_rounds``; ``options`` with the call's values and its budget window.
     """
     call = call or Call()
     start = state.total_rounds
-    if state.end_reason in (EndReason.CONVERGED, EndReason.BUDGET):
-        start = max((e.round for e in state.seat_turns()), default=0)
+    if state.end_reason not in (None, EndReason.COMPLETED):
+        played = max((e.round for e in state.seat_turns()), default=0)
+        start = min(start, played)
     update: dict[str, object] = {
         "until": call.until or state.options.until,
         "budget": call.budget,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -384,3 +385,25 @@ def test_no_stop_before_a_turn_whose_prompt_is_already_in_the_session() -> None:
         state_block=False,
     )
     assert dl.stop_after_seat_turn(tight, 2_000, [other]) is not None
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        EndReason.ALL_FAILED,
+        EndReason.REPETITION,
+        EndReason.CANCELLED,
+        EndReason.OBSERVER_FAILED,
+        EndReason.TIMEOUT,
+        EndReason.FAILED,
+    ],
+)
+def test_next_call_continues_right_after_any_early_stop(reason: EndReason) -> None:
+    # An all-failed stop after round 1 of 2, extended by 1: the extension is round 2, not a
+    # "round 3" that leaves round 2 never run and never mentioned.
+    h = rounds(["a", "b", "c"])
+    st_ = after(h, (1, 0), total=2).model_copy(update={"end_reason": reason})
+    start, opts = dl.next_call(st_, None, 7_000)
+    assert start == 1 and opts.call_from_round == 1
+    # stopped before any seat spoke: the extension starts at round 1
+    assert dl.next_call(st_.model_copy(update={"history": []}), None, 7_000)[0] == 0
