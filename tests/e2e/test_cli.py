@@ -280,7 +280,7 @@ async def test_list_status_and_export_show_the_debate_with_usage(
 
 async def test_status_and_export_of_an_unknown_session_exit_2(rt: RT) -> None:
     assert_clean_error(await cli(rt, "status", "ses_doesnotexist"), 2, "ses_doesnotexist")
-    assert_clean_error(await cli(rt, "export", "not-a-session"), 2, "SES must look like")
+    assert_clean_error(await cli(rt, "export", "not-a-session"), 2, "SES must be a session id")
 
 
 # ------------------------------------------------------------------------------------------------
