@@ -561,3 +561,15 @@ async def test_doctor_names_what_is_wrong_with_a_fix(rt: RT) -> None:
     assert "- auth" in run.out
     # the daemon is connected to another server than this shell's configuration
     assert "✗ daemon" in run.out and rt.server.url in run.out
+
+
+async def test_the_cli_reaches_a_daemon_on_a_unix_socket_control_host(rt: RT) -> None:
+    # README: control_host = unix:/path; the CLI used to build http://unix:/path:4747 from it.
+    sock = rt.tmp / "rt.sock"
+    await rt.restart_daemon(control_host=f"unix:{sock}")
+    env = cli_env(rt, ROUNDTABLED_CONTROL_HOST=f"unix:{sock}")
+    del env["ROUNDTABLED_URL"]
+    run = await cli(rt, "list", env=env)
+    assert run.code == 0 and "Traceback" not in run.err, run
+    run = await cli(rt, "list", env=cli_env(rt, ROUNDTABLED_URL=f"unix:{sock}"))
+    assert run.code == 0 and "Traceback" not in run.err, run
