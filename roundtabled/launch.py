@@ -8,13 +8,14 @@ model (the agent's own, else the server's default), before S2 is created with it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from roundtabled import deliberation, ids, prompts, wire
-from roundtabled.errors import NotFound, ValidationFailed
+from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
 from roundtabled.opencode import OpenCodeClient
 from roundtabled.shell import Settings
 from roundtabled.state import (
@@ -63,17 +64,22 @@ async def new_state(
         else None
     )
     config_task = asyncio.ensure_future(client.config(directory))
+    providers_task = asyncio.ensure_future(client.providers(directory))
     try:
         available = await client.agents(directory)
         config = await config_task
         if parent_task is not None:
             parent = await parent_task
+        known_models: set[str] | None = None  # only a warning depends on it: none, no warning
+        with contextlib.suppress(RoundtableError):
+            known_models = wire.provider_models(await providers_task)
     finally:
-        for task in (parent_task, config_task):
+        for task in (parent_task, config_task, providers_task):
             if task is not None and not task.done():
                 task.cancel()
         await asyncio.gather(
-            *(t for t in (parent_task, config_task) if t is not None), return_exceptions=True
+            *(t for t in (parent_task, config_task, providers_task) if t is not None),
+            return_exceptions=True,
         )
     if parent is not None:
         _check_directory(req, directory, wire.session_directory(parent))
@@ -108,8 +114,21 @@ async def new_state(
         {str(a.get("name")): a.get("prompt") for a in available},
         req.agents,
     )
+    notes = [warning] if warning else []
+    # A seat whose model the server lacks still runs and fails honestly each turn (the server's
+    # "Model not found"); said at the start so the caller need not wait for it.
+    if known_models is not None:
+        for name in dict.fromkeys(
+            [*req.agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]
+        ):
+            label = models[name].label()
+            if label not in known_models:
+                notes.append(
+                    f"{name}'s model {label} is not among the server's providers: "
+                    "its turns will fail"
+                )
     return RoundtableState(
-        notes=[warning] if warning else [],
+        notes=notes,
         sessionID=str(session["id"]),
         parentSessionID=req.parent_session_id,
         directory=wire.session_directory(session) or directory,

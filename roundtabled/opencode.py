@@ -284,6 +284,19 @@ class OpenCodeClient(HttpTransport):
         data, _ = await self._request("GET", "/config", params=_dir(directory))
         return dict(data)
 
+    async def providers(self, directory: str | None = None) -> dict[str, Any]:
+        """``GET /config/providers`` for ``directory``: the providers a prompt can use
+        (``{"providers": [{"id", "models": {modelID: …}}], "default": …}``; see
+        :func:`roundtabled.wire.provider_models`)."""
+        data, _ = await self._request("GET", "/config/providers", params=_dir(directory))
+        return dict(data)
+
+    async def tool_ids(self, directory: str | None = None) -> list[str]:
+        """``GET /experimental/tool/ids`` for ``directory``: the names of the tools the server
+        loaded there (built-ins and custom ``.opencode/tool/NAME.ts`` files)."""
+        data, _ = await self._request("GET", "/experimental/tool/ids", params=_dir(directory))
+        return [str(t) for t in data]
+
     # -- sessions -------------------------------------------------------------------------------
 
     async def create_session(

@@ -387,6 +387,17 @@ def agent_models(available: Sequence[dict[str, Any]]) -> dict[str, ModelRef | No
     return {str(a.get("name")): model_ref(a.get("model")) for a in available}
 
 
+def provider_models(data: Any) -> set[str]:
+    """The ``provider/model`` labels of ``GET /config/providers``
+    (``{"providers": [{"id": "scripted", "models": {"debater-1": …}}]}``)."""
+    labels: set[str] = set()
+    providers = data.get("providers") if isinstance(data, dict) else None
+    for prov in providers if isinstance(providers, list) else []:
+        if isinstance(prov, dict) and isinstance(prov.get("models"), dict):
+            labels.update(f"{prov.get('id')}/{mid}" for mid in prov["models"])
+    return labels
+
+
 def model_ref(value: Any) -> ModelRef | None:
     """A model from ``GET /agent`` (``{providerID, modelID}``) or config (``"provider/model"``)."""
     if isinstance(value, dict):
