@@ -80,6 +80,10 @@ class RemoteLLM:
         """Queue ``actions`` for ``agent`` (any session)."""
         await self._post("/script", {"actions": [a.model_dump() for a in actions], "agent": agent})
 
+    async def agent_prompt(self, prefix: str, agent: str) -> None:
+        """Requests whose system prompt starts with ``prefix`` are ``agent``'s."""
+        await self._post("/agent-prompts", {prefix: agent})
+
     async def reset(self) -> None:
         """Forget every queued action and recorded request."""
         await self._post("/reset", {})
@@ -104,6 +108,13 @@ def bench_config(llm: RemoteLLM) -> dict[str, Any]:
     (defined here so the benchmark does not depend on ``roundtabled install``)."""
     agents: dict[str, dict[str, Any]] = {
         name: {"model": f"scripted/{mid}"} for name, mid in SEAT_MODELS.items()
+    }
+    agents["qa"] = {  # a fourth seat (figure 7c), on the first seat's model
+        "mode": "subagent",
+        "description": "qa",
+        "prompt": "You are qa, the tester of the roundtable.",
+        "model": "scripted/debater-1",
+        "permission": {"*": "deny"},
     }
     agents[OBSERVER_AGENT] = {
         "mode": "subagent",

@@ -19,8 +19,8 @@ from collections import OrderedDict
 from typing import Any
 
 from roundtabled import events as ev
-from roundtabled import faults, history, ids, launch, machine, prompts, wire
-from roundtabled.commands import Cancel, Observation, Prompt
+from roundtabled import faults, history, ids, launch, machine, opening_flow, prompts, wire
+from roundtabled.commands import Cancel, Decision, Observation, Prompt
 from roundtabled.deliberation import Call
 from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
 from roundtabled.opencode import OpenCodeClient
@@ -121,6 +121,10 @@ class Engine:
         if table is not None:
             self._wake(table, event)
             return
+        opening_table = self.worker.opening.owner(self.tables, self.descendants.get(sid), sid)
+        if opening_table is not None:  # a seat's session of an independent opening
+            self.worker.opening.on_event(opening_table, event)
+            return
         if etype == ev.SESSION_CREATED:
             parent = event.parent_id
             if parent and (parent in self.tables or parent in self.descendants):
@@ -203,6 +207,8 @@ class Engine:
         first = machine.decide(
             state, Observation(now=self.shell.clock(), status="idle", new_id=ids.message_id())
         )
+        if opening_flow.running(state):
+            first = Decision(state)  # round 1 runs in the seats' own sessions (the worker)
         opening: Prompt | None = None
         match first.commands:
             case [Prompt(send=True, hide=(), persist_first=True) as prompt]:

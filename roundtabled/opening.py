@@ -324,19 +324,22 @@ def step(rnd: OpeningRound, obs: OpeningObservation, setup: Setup) -> OpeningDec
     if any(isinstance(c, CreateSeatSession) for c in cmds):
         # The created sessions are adopted from the next read of the children.
         wakes.append(obs.now)
-    if any(isinstance(c, SeatSettled) for c in cmds) and not any(
-        isinstance(c, PersistRound) for c in cmds
-    ):
-        cmds.append(PersistRound())
-    if out.settled and not out.done:
-        if cmds:
-            # The records go in a decision of their own: its one write comes after them, so a
-            # crash in between finds them in the session instead of a state saying so.
-            wakes.append(obs.now)
-        elif obs.status != "idle":
+    if out.settled and not out.done and obs.status == "idle":
+        # The records, then the one write that says so (a crash in between finds them in the
+        # session): no write before them in this decision may claim what is not done yet.
+        cmds = [c for c in cmds if not isinstance(c, PersistRound)]
+        out, records = _records(out, obs, setup)
+        cmds.extend(records)
+    else:
+        if out.settled and not out.done:
             wakes.append(obs.now + REPROMPT_GRACE_MS)  # never write into a busy session
-        else:
-            out, cmds = _records(out, obs, setup)
+        if any(isinstance(c, SeatSettled) for c in cmds):
+            cmds.append(PersistRound())
+    # Every write of a decision writes its final state: the first one is all it takes (it comes
+    # before any prompt the state names).
+    first = next((i for i, c in enumerate(cmds) if isinstance(c, PersistRound)), None)
+    if first is not None:
+        cmds = [c for i, c in enumerate(cmds) if i == first or not isinstance(c, PersistRound)]
     return OpeningDecision(out, cmds, min(wakes) if wakes else None)
 
 

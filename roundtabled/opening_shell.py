@@ -11,6 +11,7 @@ suite sit after each effect (:mod:`roundtabled.faults`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -121,9 +122,9 @@ class OpeningRunner:
                 accepted=s.message_id in table.accepted,
                 error=error,
             )
-        messages: tuple[wire.MessageView, ...] = ()
-        if rnd is not None and rnd.settled:
-            messages = wire.message_views(await shell.store.read_all(s2), s2, shell.signer)
+        # The whole session (the state block and the records: a few messages): a decision that
+        # settles the last seat records the openings at once, and looks for them here first.
+        messages = wire.message_views(await shell.store.read_all(s2), s2, shell.signer)
         return OpeningObservation(
             now=shell.clock(),
             status=wire.session_status(statuses, s2),
@@ -161,8 +162,16 @@ class OpeningRunner:
         )
         table.state = d.state
         table.deadline_ms = d.wake_at
-        for cmd in d.commands:
-            await self.execute(table, cmd)
+        i = 0
+        while i < len(d.commands):
+            # Consecutive creations, prompts or records go out together (round 1 is parallel).
+            j = i + 1
+            kind = type(d.commands[i])
+            if kind in (CreateSeatSession, PromptSeat, RecordOpening):
+                while j < len(d.commands) and type(d.commands[j]) is kind:
+                    j += 1
+            await asyncio.gather(*(self.execute(table, c) for c in d.commands[i:j]))
+            i = j
         if d.after is not None:
             await self.worker.execute(table, d.after)
 

@@ -64,9 +64,6 @@ MAX_BUDGET_USD = 1_000_000.0
 MAX_BUDGET_SECONDS = 7 * 86_400.0
 PRESET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-INDEPENDENT_OPENING = False
-"""Whether ``opening: "independent"`` is accepted (its engine room is being completed)."""
-
 
 @dataclass(frozen=True, slots=True)
 class RoundtableRequest:
@@ -241,12 +238,6 @@ def parse_request(body: object) -> RoundtableRequest:
         raise ValidationFailed(
             "opening",
             "opening applies to a new roundtable only (its round 1); omit it when extending",
-        )
-    if opening == "independent" and not INDEPENDENT_OPENING:
-        raise ValidationFailed(
-            "opening",
-            "opening 'independent' is not available in this version (see docs/deliberation.md); "
-            "use 'sequential' or omit it",
         )
     if until == "converged" and session_id is None and body.get("rounds") == 1:
         # The convergence rule compares a round with the one before it (docs/deliberation.md),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from roundtabled import failures, faults, ids, machine, wire
+from roundtabled import failures, faults, ids, machine, opening_flow, wire
 from roundtabled.commands import (
     Abort,
     Decision,
@@ -33,6 +33,7 @@ from roundtabled.delivery import Finalizer
 from roundtabled.errors import AuthFailed, NotFound, TransportError
 from roundtabled.handoff import Handoff
 from roundtabled.opencode import HTTP_CLOCK
+from roundtabled.opening_shell import OpeningRunner
 from roundtabled.shell import Shell
 from roundtabled.state import EndReason, RoundtableState
 from roundtabled.table import Table, enum_value
@@ -76,6 +77,7 @@ class Worker:
         self.shell = shell
         self.handoff = Handoff(shell)
         self.finalizer = Finalizer(shell)
+        self.opening = OpeningRunner(shell, self)
 
     async def run(self, table: Table, *, wait_first: bool = False) -> None:
         """The loop of ``table`` until its roundtable needs no more work or the daemon closes;
@@ -133,6 +135,12 @@ class Worker:
         table.answering = None if table.woke_at is None else (table.woke_at, *table.woke_clock)
         table.woke_at = None  # a poke from now on wakes the next pass
         state = table.state
+        if opening_flow.running(state):
+            # Round 1 of an independent opening runs in sessions of its own.
+            await self.opening.step(table)
+            if table.state.active:
+                return False
+            return await self.finalizer.finalize(table)
         if state.active:
             fast = self.handoff.decide(table)
             if fast is not None:

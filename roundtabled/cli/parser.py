@@ -53,7 +53,8 @@ def add_start(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument(
         "--opening",
         choices=["sequential", "independent"],
-        help="round 1 one seat after another (default) or every seat at once, unseen",
+        help="round 1: one seat after another (default), or 'independent': every seat at once, "
+        "each in its own child session seeing only the topic; round 2 sees every opening",
     )
     s.add_argument(
         "--preset", metavar="NAME", help="a [presets.NAME] panel of config.toml (flags override it)"

@@ -87,6 +87,10 @@ const D = {
   budget:
     "Limits of this call, any of {tokens, usd, seconds} (tokens = input + output as the server " +
     "counts them): the debate stops before a turn would exceed them, keeping room for the observer.",
+  opening:
+    "\"sequential\" (default): round 1 one agent after another; \"independent\": round 1 runs " +
+    "in parallel, each agent answering the topic alone without seeing the others, then every " +
+    "agent sees every opening from round 2 on. New roundtables only.",
   preset:
     "Name of a panel configured in roundtabled (agents, rounds, until, budget…; available_agents " +
     "lists them). Explicit arguments override it. New roundtables only.",
@@ -125,6 +129,7 @@ function buildArgs(z: any): Record<string, unknown> {
         .optional()
         .describe(D.budget),
       preset: z.string().optional().describe(D.preset),
+      opening: z.enum(["sequential", "independent"]).optional().describe(D.opening),
     }
   }
   // Plain JSON Schema: OpenCode lists every key as required, so optional ones take null.
@@ -148,6 +153,7 @@ function buildArgs(z: any): Record<string, unknown> {
       description: D.budget + omit,
     },
     preset: { type: ["string", "null"], description: D.preset + omit },
+    opening: { enum: ["sequential", "independent", null], description: D.opening + omit },
   }
 }
 
@@ -218,7 +224,7 @@ function validate(args: any): Record<string, unknown> | string {
   }
   // Checked by the daemon (one rule for the tool, the control API and the CLI; its errors name
   // the field and the allowed values).
-  for (const key of ["until", "budget", "preset"]) {
+  for (const key of ["until", "budget", "preset", "opening"]) {
     if (given(args[key])) body[key] = args[key]
   }
   return body

@@ -371,7 +371,6 @@ def test_presets_and_default_budget_are_read(env: dict[str, str], tmp_path: Path
         ("[presets.a]\nuntil = 'forever'", "presets.a.until", "'rounds', 'converged'"),
         ("[presets.a]\nopening = 'parallel'", "presets.a.opening", "'sequential', 'independent'"),
         ("[presets.a]\ncontext = 'some'", "presets.a.context", "'full', 'recent'"),
-        ("[presets.a]\nopening = 'independent'", "presets.a.opening", "not available"),
         ("[presets.a]\nbudget = {tokens = -1}", "presets.a.budget", "budget.tokens must be"),
         ("[presets.a]\nbudget = {coins = 3}", "presets.a.budget", "unknown budget key 'coins'"),
         ("[presets.a]\nagents = 'pm'", "presets.a.agents", "list of agent names"),
