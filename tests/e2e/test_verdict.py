@@ -502,3 +502,8 @@ async def test_cli_start_and_status_end_with_the_verdict(rt: RT) -> None:
     status = await cli(rt, "status", ses)
     assert status.code == 0, status
     assert "── verdict ──" in status.out and "⚠ degraded result:" in status.out
+    # Degraded is said right after the phase line, and the turns count says what they were.
+    head = status.out.splitlines()
+    phase = next(i for i, line in enumerate(head) if line.startswith("  phase:"))
+    assert head[phase + 1].startswith("  DEGRADED: ") and "dev" in head[phase + 1]
+    assert any(line.endswith("turns: 2 (1 answered, 1 failed)") for line in head), head
