@@ -117,7 +117,7 @@ async def new_state(
     notes = [warning] if warning else []
     # A seat whose model the server lacks still runs and fails honestly each turn (the server's
     # "Model not found"); said at the start so the caller need not wait for it.
-    if known_models is not None:
+    if known_models:  # an empty or unreadable list says nothing about any model
         for name in dict.fromkeys(
             [*req.agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]
         ):

@@ -582,6 +582,14 @@ class FakeOpenCode:
             )
         return out
 
+    async def providers(self, directory: str | None = None) -> dict[str, Any]:
+        """``GET /config/providers``: none listed (the daemon then warns of no seat's model)."""
+        return {"providers": []}
+
+    async def tool_ids(self, directory: str | None = None) -> list[str]:
+        """``GET /experimental/tool/ids``: the built-ins and the roundtable tools."""
+        return ["bash", "read", "task", "roundtable", "available_agents"]
+
     async def config(self, directory: str | None = None) -> dict[str, Any]:
         self._enter("config", directory)
         return {
