@@ -1,0 +1,35 @@
+"""One session id check and message for every ``SES`` argument of the command line (no daemon
+needed). The control-URL, Ctrl-C and mistyped-flag faults of a newcomer's trial have their own
+files in tests/regressions/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roundtabled.cli import EXIT_USAGE, main
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    for name in ("ROUNDTABLED_URL", "ROUNDTABLED_CONTROL_HOST", "ROUNDTABLED_SERVER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", ["status", "watch", "cancel", "export"])
+def test_every_ses_argument_gets_the_same_check_and_message(
+    home: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    assert main([command, "ses_nope"]) == EXIT_USAGE
+    assert main(["extend", "ses_nope", "more"]) == EXIT_USAGE
+    errs = capsys.readouterr().err.splitlines()
+    expected = (
+        "Error: SES must be a session id: 'ses_' then 6 to 64 letters or digits "
+        "(as printed by start and list), got 'ses_nope'"
+    )
+    assert errs == [expected, expected]
