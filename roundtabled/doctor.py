@@ -9,7 +9,8 @@ Checks, in order (each talks to the real thing, nothing is assumed):
 4. **events** — ``GET /global/event`` delivers its first ``server.connected`` within
    :data:`STREAM_TIMEOUT_S`.
 5. **tools** — the ``roundtable``/``available_agents`` tools and the observer agent are installed
-   for the current project (``.opencode/`` here or above) or globally.
+   for the current project (``.opencode/`` here or above) or globally, and the server loaded them
+   (``GET /experimental/tool/ids`` lists them; else: its config directory, from ``GET /path``).
 6. **agents** — the server lists at least two agents a roundtable can seat, and the hidden
    observer agent ``roundtable-observer``.
 7. **daemon** — the control API answers ``/v1/ping`` and, with the token, ``/v1/health``: ready,
@@ -287,6 +288,46 @@ def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
     )
 
 
+async def _tools_loaded_check(settings: cfg.Settings, cwd: Path, files: Check) -> Check:
+    """``files`` (tool files found) confirmed by what the server loaded for ``cwd``: its
+    ``GET /experimental/tool/ids`` must list every tool. A server whose configuration directory
+    differs from ours (another ``XDG_CONFIG_HOME``), or started before the install, does not.
+    """
+    from roundtabled import install
+    from roundtabled.errors import RoundtableError
+    from roundtabled.opencode import OpenCodeClient
+
+    password = settings.server_password
+    client = OpenCodeClient(
+        settings.server_url,
+        username=settings.server_username,
+        password=password.get_secret_value() if password is not None else None,
+        timeout=HTTP_TIMEOUT_S * 6,  # the first call in a directory installs its plugins
+    )
+    try:
+        async with client:
+            ids = set(await client.tool_ids(str(cwd)))
+            where = await client.path()
+    except RoundtableError as exc:
+        return Check("tools", False, f"{files.detail}; GET /experimental/tool/ids failed: {exc}")
+    names = [n.removesuffix(".ts") for n in install.TOOL_FILES]
+    missing = [n for n in names if n not in ids]
+    if not missing:
+        return Check("tools", True, f"{files.detail}; the server loaded {', '.join(names)}")
+    server_config = where.get("config") if isinstance(where, dict) else None
+    return Check(
+        "tools",
+        False,
+        f"{files.detail.replace('installed: ', 'installed in ', 1)}, which this OpenCode server "
+        f"does not read for {cwd} (it lacks {', '.join(missing)}; its config directory is "
+        f"{server_config or '?'})",
+        f"install with the server's environment (XDG_CONFIG_HOME={Path(str(server_config)).parent}"
+        " roundtabled install-tool --global) or into the project "
+        f"(roundtabled install-tool --project {_project_root(cwd)}); if the files were installed "
+        "after the server started, restart opencode serve",
+    )
+
+
 async def _agents_check(http: aiohttp.ClientSession, settings: cfg.Settings, cwd: Path) -> Check:
     try:
         async with http.get(
@@ -461,8 +502,11 @@ async def run(
     async with aiohttp.ClientSession() as http:
         if problem is None:
             checks += await _server_checks(http, settings)
-        checks.append(_tools_check(env, cwd, control_url))
+        tools = _tools_check(env, cwd, control_url)
         server_ok = all(c.ok for c in checks if c.name in ("server", "auth"))
+        if server_ok and tools.ok:
+            tools = await _tools_loaded_check(settings, cwd, tools)
+        checks.append(tools)
         if server_ok:
             checks.append(await _agents_check(http, settings, cwd))
         else:
