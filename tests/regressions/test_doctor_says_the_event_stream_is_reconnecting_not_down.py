@@ -17,6 +17,8 @@ from roundtabled import doctor
 from roundtabled.control import _iso
 from roundtabled.stream import EventStream
 
+from .conftest import RT, cli, wait_for
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -88,3 +90,23 @@ async def test_doctor_says_the_event_stream_is_reconnecting_not_down(
     # once it is back, the stream forgets when it went down
     stream._mark_connected("server.connected")
     assert stream.down_since is None and stream.last_error is None
+
+
+async def test_health_and_doctor_while_the_real_server_is_down_then_back(rt: RT) -> None:
+    """Exact failing input: `opencode serve` stopped under a running daemon, then `doctor`."""
+    stream = rt.daemon.stream
+    await rt.server.stop()
+    await wait_for(lambda: stream.last_error is not None, 30, "the stream to notice")
+    status, health = await rt.api("GET", "/v1/health")
+    assert status == 200 and health["server"]["connected"] is False, health
+    assert health["server"]["reconnectingSince"], health
+    assert isinstance(health["server"]["retryMaxS"], int | float), health
+    run = await cli(rt, "doctor")
+    daemon = [line for line in run.out.splitlines() if line.split()[1:2] == ["daemon"]]
+    assert daemon and daemon[0].startswith("! daemon"), run.out
+    assert "event stream reconnecting since" in daemon[0], run.out
+    connects = stream.connects
+    await rt.server.restart()
+    await wait_for(lambda: stream.connects > connects, 60, "the stream to reconnect")
+    status, health = await rt.api("GET", "/v1/health")
+    assert health["server"]["reconnectingSince"] is None, health
