@@ -141,11 +141,7 @@ async def test_the_state_block_is_one_message_updated_in_place(harness: H) -> No
     h = await harness()
     s2 = await h.start(rounds=2)
     await h.finalized(s2)
-    blocks = [
-        m
-        for m in await h.messages(s2)
-        if any(is_state_part(p) for p in m["parts"])
-    ]
+    blocks = [m for m in await h.messages(s2) if any(is_state_part(p) for p in m["parts"])]
     assert len(blocks) == 1
     assert len(blocks[0]["parts"]) == 1 and blocks[0]["parts"][0]["ignored"] is True
     assert len(h.fake.calls_of("post_no_reply", s2)) == 2  # the state block and the delimiter
