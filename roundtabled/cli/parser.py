@@ -80,7 +80,9 @@ def add_deliberation_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--context",
         choices=["full", "recent"],
-        help="seats see every reply (default) or the opening, a digest and the last round",
+        help="full: seats see every reply (default). recent (the opening, a digest and the last "
+        "round) is refused by this version: OpenCode sends hidden replies to the model anyway "
+        "(docs/deliberation.md)",
     )
 
 
