@@ -20,6 +20,7 @@ from roundtabled import faults, ids, machine, wire
 from roundtabled.commands import Abort, Decision, Finalize, Observation, Prompt, Toast, TurnRecorded
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.mirror import TurnMirror
+from roundtabled.opencode import HTTP_CLOCK
 from roundtabled.shell import Shell
 from roundtabled.state import sign_marker
 from roundtabled.table import Table
@@ -196,6 +197,9 @@ class Handoff:
         table.hiding = (view.id, task)
 
     async def _hide_now(self, table: Table, view: UserView) -> bool:
+        # Started from the event stream's task: the PATCH is the roundtable's server time (the
+        # handoff that awaits it waits for the server, not for the daemon).
+        HTTP_CLOCK.set(table.clock)
         try:
             await self.shell.store.hide_all(table.state.session_id, (view,))
         except Exception as exc:  # the handoff hides it again (and reports that failure)
