@@ -111,14 +111,15 @@ def interrupted_note(args: argparse.Namespace) -> str | None:
 async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     body = start_body(args)
     async with ControlClient(control_url(settings), settings.token_file) as cc:
-        if not args.quiet:
-            print(project_line(body.get("directory")), file=sys.stderr)
+        project = project_line(body.get("directory"))
         colors = await agent_colors(cc, body.get("directory"))
         args.starting = True
         created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
         ses = created["sessionID"]
         args.following = ses
         print(f"Roundtable {ses}: {created.get('title')}", file=sys.stderr)
+        if not args.quiet:
+            print(project, file=sys.stderr)
         for note in created.get("notes") or []:
             print(f"warning: {note}", file=sys.stderr)
         result = await follow(cc, ses, colors=colors, show_turns=not args.quiet)

@@ -59,7 +59,8 @@ def fmt_elapsed(seconds: float | None) -> str:
 
 
 def project_line(directory: str | None) -> str:
-    """The first line of ``start`` and ``agents``: which project directory the daemon uses
+    """The line of ``start`` (after the roundtable's id) and ``agents`` (after the table) that
+    says which project directory the daemon uses
     (``directory`` from ``--directory``, or ``None`` for the OpenCode server's own directory,
     which may differ from the one ``doctor`` checks: the current one)."""
     if directory:

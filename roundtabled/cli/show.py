@@ -24,10 +24,10 @@ async def cmd_agents(args: argparse.Namespace, settings: cfg.Settings) -> int:
     if args.json:
         print(json.dumps(data["agents"], indent=2))
         return EXIT_OK
-    print(project_line(directory))
     print(data["text"])
     print()
     print(agents_table(data["agents"]))
+    print(project_line(directory))
     print()
     print(
         "● a debater (an agent of your configuration); ○ a built-in agent of OpenCode: it can "

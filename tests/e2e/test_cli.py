@@ -134,6 +134,7 @@ async def test_start_prints_each_turn_and_the_summary_and_exits_0(rt: RT) -> Non
     )
     assert run.code == 0, run
     assert run.err.startswith("Roundtable ses_")
+    assert run.err.splitlines()[1].startswith("Project: "), run.err  # which project it used
     heads = [line for line in run.out.splitlines() if line.startswith("── ")]
     assert heads[:4] == [
         "── pm · round 1 ──",
