@@ -257,7 +257,7 @@ def test_the_concluded_title_carries_the_suffix_once(
     new_parent=st.none() | st.just("ses_newparent0000001"),
     reason=end_reasons,
 )
-def test_extend_reopens_a_concluded_roundtable_at_the_first_new_round(
+def test_extend_reopens_a_concluded_roundtable_at_its_next_round(
     total: int,
     rounds: int,
     timeout: float | None,
@@ -288,11 +288,14 @@ def test_extend_reopens_a_concluded_roundtable_at_the_first_new_round(
         call=Call(turn_timeout=timeout, permission_policy=policy),
         now=T0 + 5,
     )
+    # A debate that stopped early continues right after the last round a seat took a turn in
+    # (here round 1): no skipped, never-mentioned round numbers (docs/deliberation.md).
+    start = total if reason == EndReason.COMPLETED else min(total, 1)
     assert new.active and new.phase == Phase.ACTIVE
-    assert new.total_rounds == total + rounds
-    assert (new.current_round, new.current_agent_index) == (total, 0)
+    assert new.total_rounds == start + rounds
+    assert (new.current_round, new.current_agent_index) == (start, 0)
     assert new.pending is None and new.end_reason is None and new.summary is None
-    assert new.extensions == [*base.extensions, ext]
+    assert new.extensions == [*base.extensions, ext.model_copy(update={"from_round": start})]
     assert new.history == base.history  # the earlier rounds stay
     assert new.delivery == delivery and new.finalization == Finalization()
     assert new.parent_session_id == (base.parent_session_id or new_parent)
