@@ -302,10 +302,10 @@ def test_extend_reopens_a_concluded_roundtable_at_its_next_round(
     assert new.options.turn_timeout == (timeout or base.options.turn_timeout)
     assert new.options.permission_policy == (policy or base.options.permission_policy)
     assert new.updated_at == T0 + 5
-    # The machine plans the first seat of the first new round, never a turn of an old round.
+    # The machine plans the first seat of the first new round, never a turn of a played round.
     d = machine.decide(new, Observation(now=T0 + 6, status="idle", new_id="msg_next"))
     prompts_ = [c for c in d.commands if isinstance(c, Prompt)]
-    assert [(p.agent, p.marker.round, p.marker.seat) for p in prompts_] == [("pm", total, 0)]
+    assert [(p.agent, p.marker.round, p.marker.seat) for p in prompts_] == [("pm", start, 0)]
 
 
 @given(
