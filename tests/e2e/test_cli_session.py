@@ -121,7 +121,8 @@ async def test_a_waiting_start_reattaches_when_the_daemon_restarts(rt: RT) -> No
     run = Run(await proc.wait(), out.decode(), err.decode())
     assert run.code == 0, run
     assert "reattaching" in run.err and "reattached" in run.err, run.err
-    heads = [line for line in run.out.splitlines() if line.startswith("── ")]
+    # Turn headers only (the verdict that ends the output has a "── verdict ──" header).
+    heads = [ln for ln in run.out.splitlines() if ln.startswith("── ") and " · round " in ln]
     assert heads == ["── pm · round 1 ──", "── dev · round 1 ──"], run.out
     assert run.out.count("DEV answers after the restart.") == 1
     assert run.out.count("SUMMARY: reattached.") == 1
