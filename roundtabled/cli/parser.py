@@ -13,6 +13,15 @@ from roundtabled import __version__
 from roundtabled.cli import admin, debate, show
 
 
+def add_session(s: argparse.ArgumentParser) -> None:
+    """The ``SES`` argument of every command that names one roundtable."""
+    s.add_argument(
+        "session",
+        metavar="SES",
+        help="the roundtable: its session id (ses_…, as printed by start and list)",
+    )
+
+
 def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="run the daemon (beside `opencode serve`)")
     s.add_argument("--server-url", help="OpenCode server URL (default http://127.0.0.1:4096)")
@@ -88,11 +97,7 @@ def add_deliberation_flags(s: argparse.ArgumentParser) -> None:
 
 def add_extend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("extend", help="continue a concluded roundtable")
-    s.add_argument(
-        "session",
-        metavar="SES",
-        help="the roundtable: its session id (ses_…, as printed by start and list)",
-    )
+    add_session(s)
     s.add_argument("prompt", help="what to discuss next; - for standard input, @FILE for a file")
     s.add_argument("--rounds", type=int, default=1, help="rounds to add (default 1)")
     s.add_argument(
@@ -136,11 +141,7 @@ def add_list(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("status", help="one roundtable's status (also after a daemon restart)")
-    s.add_argument(
-        "session",
-        metavar="SES",
-        help="the roundtable: its session id (ses_…, as printed by start and list)",
-    )
+    add_session(s)
     s.add_argument("--json", action="store_true", help="print the status as JSON")
     s.set_defaults(handler=show.cmd_status)
 
@@ -149,21 +150,13 @@ def add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser(
         "watch", help="print turns as they finish, then the result (Ctrl-C stops watching only)"
     )
-    s.add_argument(
-        "session",
-        metavar="SES",
-        help="the roundtable: its session id (ses_…, as printed by start and list)",
-    )
+    add_session(s)
     s.set_defaults(handler=debate.cmd_watch)
 
 
 def add_cancel(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("cancel", help="stop a roundtable (abort the turn in flight)")
-    s.add_argument(
-        "session",
-        metavar="SES",
-        help="the roundtable: its session id (ses_…, as printed by start and list)",
-    )
+    add_session(s)
     s.add_argument(
         "--summarize",
         action="store_true",
@@ -174,11 +167,7 @@ def add_cancel(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("export", help="export a debate as Markdown or JSON")
-    s.add_argument(
-        "session",
-        metavar="SES",
-        help="the roundtable: its session id (ses_…, as printed by start and list)",
-    )
+    add_session(s)
     s.add_argument("--format", choices=["md", "json"], default="md", help="md (default) or json")
     s.add_argument(
         "-o", "--output", metavar="FILE", help="write to FILE (default: standard output)"
