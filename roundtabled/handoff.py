@@ -268,6 +268,8 @@ class Handoff:
             table.answering = None
             table.handoff_ms.append(dt)
             table.handoff_server_ms.append(server)
+            (cpu0, busy0), (cpu1, busy1) = table.answering_cpu, table.clock.cpu_reading()
+            table.handoff_cpu_ms.append(((cpu1 - cpu0) - (busy1 - busy0)) * 1000)
         table.accepted.add(cmd.message_id)
         if (
             table.pokes == pokes_before

@@ -48,11 +48,19 @@ class Table:
     handoff_ms: list[float] = field(default_factory=list)
     handoff_server_ms: list[float] = field(default_factory=list)
     """Per handoff: the part of ``handoff_ms`` spent awaiting the server (ms)."""
+    handoff_cpu_ms: list[float] = field(default_factory=list)
+    """Per handoff: the event-loop thread's CPU time outside the server's share (ms): the
+    daemon's own time without the moments the operating system ran other processes
+    (:meth:`roundtabled.opencode.HttpClock.cpu_reading`)."""
     clock: HttpClock = field(default_factory=HttpClock)
     woke_at: float | None = None
     """``time.perf_counter()`` of the first poke since the worker last began a pass (None: no
     poke since), with ``woke_clock``, the ``clock.reading()`` at that moment."""
     woke_clock: tuple[float, float] = (0.0, 0.0)
+    woke_cpu: tuple[float, float] = (0.0, 0.0)
+    """``clock.cpu_reading()`` at ``woke_at``."""
+    answering_cpu: tuple[float, float] = (0.0, 0.0)
+    """``woke_cpu`` of the wake in ``answering``."""
     answering: tuple[float, float, float] | None = None
     """The wake the current pass answers, ``(woke_at, *woke_clock)``: the start of the handoff
     its prompt completes. A pass that sends no prompt drops it: the next handoff starts at the
@@ -85,6 +93,7 @@ class Table:
         if self.woke_at is None:
             self.woke_at = time.perf_counter()
             self.woke_clock = self.clock.reading()
+            self.woke_cpu = self.clock.cpu_reading()
         self.wake.set()
 
     def publish(self, item: dict[str, Any]) -> None:

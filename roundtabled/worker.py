@@ -133,6 +133,7 @@ class Worker:
     async def step(self, table: Table) -> bool:
         """One reconcile pass. Returns True when the roundtable needs no more work."""
         table.answering = None if table.woke_at is None else (table.woke_at, *table.woke_clock)
+        table.answering_cpu = table.woke_cpu
         table.woke_at = None  # a poke from now on wakes the next pass
         state = table.state
         if opening_flow.running(state):
