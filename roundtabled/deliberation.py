@@ -149,8 +149,12 @@ def check_convergence(
     labels = {a: (p.label if (p := position_of(e)) is not None else None) for a, e in now.items()}
     labels = {a: labels[a] for a in speaking}
 
+    # Every answer about this round carries its labels; a converged round has no changed seat.
     def no(reason: str, changed: tuple[str, ...] = ()) -> Convergence:
         return Convergence(False, round_number, None, labels, changed, reason)
+
+    def yes(rule: Literal["unchanged", "unanimous"], reason: str) -> Convergence:
+        return Convergence(True, round_number, rule, labels, (), reason)
 
     opening = independent_opening and round_number == first_round
     if round_number <= first_round and not opening:
@@ -165,13 +169,8 @@ def check_convergence(
     if opening:
         if unanimous:
             label = next(iter(labels.values()))
-            return Convergence(
-                True,
-                round_number,
-                "unanimous",
-                labels,
-                (),
-                f"every seat opened independently with the same position ({label!r})",
+            return yes(
+                "unanimous", f"every seat opened independently with the same position ({label!r})"
             )
         return no("the independent openings differ")
     before = round_turns(history, round_number - 1)
@@ -184,23 +183,15 @@ def check_convergence(
     if changed:
         return no(f"{', '.join(changed)} changed position in round {round_number}", changed)
     if all(previous[a] is not None for a in speaking):
-        return Convergence(
-            True,
-            round_number,
+        return yes(
             "unchanged",
-            labels,
-            (),
             f"every seat that spoke held its position from round {round_number - 1} to "
             f"round {round_number}",
         )
     if unanimous:
         label = next(iter(labels.values()))
-        return Convergence(
-            True,
-            round_number,
+        return yes(
             "unanimous",
-            labels,
-            (),
             f"every seat that spoke in round {round_number} holds the same position ({label!r})",
         )
     fresh = [a for a in speaking if previous[a] is None]
