@@ -152,6 +152,29 @@ _SECTIONS = (
 )
 
 
+def _observer_text(
+    intro: Sequence[str],
+    state: RoundtableState,
+    history: Sequence[HistoryEntry],
+    per_entry_chars: int,
+) -> str:
+    """An observer's prompt: the ``intro`` lines, the sections to write, the debate's context
+    (:func:`_observer_context`) and ``Debate:`` with one block per entry of ``history``, each
+    response capped at ``per_entry_chars`` characters (marked :data:`TRUNCATED_MARK`); parts
+    separated by blank lines."""
+    parts = [
+        *intro,
+        "",
+        _SECTIONS,
+        "",
+        *_observer_context(state),
+        "",
+        "Debate:",
+        _history_text(history, per_entry_chars, TRUNCATED_MARK),
+    ]
+    return "\n".join(parts)
+
+
 def observer_prompt(
     state: RoundtableState, history: Sequence[HistoryEntry], *, per_entry_chars: int = 4000
 ) -> str:
@@ -167,18 +190,8 @@ def observer_prompt(
     (``── pm · round 1 ──`` + response, tool previews, files, failures and cut-offs marked,
     ``── the user ──`` for a person's messages). When the debate did not complete, a line says why.
     """
-    parts = [
-        "You are an impartial roundtable observer.",
-        "Consolidate the debate below into:",
-        "",
-        _SECTIONS,
-        "",
-        *_observer_context(state),
-        "",
-        "Debate:",
-        _history_text(history, per_entry_chars, TRUNCATED_MARK),
-    ]
-    return "\n".join(parts)
+    intro = ["You are an impartial roundtable observer.", "Consolidate the debate below into:"]
+    return _observer_text(intro, state, history, per_entry_chars)
 
 
 def named_observer_prompt(
@@ -194,18 +207,11 @@ def named_observer_prompt(
         observer: the observing agent's name (``state.observer``).
         Other arguments as :func:`observer_prompt`.
     """
-    parts = [
+    intro = [
         f"Your role: {_collapse(observer)}. Provide an executive summary of the roundtable debate "
-        "below as its observer: you do not debate, you consolidate. Structure it as:",
-        "",
-        _SECTIONS,
-        "",
-        *_observer_context(state),
-        "",
-        "Debate:",
-        _history_text(history, per_entry_chars, TRUNCATED_MARK),
+        "below as its observer: you do not debate, you consolidate. Structure it as:"
     ]
-    return "\n".join(parts)
+    return _observer_text(intro, state, history, per_entry_chars)
 
 
 # ── texts for S1 and toasts ─────────────────────────────────────────────────────────────────────
