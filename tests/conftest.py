@@ -7,6 +7,9 @@
   directory to text written before the server starts, e.g. ``{".opencode/tool/echo.ts": src}``).
   The agent prompts of the config are registered with the scripted LLM. Every server it started is
   stopped at teardown, even when the test fails.
+- ``home`` — ``tmp_path`` as the command line's world: ``XDG_CONFIG_HOME``, ``XDG_STATE_HOME`` and
+  ``XDG_RUNTIME_DIR`` below it, no ``ROUNDTABLED_URL``, ``ROUNDTABLED_CONTROL_HOST`` or
+  ``ROUNDTABLED_SERVER_URL`` from the caller's environment.
 - ``slow`` marker: skipped unless ``--run-slow`` or ``ROUNDTABLED_SLOW=1``. Tests under
   ``tests/e2e`` get the ``e2e`` marker automatically.
 """
@@ -63,6 +66,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    for name in ("ROUNDTABLED_URL", "ROUNDTABLED_CONTROL_HOST", "ROUNDTABLED_SERVER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
 
 
 @pytest.fixture

@@ -13,16 +13,6 @@ import pytest
 from roundtabled.cli import EXIT_USAGE, main
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
-    for name in ("ROUNDTABLED_URL", "ROUNDTABLED_CONTROL_HOST", "ROUNDTABLED_SERVER_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 @pytest.mark.parametrize("url", ["garbage", "http://127.0.0.1:notaport", "ftp://x", "unix:rel"])
 @pytest.mark.parametrize("command", [["list"], ["status", "ses_abcdef12"], ["doctor"]])
 def test_a_bad_roundtabled_url_is_an_error_naming_it_not_a_traceback(

@@ -14,16 +14,6 @@ from roundtabled import config as cfg
 from roundtabled.cli.client import ControlClient, control_url
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
-    for name in ("ROUNDTABLED_URL", "ROUNDTABLED_CONTROL_HOST", "ROUNDTABLED_SERVER_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 async def test_a_unix_socket_control_host_is_reached_over_the_socket(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

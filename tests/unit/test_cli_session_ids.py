@@ -11,16 +11,6 @@ import pytest
 from roundtabled.cli import EXIT_USAGE, main
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
-    for name in ("ROUNDTABLED_URL", "ROUNDTABLED_CONTROL_HOST", "ROUNDTABLED_SERVER_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 @pytest.mark.parametrize("command", ["status", "watch", "cancel", "export"])
 def test_every_ses_argument_gets_the_same_check_and_message(
     home: Path, capsys: pytest.CaptureFixture[str], command: str
