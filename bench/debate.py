@@ -47,14 +47,48 @@ AGENTS = ["pm", "dev", "rv"]
 ROUNDS = 5
 
 
-async def daemon_debate(env: Env, parent: str, rounds: int = ROUNDS) -> tuple[float, str]:
-    """One debate through the daemon; (seconds from start request to result, S2)."""
+Span = tuple[float, float]
+"""``(start, end)`` of one debate, ``time.monotonic()`` seconds (the scripted model's clock)."""
+
+
+async def daemon_debate(
+    env: Env, parent: str, rounds: int = ROUNDS, spans: dict[str, Span] | None = None
+) -> tuple[float, str]:
+    """One debate through the daemon; (seconds from start request to result, S2). ``spans``
+    gets S2's ``(start, end)``."""
+    m0 = time.monotonic()
     t0 = time.perf_counter()
     s2 = await env.start_rt(agents=AGENTS, rounds=rounds, prompt=TOPIC, parentSessionID=parent)
     await env.result(s2)
     dt = time.perf_counter() - t0
+    if spans is not None:
+        spans[s2] = (m0, time.monotonic())
     await settle(env, s2)
     return dt, s2
+
+
+def breakdown(requests: list[RecordedRequest], span: Span) -> dict[str, float]:
+    """Where one debate's time went (ms), from the scripted model's records of its session:
+    ``lead`` = start → first model request, ``model`` = Σ request arrival → reply finished,
+    ``between`` = Σ reply finished → next request (the server's wind-down, the handoff, the
+    server's start of the next turn), ``tail`` = last reply finished → end."""
+    reqs = sorted(requests, key=lambda r: r.t_mono)
+    if not reqs or any(r.finished_at is None for r in reqs):
+        return {}
+    ends = [float(r.finished_at or 0.0) for r in reqs]
+    return {
+        "requests": len(reqs),
+        "lead": (reqs[0].t_mono - span[0]) * 1000,
+        "model": sum(e - r.t_mono for r, e in zip(reqs, ends, strict=True)) * 1000,
+        "between": sum(n.t_mono - e for n, e in zip(reqs[1:], ends, strict=False)) * 1000,
+        "tail": (span[1] - ends[-1]) * 1000,
+    }
+
+
+def median_breakdown(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the median over debates (ms, rounded)."""
+    rows = [r for r in rows if r]
+    return {k: rnd(median([r[k] for r in rows]), 1) for k in (rows[0] if rows else {})}
 
 
 async def settle(env: Env, s2: str) -> None:
@@ -88,9 +122,15 @@ def model_of(agent: str) -> dict[str, str]:
 
 
 async def floor_debate(
-    env: Env, tap: EventTap, parent: str, script: list[tuple[str, str]]
+    env: Env,
+    tap: EventTap,
+    parent: str,
+    script: list[tuple[str, str]],
+    spans: dict[str, Span] | None = None,
 ) -> float:
-    """The floor: the same turns into one session, prompt_async + wait for idle; seconds."""
+    """The floor: the same turns into one session, prompt_async + wait for idle; seconds.
+    ``spans`` gets the session's ``(start, end)``."""
+    m0 = time.monotonic()
     t0 = time.perf_counter()
     s = await env.oc(
         "POST",
@@ -112,7 +152,10 @@ async def floor_debate(
             },
         )
         await asyncio.wait_for(idle.wait(), 120)
-    return time.perf_counter() - t0
+    dt = time.perf_counter() - t0
+    if spans is not None:
+        spans[sid] = (m0, time.monotonic())
+    return dt
 
 
 def handoff_stats(total: list[float], server: list[float], queued: list[float]) -> dict[str, Any]:
@@ -242,18 +285,26 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         fast0, read0, early0 = metrics.fast_handoffs, metrics.read_handoffs, metrics.early_hides
         d_times: list[float] = []
         f_times: list[float] = []
+        d_spans: dict[str, Span] = {}
+        f_spans: dict[str, Span] = {}
         last_s2 = s2
         for i in range(pairs):
             # Alternate which side goes first so drift hits both equally.
             if i % 2 == 0:
-                d, last_s2 = await daemon_debate(env, parent)
-                f = await floor_debate(env, tap, parent, script)
+                d, last_s2 = await daemon_debate(env, parent, spans=d_spans)
+                f = await floor_debate(env, tap, parent, script, f_spans)
             else:
-                f = await floor_debate(env, tap, parent, script)
-                d, last_s2 = await daemon_debate(env, parent)
+                f = await floor_debate(env, tap, parent, script, f_spans)
+                d, last_s2 = await daemon_debate(env, parent, spans=d_spans)
             d_times.append(d)
             f_times.append(f)
         ratios = [d / f for d, f in zip(d_times, f_times, strict=True)]
+        where = {
+            side: median_breakdown(
+                [breakdown(await env.llm.requests_for(s), span) for s, span in spans.items()]
+            )
+            for side, spans in (("daemon", d_spans), ("floor", f_spans))
+        }
         h1 = handoff_stats(
             list(metrics.handoffs), list(metrics.handoff_server), list(metrics.handoff_queued)
         )
@@ -301,6 +352,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
             "daemon_median_s": rnd(median(d_times)),
             "floor_median_s": rnd(median(f_times)),
             "median_ratio": rnd(median(ratios)),
+            "breakdown_ms": where,
             "target": 1.05,
             "met": median(ratios) <= 1.05,
         },
