@@ -365,25 +365,23 @@ def test_no_stop_before_a_turn_whose_prompt_is_already_in_the_session() -> None:
     h = [turn(a, 1, "x") for a in AGENTS[:2]]
     tight = after(h, (0, 2), budget=Budget(tokens=200))
     assert dl.stop_after_seat_turn(tight, 2_000) is not None
-    sent = UserView(
-        id="msg_1",
-        created=1,
-        marker=Marker(kind="turn", round=0, seat=2, agent="rv"),
-        text="",
-        synthetic=False,
-        compaction=False,
-        state_block=False,
-    )
+
+    def prompt_of(message_id: str, seat: int) -> UserView:
+        """The prompt of round 1's turn of ``seat``, as S2 holds it."""
+        marker = Marker(kind="turn", round=0, seat=seat, agent=AGENTS[seat])
+        return UserView(
+            id=message_id,
+            created=1,
+            marker=marker,
+            text="",
+            synthetic=False,
+            compaction=False,
+            state_block=False,
+        )
+
+    sent = prompt_of("msg_1", 2)
     assert dl.stop_after_seat_turn(tight, 2_000, [sent]) is None
-    other = UserView(
-        id="msg_2",
-        created=1,
-        marker=Marker(kind="turn", round=0, seat=1, agent="dev"),
-        text="",
-        synthetic=False,
-        compaction=False,
-        state_block=False,
-    )
+    other = prompt_of("msg_2", 1)
     assert dl.stop_after_seat_turn(tight, 2_000, [other]) is not None
 
 

@@ -33,7 +33,7 @@ from roundtabled.opening import (
     SeatView,
     Setup,
 )
-from roundtabled.state import Signer, sign_marker
+from roundtabled.state import Marker, Signer, sign_marker
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_roundtable00001"
@@ -84,6 +84,23 @@ class Sim:
             if m["info"]["id"] == mid:
                 return msgs[i:], True
         return [], False
+
+
+def user_message(message_id: str, text: str, marker: Marker, session: str) -> dict[str, Any]:
+    """A prompt as the server stores it: its text and an ignored part carrying ``marker`` signed
+    for ``session``."""
+    return {
+        "info": {"id": message_id, "role": "user", "time": {"created": 1}},
+        "parts": [
+            {"type": "text", "text": text},
+            {
+                "type": "text",
+                "text": "label",
+                "ignored": True,
+                "metadata": sign_marker(marker, session, SIGNER),
+            },
+        ],
+    }
 
 
 def setup(n: int) -> Setup:
@@ -171,18 +188,7 @@ def test_each_seat_created_prompted_recorded_once(
                 assert all(m["info"]["id"] != cmd.message_id for m in child.messages), "resent"
                 sim.prompts[cmd.seat] = sim.prompts.get(cmd.seat, 0) + 1
                 child.messages.append(
-                    {
-                        "info": {"id": cmd.message_id, "role": "user", "time": {"created": 1}},
-                        "parts": [
-                            {"type": "text", "text": cmd.text},
-                            {
-                                "type": "text",
-                                "text": "label",
-                                "ignored": True,
-                                "metadata": sign_marker(cmd.marker, cmd.session_id, SIGNER),
-                            },
-                        ],
-                    }
+                    user_message(cmd.message_id, cmd.text, cmd.marker, cmd.session_id)
                 )
                 child.busy_with = cmd.message_id
                 sim.accepted.add(cmd.message_id)
@@ -196,20 +202,7 @@ def test_each_seat_created_prompted_recorded_once(
                     continue  # the shell posts it only once (post_once)
                 seat = cmd.marker.seat
                 records[seat] = records.get(seat, 0) + 1
-                sim.s2.append(
-                    {
-                        "info": {"id": cmd.message_id, "role": "user", "time": {"created": 1}},
-                        "parts": [
-                            {"type": "text", "text": cmd.text},
-                            {
-                                "type": "text",
-                                "text": "label",
-                                "ignored": True,
-                                "metadata": sign_marker(cmd.marker, S2, SIGNER),
-                            },
-                        ],
-                    }
-                )
+                sim.s2.append(user_message(cmd.message_id, cmd.text, cmd.marker, S2))
             elif isinstance(cmd, PersistRound):
                 persisted = rnd
             else:
