@@ -19,27 +19,25 @@ budget on 2 cores. Marked ``slow``.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
-from roundtabled.state import (
-    CONCLUDED_SUFFIX,
-    DELIMITER_TEXT,
-    META_KEY,
-    OBSERVER_AGENT,
-    read_marker,
-)
+from roundtabled.state import OBSERVER_AGENT
 from roundtabled.testing.opencode_server import OpenCodeServer
 from roundtabled.testing.scripted_llm import ScriptedLLM
-from tests.fakes.daemon_proc import DaemonProc, observer_config
+from tests.fakes.daemon_proc import observer_config, turn_markers
+
+from .kill_point_harness import (
+    Case,
+    Oc,
+    assert_clean_exit,
+    assert_result_once,
+    run_kill_points,
+    selected,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -83,163 +81,23 @@ BATCH = int(os.environ.get("RT_KP_BATCH", "6"))
 """Kill points run at once (one daemon each, one shared server)."""
 
 
-@dataclass
-class Case:
-    """One kill point and what it produced."""
-
-    point: str
-    n: int
-    daemon: DaemonProc
-    s1: str = ""
-    s2: str = ""
-    killed: bool = False
-
-    @property
-    def fault(self) -> str:
-        return f"{self.point}:{self.n}"
-
-
-class Oc:
-    """Minimal reader of the real server."""
-
-    def __init__(self, server: OpenCodeServer, http: aiohttp.ClientSession) -> None:
-        self.server = server
-        self.http = http
-
-    async def call(
-        self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None
-    ) -> Any:
-        async with self.http.request(
-            method,
-            self.server.url + path,
-            json=body,
-            params=params,
-            headers=self.server.auth_headers,
-            timeout=aiohttp.ClientTimeout(total=60),
-        ) as resp:
-            resp.raise_for_status()
-            return await resp.json()
-
-
-async def run_case(case: Case, oc: Oc, llm: ScriptedLLM, http: aiohttp.ClientSession) -> None:
-    """Start the debate under the fault, wait for the kill, restart, wait for the end."""
-    d = case.daemon
-    await d.start(http, case.fault)
-    s1 = await oc.call("POST", "/session", {"title": "S1"}, {"directory": d.directory})
-    case.s1 = str(s1["id"])
-    body = {
-        "agents": AGENTS,
-        "rounds": ROUNDS,
-        "prompt": f"Kill point {case.fault}: should we split the payments monolith?",
-        "parentSessionID": case.s1,
-        "directory": d.directory,
-    }
-    try:
-        async with http.post(
-            d.url + "/v1/roundtables",
-            json=body,
-            headers={"Authorization": f"Bearer {d.token}"},
-            timeout=aiohttp.ClientTimeout(total=60),
-        ) as resp:
-            data = await resp.json()
-            assert resp.status == 200, data
-            case.s2 = str(data["sessionID"])
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        # The start request sends turn 1 before answering: only a kill during it may cut it.
-        await asyncio.wait_for(d.proc.wait(), 30)
-        assert d.proc.returncode == -signal.SIGKILL, f"{case.fault}: start failed: {exc!r}"
-    try:
-        await asyncio.wait_for(d.proc.wait(), 180)
-    except TimeoutError:
-        raise AssertionError(f"{case.fault}: the kill point was never reached") from None
-    case.killed = d.proc.returncode == -signal.SIGKILL
-    assert case.killed, f"{case.fault}: daemon exited with {d.proc.returncode}, not SIGKILL"
-    if not case.s2:
-        children = await oc.call("GET", f"/session/{case.s1}/children")
-        assert len(children) == 1, children
-        case.s2 = str(children[0]["id"])
-    await d.start(http, None)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        info = await oc.call("GET", f"/session/{case.s2}")
-        idx = (info.get("metadata") or {}).get(META_KEY) or {}
-        if idx.get("finalized") and str(info.get("title", "")).endswith(CONCLUDED_SUFFIX):
-            break
-        await asyncio.sleep(0.5)
-    else:
-        raise AssertionError(f"{case.fault}: the debate did not conclude after the restart")
-    await asyncio.sleep(1.5)  # anything duplicated would show up now
-
-
-def text_of(msg: dict[str, Any], *, ignored: bool = False) -> str:
-    return "\n".join(
-        str(p.get("text") or "")
-        for p in msg.get("parts") or []
-        if p.get("type") == "text" and (ignored or not p.get("ignored"))
-    )
-
-
 async def check_case(case: Case, oc: Oc, llm: ScriptedLLM) -> None:
     """The pass criteria of issue 4, from the server's and the model's truth."""
     f, s2, signer = case.fault, case.s2, case.daemon.signer
     msgs = await oc.call("GET", f"/session/{s2}/message")
-    turns: list[tuple[int, int]] = []
-    observers = 0
-    for m in msgs:
-        if m["info"]["role"] != "user":
-            continue
-        for p in m.get("parts") or []:
-            marker = read_marker(p.get("metadata"), s2, signer)
-            if marker is None:
-                continue
-            if marker.kind == "turn":
-                turns.append((marker.round, marker.seat))
-            elif marker.kind == "observer":
-                observers += 1
+    turns, observers = turn_markers(msgs, s2, signer)
     expected = [(r, s) for r in range(ROUNDS) for s in range(len(AGENTS))]
-    assert sorted(turns) == expected, f"{f}: turn prompts in S2 {sorted(turns)}"
+    assert turns == expected, f"{f}: turn prompts in S2 {turns}"
     assert observers == 1, f"{f}: {observers} observer prompts"
     reqs = [r.agent for r in llm.requests_for(session=s2, kind="turn")]
     assert reqs == AGENTS * ROUNDS + [OBSERVER_AGENT], f"{f}: model requests {reqs}"
     answers = [m["info"].get("agent") for m in msgs if m["info"]["role"] == "assistant"]
     assert answers == AGENTS * ROUNDS + [OBSERVER_AGENT], f"{f}: answers {answers}"
-    assert sum(DELIMITER_TEXT in text_of(m) for m in msgs) == 1, f"{f}: delimiters"
-    s1_msgs = await oc.call("GET", f"/session/{case.s1}/message")
-    summary = llm.requests_for(session=s2, agent=OBSERVER_AGENT)[0].reply_text.strip()
+    summary = await assert_result_once(case, oc, llm, msgs)
     assert summary
-    hits = sum(summary in text_of(m) for m in s1_msgs)
-    assert hits == 1 and len(s1_msgs) == 1, f"{f}: result in S1 {hits}× ({len(s1_msgs)} msgs)"
     assert not llm.requests_for(session=case.s1), f"{f}: a model ran in S1"
-    code = await case.daemon.terminate()
-    assert code == 0, f"{f}: restarted daemon exited {code}"
-    log = case.daemon.log()
-    assert "Traceback" not in log, f"{f}: traceback in the daemon log:\n{log[-4000:]}"
+    log = await assert_clean_exit(case)
     assert case.daemon.token not in log, f"{f}: the control token is in the daemon log"
-
-
-async def run_batch(
-    cases: list[Case], server: OpenCodeServer, llm: ScriptedLLM
-) -> list[BaseException | None]:
-    async with aiohttp.ClientSession() as http:
-        oc = Oc(server, http)
-        try:
-            results = await asyncio.gather(
-                *(run_case(c, oc, llm, http) for c in cases), return_exceptions=True
-            )
-            out: list[BaseException | None] = []
-            for c, res in zip(cases, results, strict=True):
-                if isinstance(res, BaseException):
-                    out.append(res)
-                    continue
-                try:
-                    await check_case(c, oc, llm)
-                    out.append(None)
-                except BaseException as exc:
-                    out.append(exc)
-            return out
-        finally:
-            for c in cases:
-                c.daemon.kill_all()
 
 
 @pytest.mark.timeout(900)
@@ -249,27 +107,17 @@ async def test_kill_9_at_every_crash_point_each_turn_once_result_once(
     """≥ 20 kill points of a 3 × 3 debate: after each kill and a restart, every seat spoke exactly
     once per round, the observer once, the result reached S1 once, and nothing raised."""
     server: OpenCodeServer = await opencode_factory(observer_config(scripted_llm))
-    cases: list[Case] = []
-    only = os.environ.get("RT_KP_ONLY")
-    points = [kp for kp in KILL_POINTS if not only or f"{kp[0]}:{kp[1]}" in only.split(",")]
-    for i, (point, n) in enumerate(points):
-        directory = await server.add_project(f"kp{i:02d}")
-        cases.append(
-            Case(point, n, DaemonProc(tmp_path / f"daemon-{i:02d}", server.url, str(directory)))
-        )
-    t0 = time.monotonic()
-    failures: list[str] = []
-    for start in range(0, len(cases), BATCH):
-        batch = cases[start : start + BATCH]
-        for c, err in zip(batch, await run_batch(batch, server, scripted_llm), strict=True):
-            if err is not None:
-                failures.append(f"{c.fault}: {err!r}"[:2000])
-    tried = sum(c.killed for c in cases)
-    passed = len(cases) - len(failures)
-    print(
-        f"\nkill points: {len(cases)} planned, {tried} killed, {passed} passed "
-        f"in {time.monotonic() - t0:.0f} s"
+    cases, failures = await run_kill_points(
+        selected(KILL_POINTS),
+        server=server,
+        llm=scripted_llm,
+        root=tmp_path,
+        project="kp",
+        debate={"agents": AGENTS, "rounds": ROUNDS},
+        check=check_case,
+        batch=BATCH,
+        label="kill points",
     )
-    assert only or len(cases) >= 20
+    assert os.environ.get("RT_KP_ONLY") or len(cases) >= 20
     assert not failures, "\n".join(failures)
-    assert tried == len(cases)
+    assert sum(c.killed for c in cases) == len(cases)

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from roundtabled.state import OBSERVER_AGENT, Signer, read_marker
+from roundtabled.state import OBSERVER_AGENT, Marker, Signer, read_marker
 from roundtabled.testing.opencode_server import free_port, offline_config
 from roundtabled.testing.scripted_llm import ScriptedLLM
 
@@ -164,24 +164,26 @@ def text_of(msg: dict[str, Any], *, ignored: bool = False) -> str:
     )
 
 
-def turn_markers(
-    msgs: list[dict[str, Any]], s2: str, signer: Signer
-) -> tuple[list[tuple[int, int]], int]:
-    """``(sorted [(round, seat)] of signed turn prompts, number of observer prompts)`` in S2."""
-    turns: list[tuple[int, int]] = []
-    observers = 0
+def signed_markers(msgs: list[dict[str, Any]], s2: str, signer: Signer) -> list[Marker]:
+    """The markers of S2's user messages (``msgs``) that carry S2's valid signature, in order."""
+    out: list[Marker] = []
     for m in msgs:
         if m["info"]["role"] != "user":
             continue
         for p in m.get("parts") or []:
             marker = read_marker(p.get("metadata"), s2, signer)
-            if marker is None:
-                continue
-            if marker.kind == "turn":
-                turns.append((marker.round, marker.seat))
-            elif marker.kind == "observer":
-                observers += 1
-    return sorted(turns), observers
+            if marker is not None:
+                out.append(marker)
+    return out
+
+
+def turn_markers(
+    msgs: list[dict[str, Any]], s2: str, signer: Signer
+) -> tuple[list[tuple[int, int]], int]:
+    """``(sorted [(round, seat)] of signed turn prompts, number of observer prompts)`` in S2."""
+    markers = signed_markers(msgs, s2, signer)
+    turns = [(m.round, m.seat) for m in markers if m.kind == "turn"]
+    return sorted(turns), sum(m.kind == "observer" for m in markers)
 
 
 def assert_each_turn_once(
