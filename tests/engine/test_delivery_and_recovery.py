@@ -44,12 +44,19 @@ async def test_delivery_waits_while_s1_is_busy(harness: H) -> None:
     assert len(h.fake.calls_of("post_no_reply", s1)) == 1
 
 
+async def finished_for_a_tool(h: Harness, call_id: str) -> tuple[str, str, str]:
+    """A roundtable started by tool call ``call_id`` (running) in a new S1, waited for until its
+    result is ready: ``(s1, the tool call's message id, s2)``."""
+    s1 = await h.parent()
+    tool_msg = h.fake.add_tool_call(s1, call_id)
+    s2 = await h.start(parentSessionID=s1, toolCallID=call_id, toolMessageID=tool_msg)
+    await h.result(s2)
+    return s1, tool_msg, s2
+
+
 async def test_a_polling_tool_takes_the_result_and_nothing_is_posted_to_s1(harness: H) -> None:
     h = await harness()
-    s1 = await h.parent()
-    tool_msg = h.fake.add_tool_call(s1, "call_rt_1")
-    s2 = await h.start(parentSessionID=s1, toolCallID="call_rt_1", toolMessageID=tool_msg)
-    await h.result(s2)
+    s1, _, s2 = await finished_for_a_tool(h, "call_rt_1")
     taken = h.engine.take_result(s2, tool_call_id="call_rt_1")
     assert taken is not None and taken["done"] is True
     status = await h.finalized(s2)
@@ -61,10 +68,7 @@ async def test_a_tool_that_never_polls_gets_the_result_as_a_no_reply_after_the_g
     harness: H,
 ) -> None:
     h = await harness()
-    s1 = await h.parent()
-    tool_msg = h.fake.add_tool_call(s1, "call_rt_2")
-    s2 = await h.start(parentSessionID=s1, toolCallID="call_rt_2", toolMessageID=tool_msg)
-    await h.result(s2)
+    s1, _, s2 = await finished_for_a_tool(h, "call_rt_2")
     released = h.clock.now_ms()
     await h.clock.advance(120)
     assert h.fake.calls_of("post_no_reply", s1) == []
@@ -76,10 +80,7 @@ async def test_a_tool_that_never_polls_gets_the_result_as_a_no_reply_after_the_g
 
 async def test_a_tool_that_already_returned_the_result_counts_as_delivered(harness: H) -> None:
     h = await harness()
-    s1 = await h.parent()
-    tool_msg = h.fake.add_tool_call(s1, "call_rt_3")
-    s2 = await h.start(parentSessionID=s1, toolCallID="call_rt_3", toolMessageID=tool_msg)
-    await h.result(s2)
+    s1, tool_msg, s2 = await finished_for_a_tool(h, "call_rt_3")
     h.fake.set_tool_state(s1, tool_msg, "call_rt_3", "completed", output=f"result of {s2}")
     status = await h.finalized(s2)
     assert status["delivered"] == "tool"

@@ -25,12 +25,18 @@ def delimiters(msgs: list[dict[str, object]]) -> list[dict[str, object]]:
     ]
 
 
-async def test_deleting_s2_mid_turn_aborts_and_ends_it_without_more_prompts(harness: H) -> None:
-    h = await harness()
+async def pm_mid_turn(h: Harness) -> tuple[str, str]:
+    """A roundtable of a new S1 whose first seat (pm) hangs, 2 s into pm's turn: ``(s1, s2)``."""
     s1 = await h.parent()
     h.fake.script(Hang(max_seconds=3600), agent="pm")
     s2 = await h.start(parentSessionID=s1)
     await h.clock.advance(2)
+    return s1, s2
+
+
+async def test_deleting_s2_mid_turn_aborts_and_ends_it_without_more_prompts(harness: H) -> None:
+    h = await harness()
+    s1, s2 = await pm_mid_turn(h)
     mark = len(h.fake.calls)
     await h.fake.delete_session(s2)
     result = await h.result(s2)
@@ -45,10 +51,7 @@ async def test_deleting_s2_mid_turn_aborts_and_ends_it_without_more_prompts(harn
 
 async def test_deleting_s1_ends_the_roundtable_with_nothing_delivered(harness: H) -> None:
     h = await harness()
-    s1 = await h.parent()
-    h.fake.script(Hang(max_seconds=3600), agent="pm")
-    s2 = await h.start(parentSessionID=s1)
-    await h.clock.advance(2)
+    s1, s2 = await pm_mid_turn(h)
     await h.fake.delete_session(s1)  # S2 goes with it
     result = await h.result(s2)
     assert (result["phase"], result["endReason"]) == ("aborted", "parent-deleted")
