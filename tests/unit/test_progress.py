@@ -28,37 +28,27 @@ def turn(agent: str, rnd: int, seat: int) -> HistoryEntry:
     return HistoryEntry(agent=agent, round=rnd, seat=seat, response=f"{agent} {rnd}")
 
 
+def after_round_1(rounds: int, **kw: object) -> RoundtableState:
+    """A debate of pm and dev over ``rounds`` rounds in which both spoke in round 1."""
+    return state(rounds, ["pm", "dev"], history=[turn("pm", 1, 0), turn("dev", 1, 1)], **kw)
+
+
 def test_cancel_after_the_last_seat_of_round_1_shows_round_1_not_2() -> None:
     # Both seats of round 1 recorded: current_round already names round 2 (0-indexed 1).
-    st_ = state(
-        3,
-        ["pm", "dev"],
-        history=[turn("pm", 1, 0), turn("dev", 1, 1)],
-        current_round=1,
-        phase=Phase.DONE,
-        end_reason=EndReason.CANCELLED,
-    )
+    st_ = after_round_1(3, current_round=1, phase=Phase.DONE, end_reason=EndReason.CANCELLED)
     pos = round_position(st_)
     assert pos == RoundPosition(1, 3, "ended")
     assert pos.text() == "ended in round 1/3"
 
 
 def test_cancel_requested_while_active_shows_the_last_spoken_round() -> None:
-    st_ = state(
-        3,
-        ["pm", "dev"],
-        history=[turn("pm", 1, 0), turn("dev", 1, 1)],
-        current_round=1,
-        end_reason=EndReason.CANCELLED,
-    )
+    st_ = after_round_1(3, current_round=1, end_reason=EndReason.CANCELLED)
     assert round_position(st_) == RoundPosition(1, 3, "ended")
 
 
 def test_the_observer_of_a_1_round_debate_is_after_round_1_of_1() -> None:
-    st_ = state(
+    st_ = after_round_1(
         1,
-        ["pm", "dev"],
-        history=[turn("pm", 1, 0), turn("dev", 1, 1)],
         current_round=1,
         phase=Phase.OBSERVING,
         pending=PendingTurn(kind="observer", round=1, seat=-1, agent="obs", messageID="msg_1"),
@@ -69,10 +59,8 @@ def test_the_observer_of_a_1_round_debate_is_after_round_1_of_1() -> None:
 
 
 def test_a_turn_in_flight_names_its_own_round() -> None:
-    st_ = state(
+    st_ = after_round_1(
         3,
-        ["pm", "dev"],
-        history=[turn("pm", 1, 0), turn("dev", 1, 1)],
         current_round=1,
         pending=PendingTurn(kind="turn", round=1, seat=0, agent="pm", messageID="msg_2"),
     )
@@ -136,10 +124,8 @@ def test_turn_toast_names_the_seat_the_round_and_the_count() -> None:
 def test_observing_toast_says_how_far_and_why() -> None:
     from roundtabled.progress import observing_toast
 
-    st_ = state(
+    st_ = after_round_1(
         3,
-        ["pm", "dev"],
-        history=[turn("pm", 1, 0), turn("dev", 1, 1)],
         phase=Phase.OBSERVING,
         end_reason=EndReason.REPETITION,
     )
