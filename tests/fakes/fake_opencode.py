@@ -129,12 +129,13 @@ class FakeClock:
 
     def time_module(self) -> types.SimpleNamespace:
         """A stand-in for the ``time`` module: ``time``/``monotonic`` from this clock,
-        ``perf_counter``/``sleep`` real (metrics only)."""
+        ``perf_counter``/``thread_time``/``sleep`` real (metrics only)."""
         return types.SimpleNamespace(
             time=self.time,
             monotonic=self.monotonic,
             perf_counter=time.perf_counter,
             perf_counter_ns=time.perf_counter_ns,
+            thread_time=time.thread_time,
             sleep=time.sleep,
         )
 
