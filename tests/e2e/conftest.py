@@ -36,6 +36,36 @@ def roundtable_config(llm: ScriptedLLM, **kw: Any) -> dict[str, Any]:
     return offline_config(llm.base_url, extra_agents=agents, **kw)
 
 
+async def server_call(
+    http: aiohttp.ClientSession,
+    server: OpenCodeServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    params: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """``method path`` at the OpenCode server (``timeout`` s, default aiohttp's): the decoded
+    JSON answer, ``None`` for a 204; raises :class:`aiohttp.ClientResponseError` on an error
+    status."""
+    extra: dict[str, Any] = {}
+    if timeout is not None:
+        extra["timeout"] = aiohttp.ClientTimeout(total=timeout)
+    async with http.request(
+        method,
+        server.url + path,
+        json=body,
+        params=params,
+        headers=server.auth_headers,
+        **extra,
+    ) as resp:
+        resp.raise_for_status()
+        if resp.status == 204:
+            return None
+        return await resp.json()
+
+
 @dataclass
 class RT:
     """One end-to-end environment."""
@@ -86,17 +116,7 @@ class RT:
         self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
     ) -> Any:
         """Call the OpenCode server."""
-        async with self.http.request(
-            method,
-            self.server.url + path,
-            json=body,
-            params=params,
-            headers=self.server.auth_headers,
-        ) as resp:
-            resp.raise_for_status()
-            if resp.status == 204:
-                return None
-            return await resp.json()
+        return await server_call(self.http, self.server, method, path, body, params=params)
 
     async def new_parent(self, title: str = "S1 main session") -> str:
         """A root session S1 in the project directory (where the orchestrator would be)."""

@@ -25,6 +25,8 @@ from roundtabled.testing.opencode_server import OpenCodeServer
 from roundtabled.testing.scripted_llm import ScriptedLLM
 from tests.fakes.daemon_proc import DaemonProc, text_of
 
+from .conftest import server_call
+
 
 @dataclass
 class Case:
@@ -52,16 +54,9 @@ class Oc:
     async def call(
         self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None
     ) -> Any:
-        async with self.http.request(
-            method,
-            self.server.url + path,
-            json=body,
-            params=params,
-            headers=self.server.auth_headers,
-            timeout=aiohttp.ClientTimeout(total=60),
-        ) as resp:
-            resp.raise_for_status()
-            return await resp.json()
+        return await server_call(
+            self.http, self.server, method, path, body, params=params, timeout=60
+        )
 
 
 Check = Callable[[Case, Oc, ScriptedLLM], Awaitable[None]]

@@ -30,14 +30,7 @@ from roundtabled.testing.opencode_server import OpenCodeServer
 from roundtabled.testing.scripted_llm import ScriptedLLM
 from tests.fakes.daemon_proc import observer_config, turn_markers
 
-from .kill_point_harness import (
-    Case,
-    Oc,
-    assert_clean_exit,
-    assert_result_once,
-    run_kill_points,
-    selected,
-)
+from . import kill_point_harness as kp
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +74,7 @@ BATCH = int(os.environ.get("RT_KP_BATCH", "6"))
 """Kill points run at once (one daemon each, one shared server)."""
 
 
-async def check_case(case: Case, oc: Oc, llm: ScriptedLLM) -> None:
+async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
     """The pass criteria of issue 4, from the server's and the model's truth."""
     f, s2, signer = case.fault, case.s2, case.daemon.signer
     msgs = await oc.call("GET", f"/session/{s2}/message")
@@ -93,10 +86,10 @@ async def check_case(case: Case, oc: Oc, llm: ScriptedLLM) -> None:
     assert reqs == AGENTS * ROUNDS + [OBSERVER_AGENT], f"{f}: model requests {reqs}"
     answers = [m["info"].get("agent") for m in msgs if m["info"]["role"] == "assistant"]
     assert answers == AGENTS * ROUNDS + [OBSERVER_AGENT], f"{f}: answers {answers}"
-    summary = await assert_result_once(case, oc, llm, msgs)
+    summary = await kp.assert_result_once(case, oc, llm, msgs)
     assert summary
     assert not llm.requests_for(session=case.s1), f"{f}: a model ran in S1"
-    log = await assert_clean_exit(case)
+    log = await kp.assert_clean_exit(case)
     assert case.daemon.token not in log, f"{f}: the control token is in the daemon log"
 
 
@@ -107,8 +100,8 @@ async def test_kill_9_at_every_crash_point_each_turn_once_result_once(
     """≥ 20 kill points of a 3 × 3 debate: after each kill and a restart, every seat spoke exactly
     once per round, the observer once, the result reached S1 once, and nothing raised."""
     server: OpenCodeServer = await opencode_factory(observer_config(scripted_llm))
-    cases, failures = await run_kill_points(
-        selected(KILL_POINTS),
+    cases, failures = await kp.run_kill_points(
+        kp.selected(KILL_POINTS),
         server=server,
         llm=scripted_llm,
         root=tmp_path,

@@ -22,14 +22,7 @@ from roundtabled.testing.scripted_llm import ScriptedLLM
 from roundtabled.wire import OPENING_KEY
 from tests.fakes.daemon_proc import observer_config, signed_markers, turn_markers
 
-from .kill_point_harness import (
-    Case,
-    Oc,
-    assert_clean_exit,
-    assert_result_once,
-    run_kill_points,
-    selected,
-)
+from . import kill_point_harness as kp
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +45,7 @@ KILL_POINTS: list[tuple[str, int]] = [
 BATCH = int(os.environ.get("RT_KP_BATCH", "5"))
 
 
-async def check_case(case: Case, oc: Oc, llm: ScriptedLLM) -> None:
+async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
     f, s2, signer = case.fault, case.s2, case.daemon.signer
     kids = [
         c
@@ -77,8 +70,8 @@ async def check_case(case: Case, oc: Oc, llm: ScriptedLLM) -> None:
     assert observers == 1, f"{f}: {observers} observer prompts"
     reqs = [r.agent for r in llm.requests_for(session=s2, kind="turn")]
     assert reqs == AGENTS * (ROUNDS - 1) + [OBSERVER_AGENT], f"{f}: model requests {reqs}"
-    await assert_result_once(case, oc, llm, msgs)
-    await assert_clean_exit(case)
+    await kp.assert_result_once(case, oc, llm, msgs)
+    await kp.assert_clean_exit(case)
 
 
 @pytest.mark.timeout(900)
@@ -89,8 +82,8 @@ async def test_kill_9_inside_the_independent_opening_each_seat_once_per_round(
     was created once, prompted once and recorded once, round 2 ran each seat once, the observer
     once, and the result reached S1 once."""
     server: OpenCodeServer = await opencode_factory(observer_config(scripted_llm))
-    cases, failures = await run_kill_points(
-        selected(KILL_POINTS),
+    cases, failures = await kp.run_kill_points(
+        kp.selected(KILL_POINTS),
         server=server,
         llm=scripted_llm,
         root=tmp_path,
