@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from roundtabled import events as ev
 from roundtabled import faults, ids, machine, opening_flow, wire
-from roundtabled.commands import Observation
+from roundtabled.commands import Cancel, Observation
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.opening import (
     AbortSeat,
@@ -107,17 +108,24 @@ class OpeningRunner:
                 for c in children
                 if (seat := wire.opening_seat(c, s2)) is not None
             )
+        unsettled = [
+            s
+            for s in (rnd.seats if rnd is not None else ())
+            if s.session_id is not None and s.entry is None
+        ]
+        # The seats' sessions are read together (they are independent; round 1 is parallel).
+        reads = await asyncio.gather(
+            *(shell.store.read_from(str(s.session_id), s.message_id) for s in unsettled)
+        )
         seats: dict[str, SeatView] = {}
-        for s in rnd.seats if rnd is not None else ():
-            if s.session_id is None or s.entry is not None:
-                continue
-            msgs, found = await shell.store.read_from(s.session_id, s.message_id)
-            error = self.errors.get(s.session_id)
+        for s, (msgs, found) in zip(unsettled, reads, strict=True):
+            sid = str(s.session_id)
+            error = self.errors.get(sid)
             if error is not None and error[0] < (s.prompted_at or 0):
                 error = None
-            seats[s.session_id] = SeatView(
-                status=wire.session_status(statuses, s.session_id),
-                messages=wire.message_views(msgs, s.session_id, shell.signer),
+            seats[sid] = SeatView(
+                status=wire.session_status(statuses, sid),
+                messages=wire.message_views(msgs, sid, shell.signer),
                 found=found,
                 accepted=s.message_id in table.accepted,
                 error=error,
@@ -152,6 +160,31 @@ class OpeningRunner:
                 return
         cancel, table.cancel = table.cancel, None
         obs = await self.observe(table)
+        created = await self.decide_and_execute(table, obs, cancel)
+        if created and table.cancel is None and not table.deleted_hint:
+            # The seats' sessions were just created (their ids are the server's answers): the
+            # next decision (write them, prompt every seat) needs no read of what is known. The
+            # roundtable's session is unchanged (this pass wrote only its state block) and a new
+            # session is idle and empty.
+            after = replace(
+                obs,
+                now=shell.clock(),
+                children=(*obs.children, *created),
+                seats={**obs.seats, **{sid: SeatView(status="idle") for sid, _ in created}},
+            )
+            pokes = table.pokes
+            await self.decide_and_execute(table, after, None)
+            if table.pokes == pokes and table.cancel is None and not table.deleted_hint:
+                # The creations' wakes were for this decision, taken here: a pass of reads
+                # would only find the seats' turns starting (and load the server meanwhile).
+                table.wake.clear()
+                table.woke_at = None
+
+    async def decide_and_execute(
+        self, table: Table, obs: OpeningObservation, cancel: Cancel | None
+    ) -> list[tuple[str, int]]:
+        """Decide on ``obs`` and execute the decision. Returns ``(session id, seat)`` of every
+        seat session this created, when every creation it asked for succeeded (else ``[]``)."""
         n = 2 * len(table.state.agents) + 1
         d = opening_flow.decide(
             table.state,
@@ -162,6 +195,8 @@ class OpeningRunner:
         )
         table.state = d.state
         table.deadline_ms = d.wake_at
+        created: list[tuple[str, int]] = []
+        asked = 0
         i = 0
         while i < len(d.commands):
             # Consecutive creations, prompts or records go out together (round 1 is parallel).
@@ -170,17 +205,22 @@ class OpeningRunner:
             if kind in (CreateSeatSession, PromptSeat, RecordOpening):
                 while j < len(d.commands) and type(d.commands[j]) is kind:
                     j += 1
-            await asyncio.gather(*(self.execute(table, c) for c in d.commands[i:j]))
+            done = await asyncio.gather(*(self.execute(table, c) for c in d.commands[i:j]))
+            asked += sum(isinstance(c, CreateSeatSession) for c in d.commands[i:j])
+            created += [c for c in done if c is not None]
             i = j
         if d.after is not None:
             await self.worker.execute(table, d.after)
+            return []
+        return created if asked and len(created) == asked else []
 
     async def execute(
         self,
         table: Table,
         cmd: OpeningCommand,
-    ) -> None:
-        """Execute one command of the opening round."""
+    ) -> tuple[str, int] | None:
+        """Execute one command of the opening round. Returns ``(session id, seat)`` of a seat's
+        session it created (``None`` for every other command, and when the creation failed)."""
         shell = self.shell
         state = table.state
         s2 = state.session_id
@@ -188,14 +228,20 @@ class OpeningRunner:
             await shell.store.persist(state)
             table.unpersisted = False
         elif isinstance(cmd, CreateSeatSession):
+            made: tuple[str, int] | None = None
             try:
-                await shell.client.create_session(
+                info = await shell.client.create_session(
                     directory=state.directory, parent_id=s2, title=cmd.title, metadata=cmd.metadata
                 )
+                sid = wire.session_id(info)
+                # Adopted as a read would adopt it: by the seat its metadata names.
+                if sid is not None and wire.opening_seat(info, s2) == cmd.seat:
+                    made = (sid, cmd.seat)
             except TransportError as exc:  # the next read adopts it if it exists after all
                 table.log.warning("opening: creating %s's session failed: %s", cmd.title, exc)
             faults.checkpoint("opening-session-created")
             table.poke()
+            return made
         elif isinstance(cmd, PromptSeat):
             label = f"── {cmd.agent} · round 1 (independent opening) ──"
             body = wire.prompt_body(
@@ -211,7 +257,7 @@ class OpeningRunner:
                 await shell.client.prompt_async(cmd.session_id, body)
             except (NotFound, TransportError) as exc:
                 table.log.warning("opening: prompt for %s failed: %s", cmd.agent, exc)
-                return
+                return None
             table.accepted.add(cmd.message_id)
             faults.checkpoint("opening-prompted")
             table.publish({"type": "prompt", "agent": cmd.agent, "round": 1, "kind": "turn"})
@@ -229,6 +275,7 @@ class OpeningRunner:
             ]
             await shell.store.post_once(s2, cmd.message_id, parts)
             faults.checkpoint("opening-recorded")
+        return None
 
     async def abort_all(self, table: Table) -> None:
         """Abort every seat session still running (the roundtable is gone)."""

@@ -315,6 +315,12 @@ def session_directory(session: dict[str, Any]) -> str | None:
     return d if isinstance(d, str) else None
 
 
+def session_id(session: dict[str, Any]) -> str | None:
+    """A session's ``id``."""
+    i = session.get("id")
+    return str(i) if i else None
+
+
 def session_parent(session: dict[str, Any]) -> str | None:
     """A session's ``parentID``."""
     p = session.get("parentID")
