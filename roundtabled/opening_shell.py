@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from roundtabled import events as ev
 from roundtabled import faults, ids, machine, opening_flow, wire
@@ -38,6 +38,10 @@ from roundtabled.table import Table
 
 if TYPE_CHECKING:
     from roundtabled.worker import Worker
+
+
+async def _nothing() -> list[dict[str, Any]]:
+    return []
 
 
 class OpeningRunner:
@@ -96,26 +100,28 @@ class OpeningRunner:
         state = table.state
         s2 = state.session_id
         rnd = state.openings
+        # The status first: messages read after it hold everything up to it (an idle seat's
+        # reply is there). The rest is independent and read together (round 1 is parallel).
         statuses = await shell.client.statuses(state.directory)
-        kids: tuple[tuple[str, int], ...] = ()
-        if rnd is None or any(s.session_id is None for s in rnd.seats):
-            children = sorted(
-                await shell.client.children(s2),
-                key=lambda c: int((c.get("time") or {}).get("created") or 0),
-            )
-            kids = tuple(
-                (str(c["id"]), seat)
-                for c in children
-                if (seat := wire.opening_seat(c, s2)) is not None
-            )
+        need_children = rnd is None or any(s.session_id is None for s in rnd.seats)
         unsettled = [
             s
             for s in (rnd.seats if rnd is not None else ())
             if s.session_id is not None and s.entry is None
         ]
-        # The seats' sessions are read together (they are independent; round 1 is parallel).
-        reads = await asyncio.gather(
-            *(shell.store.read_from(str(s.session_id), s.message_id) for s in unsettled)
+        children, whole, reads = await asyncio.gather(
+            shell.client.children(s2) if need_children else _nothing(),
+            # The whole session (the state block and the records: a few messages): a decision
+            # that settles the last seat records the openings at once, and looks for them here.
+            shell.store.read_all(s2),
+            asyncio.gather(
+                *(shell.store.read_from(str(s.session_id), s.message_id) for s in unsettled)
+            ),
+        )
+        kids = tuple(
+            (str(c["id"]), seat)
+            for c in sorted(children, key=lambda c: int((c.get("time") or {}).get("created") or 0))
+            if (seat := wire.opening_seat(c, s2)) is not None
         )
         seats: dict[str, SeatView] = {}
         for s, (msgs, found) in zip(unsettled, reads, strict=True):
@@ -130,9 +136,7 @@ class OpeningRunner:
                 accepted=s.message_id in table.accepted,
                 error=error,
             )
-        # The whole session (the state block and the records: a few messages): a decision that
-        # settles the last seat records the openings at once, and looks for them here first.
-        messages = wire.message_views(await shell.store.read_all(s2), s2, shell.signer)
+        messages = wire.message_views(whole, s2, shell.signer)
         return OpeningObservation(
             now=shell.clock(),
             status=wire.session_status(statuses, s2),
