@@ -1,7 +1,10 @@
-"""Helpers shared by the ``test_edge_*`` end-to-end files (issue 3: every edge case of the spec).
+"""Helpers shared by the ``test_edge_*`` end-to-end files (issue 3: every edge case of the spec)
+and the regression files.
 
-- :class:`Toasts` records the ``tui.toast.show`` events of the real server's ``/global/event``
-  stream (what a TUI would display).
+- :func:`global_events` yields the payloads of the real server's ``/global/event`` stream;
+  :class:`EventLog` records them all with receive times, :class:`Toasts` the ``tui.toast.show``
+  ones (what a TUI would display).
+- :func:`ask_build` prompts the orchestrator agent ``build`` in a session (the real tool path).
 - :func:`memory_state` is the daemon's in-memory state of a roundtable; :func:`stored_state` the
   signed state block read back from S2 (what survives a restart).
 - :func:`wait_for` polls a condition (seconds).
@@ -13,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 
@@ -23,38 +26,53 @@ from roundtabled.state import META_KEY, RoundtableState, decode_state, encode_st
 
 from .conftest import RT
 
+ORCHESTRATOR_MODEL = {"providerID": "scripted", "modelID": "orchestrator-1"}
 
-class Toasts:
-    """Collects toasts (``{title, message, variant, duration}``) while in its ``async with``."""
+
+async def ask_build(rt: RT, session: str, text: str) -> None:
+    """Prompt the orchestrator (``build``) in ``session``, as a person typing in the TUI would."""
+    await rt.oc(
+        "POST",
+        f"/session/{session}/prompt_async",
+        {"agent": "build", "model": ORCHESTRATOR_MODEL, "parts": [{"type": "text", "text": text}]},
+    )
+
+
+async def global_events(rt: RT) -> AsyncIterator[dict[str, Any]]:
+    """The payloads (``{type, properties}``) of the real server's ``/global/event`` stream, as
+    they arrive; runs until the caller stops iterating or is cancelled."""
+    async with (
+        aiohttp.ClientSession(headers=rt.server.auth_headers) as http,
+        http.get(
+            rt.server.url + "/global/event", timeout=aiohttp.ClientTimeout(total=None)
+        ) as resp,
+    ):
+        async for line in resp.content:
+            if line.startswith(b"data:"):
+                yield json.loads(line[5:]).get("payload") or {}
+
+
+class _Listener:
+    """Runs :meth:`on_event` for each payload of :func:`global_events` while in its
+    ``async with`` (entered once the server says ``server.connected``, within 10 s)."""
 
     def __init__(self, rt: RT) -> None:
         self.rt = rt
-        self.items: list[dict[str, Any]] = []
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
 
-    async def _listen(self) -> None:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(
-                self.rt.server.url + "/global/event",
-                auth=self.rt.server.auth,
-                timeout=aiohttp.ClientTimeout(total=None),
-            ) as resp,
-        ):
-            async for line in resp.content:
-                if not line.startswith(b"data:"):
-                    continue
-                payload = json.loads(line[5:]).get("payload") or {}
-                if payload.get("type") == "server.connected":
-                    self._connected.set()
-                if payload.get("type") == "tui.toast.show":
-                    self.items.append(dict(payload.get("properties") or {}))
+    def on_event(self, payload: dict[str, Any]) -> None:
+        raise NotImplementedError
 
-    async def __aenter__(self) -> Toasts:
+    async def _listen(self) -> None:
+        async for payload in global_events(self.rt):
+            if payload.get("type") == "server.connected":
+                self._connected.set()
+            self.on_event(payload)
+
+    async def _enter(self) -> None:
         self._task = asyncio.create_task(self._listen())
         await asyncio.wait_for(self._connected.wait(), 10)
-        return self
 
     async def __aexit__(
         self,
@@ -66,6 +84,42 @@ class Toasts:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
                 await self._task
+
+
+class EventLog(_Listener):
+    """Records ``(monotonic receive time, payload)`` of the server's ``/global/event`` stream
+    while inside ``async with``."""
+
+    def __init__(self, rt: RT) -> None:
+        super().__init__(rt)
+        self.items: list[tuple[float, dict[str, Any]]] = []
+
+    def on_event(self, payload: dict[str, Any]) -> None:
+        self.items.append((time.monotonic(), payload))
+
+    async def __aenter__(self) -> EventLog:
+        await self._enter()
+        return self
+
+    def of_type(self, etype: str) -> list[tuple[float, dict[str, Any]]]:
+        """Events of one type, in arrival order."""
+        return [(t, p) for t, p in self.items if p.get("type") == etype]
+
+
+class Toasts(_Listener):
+    """Collects toasts (``{title, message, variant, duration}``) while in its ``async with``."""
+
+    def __init__(self, rt: RT) -> None:
+        super().__init__(rt)
+        self.items: list[dict[str, Any]] = []
+
+    def on_event(self, payload: dict[str, Any]) -> None:
+        if payload.get("type") == "tui.toast.show":
+            self.items.append(dict(payload.get("properties") or {}))
+
+    async def __aenter__(self) -> Toasts:
+        await self._enter()
+        return self
 
     @property
     def messages(self) -> list[str]:

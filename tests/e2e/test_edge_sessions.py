@@ -27,7 +27,7 @@ from roundtabled.state import OBSERVER_AGENT, EndReason, Phase
 from roundtabled.testing.scripted_llm import Hang, Text, tool_call
 
 from .conftest import RT
-from .edge_helpers import Toasts, memory_state, stored_state, turn_agents, wait_for
+from .edge_helpers import Toasts, ask_build, memory_state, stored_state, turn_agents, wait_for
 
 
 def visible_text(msg: dict[str, Any]) -> str:
@@ -82,15 +82,7 @@ async def test_s2_deleted_while_the_tool_waits_returns_the_interruption_as_tool_
         Text(text="The roundtable was interrupted."),
         agent="build",
     )
-    await rt.oc(
-        "POST",
-        f"/session/{s1}/prompt_async",
-        {
-            "agent": "build",
-            "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
-            "parts": [{"type": "text", "text": "Convene a roundtable."}],
-        },
-    )
+    await ask_build(rt, s1, "Convene a roundtable.")
     dev = (await rt.llm.wait_for_requests(1, within=60, agent="dev"))[0]
     assert dev.session_id is not None
     await rt.oc("DELETE", f"/session/{dev.session_id}")
@@ -162,15 +154,7 @@ async def test_user_message_in_s2_during_a_turn_joins_history_and_no_turn_is_los
     s2 = await rt.start(agents=["pm", "dev"], prompt="Rollout?", parentSessionID=s1)
     await rt.llm.wait_for_requests(1, within=30, session=s2, agent="pm")
     # The person types in S2 (the TUI sends a normal prompt with the default agent).
-    await rt.oc(
-        "POST",
-        f"/session/{s2}/prompt_async",
-        {
-            "agent": "build",
-            "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
-            "parts": [{"type": "text", "text": "PERSON: please consider the costs too."}],
-        },
-    )
+    await ask_build(rt, s2, "PERSON: please consider the costs too.")
     result = await rt.result(s2)
     assert turn_agents(rt, s2) == ["pm", "build", "dev", OBSERVER_AGENT]
     # dev was prompted only after the interjection's reply finished (never while busy).
@@ -214,15 +198,7 @@ async def test_messages_in_s2_after_the_conclusion_never_change_the_result(rt: R
     stored_before = await stored_state(rt, s2)
     n_turns = len(turn_agents(rt, s2))
     rt.llm.script(Text(text="BUILD chats after the end."), agent="build")
-    await rt.oc(
-        "POST",
-        f"/session/{s2}/prompt_async",
-        {
-            "agent": "build",
-            "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
-            "parts": [{"type": "text", "text": "Now that it is over, what about X?"}],
-        },
-    )
+    await ask_build(rt, s2, "Now that it is over, what about X?")
     await rt.llm.wait_for_requests(1, within=30, session=s2, agent="build")
     await rt.wait_idle(s2)
     await asyncio.sleep(3)  # more than a resync period of the daemon

@@ -15,6 +15,7 @@ from roundtabled.state import CONCLUDED_SUFFIX, DELIMITER_TEXT, META_HEADER, OBS
 from roundtabled.testing.scripted_llm import Text, tool_call
 
 from .conftest import RT, SEAT_MODELS, roundtable_config
+from .edge_helpers import ask_build
 
 
 def texts(msg: dict[str, Any], *, include_ignored: bool = False) -> str:
@@ -180,15 +181,7 @@ async def test_available_agents_through_the_real_tool(rt: RT) -> None:
     which asks the daemon."""
     s1 = await rt.new_parent()
     rt.llm.script(tool_call("available_agents"), Text(text="I know the agents now."), agent="build")
-    await rt.oc(
-        "POST",
-        f"/session/{s1}/prompt_async",
-        {
-            "agent": "build",
-            "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
-            "parts": [{"type": "text", "text": "Who can debate?"}],
-        },
-    )
+    await ask_build(rt, s1, "Who can debate?")
     follow = await rt.llm.wait_for_requests(1, within=30, session=s1, kind="tool-followup")
     tool_msgs = [m for m in follow[0].messages if m["role"] == "tool"]
     assert tool_msgs
@@ -211,15 +204,7 @@ async def test_orchestrator_runs_a_roundtable_through_the_tool(rt: RT) -> None:
         Text(text="The roundtable recommends a monorepo."),
         agent="build",
     )
-    await rt.oc(
-        "POST",
-        f"/session/{s1}/prompt_async",
-        {
-            "agent": "build",
-            "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
-            "parts": [{"type": "text", "text": "Convene a roundtable on repo layout."}],
-        },
-    )
+    await ask_build(rt, s1, "Convene a roundtable on repo layout.")
     follow = await rt.llm.wait_for_requests(1, within=60, session=s1, kind="tool-followup")
     tool_msgs = [m for m in follow[0].messages if m["role"] == "tool"]
     payload = json.loads(str(tool_msgs[-1]["content"]))

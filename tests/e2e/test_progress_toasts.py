@@ -6,47 +6,16 @@ until ``· CONCLUDED``. The throttle and the setting are pinned by the engine te
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-from typing import Any
-
-import aiohttp
 
 from roundtabled.state import CONCLUDED_SUFFIX, OBSERVER_AGENT
 from roundtabled.testing.scripted_llm import Text
 
 from .conftest import RT
+from .edge_helpers import EventLog
 
 
 async def test_a_toast_per_finished_turn_and_per_phase_change(rt: RT) -> None:
-    toasts: list[str] = []
-    titles: list[str] = []
-
-    async def listen() -> None:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(
-                rt.server.url + "/global/event",
-                auth=rt.server.auth,
-                timeout=aiohttp.ClientTimeout(total=None),
-            ) as resp,
-        ):
-            async for line in resp.content:
-                if not line.startswith(b"data:"):
-                    continue
-                payload = json.loads(line[5:]).get("payload") or {}
-                if payload.get("type") == "tui.toast.show":
-                    toasts.append(str(payload["properties"]["message"]))
-                elif payload.get("type") == "session.updated":
-                    info: dict[str, Any] = payload["properties"].get("info") or {}
-                    if info.get("parentID") is None and info.get("title", "").startswith(
-                        "(Roundtable)"
-                    ):
-                        titles.append(str(info["title"]))
-
-    listener = asyncio.create_task(listen())
-    try:
-        await asyncio.sleep(0.5)
+    async with EventLog(rt) as events:
         rt.llm.script(Text(text="PM answers.", first_byte_delay=2.5), agent="pm")
         rt.llm.script(Text(text="DEV answers.", first_byte_delay=2.5), agent="dev")
         rt.llm.script(Text(text="SUMMARY."), agent=OBSERVER_AGENT)
@@ -54,10 +23,7 @@ async def test_a_toast_per_finished_turn_and_per_phase_change(rt: RT) -> None:
         await rt.result(s2)
         await rt.finalized(s2)
         await asyncio.sleep(0.5)
-    finally:
-        listener.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await listener
+    toasts = [str(p["properties"]["message"]) for _, p in events.of_type("tui.toast.show")]
     ours = [t for t in toasts if "Toasts please" in t or " done — " in t]
     assert ours == [
         "Roundtable started: (Roundtable) - Toasts please",

@@ -26,6 +26,7 @@ from roundtabled.state import OBSERVER_AGENT
 from roundtabled.testing.scripted_llm import Text, tool_call
 
 from .conftest import RT
+from .edge_helpers import ask_build
 
 pytestmark = [
     pytest.mark.slow,
@@ -112,15 +113,7 @@ async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_deli
     )
     try:
         await wait_screen(name, "TUI main session", 60)
-        await rt.oc(
-            "POST",
-            f"/session/{s1}/prompt_async",
-            {
-                "agent": "build",
-                "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
-                "parts": [{"type": "text", "text": "Convene a roundtable of pm and dev."}],
-            },
-        )
+        await ask_build(rt, s1, "Convene a roundtable of pm and dev.")
         await wait_screen(name, "ORCHESTRATOR: the panel agreed.", 90)
         s2 = str(next(r for r in rt.llm.requests if r.agent == "pm").session_id)
         await rt.finalized(s2)

@@ -25,7 +25,7 @@ from roundtabled.state import OBSERVER_AGENT
 from roundtabled.testing.scripted_llm import Hang, HttpError, Text, tool_call
 
 from .conftest import RT
-from .edge_helpers import memory_state, turn_agents
+from .edge_helpers import ask_build, memory_state, turn_agents
 
 
 def say(text: str, label: str | None, conf: int | None = None, changed: str | None = None) -> Text:
@@ -421,15 +421,7 @@ async def test_orchestrators_next_request_contains_the_status_notes(rt: RT) -> N
         Text(text="Told the user."),
         agent="build",
     )
-    await rt.oc(
-        "POST",
-        f"/session/{s1}/prompt_async",
-        {
-            "agent": "build",
-            "model": {"providerID": "scripted", "modelID": "orchestrator-1"},
-            "parts": [{"type": "text", "text": "Convene a roundtable."}],
-        },
-    )
+    await ask_build(rt, s1, "Convene a roundtable.")
     follow = await rt.llm.wait_for_requests(1, within=60, session=s1, kind="tool-followup")
     content = str([m for m in follow[0].messages if m["role"] == "tool"][-1]["content"])
     data = json.loads(content)

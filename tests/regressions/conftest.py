@@ -6,8 +6,9 @@ environment as ``tests/e2e``. Helpers:
 
 - :func:`cli` runs ``roundtabled ARGS`` through the real console entry point (subprocess).
 - :func:`wait_for` polls a condition (seconds).
-- :class:`EventLog` records the real server's ``/global/event`` stream with receive times.
-- :func:`ask_build` prompts the orchestrator agent ``build`` in S1 (the real tool path).
+- :class:`EventLog` (records the real server's ``/global/event`` stream with receive times) and
+  :func:`ask_build` (prompts the orchestrator agent ``build`` in S1, the real tool path) are
+  re-exported from :mod:`tests.e2e.edge_helpers`.
 - :class:`LogCapture` collects the daemon's log records (the in-process daemon logs through
   :mod:`logging`).
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import random
@@ -25,7 +25,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -34,6 +33,9 @@ from aiohttp import web
 from roundtabled.testing.opencode_server import free_port
 from tests.e2e import conftest as _e2e
 from tests.e2e.conftest import RT as RT
+from tests.e2e.edge_helpers import ORCHESTRATOR_MODEL as ORCHESTRATOR_MODEL
+from tests.e2e.edge_helpers import EventLog as EventLog
+from tests.e2e.edge_helpers import ask_build as ask_build
 from tests.fakes.proxy import STREAM_PATHS, FaultProxy, _decode, event_type
 
 # The end-to-end fixtures, re-exported for every regression file.
@@ -41,7 +43,6 @@ rt_factory = _e2e.rt_factory
 rt = _e2e.rt
 
 RT_BIN = Path(sys.executable).parent / "roundtabled"
-ORCHESTRATOR_MODEL = {"providerID": "scripted", "modelID": "orchestrator-1"}
 
 
 @dataclass
@@ -101,52 +102,6 @@ async def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-class EventLog:
-    """Records ``(monotonic receive time, payload)`` of the server's ``/global/event`` stream
-    while inside ``async with``."""
-
-    def __init__(self, rt: RT) -> None:
-        self.rt = rt
-        self.items: list[tuple[float, dict[str, Any]]] = []
-        self._task: asyncio.Task[None] | None = None
-        self._connected = asyncio.Event()
-
-    async def _listen(self) -> None:
-        async with (
-            aiohttp.ClientSession(headers=self.rt.server.auth_headers) as http,
-            http.get(
-                self.rt.server.url + "/global/event", timeout=aiohttp.ClientTimeout(total=None)
-            ) as resp,
-        ):
-            async for line in resp.content:
-                if not line.startswith(b"data:"):
-                    continue
-                payload = json.loads(line[5:]).get("payload") or {}
-                if payload.get("type") == "server.connected":
-                    self._connected.set()
-                self.items.append((time.monotonic(), payload))
-
-    async def __aenter__(self) -> EventLog:
-        self._task = asyncio.create_task(self._listen())
-        await asyncio.wait_for(self._connected.wait(), 10)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
-                await self._task
-
-    def of_type(self, etype: str) -> list[tuple[float, dict[str, Any]]]:
-        """Events of one type, in arrival order."""
-        return [(t, p) for t, p in self.items if p.get("type") == etype]
-
-
 class LogCapture(logging.Handler):
     """Collects formatted ``roundtabled`` log records (use as a context manager)."""
 
@@ -171,15 +126,6 @@ class LogCapture(logging.Handler):
     def lines(self, min_level: int = logging.DEBUG) -> list[str]:
         """``LEVEL message`` of every record at or above ``min_level``."""
         return [f"{r.levelname} {r.getMessage()}" for r in self.records if r.levelno >= min_level]
-
-
-async def ask_build(rt: RT, s1: str, text: str) -> None:
-    """Prompt the orchestrator (``build``) in S1, as a person typing in the TUI would."""
-    await rt.oc(
-        "POST",
-        f"/session/{s1}/prompt_async",
-        {"agent": "build", "model": ORCHESTRATOR_MODEL, "parts": [{"type": "text", "text": text}]},
-    )
 
 
 def seat_turns(rt: RT, s2: str) -> list[str | None]:
