@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from roundtabled.state import OBSERVER_AGENT
 from roundtabled.testing.opencode_server import MODEL_IDS
 from roundtabled.testing.scripted_llm import Hang, HttpError, ScriptedLLM, Text
 
 from .conftest import RT, roundtable_config
+from .edge_helpers import Toasts
 
 RT_BIN = Path(sys.executable).parent / "roundtabled"
 PM_COLOUR = "\x1b[1;38;2;52;152;219m"  # #3498db
@@ -61,6 +60,21 @@ def cli_env(rt: RT, **extra: str) -> dict[str, str]:
     return env
 
 
+async def spawn(
+    rt: RT, *args: str, env: dict[str, str] | None = None, cwd: str | None = None
+) -> asyncio.subprocess.Process:
+    """Start ``roundtabled ARGS`` with stdout and stderr piped (``env`` default
+    :func:`cli_env`, ``cwd`` default the project directory)."""
+    return await asyncio.create_subprocess_exec(
+        str(RT_BIN),
+        *args,
+        env=env or cli_env(rt),
+        cwd=cwd or rt.directory,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
 async def cli(
     rt: RT,
     *args: str,
@@ -69,14 +83,7 @@ async def cli(
     cwd: str | None = None,
 ) -> Run:
     """Run ``roundtabled ARGS`` to completion (stdout/stderr captured)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        *args,
-        env=env or cli_env(rt),
-        cwd=cwd or rt.directory,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await spawn(rt, *args, env=env, cwd=cwd)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
@@ -87,6 +94,56 @@ async def cli(
         ) from None
     assert proc.returncode is not None
     return Run(proc.returncode, out.decode(), err.decode())
+
+
+class TerminalWatch:
+    """``roundtabled watch S2`` on a pseudo-terminal (``TERM=xterm``: colours and the progress
+    line on) while in its ``async with``; :attr:`buf` collects what it prints as it arrives."""
+
+    def __init__(self, rt: RT, s2: str) -> None:
+        self.rt = rt
+        self.s2 = s2
+        self.buf = bytearray()
+        self._master = -1
+        self._proc: asyncio.subprocess.Process | None = None
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError):
+            self.buf.extend(os.read(self._master, 65536))
+
+    async def __aenter__(self) -> TerminalWatch:
+        self._master, slave = pty.openpty()
+        self._proc = await asyncio.create_subprocess_exec(
+            str(RT_BIN),
+            "watch",
+            self.s2,
+            env=cli_env(self.rt, TERM="xterm"),
+            stdout=slave,
+            stderr=slave,
+            cwd=self.rt.directory,
+        )
+        os.close(slave)
+        os.set_blocking(self._master, False)
+        asyncio.get_running_loop().add_reader(self._master, self._read)
+        return self
+
+    async def wait(self, timeout: float = 60) -> int:
+        """The exit code once ``watch`` ends (within ``timeout`` s), with all it printed read."""
+        assert self._proc is not None
+        code = await asyncio.wait_for(self._proc.wait(), timeout)
+        await asyncio.sleep(0.2)
+        self._read()
+        return code
+
+    @property
+    def text(self) -> str:
+        return self.buf.decode(errors="replace")
+
+    async def __aexit__(self, *exc: object) -> None:
+        asyncio.get_running_loop().remove_reader(self._master)
+        os.close(self._master)
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
 
 
 def assert_clean_error(run: Run, code: int, *needles: str) -> None:
@@ -297,41 +354,14 @@ async def test_watch_streams_each_turn_when_it_finishes_in_the_agents_colour(rt:
     s2 = await rt.start(agents=["pm", "dev"], prompt="Watch me")
     await rt.llm.wait_for_requests(1, 30, agent="pm")
 
-    master, slave = pty.openpty()  # a terminal: colours and the progress line are on
-    proc = await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        "watch",
-        s2,
-        env=cli_env(rt, TERM="xterm"),
-        stdout=slave,
-        stderr=slave,
-        cwd=rt.directory,
-    )
-    os.close(slave)
-    buf = bytearray()
-    loop = asyncio.get_running_loop()
-    os.set_blocking(master, False)
-
-    def on_readable() -> None:
-        with contextlib.suppress(OSError):
-            buf.extend(os.read(master, 65536))
-
-    loop.add_reader(master, on_readable)
-    try:
-        await wait_for(lambda: b"PM speaks first." in buf, 30, "pm's turn in watch")
+    async with TerminalWatch(rt, s2) as watch:  # a terminal: colours and the progress line
+        await wait_for(lambda: b"PM speaks first." in watch.buf, 30, "pm's turn in watch")
         # pm's turn is shown while dev is still speaking
         _, st = await rt.api("GET", f"/v1/roundtables/{s2}")
         assert st["phase"] == "active" and st["agent"] == "dev", st
-        await wait_for(lambda: b"dev is speaking" in buf, 10, "the progress line")
-        code = await asyncio.wait_for(proc.wait(), 60)
-        await asyncio.sleep(0.2)
-        on_readable()
-    finally:
-        loop.remove_reader(master)
-        os.close(master)
-        if proc.returncode is None:
-            proc.kill()
-    text = buf.decode(errors="replace")
+        await wait_for(lambda: b"dev is speaking" in watch.buf, 10, "the progress line")
+        code = await watch.wait()
+    text = watch.text
     assert code == 0
     assert f"── {PM_COLOUR}pm\x1b[0m · round 1 ──" in text
     assert f"── {DEV_COLOUR}dev\x1b[0m · round 1 ──" in text
@@ -348,15 +378,7 @@ async def test_watch_through_a_pipe_streams_each_turn_without_colour_codes(rt: R
     rt.llm.script(Text(text="DEV answers slowly.", first_byte_delay=4.0), agent="dev")
     rt.llm.script(Text(text="SUMMARY: done."), agent=OBSERVER_AGENT)
     s2 = await rt.start(agents=["pm", "dev"], prompt="Pipe me")
-    proc = await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        "watch",
-        s2,
-        env=cli_env(rt),
-        cwd=rt.directory,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await spawn(rt, "watch", s2)
     assert proc.stdout is not None and proc.stderr is not None
     seen: list[str] = []
     try:
@@ -467,26 +489,8 @@ async def test_extend_continues_a_concluded_roundtable(rt: RT) -> None:
 
 
 async def test_toasts_on_start_each_failure_and_conclusion(rt: RT) -> None:
-    toasts: list[dict[str, Any]] = []
-
-    async def listen() -> None:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(
-                rt.server.url + "/global/event",
-                auth=rt.server.auth,
-                timeout=aiohttp.ClientTimeout(total=None),
-            ) as resp,
-        ):
-            async for line in resp.content:
-                if line.startswith(b"data:"):
-                    payload = json.loads(line[5:]).get("payload") or {}
-                    if payload.get("type") == "tui.toast.show":
-                        toasts.append(payload["properties"])
-
-    listener = asyncio.create_task(listen())
-    try:
-        await asyncio.sleep(0.5)
+    async with Toasts(rt) as listener:
+        toasts = listener.items
         rt.llm.script(Text(text="PM ok."), agent="pm")
         rt.llm.script(HttpError(status=400, message="bad request for dev"), agent="dev")
         rt.llm.script(Text(text="SUMMARY with one failure."), agent=OBSERVER_AGENT)
@@ -497,10 +501,6 @@ async def test_toasts_on_start_each_failure_and_conclusion(rt: RT) -> None:
             10,
             "the conclusion toast",
         )
-    finally:
-        listener.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await listener
     variants = [t.get("variant") for t in toasts]
     messages = " | ".join(str(t.get("message")) for t in toasts)
     assert variants[0] == "info" and "started" in str(toasts[0]["message"]).lower(), toasts

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import pty
 import signal
 from pathlib import Path
 from urllib.parse import urlparse
@@ -23,7 +21,7 @@ from roundtabled.state import OBSERVER_AGENT
 from roundtabled.testing.scripted_llm import Hang, Text
 
 from .conftest import RT
-from .test_cli import RT_BIN, Run, cli, cli_env, script_debate
+from .test_cli import Run, TerminalWatch, cli, script_debate, spawn
 
 
 def control_port(rt: RT) -> int:
@@ -66,18 +64,8 @@ async def test_ctrl_c_on_start_says_the_roundtable_goes_on_and_how_to_watch_or_c
 ) -> None:
     rt.llm.script(Text(text="PM finished its turn."), agent="pm")
     rt.llm.script(Hang(), agent="dev")
-    proc = await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        "start",
-        "--agents",
-        "pm,dev",
-        "--directory",
-        rt.directory,
-        "Interrupt me",
-        env=cli_env(rt),
-        cwd=rt.directory,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    proc = await spawn(
+        rt, "start", "--agents", "pm,dev", "--directory", rt.directory, "Interrupt me"
     )
     await rt.llm.wait_for_requests(1, 60, agent="dev")
     s2 = str(next(r for r in rt.llm.requests if r.agent == "dev").session_id)
@@ -96,18 +84,8 @@ async def test_a_waiting_start_reattaches_when_the_daemon_restarts(rt: RT) -> No
     rt.llm.script(Text(text="PM speaks first."), agent="pm")
     rt.llm.script(Text(text="DEV answers after the restart.", first_byte_delay=5.0), agent="dev")
     rt.llm.script(Text(text="SUMMARY: reattached."), agent=OBSERVER_AGENT)
-    proc = await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        "start",
-        "--agents",
-        "pm,dev",
-        "--directory",
-        rt.directory,
-        "Restart under me",
-        env=cli_env(rt),
-        cwd=rt.directory,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    proc = await spawn(
+        rt, "start", "--agents", "pm,dev", "--directory", rt.directory, "Restart under me"
     )
     await rt.llm.wait_for_requests(1, 60, agent="dev")
     await rt.restart_daemon(control_port=control_port(rt))
@@ -150,36 +128,9 @@ async def test_the_progress_line_names_the_observer_without_a_round_past_the_las
     rt.llm.script(Text(text="SUMMARY: slow.", first_byte_delay=4.0), agent=OBSERVER_AGENT)
     s2 = await rt.start(agents=["pm", "dev"], prompt="One round", rounds=1)
     await rt.llm.wait_for_requests(1, 30, agent="pm")
-    master, slave = pty.openpty()  # a terminal: the progress line is on
-    proc = await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        "watch",
-        s2,
-        env=cli_env(rt, TERM="xterm"),
-        stdout=slave,
-        stderr=slave,
-        cwd=rt.directory,
-    )
-    os.close(slave)
-    buf = bytearray()
-    loop = asyncio.get_running_loop()
-    os.set_blocking(master, False)
-
-    def on_readable() -> None:
-        with contextlib.suppress(OSError):
-            buf.extend(os.read(master, 65536))
-
-    loop.add_reader(master, on_readable)
-    try:
-        code = await asyncio.wait_for(proc.wait(), 60)
-        await asyncio.sleep(0.2)
-        on_readable()
-    finally:
-        loop.remove_reader(master)
-        os.close(master)
-        if proc.returncode is None:
-            proc.kill()
-    text = buf.decode(errors="replace")
+    async with TerminalWatch(rt, s2) as watch:  # a terminal: the progress line is on
+        code = await watch.wait()
+    text = watch.text
     assert code == 0, text
     assert "the observer is speaking" in text, text
     assert "round 2/1" not in text
