@@ -9,11 +9,11 @@ error.
 What the real server does (OpenCode 1.18.33, observed by this test): the dispose **aborts** the
 directory's running turn (dev's assistant message ends with ``MessageAbortedError``, partial text
 kept) and emits ``server.instance.disposed``; ``/global/event`` (the daemon's stream) stays open,
-only the per-directory ``/event`` streams close. Proves: the daemon resyncs on the disposal, prompts
-rv exactly once within 2 s, never re-prompts dev, and logs the disposal (and dev's aborted turn) as
-a reason at INFO — no warning or error. If the stream does close (older servers, a proxy), the
-close is logged as a reason and rv follows within 2 s of the reconnect (the first reconnect is held
-back 4 s so dev's turn ends inside the gap).
+only the per-directory ``/event`` streams close. Proves: the daemon resyncs on the disposal,
+prompts rv exactly once within 10 s (the fault: the next resync, 60 s), never re-prompts dev, and
+logs the disposal (and dev's aborted turn) as a reason at INFO — no warning or error. If the
+stream does close (older servers, a proxy), the close is logged as a reason and rv follows within
+10 s of the reconnect (the first reconnect is held back 4 s so dev's turn ends inside the gap).
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ async def test_dispose_while_dev_streams_resyncs_and_prompts_rv_once(rt_factory:
             since = disposed[0][0]
             if disconnects:  # the stream was closed: measure from the reconnect
                 since = max(since, min(t for t in connects if t > disconnects[0][0]))
-            assert rv.t_mono - since < 2.0, rv.t_mono - since
+            # The fault waits for the next resync (60 s here); 10 s leaves a loaded 2-core CI
+            # machine room for the server's own restart of the instance (2.10 s seen once).
+            assert rv.t_mono - since < 10.0, rv.t_mono - since
             await rt.result(s2)
             await asyncio.sleep(2)
     turns = seat_turns(rt, s2)
