@@ -294,14 +294,14 @@ async def test_abort_cancels_the_roundtable(
     await asyncio.wait_for(fake.polling.wait(), 30)
     t0 = time.monotonic()
     await oc(server, "POST", f"/session/{ses}/abort")
-    await asyncio.wait_for(fake.cancelled.wait(), 1.0)
+    await asyncio.wait_for(fake.cancelled.wait(), 5.0)
     while True:
         status = await oc(server, "GET", "/session/status", directory=str(server.project_dir))
         if ses not in status or status[ses].get("type") == "idle":
             break
-        assert time.monotonic() - t0 < 1.0, status
+        assert time.monotonic() - t0 < 5.0, status
         await asyncio.sleep(0.05)
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 5.0
     [cancel] = fake.cancels
     assert cancel == {
         "ses": FAKE_SES,

@@ -7,10 +7,10 @@ behaviour pinned in docs/opencode-server.md, "a prompt whose model does not exis
 waited out the turn timeout, or settled the turn with a generic text that hid the server's reason.
 
 Proves, on the real ``opencode serve`` with the scripted model: the turn is settled as failed
-within 2 s of the server's first error, with the server's message in the seat's notes, exactly
-once although the error comes twice; the next seat runs on its own model (never the missing one
-the failed prompt left sticky); a debate in which that seat fails every round concludes, and the
-result says so.
+within 5 s of the server's first error (the fault: the turn timeout), with the server's message
+in the seat's notes, exactly once although the error comes twice; the next seat runs on its own
+model (never the missing one the failed prompt left sticky); a debate in which that seat fails
+every round concludes, and the result says so.
 """
 
 from __future__ import annotations
@@ -63,12 +63,13 @@ async def test_a_seat_on_a_missing_model_fails_fast_every_round_and_the_debate_c
         if r.agent in SEAT_MODELS:
             assert r.model == SEAT_MODELS[r.agent], (r.agent, r.model)
 
-    # Settled within 2 s of the server's first error of each of dev's turns: rv's request.
+    # Settled within 5 s of the server's first error of each of dev's turns (the fault: the turn
+    # timeout): rv's request.
     rv_reqs = [r for r in reqs if r.agent == "rv"]
     since = 0.0
     for rv in rv_reqs:
         first = min(t for t, _ in errors if since < t < rv.t_mono)
-        assert rv.t_mono - first <= 2.0, f"rv asked {rv.t_mono - first:.2f} s after the error"
+        assert rv.t_mono - first <= 5.0, f"rv asked {rv.t_mono - first:.2f} s after the error"
         since = rv.t_mono
 
     state = memory_state(rt, s2)

@@ -4,7 +4,7 @@ Field failure: a seat whose agent may use OpenCode's ``question`` tool (a primar
 ``permission.question: allow``) asked the user a question; nobody is at a roundtable to answer, so
 the seat stayed busy until the turn timeout and the debate stalled. Proves: the question is
 answered with a rejection that tells the model no human is at the table, the seat's turn ends
-within 2 s of the question being raised, and the next seat speaks.
+within 5 s of the question being raised (the fault: the turn timeout), and the next seat speaks.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ async def test_a_seat_calling_question_gets_no_human_answer_and_the_next_seat_sp
         s2 = await rt.start(agents=["pm", "dev"], prompt="Pick a database", turnTimeout=120)
         asked = await wait_for(lambda: events.of_type("question.asked"), 60, "question.asked")
         t_asked = asked[0][0]
-        # the pm turn ends (its tool-followup is served) and dev is prompted within 2 s
+        # the pm turn ends (its tool-followup is served) and dev is prompted within 5 s
         await rt.llm.wait_for_requests(1, within=30, session=s2, agent="dev")
         dev_req = rt.llm.requests_for(session=s2, agent="dev")[0]
-        assert dev_req.t_mono - t_asked < 2.0, dev_req.t_mono - t_asked
+        assert dev_req.t_mono - t_asked < 5.0, dev_req.t_mono - t_asked
         await rt.result(s2)
     pm_follow = rt.llm.requests_for(session=s2, agent="pm", kind="tool-followup")
     assert len(pm_follow) == 1
@@ -74,7 +74,7 @@ async def test_a_rejected_question_ends_the_turn_and_the_debate_moves_on(
     """Same failing input, but the server refuses the answer so the daemon falls back to
     rejecting the question: OpenCode then ends pm's turn right after the tool step (last step
     ``finish: "tool-calls"``, no follow-up request). That turn is over — dev is prompted within
-    2 s of the question instead of waiting for the 120 s turn timeout."""
+    5 s of the question instead of waiting for the 120 s turn timeout."""
     cfg = roundtable_config(
         scripted_llm,
         extra_agents={"pm": {"mode": "primary", "permission": {"*": "deny", "question": "allow"}}},
@@ -93,7 +93,7 @@ async def test_a_rejected_question_ends_the_turn_and_the_debate_moves_on(
         await wait_for(lambda: events.of_type("question.rejected"), 10, "question.rejected")
         await rt.llm.wait_for_requests(1, within=30, session=s2, agent="dev")
         dev_req = rt.llm.requests_for(session=s2, agent="dev")[0]
-        assert dev_req.t_mono - asked[0][0] < 2.0, dev_req.t_mono - asked[0][0]
+        assert dev_req.t_mono - asked[0][0] < 5.0, dev_req.t_mono - asked[0][0]
         result = await rt.result(s2)
     assert rt.llm.requests_for(session=s2, agent="pm", kind="tool-followup") == []
     assert seat_turns(rt, s2)[:2] == ["pm", "dev"]

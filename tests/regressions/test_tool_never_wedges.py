@@ -11,7 +11,7 @@ Proves, on the real ``opencode serve`` with the scripted model and the shims wri
 
 (a) daemon down → the tool returns ``Error:`` naming ``roundtabled serve`` in < 3 s;
 (b) the daemon (a real subprocess) SIGSTOPped while the tool long-polls, the user aborts S1 → S1
-    is idle within 1 s; after SIGCONT the roundtable's result reaches S1 once, never twice (slow);
+    is idle within 5 s; after SIGCONT the roundtable's result reaches S1 once, never twice (slow);
 (c) ``install_tools`` writes atomically (a failure at the rename leaves the old shim intact and no
     partial file), and a project whose OpenCode cannot reach a package registry still lists both
     tools (the finding of ``tests/e2e/test_tool_shim.py``: shims must not import packages).
@@ -120,13 +120,13 @@ async def test_sigstopped_daemon_abort_frees_s1_at_once_and_result_arrives_once(
                     st = await status_of(server, directory)
                     if s1 not in st or st[s1].get("type") == "idle":
                         break
-                    assert time.monotonic() - t0 < 1.0, f"S1 still {st[s1]} after 1 s"
+                    assert time.monotonic() - t0 < 5.0, f"S1 still {st[s1]} after 5 s"
                     await asyncio.sleep(0.05)
                 freed = time.monotonic() - t0
                 await asyncio.sleep(2.0)
             finally:
                 os.kill(daemon.proc.pid, signal.SIGCONT)
-            assert freed < 1.0
+            assert freed < 5.0
             headers = {"Authorization": f"Bearer {daemon.token}"}
 
             async def done() -> dict[str, Any]:
