@@ -291,7 +291,8 @@ def _attribution(entry: HistoryEntry, max_bytes: int) -> str | None:
             return None
         return head + _clip_bytes(body, room).rstrip() + "…"
     elif entry.cut_off:
-        head = f"- {who} (round {entry.round}) was cut off at the time limit: "
+        why = "by the cancel" if entry.cut_by_cancel else "at the time limit"
+        head = f"- {who} (round {entry.round}) was cut off {why}: "
     else:
         head = f"- {who} (round {entry.round}): "
     quote = _quote(entry, ATTRIBUTION_QUOTE_CHARS)

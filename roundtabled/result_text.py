@@ -67,7 +67,7 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     else:
         header = f"── {who} · round {entry.round} ──"
         if entry.cut_off:  # a cut-off turn also has has_error; its partial text is kept
-            why = "by the cancel" if "cancel" in (entry.error or "") else "at the time limit"
+            why = "by the cancel" if entry.cut_by_cancel else "at the time limit"
             header = f"── {who} · round {entry.round} · CUT OFF {why} ──"
         elif entry.has_error:
             header = f"── {who} · round {entry.round} · FAILED ──"
@@ -83,7 +83,7 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     if entry.cut_off:
         reason = (
             "the roundtable was cancelled"
-            if "cancel" in (entry.error or "")
+            if entry.cut_by_cancel
             else "the turn reached the time limit"
         )
         kept = "partial text above" if response else "it had written no text yet"

@@ -206,6 +206,11 @@ class HistoryEntry(_Model):
     changed: str | None = None
     """The reply's ``Changed:`` line: why the seat's position changed (docs/result.md)."""
 
+    @property
+    def cut_by_cancel(self) -> bool:
+        """A turn cut off by a cancel (its ``error`` says so), not at the time limit."""
+        return self.cut_off and "cancel" in (self.error or "")
+
 
 class VerdictRecord(_Model):
     """The observer's structured verdict as the daemon received it (docs/result.md).
