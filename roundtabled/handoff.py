@@ -239,14 +239,9 @@ class Handoff:
             if cmd.marker.kind == "turn"
             else f"── observer · {cmd.agent} ──"
         )
+        marker = sign_marker(cmd.marker, state.session_id, shell.signer)
         body = wire.prompt_body(
-            cmd.message_id,
-            cmd.agent,
-            [
-                wire.text_part(cmd.text),
-                wire.label_part(label, sign_marker(cmd.marker, state.session_id, shell.signer)),
-            ],
-            state.models.get(cmd.agent),
+            cmd.message_id, cmd.agent, cmd.text, label, marker, state.models.get(cmd.agent)
         )
         pokes_before = table.pokes
         # Collect the new turn's events from before the server can emit any of them.

@@ -248,14 +248,9 @@ class OpeningRunner:
             return made
         elif isinstance(cmd, PromptSeat):
             label = f"── {cmd.agent} · round 1 (independent opening) ──"
+            marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
             body = wire.prompt_body(
-                cmd.message_id,
-                cmd.agent,
-                [
-                    wire.text_part(cmd.text),
-                    wire.label_part(label, sign_marker(cmd.marker, cmd.session_id, shell.signer)),
-                ],
-                state.models.get(cmd.agent),
+                cmd.message_id, cmd.agent, cmd.text, label, marker, state.models.get(cmd.agent)
             )
             try:
                 await shell.client.prompt_async(cmd.session_id, body)

@@ -266,11 +266,16 @@ def state_part(
 def prompt_body(
     message_id: str,
     agent: str,
-    parts: list[dict[str, Any]],
+    text: str,
+    label: str,
+    marker: dict[str, Any],
     model: ModelRef | None,
 ) -> dict[str, Any]:
-    """The body of ``POST /session/{id}/prompt_async``. ``model`` is sticky per session on the
-    server (``docs/opencode-server.md``, "sticky model"): the seat's own is always sent."""
+    """The body of ``POST /session/{id}/prompt_async`` for a seat's or the observer's turn: the
+    prompt ``text`` the model reads, then the ``ignored`` ``label`` people read, carrying the
+    signed ``marker`` metadata. ``model`` is sticky per session on the server
+    (``docs/opencode-server.md``, "sticky model"): the seat's own is always sent."""
+    parts = [text_part(text), label_part(label, marker)]
     body: dict[str, Any] = {"messageID": message_id, "agent": agent, "parts": parts}
     if model is not None:
         body["model"] = {"providerID": model.provider_id, "modelID": model.model_id}

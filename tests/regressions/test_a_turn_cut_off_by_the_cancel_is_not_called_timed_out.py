@@ -15,6 +15,13 @@ from roundtabled.prompts import turn_prompt
 from roundtabled.state import HistoryEntry, RoundtableState
 
 
+def pm_cut_off(error: str) -> HistoryEntry:
+    """pm's round-2 turn, cut off with ``error`` after writing "partial answer"."""
+    return HistoryEntry(
+        agent="pm", round=2, response="partial answer", has_error=True, error=error, cut_off=True
+    )
+
+
 def test_the_next_seat_is_told_the_cancel_cut_the_turn_off() -> None:
     state = RoundtableState.model_validate(
         {
@@ -25,22 +32,7 @@ def test_the_next_seat_is_told_the_cancel_cut_the_turn_off() -> None:
             "prompt": "Which ORM should we use?",
         }
     )
-    cancelled = HistoryEntry(
-        agent="pm",
-        round=2,
-        response="partial answer",
-        has_error=True,
-        error="cut off by the cancel",
-        cut_off=True,
-    )
-    timed_out = HistoryEntry(
-        agent="pm",
-        round=2,
-        response="partial answer",
-        has_error=True,
-        error="timed out after 3 s",
-        cut_off=True,
-    )
+    cancelled, timed_out = (pm_cut_off(e) for e in ("cut off by the cancel", "timed out after 3 s"))
     text = turn_prompt(state, round_index=2, seat=1, since=[cancelled], opening=False)
     assert "- pm (round 2) was cut off by the cancel: “partial answer”" in text
     assert "time limit" not in text
