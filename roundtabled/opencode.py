@@ -276,9 +276,54 @@ class HttpTransport:
                 ) from exc
 
 
-class OpenCodeClient(HttpTransport):
+class RequestRoutes(HttpTransport):
+    """The server's routes for the permission and question requests of seats (answered by
+    :mod:`roundtabled.requests`)."""
+
+    async def permissions(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /permission``: pending permission requests of ``directory``."""
+        data, _ = await self._request("GET", "/permission", params=_dir(directory))
+        return list(data or [])
+
+    async def reply_permission(
+        self,
+        request_id: str,
+        reply: str,
+        message: str | None = None,
+        directory: str | None = None,
+    ) -> None:
+        """``POST /permission/{id}/reply`` with ``reply`` = once | always | reject."""
+        body: dict[str, Any] = {"reply": reply}
+        if message:
+            body["message"] = message
+        await self._request(
+            "POST", f"/permission/{_seg(request_id)}/reply", params=_dir(directory), body=body
+        )
+
+    async def questions(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /question``: pending ``question`` tool requests of ``directory``."""
+        data, _ = await self._request("GET", "/question", params=_dir(directory))
+        return list(data or [])
+
+    async def answer_question(
+        self, request_id: str, answers: list[list[str]], directory: str | None = None
+    ) -> None:
+        """``POST /question/{id}/reply`` with one list of answer labels per question."""
+        await self._request(
+            "POST",
+            f"/question/{_seg(request_id)}/reply",
+            params=_dir(directory),
+            body={"answers": answers},
+        )
+
+    async def reject_question(self, request_id: str, directory: str | None = None) -> None:
+        """``POST /question/{id}/reject``."""
+        await self._request("POST", f"/question/{_seg(request_id)}/reject", params=_dir(directory))
+
+
+class OpenCodeClient(RequestRoutes):
     """Async client of one OpenCode server: one method per route the daemon uses (arguments as
-    :class:`HttpTransport`)."""
+    :class:`HttpTransport`; the request routes in :class:`RequestRoutes`)."""
 
     # -- server ---------------------------------------------------------------------------------
 
@@ -390,16 +435,6 @@ class OpenCodeClient(HttpTransport):
         """``POST /session/{id}/abort`` (always ``true``; idempotent)."""
         await self._request("POST", f"/session/{_seg(session_id)}/abort")
 
-    async def summarize(self, session_id: str, provider_id: str, model_id: str) -> None:
-        """``POST /session/{id}/summarize``: compaction; returns when it has finished."""
-        await self._request(
-            "POST",
-            f"/session/{_seg(session_id)}/summarize",
-            body={"providerID": provider_id, "modelID": model_id},
-            retry=False,
-            timeout=max(self.timeout, 120.0),
-        )
-
     # -- messages -------------------------------------------------------------------------------
 
     async def messages(
@@ -502,46 +537,6 @@ class OpenCodeClient(HttpTransport):
         if duration_ms:
             body["duration"] = duration_ms
         await self._request("POST", "/tui/show-toast", params=_dir(directory), body=body)
-
-    async def permissions(self, directory: str | None = None) -> list[dict[str, Any]]:
-        """``GET /permission``: pending permission requests of ``directory``."""
-        data, _ = await self._request("GET", "/permission", params=_dir(directory))
-        return list(data or [])
-
-    async def reply_permission(
-        self,
-        request_id: str,
-        reply: str,
-        message: str | None = None,
-        directory: str | None = None,
-    ) -> None:
-        """``POST /permission/{id}/reply`` with ``reply`` = once | always | reject."""
-        body: dict[str, Any] = {"reply": reply}
-        if message:
-            body["message"] = message
-        await self._request(
-            "POST", f"/permission/{_seg(request_id)}/reply", params=_dir(directory), body=body
-        )
-
-    async def questions(self, directory: str | None = None) -> list[dict[str, Any]]:
-        """``GET /question``: pending ``question`` tool requests of ``directory``."""
-        data, _ = await self._request("GET", "/question", params=_dir(directory))
-        return list(data or [])
-
-    async def answer_question(
-        self, request_id: str, answers: list[list[str]], directory: str | None = None
-    ) -> None:
-        """``POST /question/{id}/reply`` with one list of answer labels per question."""
-        await self._request(
-            "POST",
-            f"/question/{_seg(request_id)}/reply",
-            params=_dir(directory),
-            body={"answers": answers},
-        )
-
-    async def reject_question(self, request_id: str, directory: str | None = None) -> None:
-        """``POST /question/{id}/reject``."""
-        await self._request("POST", f"/question/{_seg(request_id)}/reject", params=_dir(directory))
 
 
 READ_SLICE = 256 * 1024

@@ -711,10 +711,6 @@ class FakeOpenCode:
         with contextlib.suppress(asyncio.CancelledError):
             await runner
 
-    async def summarize(self, session_id: str, provider_id: str, model_id: str) -> None:
-        self._enter("summarize", session_id, provider_id, model_id)
-        self._get(session_id)
-
     # -- messages -------------------------------------------------------------------------------
 
     async def messages(
