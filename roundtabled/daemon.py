@@ -76,6 +76,23 @@ def engine_settings(s: cfg.Settings) -> EngineSettings:
     )
 
 
+def listen_error(settings: cfg.Settings, exc: OSError) -> str:
+    """Why the control API could not listen, naming what to change: the port of a TCP host,
+    the socket's path of a ``unix:/path`` host."""
+    why = exc.strerror or str(exc)
+    host = settings.control_host
+    if host.startswith("unix:"):
+        return (
+            f"cannot listen on the unix socket {host[5:]} for the control API ({why}): does its "
+            "directory exist and is it writable, or is another roundtabled running on it? Set "
+            "control_host / ROUNDTABLED_CONTROL_HOST to another unix:/path."
+        )
+    return (
+        f"cannot listen on {host}:{settings.control_port} for the control API ({why}): is "
+        "another roundtabled running? Set control_port / ROUNDTABLED_CONTROL_PORT to another port."
+    )
+
+
 class Daemon:
     """The running service.
 
@@ -206,13 +223,7 @@ class Daemon:
                 self.api, self.settings.control_host, self.settings.control_port
             )
         except OSError as exc:
-            log.error(
-                "cannot listen on %s:%s for the control API (%s): is another roundtabled "
-                "running? Set control_port / ROUNDTABLED_CONTROL_PORT to another port.",
-                self.settings.control_host,
-                self.settings.control_port,
-                exc.strerror or exc,
-            )
+            log.error("%s", listen_error(self.settings, exc))
             return 1
         addrs = runner.addresses
         if addrs and isinstance(addrs[0], tuple):
