@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from roundtabled.state import HistoryEntry
+from roundtabled.entries import HistoryEntry
 
 
 class _Model(BaseModel):
