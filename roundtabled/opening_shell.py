@@ -15,11 +15,11 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from roundtabled import events as ev
 from roundtabled import faults, ids, machine, opening_flow, wire
-from roundtabled.commands import Cancel, Observation
+from roundtabled.commands import Cancel, Decision, Observation
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.opening import (
     AbortSeat,
@@ -33,11 +33,18 @@ from roundtabled.opening import (
     SeatView,
 )
 from roundtabled.shell import Shell
-from roundtabled.state import sign_marker
+from roundtabled.state import RoundtableState, sign_marker
 from roundtabled.table import Table
 
-if TYPE_CHECKING:
-    from roundtabled.worker import Worker
+
+class Machine(Protocol):
+    """What the opening round needs of the worker (:class:`roundtabled.worker.Worker`): whether
+    the roundtable's sessions still exist, and the execution of the machine's decision that
+    follows the round."""
+
+    async def check_deleted(self, state: RoundtableState) -> tuple[bool, bool]: ...
+
+    async def execute(self, table: Table, d: Decision) -> None: ...
 
 
 async def _nothing() -> list[dict[str, Any]]:
@@ -52,7 +59,7 @@ class OpeningRunner:
         worker: executes the machine's decision that follows a finished round.
     """
 
-    def __init__(self, shell: Shell, worker: Worker) -> None:
+    def __init__(self, shell: Shell, worker: Machine) -> None:
         self.shell = shell
         self.worker = worker
         self.errors: dict[str, tuple[int, str]] = {}
