@@ -47,8 +47,6 @@ RECENT_MAX = 200
 """Finished roundtables kept in memory for status, results and export."""
 PROGRESS_QUEUE_MAX = 256
 """Bounded queue per progress subscriber; a slow subscriber loses events, never blocks a worker."""
-FINISHING_WAIT_S = 30.0
-"""How long an extend waits for the worker of a concluded roundtable to finish finalizing."""
 
 
 class Engine:
@@ -247,23 +245,7 @@ class Engine:
         """
         assert req.session_id is not None
         s2 = req.session_id
-        live = self.tables.get(s2)
-        if live is not None and live.state.active:
-            raise ValidationFailed(
-                "sessionID",
-                f"roundtable {s2} is still active (round "
-                f"{live.state.current_round + 1}/{live.state.total_rounds}); "
-                "wait for it to conclude",
-            )
-        if live is not None and live.task is not None and not live.task.done():
-            # Concluded but still finalizing (delimiter, title, state): let that worker finish
-            # first, or it would overwrite the extended state with its own "done" state.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(live.task), FINISHING_WAIT_S)
-            if not live.task.done():
-                raise ValidationFailed(
-                    "sessionID", f"roundtable {s2} is still finishing; retry in a few seconds"
-                )
+        await launch.wait_concluded(s2, self.tables.get(s2))
         try:
             state = await self.load_state(s2)
         except NotFound:

@@ -30,6 +30,7 @@ from roundtabled.state import (
     RoundtableState,
     VerdictRecord,
 )
+from roundtabled.table import Table
 from roundtabled.validation import RoundtableRequest, check_agents, check_extend_rounds
 
 
@@ -265,3 +266,32 @@ def extended(
             "options": options,
         }
     )
+
+
+FINISHING_WAIT_S = 30.0
+"""How long an extend waits for the worker of a concluded roundtable to finish finalizing."""
+
+
+async def wait_concluded(s2: str, live: Table | None) -> None:
+    """Before an extend of ``s2``: its roundtable in memory (``live``), if any, has concluded and
+    its worker has finished finalizing (waited for up to :data:`FINISHING_WAIT_S` s: that worker
+    would overwrite the extended state with its own "done" state).
+
+    Raises:
+        ValidationFailed: still active, or still finishing after the wait (field ``sessionID``).
+    """
+    if live is None:
+        return
+    if live.state.active:
+        raise ValidationFailed(
+            "sessionID",
+            f"roundtable {s2} is still active (round "
+            f"{live.state.current_round + 1}/{live.state.total_rounds}); wait for it to conclude",
+        )
+    if live.task is not None and not live.task.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(live.task), FINISHING_WAIT_S)
+        if not live.task.done():
+            raise ValidationFailed(
+                "sessionID", f"roundtable {s2} is still finishing; retry in a few seconds"
+            )
