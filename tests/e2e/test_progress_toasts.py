@@ -34,3 +34,15 @@ async def test_a_toast_per_finished_turn_and_per_phase_change(rt: RT) -> None:
     ], toasts
     info = await rt.session(s2)
     assert info["title"] == "(Roundtable) - Toasts please" + CONCLUDED_SUFFIX
+    # S2's title while it ran: unchanged until the CONCLUDED suffix, which comes last.
+    titles = [
+        str(info_["title"])
+        for _, p in events.of_type("session.updated")
+        if (info_ := p["properties"].get("info") or {}).get("id") == s2 and "title" in info_
+    ]
+    assert titles, "no session.updated of S2 seen"
+    ran = [t for t in titles if not t.endswith(CONCLUDED_SUFFIX)]
+    assert set(ran) <= {"(Roundtable) - Toasts please"}, titles
+    assert titles[-1].endswith(CONCLUDED_SUFFIX), titles
+    first_concluded = next(i for i, t in enumerate(titles) if t.endswith(CONCLUDED_SUFFIX))
+    assert all(t.endswith(CONCLUDED_SUFFIX) for t in titles[first_concluded:]), titles
