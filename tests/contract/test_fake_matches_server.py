@@ -648,16 +648,23 @@ async def test_a_deleted_busy_session_runs_on_and_fails_after_its_deletion(
     backend: Backend,
 ) -> None:
     """Deleting a busy session does not stop its turn: the server fails writing the reply, with
-    errors and idle events after ``session.deleted`` (abort first, then delete)."""
+    errors and idle events after ``session.deleted`` (abort first, then delete).
+
+    The real server sometimes retries the model call first (``retry``, then ``busy`` again; seen
+    in 3 of 24 runs and twice in CI: once, then five times over 74 s of backoff); the daemon waits
+    through retries either way, so the pinned sequence is the one without them."""
     b = backend
     sid = await b.session()
     b.script(Text(text="still talking", first_byte_delay=1.5), session=sid)
     await prompt(b, sid, "pm", "talk", model=M1)
     await b.wait_for(lambda: b.requests_for(session=sid), what="model request")
     await b.client.delete_session(sid)
-    await b.idle_count(sid, 2)
-    await b.wait_for(lambda: len(b.events_of(sid, "session.error")) == 2, what="second error")
-    assert b.statuses_of(sid) == [
+    await b.idle_count(sid, 2, timeout=180)
+    await b.wait_for(lambda: len(b.events_of(sid, "session.error")) == 2, 90, what="second error")
+    seen = b.statuses_of(sid)
+    while seen[1:3] == ["retry", "busy"]:
+        del seen[1:3]
+    assert seen == [
         "busy",
         "error:UnknownError",
         "idle",
