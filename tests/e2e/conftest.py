@@ -118,6 +118,17 @@ class RT:
         """Call the OpenCode server."""
         return await server_call(self.http, self.server, method, path, body, params=params)
 
+    async def warm_up(self) -> None:
+        """One prompt in a scratch session of the project, answered by the scripted model's
+        default reply (call it before scripting). The server's first turn in a directory starts
+        its instance (plugins, tools, the snapshot's repository): on CI that took over 3 s before
+        the model was called, longer than the turn timeout of a test that needs the model's
+        request."""
+        where = {"directory": self.directory}
+        s = await self.oc("POST", "/session", {"title": "warm-up"}, params=where)
+        body = {"parts": [{"type": "text", "text": "warm up"}]}
+        await self.oc("POST", f"/session/{s['id']}/message", body, params=where)
+
     async def new_parent(self, title: str = "S1 main session") -> str:
         """A root session S1 in the project directory (where the orchestrator would be)."""
         s = await self.oc(

@@ -125,6 +125,7 @@ async def test_a_turn_the_server_is_retrying_is_not_a_failure(rt: RT) -> None:
 
 
 async def test_turn_timeout_aborts_keeps_partial_text_cut_off_and_advances_once(rt: RT) -> None:
+    await rt.warm_up()  # pm's model request must come inside its 3 s
     s1 = await rt.new_parent()
     partial = "PM partial words that stream slowly and never finish " * 4
     rt.llm.script(Text(text=partial, chunk_size=10, chunk_delay=0.25), agent="pm")
@@ -159,6 +160,7 @@ async def test_daemon_turn_timeout_setting_applies_without_a_per_call_value(
     rt_factory: Any,
 ) -> None:
     rt = await rt_factory(daemon={"turn_timeout": 3})
+    await rt.warm_up()  # pm's model request must come inside its 3 s
     rt.llm.script(Hang(max_seconds=120), agent="pm")
     s2 = await rt.start(agents=["pm", "dev"], prompt="Hang?")
     t0 = time.monotonic()

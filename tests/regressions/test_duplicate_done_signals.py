@@ -35,6 +35,7 @@ async def test_duplicated_done_signals_record_a_timed_out_turn_once(rt_factory: 
     token per second for 30 s (``Text(TOKENS, chunk_size=4, chunk_delay=1.0)``); the proxy
     forwards every ``session.idle`` / ``session.status`` event twice, 0–50 ms apart."""
     rt, proxy = await proxied_rt(rt_factory)
+    await rt.warm_up()  # every turn has 2 s: the server's first turn must not be pm's
     proxy.jitter_duplicates = 0.05
     rt.llm.script(Text(text=TOKENS, chunk_size=4, chunk_delay=1.0), agent="dev")
     rt.llm.script(Text(text="SUMMARY: dev was cut off once."), agent=OBSERVER_AGENT)
