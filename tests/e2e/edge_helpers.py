@@ -12,6 +12,7 @@ and the regression files.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
@@ -52,7 +53,7 @@ async def global_events(rt: RT) -> AsyncIterator[dict[str, Any]]:
                 yield json.loads(line[5:]).get("payload") or {}
 
 
-class _Listener:
+class _Listener(abc.ABC):
     """Runs :meth:`on_event` for each payload of :func:`global_events` while in its
     ``async with`` (entered once the server says ``server.connected``, within 10 s)."""
 
@@ -61,8 +62,9 @@ class _Listener:
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
 
+    @abc.abstractmethod
     def on_event(self, payload: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """One event's payload (each subclass keeps what it needs)."""
 
     async def _listen(self) -> None:
         async for payload in global_events(self.rt):
