@@ -10,7 +10,7 @@ All three come from debates on the real server with the scripted LLM answering i
 2. **Handoff latency.** The daemon's own measurement (``HandoffMetrics.handoffs``): from the event
    that woke the worker to the return of the next ``prompt_async`` POST, and the server's share
    of it (``HandoffMetrics.handoff_server``: wall time with at least one request in flight,
-   measured by :class:`roundtabled.opencode.HttpClock`). Daemon-side = total − server. At 1
+   measured by :class:`roundtabled.opencode.client.HttpClock`). Daemon-side = total − server. At 1
    roundtable (the debates of figure 1) and at 20 concurrent roundtables.
 3. **Orchestration bytes.** From the scripted LLM's recorded requests of one debate: per seat
    turn, the bytes of user-role text minus the topic itself (the debate's content is the topic
@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 from roundtabled import ids
-from roundtabled.card import CARD_FOOTER
-from roundtabled.state import (
+from roundtabled.core.card import CARD_FOOTER
+from roundtabled.core.state import (
     META_KEY,
     OBSERVER_AGENT,
     HistoryEntry,
@@ -37,7 +37,7 @@ from roundtabled.state import (
     Signer,
     encode_state,
 )
-from roundtabled.testing.scripted_llm import RecordedRequest, content_text
+from roundtabled.offline.scripted_llm import RecordedRequest, content_text
 
 from .env import SEAT_MODELS, TOPIC, Env
 from .stats import median, percentile, rnd

@@ -24,8 +24,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import Text, default_text
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import Text, default_text
 
 from .debate import settle
 from .env import TOPIC, Env

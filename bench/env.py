@@ -22,11 +22,11 @@ from typing import Any
 
 import aiohttp
 
-from roundtabled.config import load_settings
-from roundtabled.daemon import Daemon
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.opencode_server import OpenCodeServer, free_port, offline_config
-from roundtabled.testing.scripted_llm import Action, RecordedRequest
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
+from roundtabled.offline.scripted_llm import Action, RecordedRequest
+from roundtabled.service.config import load_settings
+from roundtabled.service.daemon import Daemon
 
 SEAT_MODELS = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
 OBSERVER_PROMPT = "You are the roundtable observer. Consolidate the debate."
@@ -55,7 +55,7 @@ class RemoteLLM:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "roundtabled.testing.scripted_llm",
+            "roundtabled.offline.scripted_llm",
             "--port",
             str(self.port),
             stdout=asyncio.subprocess.DEVNULL,

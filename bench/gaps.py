@@ -41,11 +41,11 @@ import aiohttp
 import orjson
 
 from roundtabled import ids
-from roundtabled.events import Event, parse_event
-from roundtabled.handoff import Handoff
-from roundtabled.opencode import HttpTransport
-from roundtabled.stream import SSEDecoder
-from roundtabled.testing.scripted_llm import RecordedRequest, Text
+from roundtabled.core.events import Event, parse_event
+from roundtabled.engine.handoff import Handoff
+from roundtabled.offline.scripted_llm import RecordedRequest, Text
+from roundtabled.opencode.client import HttpTransport
+from roundtabled.opencode.stream import SSEDecoder
 
 from . import debate
 from .env import Env

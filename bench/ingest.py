@@ -2,10 +2,10 @@
 
 The recorded SSE bytes of a real debate (``bench/fixtures/debate-events.sse``, recorded by figure
 1 from ``/global/event``) are served in a loop, at full speed, by a local SSE server in a child
-process. This process runs the daemon's :class:`roundtabled.stream.EventStream` (the live
+process. This process runs the daemon's :class:`roundtabled.opencode.stream.EventStream` (the live
 connection path: aiohttp read, :class:`SSEDecoder`, :func:`parse_event`) dispatching into
-:meth:`roundtabled.engine.Engine.on_event` with the fixture's roundtables registered as live
-tables (so idle/status/message events really poke workers). The client is pinned to one CPU
+:meth:`roundtabled.engine.registry.Engine.on_event` with the fixture's roundtables registered as
+live tables (so idle/status/message events really poke workers). The client is pinned to one CPU
 (``sched_setaffinity``), the server to the other when there are two.
 
 Reported: events/s over the whole replay, and RSS (MB) sampled every ``sample_every`` events —
@@ -23,12 +23,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from roundtabled.engine import Engine, Settings, Table
-from roundtabled.events import SESSION_CREATED, parse_event
-from roundtabled.opencode import OpenCodeClient
-from roundtabled.state import RoundtableState, Signer
-from roundtabled.stream import EventStream, SSEDecoder
-from roundtabled.testing.opencode_server import free_port
+from roundtabled.core.events import SESSION_CREATED, parse_event
+from roundtabled.core.state import RoundtableState, Signer
+from roundtabled.engine.registry import Engine, Settings, Table
+from roundtabled.offline.opencode_server import free_port
+from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.stream import EventStream, SSEDecoder
 
 from .env import rss_mb
 from .stats import rnd

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roundtabled.testing.scripted_llm import Text, default_text
+from roundtabled.offline.scripted_llm import Text, default_text
 
 from .env import TOPIC, Env, rss_mb
 from .stats import rnd

@@ -25,11 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from roundtabled import ids
-from roundtabled.config import load_settings
-from roundtabled.daemon import Daemon
-from roundtabled.engine import Engine, Settings, now_ms
-from roundtabled.opencode import OpenCodeClient
-from roundtabled.state import (
+from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
     ModelRef,
@@ -38,6 +34,10 @@ from roundtabled.state import (
     RoundtableState,
     Signer,
 )
+from roundtabled.engine.registry import Engine, Settings, now_ms
+from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.service.config import load_settings
+from roundtabled.service.daemon import Daemon
 
 from .env import TOPIC, Env
 from .stats import rnd

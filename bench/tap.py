@@ -11,8 +11,8 @@ import contextlib
 
 import aiohttp
 
-from roundtabled.events import SESSION_IDLE, parse_event
-from roundtabled.stream import SSEDecoder
+from roundtabled.core.events import SESSION_IDLE, parse_event
+from roundtabled.opencode.stream import SSEDecoder
 
 
 class EventTap:

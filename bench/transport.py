@@ -1,4 +1,4 @@
-"""Transport comparison: our SSE decoder (:class:`roundtabled.stream.EventStream`) against
+"""Transport comparison: our SSE decoder (:class:`roundtabled.opencode.stream.EventStream`) against
 aiohttp-sse-client (``EventSource`` on a ``ClientSession(read_bufsize=32 MiB)``), same run.
 
 Usage (from the repository root; needs ``pip install aiohttp-sse-client``, not a dependency)::
@@ -31,9 +31,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from roundtabled.events import parse_event
-from roundtabled.stream import EventStream
-from roundtabled.testing.opencode_server import free_port
+from roundtabled.core.events import parse_event
+from roundtabled.offline.opencode_server import free_port
+from roundtabled.opencode.stream import EventStream
 
 from . import ingest
 from .stats import rnd

@@ -24,13 +24,13 @@ from typing import Any, Protocol
 
 import pytest
 
-from roundtabled.testing.opencode_server import (
+from roundtabled.offline.opencode_server import (
     OpenCodeServer,
     agent_prompts_of,
     find_opencode_binary,
     offline_config,
 )
-from roundtabled.testing.scripted_llm import ScriptedLLM
+from roundtabled.offline.scripted_llm import ScriptedLLM
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

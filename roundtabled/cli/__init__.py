@@ -92,7 +92,6 @@ def _main(argv: Sequence[str] | None) -> int:
     import signal
     from pathlib import Path
 
-    from roundtabled import config as cfg
     from roundtabled.cli.client import (
         EXIT_ERROR,
         EXIT_INTERRUPTED,
@@ -103,6 +102,7 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     from roundtabled.cli.debate import interrupted_note
     from roundtabled.cli.parser import build_parser, cli_overrides
+    from roundtabled.service import config as cfg
 
     # `roundtabled list | head`: a closed pipe ends the command quietly, as for any Unix tool.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -9,8 +9,8 @@ import json
 import os
 from pathlib import Path
 
-from roundtabled import config as cfg
 from roundtabled.cli.client import EXIT_OK, EXIT_USAGE, CliError, control_url
+from roundtabled.service import config as cfg
 
 
 def cmd_config(args: argparse.Namespace, settings: cfg.Settings) -> int:
@@ -51,7 +51,7 @@ def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
         CliError: ``--project`` and ``--global`` together, or a ``--project`` directory that
             does not exist (a typo must not install into a new directory nobody uses).
     """
-    from roundtabled import install
+    from roundtabled.service import install
 
     if args.global_ and args.project:
         raise CliError("Error: give either --project DIR or --global, not both", EXIT_USAGE)
@@ -96,7 +96,7 @@ def _read(path: Path) -> bytes | None:
 
 def _contents(target: Path) -> dict[Path, bytes | None]:
     """The files an install into ``target`` writes, as they are now (``None``: absent)."""
-    from roundtabled import install
+    from roundtabled.service import install
 
     paths = [target / install.TOOL_DIR / n for n in install.TOOL_FILES]
     paths += [target / install.AGENT_DIR / n for n in install.AGENT_FILES]
@@ -104,13 +104,13 @@ def _contents(target: Path) -> dict[Path, bytes | None]:
 
 
 def cmd_install_service(args: argparse.Namespace, settings: cfg.Settings) -> int:
-    from roundtabled import service
+    from roundtabled.service import systemd as service
 
     return service.install(settings, enable=not args.no_enable, with_opencode=args.with_opencode)
 
 
 async def cmd_doctor(args: argparse.Namespace, settings: cfg.Settings) -> int:
-    from roundtabled import doctor
+    from roundtabled.service import doctor
 
     directory: Path | None = None
     if args.directory:
@@ -132,8 +132,8 @@ def existing_directory(value: str, flag: str = "--directory") -> Path:
 
 
 def cmd_serve(args: argparse.Namespace, settings: cfg.Settings) -> int:
-    from roundtabled import daemon
-    from roundtabled.logs import setup_logging
+    from roundtabled.service import daemon
+    from roundtabled.service.logs import setup_logging
 
     secrets = [settings.server_password.get_secret_value()] if settings.server_password else []
     setup_logging(settings.log_format, settings.log_level, secrets)

@@ -17,8 +17,8 @@ import aiohttp
 import orjson
 import yarl
 
-from roundtabled import config as cfg
-from roundtabled.validation import SESSION_ID_RE
+from roundtabled.core.validation import SESSION_ID_RE
+from roundtabled.service import config as cfg
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNCONCLUDED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 

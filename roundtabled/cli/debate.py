@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roundtabled import config as cfg
-from roundtabled import validation
 from roundtabled.cli.client import (
     EXIT_ERROR,
     EXIT_OK,
@@ -21,8 +19,10 @@ from roundtabled.cli.client import (
 from roundtabled.cli.follow import exit_for, follow
 from roundtabled.cli.render import project_line
 from roundtabled.cli.topic import read_topic
+from roundtabled.cli.verdict import print_verdict
+from roundtabled.core import validation
 from roundtabled.errors import ValidationFailed
-from roundtabled.verdict_render import print_verdict
+from roundtabled.service import config as cfg
 
 
 async def agent_colors(cc: ControlClient, directory: str | None) -> dict[str, str]:

@@ -17,7 +17,7 @@ from roundtabled.cli.client import (
     ControlClient,
 )
 from roundtabled.cli.render import print_turn
-from roundtabled.state import OBSERVER_AGENT
+from roundtabled.core.state import OBSERVER_AGENT
 
 REATTACH_S = 60.0
 """How long a waiting ``start``/``watch`` tries to reattach after losing the daemon (s)."""

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roundtabled import config as cfg
 from roundtabled.cli.admin import existing_directory
 from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
 from roundtabled.cli.render import color, fmt_elapsed, project_line
-from roundtabled.verdict_render import degraded_line, print_verdict, turns_text
+from roundtabled.cli.verdict import degraded_line, print_verdict, turns_text
+from roundtabled.service import config as cfg
 
 
 async def cmd_agents(args: argparse.Namespace, settings: cfg.Settings) -> int:
@@ -104,7 +104,7 @@ def status_lines(st: dict[str, Any], *, tty: bool | None = None) -> list[str]:
     """The head of ``roundtabled status``: ``st`` is the control API's status of one roundtable
     (``result`` is the contract of a finished one, docs/result.md). A degraded result says so
     right after the phase line, in the warning colour (``tty`` as in
-    :func:`roundtabled.verdict_render.render_verdict`), and the turns count says what they were."""
+    :func:`roundtabled.cli.verdict.render_verdict`), and the turns count says what they were."""
     reason = f" ({st['endReason']})" if st.get("endReason") else ""
     out = [f"Roundtable {st['sessionID']} — {st['title']}", f"  phase:    {st['phase']}{reason}"]
     result = st.get("result") if isinstance(st.get("result"), dict) else None

@@ -24,9 +24,9 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from roundtabled.opencode import OpenCodeClient
-from roundtabled.testing.opencode_server import OpenCodeServer, agent_prompts_of
-from roundtabled.testing.scripted_llm import ScriptedLLM, content_text
+from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of
+from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
+from roundtabled.opencode.client import OpenCodeClient
 from tests.e2e.conftest import roundtable_config
 from tests.fakes.fake_opencode import FakeOpenCode, status_sequence
 

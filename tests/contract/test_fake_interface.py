@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from roundtabled.opencode import OpenCodeClient
+from roundtabled.opencode.client import OpenCodeClient
 from tests.fakes.fake_opencode import FakeOpenCode
 
 ROUTES = sorted(

@@ -17,11 +17,11 @@ from typing import Any
 import orjson
 import pytest
 
-from roundtabled import events as ev
 from roundtabled import ids
+from roundtabled.core import events as ev
+from roundtabled.engine.mirror import TurnMirror
 from roundtabled.errors import NotFound, TransportError
-from roundtabled.mirror import TurnMirror
-from roundtabled.testing.scripted_llm import Hang, HttpError, Text, content_text, tool_call
+from roundtabled.offline.scripted_llm import Hang, HttpError, Text, content_text, tool_call
 
 from .conftest import Backend, all_texts, user_texts
 
@@ -37,7 +37,7 @@ def text(t: str, **kw: Any) -> dict[str, Any]:
 
 
 def shape(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the daemon reads of each message (see ``roundtabled.machine.message_view``)."""
+    """What the daemon reads of each message (see ``roundtabled.core.machine.message_view``)."""
     index = {m["info"]["id"]: i for i, m in enumerate(msgs)}
     out = []
     for m in msgs:
@@ -194,7 +194,7 @@ async def test_prompt_goes_busy_replies_and_goes_idle(backend: Backend) -> None:
 
 
 async def test_the_event_mirror_rebuilds_the_turn_as_the_listing_shows_it(backend: Backend) -> None:
-    """The fast handoff decides from events alone (``roundtabled.mirror``): fed this turn's
+    """The fast handoff decides from events alone (``roundtabled.engine.mirror``): fed this turn's
     events, the mirror must produce exactly what ``GET /session/{id}/message`` lists."""
     b = backend
     sid = await b.session()

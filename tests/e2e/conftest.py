@@ -16,11 +16,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roundtabled import install
-from roundtabled.config import load_settings
-from roundtabled.daemon import Daemon
-from roundtabled.testing.opencode_server import OpenCodeServer, free_port, offline_config
-from roundtabled.testing.scripted_llm import ScriptedLLM
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
+from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.service import install
+from roundtabled.service.config import load_settings
+from roundtabled.service.daemon import Daemon
 
 SEAT_MODELS = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
 

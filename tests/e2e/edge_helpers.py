@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from roundtabled.state import META_KEY, RoundtableState, decode_state, encode_state
+from roundtabled.core.state import META_KEY, RoundtableState, decode_state, encode_state
 
 from .conftest import RT
 

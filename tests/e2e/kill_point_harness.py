@@ -20,9 +20,9 @@ from typing import Any
 
 import aiohttp
 
-from roundtabled.state import CONCLUDED_SUFFIX, DELIMITER_TEXT, META_KEY, OBSERVER_AGENT
-from roundtabled.testing.opencode_server import OpenCodeServer
-from roundtabled.testing.scripted_llm import ScriptedLLM
+from roundtabled.core.state import CONCLUDED_SUFFIX, DELIMITER_TEXT, META_KEY, OBSERVER_AGENT
+from roundtabled.offline.opencode_server import OpenCodeServer
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.fakes.daemon_proc import DaemonProc, text_of
 
 from .conftest import server_call

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.opencode_server import MODEL_IDS
-from roundtabled.testing.scripted_llm import Hang, HttpError, ScriptedLLM, Text
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.opencode_server import MODEL_IDS
+from roundtabled.offline.scripted_llm import Hang, HttpError, ScriptedLLM, Text
 
 from .conftest import RT, roundtable_config
 from .edge_helpers import Toasts

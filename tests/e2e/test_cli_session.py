@@ -17,8 +17,8 @@ import signal
 from pathlib import Path
 from urllib.parse import urlparse
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import Hang, Text
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import Hang, Text
 
 from .conftest import RT
 from .test_cli import Run, TerminalWatch, cli, script_debate, spawn

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT, EndReason, RoundtableState
-from roundtabled.testing.scripted_llm import Text, default_text
+from roundtabled.core.state import OBSERVER_AGENT, EndReason, RoundtableState
+from roundtabled.offline.scripted_llm import Text, default_text
 
 from .conftest import RT, roundtable_config
 

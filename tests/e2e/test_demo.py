@@ -1,5 +1,5 @@
-"""The offline demo (``python -m roundtabled.demo``, what ``scripts/demo`` runs) as a new user
-runs it: the transcript it names still exists after the demo, and ``--serve`` leaves a server,
+"""The offline demo (``python -m roundtabled.service.demo``, what ``scripts/demo`` runs) as a new
+user runs it: the transcript it names still exists after the demo, and ``--serve`` leaves a server,
 the offline model and the daemon up for trying the CLI by hand with the variables it prints."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ async def test_the_demo_keeps_the_transcript_it_names(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         PY,
         "-m",
-        "roundtabled.demo",
+        "roundtabled.service.demo",
         env=_env(tmp_path),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -56,7 +56,7 @@ async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> N
     proc = await asyncio.create_subprocess_exec(
         PY,
         "-m",
-        "roundtabled.demo",
+        "roundtabled.service.demo",
         "--serve",
         env=_env(tmp_path),
         stdout=asyncio.subprocess.PIPE,

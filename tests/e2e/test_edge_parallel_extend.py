@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from roundtabled.state import OBSERVER_AGENT, Phase
-from roundtabled.testing.scripted_llm import Hang, HttpError
+from roundtabled.core.state import OBSERVER_AGENT, Phase
+from roundtabled.offline.scripted_llm import Hang, HttpError
 
 from .conftest import RT, roundtable_config
 from .edge_helpers import memory_state, stored_state, turn_agents, write_state

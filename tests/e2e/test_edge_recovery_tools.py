@@ -17,14 +17,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from roundtabled.state import (
+from roundtabled.core.state import (
     META_KEY,
     OBSERVER_AGENT,
     TOOL_OUTPUT_PREVIEW_MAX,
     EndReason,
     Phase,
 )
-from roundtabled.testing.scripted_llm import Hang, Text, tool_call
+from roundtabled.offline.scripted_llm import Hang, Text, tool_call
 
 from .conftest import RT, roundtable_config
 from .edge_helpers import Toasts, memory_state, stored_state, turn_agents, wait_for, write_state

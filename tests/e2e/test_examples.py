@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.opencode_server import offline_config
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.opencode_server import offline_config
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 
 from .conftest import RT
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT, EndReason, RoundtableState, read_marker
-from roundtabled.testing.scripted_llm import Hang, HttpError, Text, default_text
+from roundtabled.core.state import OBSERVER_AGENT, EndReason, RoundtableState, read_marker
+from roundtabled.offline.scripted_llm import Hang, HttpError, Text, default_text
 
 from .conftest import RT
 

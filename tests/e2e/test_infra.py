@@ -14,8 +14,8 @@ import aiohttp
 import orjson
 import pytest
 
-from roundtabled.testing.opencode_server import OpenCodeServer, offline_config
-from roundtabled.testing.scripted_llm import (
+from roundtabled.offline.opencode_server import OpenCodeServer, offline_config
+from roundtabled.offline.scripted_llm import (
     Hang,
     HttpError,
     ScriptedLLM,

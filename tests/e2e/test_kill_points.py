@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.opencode_server import OpenCodeServer
-from roundtabled.testing.scripted_llm import ScriptedLLM
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.opencode_server import OpenCodeServer
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.fakes.daemon_proc import observer_config, turn_markers
 
 from . import kill_point_harness as kp
@@ -39,7 +39,7 @@ ROUNDS = 3
 # (point, n): the n-th pass of that point kills the daemon. 3 × 3 debate = 9 seat turns, then the
 # observer. "prompted" passes once per seat prompt (the observer's is "observer-prompted"),
 # "turn-recorded" once per finished turn (the observer's answer is the 10th). With the scripted
-# model answering at once, every handoff after turn 1 is a fast one (roundtabled.mirror): the
+# model answering at once, every handoff after turn 1 is a fast one (roundtabled.engine.mirror): the
 # prompt goes out first and the state write is deferred, so "intent-persisted" passes only for
 # turn 1 (written with the state block, right after "state-created", so only that one is listed)
 # and for the handoff to the observer (a phase change, written right after the prompt). A kill

@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roundtabled.state import (
+from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
     META_FOOTER,
     META_HEADER,
@@ -40,7 +40,7 @@ from roundtabled.state import (
     STATE_VERSION,
     decode_state,
 )
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 from tests.fakes.daemon_proc import (
     DaemonProc,
     assert_each_turn_once,

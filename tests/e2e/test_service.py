@@ -31,9 +31,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roundtabled import install, service
-from roundtabled.testing.opencode_server import OpenCodeServer, free_port
-from roundtabled.testing.scripted_llm import Hang, ScriptedLLM, Text
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port
+from roundtabled.offline.scripted_llm import Hang, ScriptedLLM, Text
+from roundtabled.service import install
+from roundtabled.service import systemd as service
 
 from .conftest import RT, roundtable_config
 

@@ -10,8 +10,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from roundtabled import ids
-from roundtabled.card import CARD_FOOTER, CARD_HEADER, state_card
-from roundtabled.state import (
+from roundtabled.core.card import CARD_FOOTER, CARD_HEADER, state_card
+from roundtabled.core.state import (
     META_HEADER,
     OBSERVER_AGENT,
     EndReason,
@@ -22,7 +22,7 @@ from roundtabled.state import (
     decode_state,
     encode_state,
 )
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import RT
 

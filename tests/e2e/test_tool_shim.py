@@ -22,9 +22,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from roundtabled import install
-from roundtabled.testing.opencode_server import OpenCodeServer, free_port
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.service import install
 from tests.conftest import OpenCodeFactory
 
 TOKEN = "test-token-0123456789"

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.card import CARD_FOOTER, CARD_HEADER
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import Text, tool_call
+from roundtabled.core.card import CARD_FOOTER, CARD_HEADER
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import Text, tool_call
 
 from .conftest import RT
 from .edge_helpers import ask_build

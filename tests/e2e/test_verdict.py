@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from roundtabled.prompts import CLOSING_LINE
-from roundtabled.result import HEADER_TITLE
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import Hang, HttpError, Text, tool_call
+from roundtabled.core.prompts import CLOSING_LINE
+from roundtabled.core.result import HEADER_TITLE
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import Hang, HttpError, Text, tool_call
 
 from .conftest import RT
 from .edge_helpers import ask_build, memory_state, turn_agents

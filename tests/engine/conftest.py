@@ -1,5 +1,5 @@
-"""Engine unit tests: the real :class:`roundtabled.engine.Engine` over the in-memory fake OpenCode
-(``tests/fakes/fake_opencode.py``, pinned by ``tests/contract``) in virtual time.
+"""Engine unit tests: the real :class:`roundtabled.engine.registry.Engine` over the in-memory fake
+OpenCode (``tests/fakes/fake_opencode.py``, pinned by ``tests/contract``) in virtual time.
 
 Every test here runs under ``looptime``: the event loop's clock is virtual, so a 300 s turn
 timeout or a 130 s tool grace passes in microseconds, and the fake clock (epoch ms) follows the
@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from roundtabled.engine import Engine, Settings
-from roundtabled.state import Signer
-from roundtabled.validation import parse_request
+from roundtabled.core.state import Signer
+from roundtabled.core.validation import parse_request
+from roundtabled.engine.registry import Engine, Settings
 from tests.fakes.fake_opencode import FakeClock, FakeOpenCode
 
 KEY = b"engine-unit-tests-key-0123456789"

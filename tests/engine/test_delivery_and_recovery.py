@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from roundtabled.state import DELIMITER_TEXT
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.core.state import DELIMITER_TEXT
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import Harness
 

@@ -1,13 +1,14 @@
-"""The early hiding of a finished turn's prompt (:meth:`roundtabled.handoff.Handoff.hide_early`):
-started when the turn's final step completes, awaited by the handoff, and never while the
-server may still call the model for the same turn (a ``tool-calls`` or ``unknown`` step)."""
+"""The early hiding of a finished turn's prompt
+(:meth:`roundtabled.engine.handoff.Handoff.hide_early`): started when the turn's final step
+completes, awaited by the handoff, and never while the server may still call the model for the same
+turn (a ``tool-calls`` or ``unknown`` step)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
 
-from roundtabled.testing.scripted_llm import Text, tool_call
+from roundtabled.offline.scripted_llm import Text, tool_call
 
 from .conftest import Harness
 

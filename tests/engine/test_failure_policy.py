@@ -1,4 +1,4 @@
-"""The worker's failure policy over the fake server (roundtabled.failures): a refusal that no
+"""The worker's failure policy over the fake server (roundtabled.core.failures): a refusal that no
 retry cures and a bug that repeats end the roundtable as failed, delivered to S1 once; transient
 failures are waited out; an error that names no session is logged and is nobody's turn."""
 
@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from roundtabled.errors import TransportError
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import Harness
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from roundtabled import events as ev
-from roundtabled.testing.scripted_llm import Text, tool_call
+from roundtabled.core import events as ev
+from roundtabled.offline.scripted_llm import Text, tool_call
 
 from .conftest import Harness
 

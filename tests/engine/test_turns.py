@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from roundtabled.core.state import is_state_part
 from roundtabled.errors import ValidationFailed
-from roundtabled.state import is_state_part
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import Harness
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import aiohttp
 
-from roundtabled.state import OBSERVER_AGENT, Marker, Signer, read_marker
-from roundtabled.testing.opencode_server import free_port, offline_config
-from roundtabled.testing.scripted_llm import ScriptedLLM
+from roundtabled.core.state import OBSERVER_AGENT, Marker, Signer, read_marker
+from roundtabled.offline.opencode_server import free_port, offline_config
+from roundtabled.offline.scripted_llm import ScriptedLLM
 
 OBSERVER_PROMPT = "You are the roundtable observer: consolidate the debate you are shown."
 

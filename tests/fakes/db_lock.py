@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from roundtabled.testing.opencode_server import OpenCodeServer
+from roundtabled.offline.opencode_server import OpenCodeServer
 
 
 def database_of(server: OpenCodeServer) -> Path:

@@ -1,7 +1,7 @@
 """An in-memory OpenCode server for fast engine unit tests (kopf's fake API, aiogram's
 MockedSession): :class:`FakeOpenCode` has the public methods of
-:class:`roundtabled.opencode.OpenCodeClient`, keeps sessions, messages and parts in dicts, runs
-scripted model turns as asyncio tasks and sends the server's event JSON to a subscriber.
+:class:`roundtabled.opencode.client.OpenCodeClient`, keeps sessions, messages and parts in dicts,
+runs scripted model turns as asyncio tasks and sends the server's event JSON to a subscriber.
 
 Every behaviour here is pinned by ``tests/contract/test_fake_matches_server.py``, which runs the
 same scenario against this fake and against the real ``opencode serve`` with the scripted LLM:
@@ -61,10 +61,10 @@ from typing import Any
 
 import orjson
 
-from roundtabled import events as ev
 from roundtabled import ids
+from roundtabled.core import events as ev
 from roundtabled.errors import NotFound, TransportError
-from roundtabled.testing.scripted_llm import (
+from roundtabled.offline.scripted_llm import (
     Action,
     Hang,
     HttpError,
@@ -387,7 +387,7 @@ class FakeOpenCode:
 
     def subscribe(self, callback: Callable[[ev.Event], None]) -> None:
         """Deliver every later event to ``callback`` (the engine's ``on_event``), parsed by
-        :func:`roundtabled.events.parse_event` from the JSON bytes as the stream would."""
+        :func:`roundtabled.core.events.parse_event` from the JSON bytes as the stream would."""
         self._subscribers.append(callback)
 
     def unsubscribe(self, callback: Callable[[ev.Event], None]) -> None:

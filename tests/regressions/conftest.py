@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from roundtabled.testing.opencode_server import free_port
+from roundtabled.offline.opencode_server import free_port
 from tests.e2e import conftest as _e2e
 from tests.e2e.conftest import RT as RT
 from tests.e2e.edge_helpers import ORCHESTRATOR_MODEL as ORCHESTRATOR_MODEL
@@ -227,7 +227,7 @@ async def proxied_rt(factory: Any, **daemon: Any) -> tuple[RT, RegressionProxy]:
 
 
 class ExternalLLM:
-    """The scripted LLM in its own process (``python -m roundtabled.testing.scripted_llm``), so
+    """The scripted LLM in its own process (``python -m roundtabled.offline.scripted_llm``), so
     that streaming megabytes does not run on the daemon's event loop (timing tests: cases 7, 8).
     Driven through its control routes."""
 
@@ -267,7 +267,7 @@ async def external_llm() -> AsyncIterator[ExternalLLM]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "roundtabled.testing.scripted_llm",
+        "roundtabled.offline.scripted_llm",
         "--port",
         str(port),
         stdout=asyncio.subprocess.DEVNULL,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from roundtabled.cli import main
+from roundtabled.core.validation import parse_request
 from roundtabled.errors import ValidationFailed
-from roundtabled.validation import parse_request
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import RT, RegressionProxy
 

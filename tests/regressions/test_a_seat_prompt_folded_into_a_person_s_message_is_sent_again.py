@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from roundtabled.state import OBSERVER_AGENT, EndReason
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.core.state import OBSERVER_AGENT, EndReason
+from roundtabled.offline.scripted_llm import Text
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import turn_markers
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT, EndReason
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.core.state import OBSERVER_AGENT, EndReason
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 from tests.e2e.conftest import SEAT_MODELS, roundtable_config
 from tests.e2e.edge_helpers import memory_state
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from roundtabled.testing.opencode_server import OpenCodeServer, agent_prompts_of
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 from tests.e2e.conftest import RT, make_rt, roundtable_config
 
 ARCH_PROMPT = "You are arch, the architect seat defined only in this project.\nBe concise."

@@ -11,8 +11,8 @@ Exact input: pm's round-2 turn cut off by the cancel (``cut_off=True``, ``has_er
 
 from __future__ import annotations
 
-from roundtabled.prompts import turn_prompt
-from roundtabled.state import HistoryEntry, RoundtableState
+from roundtabled.core.prompts import turn_prompt
+from roundtabled.core.state import HistoryEntry, RoundtableState
 
 
 def pm_cut_off(error: str) -> HistoryEntry:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled import config as cfg
-from roundtabled.daemon import Daemon
+from roundtabled.service import config as cfg
+from roundtabled.service.daemon import Daemon
 
 
 async def test_the_socket_path_and_its_setting_are_named(

@@ -23,9 +23,9 @@ import asyncio
 import time
 from typing import Any
 
-from roundtabled.prompts import INTERRUPTION_HEADER
-from roundtabled.state import EndReason, Phase
-from roundtabled.testing.scripted_llm import Hang, Text
+from roundtabled.core.prompts import INTERRUPTION_HEADER
+from roundtabled.core.state import EndReason, Phase
+from roundtabled.offline.scripted_llm import Hang, Text
 from tests.fakes.daemon_proc import text_of
 from tests.fakes.proxy import event_type
 

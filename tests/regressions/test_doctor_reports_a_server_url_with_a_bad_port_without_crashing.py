@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled import config as cfg
-from roundtabled import doctor
+from roundtabled.service import config as cfg
+from roundtabled.service import doctor
 
 
 def test_doctor_reports_a_server_url_with_a_bad_port_without_crashing(

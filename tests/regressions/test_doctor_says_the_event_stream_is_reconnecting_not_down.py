@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from roundtabled import config as cfg
-from roundtabled import doctor
-from roundtabled.control import _iso
-from roundtabled.stream import EventStream
+from roundtabled.opencode.stream import EventStream
+from roundtabled.service import config as cfg
+from roundtabled.service import doctor
+from roundtabled.service.control import _iso
 
 from .conftest import RT, cli, wait_for
 

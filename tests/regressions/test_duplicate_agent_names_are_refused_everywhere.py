@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roundtabled.core.validation import check_agents
 from roundtabled.errors import ValidationFailed
-from roundtabled.testing.scripted_llm import Text, ToolCall, ToolCalls
-from roundtabled.validation import check_agents
+from roundtabled.offline.scripted_llm import Text, ToolCall, ToolCalls
 
 from .conftest import RT, ask_build, cli
 

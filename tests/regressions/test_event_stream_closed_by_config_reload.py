@@ -23,8 +23,8 @@ import logging
 import time
 from typing import Any
 
-from roundtabled.stream import Backoff
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
+from roundtabled.opencode.stream import Backoff
 
 from .conftest import RT, EventLog, LogCapture, seat_turns, wait_for
 

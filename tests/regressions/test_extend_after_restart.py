@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from roundtabled.state import CONCLUDED_SUFFIX
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.core.state import CONCLUDED_SUFFIX
+from roundtabled.offline.scripted_llm import Text
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import text_of
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
 from tests.regressions.conftest import RegressionProxy, proxied_rt
 
 
@@ -48,7 +48,7 @@ async def _run(rt_factory: Any, mode: str, monkeypatch: Any = None, fast: bool =
     proxy.mode = mode
     await proxy.start()
     if not fast:
-        from roundtabled.handoff import Handoff
+        from roundtabled.engine.handoff import Handoff
 
         monkeypatch.setattr(Handoff, "decide", lambda self, table: None)
     await rt.restart_daemon(server_url=proxy.url)

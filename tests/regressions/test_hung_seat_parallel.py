@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import Hang, Text, default_text
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import Hang, Text, default_text
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import assert_each_turn_once
 

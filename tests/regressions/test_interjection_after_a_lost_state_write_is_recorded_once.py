@@ -8,8 +8,8 @@ Expected: one ``user`` entry, after dev's turn."""
 
 from __future__ import annotations
 
-from roundtabled import machine, wire
-from roundtabled.commands import Observation
+from roundtabled.core import machine, wire
+from roundtabled.core.commands import Observation
 from tests.unit.test_machine_edges import S2, SIGNER, T0, S2Sim, _next_prompt, state_with
 
 DEV = "msg_turn00000000000002"  # after TURN_MSG

@@ -23,8 +23,8 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from roundtabled.testing.opencode_server import agent_prompts_of
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.opencode_server import agent_prompts_of
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 from tests.e2e.conftest import roundtable_config
 
 from .conftest import ExternalLLM, external_llm

@@ -19,14 +19,14 @@ import logging
 import pytest
 
 from roundtabled import faults
-from roundtabled.state import (
+from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
     DELIMITER_TEXT,
     META_FOOTER,
     META_HEADER,
     OBSERVER_AGENT,
 )
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import RT, LogCapture, seat_turns
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import aiohttp
 
-from roundtabled.testing.opencode_server import OpenCodeServer, free_port
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import RT, RT_BIN, LogCapture, cli, cli_env
 

@@ -14,8 +14,8 @@ import json
 import time
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
 from tests.e2e.conftest import roundtable_config
 from tests.e2e.edge_helpers import memory_state
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from roundtabled.errors import TransportError
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
 from tests.e2e.conftest import roundtable_config
 
 from .conftest import EventLog, seat_turns, wait_for

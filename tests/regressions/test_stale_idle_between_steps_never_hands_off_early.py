@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import Text, tool_call
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import Text, tool_call
 from tests.e2e.conftest import roundtable_config
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.proxy import _decode, event_type
@@ -78,7 +78,7 @@ async def test_stale_idle_between_two_steps_does_not_end_the_turn(
 
 async def test_read_path_same_fault(rt_factory: Any, scripted_llm: Any, monkeypatch: Any) -> None:
     """Same fault with the fast path disabled: the read path waits for pm's step 2."""
-    from roundtabled.handoff import Handoff
+    from roundtabled.engine.handoff import Handoff
 
     monkeypatch.setattr(Handoff, "decide", lambda self, table: None)
     await test_stale_idle_between_two_steps_does_not_end_the_turn(rt_factory, scripted_llm)

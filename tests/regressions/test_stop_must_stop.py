@@ -16,9 +16,9 @@ import json
 import time
 from typing import Any
 
-from roundtabled import install
-from roundtabled.prompts import CANCELLED_HEADER
-from roundtabled.testing.scripted_llm import RecordedRequest, Text, tool_call
+from roundtabled.core.prompts import CANCELLED_HEADER
+from roundtabled.offline.scripted_llm import RecordedRequest, Text, tool_call
+from roundtabled.service import install
 
 from .conftest import RT, ask_build, cli, wait_for
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.offline.scripted_llm import Text
 
 from .conftest import RT, LogCapture, cli, wait_for
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from roundtabled import config as cfg
 from roundtabled.cli.client import ControlClient, control_url
+from roundtabled.service import config as cfg
 
 
 async def test_a_unix_socket_control_host_is_reached_over_the_socket(

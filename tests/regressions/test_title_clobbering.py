@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from roundtabled.state import CONCLUDED_SUFFIX, OBSERVER_AGENT
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 from tests.e2e.conftest import roundtable_config
 
 from .conftest import cli

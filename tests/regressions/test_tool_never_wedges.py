@@ -30,9 +30,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roundtabled import install
-from roundtabled.testing.opencode_server import free_port
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.offline.opencode_server import free_port
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.service import install
 from tests.conftest import OpenCodeFactory
 from tests.e2e.conftest import roundtable_config
 from tests.e2e.test_tool_shim import _offline_project, oc, run_tool, tool_files

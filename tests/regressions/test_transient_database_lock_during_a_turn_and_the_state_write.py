@@ -19,8 +19,8 @@ import asyncio
 import logging
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT, Phase, is_state_part
-from roundtabled.testing.scripted_llm import Text
+from roundtabled.core.state import OBSERVER_AGENT, Phase, is_state_part
+from roundtabled.offline.scripted_llm import Text
 from tests.e2e.edge_helpers import stored_state
 from tests.fakes.daemon_proc import assert_each_turn_once
 from tests.fakes.db_lock import WriteLock

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from roundtabled.state import OBSERVER_AGENT
-from roundtabled.testing.opencode_server import SEAT_PROMPTS
-from roundtabled.testing.scripted_llm import ScriptedLLM, Text
+from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.offline.opencode_server import SEAT_PROMPTS
+from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 from tests.e2e.conftest import SEAT_MODELS, roundtable_config
 
 from .conftest import RT, wait_for

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled import config as cfg
 from roundtabled.cli import EXIT_OK, EXIT_USAGE, build_parser, main
 from roundtabled.cli.client import FLAG_FOR_FIELD, name_the_flag
 from roundtabled.cli.debate import interrupted_note, start_body
+from roundtabled.service import config as cfg
 
 
 def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled import config as cfg
-from roundtabled.config import (
+from roundtabled.core.state import PermissionPolicy
+from roundtabled.errors import RoundtableError
+from roundtabled.service import config as cfg
+from roundtabled.service.config import (
     ConfigError,
     Settings,
     default_config_file,
@@ -15,8 +17,6 @@ from roundtabled.config import (
     xdg_config_home,
     xdg_state_home,
 )
-from roundtabled.errors import RoundtableError
-from roundtabled.state import PermissionPolicy
 
 
 @pytest.fixture

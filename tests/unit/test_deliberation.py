@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled import deliberation as dl
-from roundtabled import recent_context as rc
-from roundtabled.positions import normalise_label
-from roundtabled.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
+from roundtabled.core import deliberation as dl
+from roundtabled.core import recent_context as rc
+from roundtabled.core.positions import normalise_label
+from roundtabled.core.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
 
 AGENTS = ["pm", "dev", "rv"]
 
@@ -359,8 +359,8 @@ def test_a_stop_is_recorded_in_the_notes_and_for_the_card() -> None:
 def test_no_stop_before_a_turn_whose_prompt_is_already_in_the_session() -> None:
     # A fast handoff sends the next prompt before writing the state; after a crash the decision
     # is taken again, later: the budget's seconds have grown, but that turn is already running.
-    from roundtabled.state import Marker
-    from roundtabled.wire import UserView
+    from roundtabled.core.state import Marker
+    from roundtabled.core.wire import UserView
 
     h = [turn(a, 1, "x") for a in AGENTS[:2]]
     tight = after(h, (0, 2), budget=Budget(tokens=200))

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from roundtabled.core.state import Budget
+from roundtabled.core.validation import PresetSpec, apply_preset, parse_request
 from roundtabled.errors import ValidationFailed
-from roundtabled.state import Budget
-from roundtabled.validation import PresetSpec, apply_preset, parse_request
 
 
 def req(**body: Any) -> Any:

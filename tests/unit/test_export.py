@@ -10,8 +10,7 @@ import re
 
 import pytest
 
-from roundtabled import export
-from roundtabled.state import (
+from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
     Phase,
@@ -19,6 +18,7 @@ from roundtabled.state import (
     ToolCallSummary,
     Usage,
 )
+from roundtabled.service import export
 
 
 def _state() -> RoundtableState:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from roundtabled.core.state import MAX_TOTAL_ROUNDS
+from roundtabled.core.validation import check_extend_rounds
 from roundtabled.errors import ValidationFailed
-from roundtabled.state import MAX_TOTAL_ROUNDS
-from roundtabled.validation import check_extend_rounds
 
 
 def test_extensions_up_to_the_total_cap_are_accepted() -> None:

@@ -1,4 +1,4 @@
-"""roundtabled.failures: the worker's failure policy (classification, backoff, giving up)."""
+"""roundtabled.core.failures: the worker's failure policy (classification, backoff, giving up)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.errors import (
-    AuthFailed,
-    NotFound,
-    StateCorruptError,
-    StateVersionError,
-    TransportError,
-)
-from roundtabled.failures import (
+from roundtabled.core.failures import (
     BACKOFF_CAP_S,
     MAX_UNEXPECTED,
     FailureKind,
@@ -22,7 +15,14 @@ from roundtabled.failures import (
     classify,
     ended,
 )
-from roundtabled.state import EndReason, Phase
+from roundtabled.core.state import EndReason, Phase
+from roundtabled.errors import (
+    AuthFailed,
+    NotFound,
+    StateCorruptError,
+    StateVersionError,
+    TransportError,
+)
 from tests.unit.test_machine_edges import T0, state_with
 
 REFUSED = TransportError(

@@ -1,9 +1,9 @@
 """Issue 4 (security): fuzzed control API bodies and tool arguments never crash the daemon.
 
 Hypothesis generates arbitrary JSON (and non-JSON) bodies, query values and session ids for every
-route of :class:`~roundtabled.control.ControlAPI`, served by aiohttp in-process in front of a stub
-engine that validates like the real one (``parse_request`` then ``check_agents`` against a fixed
-agent list). Every refused request gets a 4xx JSON body ``{"error": "Error: …", "field": …}``
+route of :class:`~roundtabled.service.control.ControlAPI`, served by aiohttp in-process in front of
+a stub engine that validates like the real one (``parse_request`` then ``check_agents`` against a
+fixed agent list). Every refused request gets a 4xx JSON body ``{"error": "Error: …", "field": …}``
 naming the field; nothing is a 500, a hang (each request has a 10 s bound) or an exception out of
 the app. ``validation.parse_request`` and ``validation.check_agents`` are fuzzed directly too.
 """
@@ -21,9 +21,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roundtabled.control import ControlAPI
+from roundtabled.core.validation import ALLOWED_KEYS, check_agents, parse_request
 from roundtabled.errors import ValidationFailed
-from roundtabled.validation import ALLOWED_KEYS, check_agents, parse_request
+from roundtabled.service.control import ControlAPI
 
 TOKEN = "fuzz-token-0123456789"
 AVAILABLE: list[dict[str, Any]] = [

@@ -1,4 +1,5 @@
-"""``roundtabled.install``: atomic, idempotent installation of the tool shims and observer agent."""
+"""``roundtabled.service.install``: atomic, idempotent installation of the tool shims and observer
+agent."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from roundtabled import install
 from roundtabled.errors import RoundtableError
+from roundtabled.service import install
 
 URL = "http://127.0.0.1:4747"
 EXPECTED = ["tool/roundtable.ts", "tool/available_agents.ts", "agent/roundtable-observer.md"]

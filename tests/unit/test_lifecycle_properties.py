@@ -1,5 +1,5 @@
-"""Property tests of the pure transitions around the turns (:mod:`roundtabled.lifecycle`) and of
-the machine's error observations and prompt hiding.
+"""Property tests of the pure transitions around the turns (:mod:`roundtabled.core.lifecycle`) and
+of the machine's error observations and prompt hiding.
 
 Phase 4 runs against a simulated S1/S2 under a schedule hypothesis chooses: S1 or S2 busy, the
 tool call waiting, returned or gone, the result taken by the tool, and crashes after any command
@@ -22,8 +22,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roundtabled import launch, lifecycle, machine
-from roundtabled.commands import (
+from roundtabled.core import lifecycle, machine
+from roundtabled.core.commands import (
     Abort,
     Observation,
     PersistState,
@@ -31,10 +31,10 @@ from roundtabled.commands import (
     ReleaseResult,
     Toast,
 )
-from roundtabled.deliberation import Call
-from roundtabled.lifecycle import FinalFacts, PostDelimiter, PostResult, SetTitle, WriteState
-from roundtabled.machine import ERROR_GRACE_MS
-from roundtabled.state import (
+from roundtabled.core.deliberation import Call
+from roundtabled.core.lifecycle import FinalFacts, PostDelimiter, PostResult, SetTitle, WriteState
+from roundtabled.core.machine import ERROR_GRACE_MS
+from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
     Delivery,
     EndReason,
@@ -47,7 +47,8 @@ from roundtabled.state import (
     Phase,
     RoundtableState,
 )
-from roundtabled.wire import UserView
+from roundtabled.core.wire import UserView
+from roundtabled.engine import launch
 from tests.unit.test_machine_edges import TURN_MSG, S2Sim, state_with
 
 S1 = "ses_parent000000001"

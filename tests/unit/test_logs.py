@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from roundtabled.logs import setup_logging
-from roundtabled.state import HistoryEntry, PendingTurn, RoundtableState
-from roundtabled.table import Table
+from roundtabled.core.state import HistoryEntry, PendingTurn, RoundtableState
+from roundtabled.engine.table import Table
+from roundtabled.service.logs import setup_logging
 
 SECRET = "hunter2-very-secret"
 

@@ -19,10 +19,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roundtabled import deliberation, ids, machine, wire
-from roundtabled.machine import Finalize, Observation, Prompt
-from roundtabled.positions import normalise_label
-from roundtabled.state import (
+from roundtabled import ids
+from roundtabled.core import deliberation, machine, wire
+from roundtabled.core.machine import Finalize, Observation, Prompt
+from roundtabled.core.positions import normalise_label
+from roundtabled.core.state import (
     Budget,
     EndReason,
     HistoryEntry,

@@ -1,4 +1,4 @@
-"""Table-driven tests of :func:`roundtabled.machine.decide` for the edge cases of issue 3.
+"""Table-driven tests of :func:`roundtabled.core.machine.decide` for the edge cases of issue 3.
 
 Each case builds a roundtable state with one pending turn, a synthetic S2 (the turn's prompt and
 its assistant messages as the real server stores them) and an observation, then checks the
@@ -14,10 +14,18 @@ from typing import Any
 
 import pytest
 
-from roundtabled import lifecycle, machine, prompts, wire
-from roundtabled.commands import Abort, Cancel, Finalize, Observation, PersistState, Prompt, Toast
-from roundtabled.machine import ABORT_GRACE_MS, ERROR_GRACE_MS
-from roundtabled.state import (
+from roundtabled.core import lifecycle, machine, prompts, wire
+from roundtabled.core.commands import (
+    Abort,
+    Cancel,
+    Finalize,
+    Observation,
+    PersistState,
+    Prompt,
+    Toast,
+)
+from roundtabled.core.machine import ABORT_GRACE_MS, ERROR_GRACE_MS
+from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
     Marker,

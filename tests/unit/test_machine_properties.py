@@ -4,7 +4,7 @@ A small simulated S2 plays the server: prompts become user messages (signed mark
 answers some steps later, and the schedule is chosen by hypothesis: observations may be stale
 (status idle before the reply exists — "premature idle"), repeated (duplicated events), skipped
 (dropped events), POSTs may fail, handoffs may be fast (the prompt first, the state write after it
-or never — :mod:`roundtabled.mirror`), and the daemon may crash and restart from the last
+or never — :mod:`roundtabled.engine.mirror`), and the daemon may crash and restart from the last
 *persisted* state, however stale. Whatever the schedule:
 
 - at most one prompt is in flight;
@@ -21,9 +21,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roundtabled import history, ids, machine, wire
-from roundtabled.commands import Abort, Finalize, Observation, PersistState, Prompt
-from roundtabled.state import Options, Phase, RoundtableState, Signer, sign_marker
+from roundtabled import ids
+from roundtabled.core import history, machine, wire
+from roundtabled.core.commands import Abort, Finalize, Observation, PersistState, Prompt
+from roundtabled.core.state import Options, Phase, RoundtableState, Signer, sign_marker
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_test0000000001"

@@ -1,4 +1,5 @@
-"""Unit tests of :class:`roundtabled.mirror.TurnMirror` (the fast handoff's picture of a turn).
+"""Unit tests of :class:`roundtabled.engine.mirror.TurnMirror` (the fast handoff's picture of a
+turn).
 
 Event sequences follow the server's timelines (API notes §6.3): a normal turn, a tool turn, a
 premature idle, and every event that must make the mirror give way to a read of S2.
@@ -10,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from roundtabled import events as ev
-from roundtabled.mirror import TurnMirror
+from roundtabled.core import events as ev
+from roundtabled.engine.mirror import TurnMirror
 
 S2 = "ses_mirror0000000001"
 USER = "msg_22e7a0000001aaaaaaaaaaaaaa"

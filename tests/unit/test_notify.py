@@ -1,4 +1,4 @@
-"""The systemd notify protocol of :class:`roundtabled.notify.Notifier`, against a real
+"""The systemd notify protocol of :class:`roundtabled.service.notify.Notifier`, against a real
 ``AF_UNIX`` datagram socket set as ``NOTIFY_SOCKET`` (a filesystem path and the abstract
 namespace), exactly what systemd's manager listens on: one datagram per call, newline-separated
 ``KEY=VALUE`` lines; ``WATCHDOG_USEC``/``WATCHDOG_PID`` decide the watchdog period; outside
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.notify import Notifier
+from roundtabled.service.notify import Notifier
 
 
 @pytest.fixture

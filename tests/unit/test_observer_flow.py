@@ -9,13 +9,13 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.observer_flow import (
+from roundtabled.core.observer_flow import (
     REPAIR_SEAT,
     annotate,
     observer_step,
     skip_observer,
 )
-from roundtabled.state import EndReason, HistoryEntry, Options, VerdictRecord
+from roundtabled.core.state import EndReason, HistoryEntry, Options, VerdictRecord
 
 from .test_verdict import VALID, observer, state, turn
 

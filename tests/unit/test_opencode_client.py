@@ -1,4 +1,4 @@
-"""roundtabled.opencode: body reading (uncompressed, in slices) and HttpClock readings."""
+"""roundtabled.opencode.client: body reading (uncompressed, in slices) and HttpClock readings."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import orjson
 from aiohttp import web
 
 from roundtabled.errors import TransportError
-from roundtabled.opencode import READ_SLICE, HttpClock, OpenCodeClient
-from roundtabled.retries import busy_database
+from roundtabled.opencode.client import READ_SLICE, HttpClock, OpenCodeClient
+from roundtabled.opencode.retries import busy_database
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:

@@ -1,4 +1,4 @@
-"""Property tests of the independent opening round (:mod:`roundtabled.opening`).
+"""Property tests of the independent opening round (:mod:`roundtabled.core.opening`).
 
 A small simulated server holds the roundtable's session and its children; hypothesis chooses the
 schedule: seats answer, fail or report an error in any order, POSTs are lost, the roundtable's
@@ -20,8 +20,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roundtabled import ids, opening, wire
-from roundtabled.opening import (
+from roundtabled import ids
+from roundtabled.core import opening, wire
+from roundtabled.core.opening import (
     AbortSeat,
     CreateSeatSession,
     OpeningObservation,
@@ -33,7 +34,7 @@ from roundtabled.opening import (
     SeatView,
     Setup,
 )
-from roundtabled.state import Marker, Signer, sign_marker
+from roundtabled.core.state import Marker, Signer, sign_marker
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_roundtable00001"

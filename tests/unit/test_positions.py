@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.positions import LABEL_MAX, Position, normalise_label, parse_position
+from roundtabled.core.positions import LABEL_MAX, Position, normalise_label, parse_position
 
 
 @pytest.mark.parametrize(

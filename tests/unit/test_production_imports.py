@@ -1,9 +1,9 @@
-"""Production code never imports the test harness ``roundtabled.testing``.
+"""Production code never imports the test harness ``roundtabled.offline``.
 
-Every module of ``roundtabled`` except ``roundtabled.testing.*``, ``roundtabled.demo`` (the
+Every module of ``roundtabled`` except ``roundtabled.offline.*``, ``roundtabled.service.demo`` (the
 demo is a harness for people: it imports the scripted model lazily, when it runs) and
 ``__main__`` modules (importing one runs the CLI) is imported in a fresh
-interpreter; ``roundtabled.testing`` must then be absent from ``sys.modules``.
+interpreter; ``roundtabled.offline`` must then be absent from ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ def production_modules() -> list[str]:
     names = [
         info.name
         for info in pkgutil.walk_packages(roundtabled.__path__, prefix="roundtabled.")
-        if not info.name.startswith("roundtabled.testing")
-        and info.name != "roundtabled.demo"
+        if not info.name.startswith("roundtabled.offline")
+        and info.name != "roundtabled.service.demo"
         and not info.name.endswith(".__main__")  # runs the CLI when imported
     ]
     return sorted(names)
@@ -30,7 +30,11 @@ def production_modules() -> list[str]:
 
 def test_the_module_list_covers_the_service_and_the_stream() -> None:
     names = production_modules()
-    assert {"roundtabled.service", "roundtabled.stream", "roundtabled.binary"} <= set(names)
+    assert {
+        "roundtabled.service",
+        "roundtabled.opencode.stream",
+        "roundtabled.opencode.binary",
+    } <= set(names)
 
 
 def test_production_modules_do_not_import_the_test_harness() -> None:
@@ -38,7 +42,7 @@ def test_production_modules_do_not_import_the_test_harness() -> None:
         "import importlib, json, sys\n"
         f"for name in {production_modules()!r}:\n"
         "    importlib.import_module(name)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('roundtabled.testing'))))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('roundtabled.offline'))))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True

@@ -12,8 +12,8 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.progress import RoundPosition, round_position
-from roundtabled.state import EndReason, HistoryEntry, PendingTurn, Phase, RoundtableState
+from roundtabled.core.progress import RoundPosition, round_position
+from roundtabled.core.state import EndReason, HistoryEntry, PendingTurn, Phase, RoundtableState
 
 S2 = "ses_progress0000000001"
 
@@ -115,14 +115,14 @@ def test_the_round_shown_is_planned_and_spoken(
 
 
 def test_turn_toast_names_the_seat_the_round_and_the_count() -> None:
-    from roundtabled.progress import turn_toast
+    from roundtabled.core.progress import turn_toast
 
     st_ = state(3, ["pm", "dev", "rv"], history=[turn("pm", 1, 0), turn("dev", 1, 1)])
     assert turn_toast(st_, st_.history[-1]) == "dev · round 1/3 done — 2 of 9 turns"
 
 
 def test_observing_toast_says_how_far_and_why() -> None:
-    from roundtabled.progress import observing_toast
+    from roundtabled.core.progress import observing_toast
 
     st_ = after_round_1(
         3,
@@ -135,7 +135,7 @@ def test_observing_toast_says_how_far_and_why() -> None:
 
 
 def test_the_throttle_lets_one_toast_through_per_gap() -> None:
-    from roundtabled.progress import ToastThrottle
+    from roundtabled.core.progress import ToastThrottle
 
     t = ToastThrottle(gap_s=2.0)
     shown = [now for now in (0.0, 0.5, 1.9, 2.0, 2.1, 4.5, 4.6) if t.allow(now)]
@@ -144,7 +144,7 @@ def test_the_throttle_lets_one_toast_through_per_gap() -> None:
 
 @given(st.lists(st.floats(0, 1000, allow_nan=False), max_size=40))
 def test_throttled_toasts_are_never_closer_than_the_gap(times: list[float]) -> None:
-    from roundtabled.progress import ToastThrottle
+    from roundtabled.core.progress import ToastThrottle
 
     t = ToastThrottle(gap_s=2.0)
     shown = [now for now in sorted(times) if t.allow(now)]

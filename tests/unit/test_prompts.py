@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roundtabled.positions import Change
-from roundtabled.prompts import (
+from roundtabled.core.positions import Change
+from roundtabled.core.prompts import (
     ATTRIBUTION_MAX_ENTRIES,
     CANCELLED_HEADER,
     CLOSING_LINE,
@@ -29,7 +29,7 @@ from roundtabled.prompts import (
     turn_prompt,
     usage_table,
 )
-from roundtabled.state import (
+from roundtabled.core.state import (
     EndReason,
     Extension,
     HistoryEntry,

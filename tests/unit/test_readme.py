@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from roundtabled import cli
-from roundtabled.config import Settings
+from roundtabled.service.config import Settings
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 

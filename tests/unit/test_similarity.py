@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.similarity import bigrams, clean_text, is_loop, jaccard_bigrams
+from roundtabled.core.similarity import bigrams, clean_text, is_loop, jaccard_bigrams
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,9 @@ import json
 
 import pytest
 
-from roundtabled.card import CARD_HEADER, MAX_CARD_LINES, state_card
-from roundtabled.errors import StateForgedError
-from roundtabled.result import build_result
-from roundtabled.state import (
+from roundtabled.core.card import CARD_HEADER, MAX_CARD_LINES, state_card
+from roundtabled.core.result import build_result
+from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
     ModelRef,
@@ -25,6 +24,7 @@ from roundtabled.state import (
     has_meta_text,
     is_state_part,
 )
+from roundtabled.errors import StateForgedError
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_card00000000000001"

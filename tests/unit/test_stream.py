@@ -1,4 +1,5 @@
-"""roundtabled.stream: SSE decoding, backoff, and EventStream against a fault-injecting fake."""
+"""roundtabled.opencode.stream: SSE decoding, backoff, and EventStream against a fault-injecting
+fake."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled import events as E
-from roundtabled.events import Event
-from roundtabled.stream import Backoff, EventStream, SSEDecoder, SSEEventTooLarge
+from roundtabled.core import events as E
+from roundtabled.core.events import Event
+from roundtabled.opencode.stream import Backoff, EventStream, SSEDecoder, SSEEventTooLarge
 from tests.fakes.sse_server import (
     CONNECTED,
     HEARTBEAT,

@@ -4,8 +4,8 @@ is some."""
 
 from __future__ import annotations
 
-from roundtabled.result_text import cancelled_text
-from roundtabled.state import EndReason, HistoryEntry, Phase, RoundtableState
+from roundtabled.core.result_text import cancelled_text
+from roundtabled.core.state import EndReason, HistoryEntry, Phase, RoundtableState
 
 
 def _state(*history: HistoryEntry) -> RoundtableState:

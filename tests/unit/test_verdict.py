@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roundtabled.observer_verdict import (
+from roundtabled.core.observer_verdict import (
     VERDICT_EXAMPLE,
     ObserverVerdict,
     parse_reply,
     repair_prompt,
     verdict_schema,
 )
-from roundtabled.positions import parse_changed, unexplained_change
-from roundtabled.result import (
+from roundtabled.core.positions import parse_changed, unexplained_change
+from roundtabled.core.result import (
     HEADER_TITLE,
     RESULT_MAX_BYTES,
     build_result,
@@ -30,7 +30,7 @@ from roundtabled.result import (
     digest,
     result_json,
 )
-from roundtabled.state import (
+from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
     Options,
@@ -39,7 +39,7 @@ from roundtabled.state import (
     Usage,
     VerdictRecord,
 )
-from roundtabled.verdict import (
+from roundtabled.core.verdict import (
     classify,
     ledger_verdict,
     positions,
@@ -389,7 +389,7 @@ def test_parse_changed() -> None:
 
 def test_tally_weights_and_consensus_kinds() -> None:
     def seats(*labels: tuple[str, str | None, float | None]) -> Any:
-        from roundtabled.result_model import SeatPosition
+        from roundtabled.core.result_model import SeatPosition
 
         return [SeatPosition(agent=a, label=lab, confidence=c) for a, lab, c in labels]
 
@@ -575,8 +575,8 @@ def test_rounds_completed_counts_only_full_rounds() -> None:
 
 
 def test_payload_of_a_closed_session_keeps_the_exact_interruption_header_first() -> None:
-    from roundtabled.prompts import INTERRUPTION_HEADER
-    from roundtabled.result import payload
+    from roundtabled.core.prompts import INTERRUPTION_HEADER
+    from roundtabled.core.result import payload
 
     st_ = state(
         [turn("pm", 1, pos("keep", 7))],

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from roundtabled.cli.show import status_lines
-from roundtabled.observer_verdict import verdict_schema
-from roundtabled.result import build_result
-from roundtabled.state import EndReason, VerdictRecord
-from roundtabled.verdict_render import WARNING, render_verdict
+from roundtabled.cli.verdict import WARNING, render_verdict
+from roundtabled.core.observer_verdict import verdict_schema
+from roundtabled.core.result import build_result
+from roundtabled.core.state import EndReason, VerdictRecord
 
 from .test_verdict import VALID, pos, state, turn
 

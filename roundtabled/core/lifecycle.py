@@ -1,0 +1,259 @@
+"""A roundtable's life after its turns, decided: the orphan at recovery and phase 4
+(finalization and delivery), as pure functions (a cancel is :func:`roundtabled.core.machine.
+with_cancel`, an extend :func:`roundtabled.engine.launch.extended`).
+
+Like :mod:`roundtabled.core.machine`, no I/O and no clock: the shell reads what a step needs (for
+phase 4: :func:`final_reads`, then the facts in a :class:`FinalFacts`), calls the function and
+executes the commands in order. Phase 4 is level-triggered: each call plans what is left, and
+every effect is preceded by the write of the state that records it (a message id chosen before
+its message is posted) or is looked for on the server before it is repeated, so a crash at any
+point repeats nothing (``docs/design.md``, "exactly once"). Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from roundtabled.core import result
+from roundtabled.core.commands import Abort, Decision, PersistState, ReleaseResult, Toast
+from roundtabled.core.state import (
+    CONCLUDED_SUFFIX,
+    EndReason,
+    Phase,
+    RoundtableState,
+)
+
+TOOL_POLL_GRACE_MS = 130_000
+"""How long a finished result waits for the tool shim to poll before going to S1 as a noReply
+(the shim retries for up to 120 s while the daemon restarts)."""
+DELIVERY_RETRY_MS = 1_000
+"""A result that cannot be delivered yet (S1 busy, the tool call still waiting) is looked at
+again after this long."""
+BUSY_S2_RETRY_MS = 500
+"""The delimiter waits this long for a busy S2 (a noReply into a busy session triggers a
+model turn)."""
+
+DeliverKind = Literal["result", "interruption", "none"]
+
+
+def deliver_kind(state: RoundtableState) -> DeliverKind:
+    """What S1 gets: ``result`` (the observer's consolidation), ``interruption`` (S2 deleted),
+    ``none`` (S1 deleted: nothing is posted anywhere)."""
+    if state.end_reason == EndReason.PARENT_DELETED:
+        return "none"
+    if state.end_reason == EndReason.SESSION_DELETED:
+        return "interruption"
+    return "result"
+
+
+def writes_s2(state: RoundtableState) -> bool:
+    """Whether the daemon still writes into S2: not once S2 or S1 is gone (S2 goes with S1)."""
+    return state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED)
+
+
+def result_payload(state: RoundtableState) -> dict[str, Any]:
+    """The result pollers get (control API) and whose ``text`` goes to S1.
+    The result contract of docs/result.md is under ``result``:
+    ``roundtabled.core.result.payload``."""
+    return result.payload(state, deliver_kind(state))
+
+
+def concluded_title(title: str) -> str:
+    """S2's title once the roundtable concluded (the suffix once, however often applied)."""
+    base = title
+    while base.endswith(CONCLUDED_SUFFIX):
+        base = base[: -len(CONCLUDED_SUFFIX)]
+    return base + CONCLUDED_SUFFIX
+
+
+def end_toast(state: RoundtableState) -> tuple[str, str]:
+    """The toast that ends a roundtable: ``(message, variant)``."""
+    msg = {
+        EndReason.SESSION_DELETED: "Roundtable interrupted",
+        EndReason.PARENT_DELETED: "Roundtable aborted: its parent session was deleted",
+        EndReason.CANCELLED: "Roundtable cancelled",
+        EndReason.FAILED: "Roundtable failed",
+    }.get(state.end_reason or EndReason.COMPLETED, "Roundtable concluded")
+    variant = "success" if msg == "Roundtable concluded" else "warning"
+    return f"{msg}: {state.title}", variant
+
+
+def orphaned(state: RoundtableState) -> Decision:
+    """A roundtable found at start-up whose parent session (S1) is gone: abort whatever S2 still
+    runs and write it as aborted and finalized (nothing is delivered: there is nobody to tell)."""
+    new = state.model_copy(
+        update={
+            "phase": Phase.ABORTED,
+            "end_reason": EndReason.PARENT_DELETED,
+            "pending": None,
+            "finalization": state.finalization.model_copy(update={"toast_done": True}),
+        }
+    )
+    return Decision(new, [Abort(), PersistState(index=True)])
+
+
+# ----------------------------------------------------------------------------------------------
+# Phase 4
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FinalFacts:
+    """What the shell read for one step of phase 4.
+
+    ``consumed``: the waiting tool call took the result (it polled with its call id).
+    ``tool_call``: ``(status, output)`` of the tool part in S1 that started the roundtable
+    (status pending | running | completed | error, or ``None`` when its message is gone);
+    ``None`` when not read. ``s1_busy`` / ``s2_busy``: from ``GET /session/status``.
+    ``released_at``: when the result was released to pollers (``None``: not yet).
+    ``result_id`` / ``delimiter_id``: fresh message ids the step may use.
+    """
+
+    now: int
+    result_id: str
+    delimiter_id: str
+    consumed: bool = False
+    tool_call: tuple[str | None, str] | None = None
+    s1_busy: bool = False
+    s2_busy: bool = False
+    released_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteState:
+    """Write ``state`` into S2's state block (``index``: and the session's index): the record of
+    the effects that follow it."""
+
+    state: RoundtableState
+    index: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PostResult:
+    """Post ``text`` into S1 as one noReply message with ``message_id`` (unless a message with
+    that id exists: posted before a crash), with the daemon's signed result label."""
+
+    message_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PostDelimiter:
+    """Post the delimiter into S2 as a noReply message with ``message_id`` (unless it exists);
+    ``label``: with the daemon's signed delimiter label (the first time)."""
+
+    message_id: str
+    label: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SetTitle:
+    """``PATCH /session/{S2}`` with ``title``."""
+
+    title: str
+
+
+FinalCommand = ReleaseResult | WriteState | PostResult | PostDelimiter | SetTitle | Toast
+
+
+@dataclass(slots=True)
+class Final:
+    """One step of phase 4: the state after it, the commands in order, and either ``done`` or
+    the time to look again (``wake_at``, epoch ms)."""
+
+    state: RoundtableState
+    commands: list[FinalCommand] = field(default_factory=list)
+    done: bool = False
+    wake_at: int | None = None
+
+
+def final_reads(state: RoundtableState, *, consumed: bool) -> tuple[bool, bool]:
+    """What :func:`finalize` needs read: ``(the tool call in S1, the statuses)``."""
+    delivering = (
+        state.delivery.delivered_via is None
+        and deliver_kind(state) != "none"
+        and state.parent_session_id is not None
+        and not consumed
+    )
+    tool = delivering and bool(state.delivery.tool_call_id and state.delivery.tool_message_id)
+    f = state.finalization
+    marking = writes_s2(state) and (f.delimiter_message_id is None or not f.title_done)
+    return tool, delivering or marking
+
+
+def finalize(state: RoundtableState, facts: FinalFacts) -> Final:
+    """The next step of phase 4 for a roundtable that is over: release the result, deliver it to
+    S1 once, then the delimiter, the title and the toast, each once."""
+    out = Final(state, [ReleaseResult()])
+    write = writes_s2(state)
+    if state.delivery.delivered_via is None:
+        if not _deliver(out, facts):
+            out.wake_at = facts.now + DELIVERY_RETRY_MS
+            return out
+        if write:
+            out.commands.append(WriteState(out.state))
+    if write:
+        f = out.state.finalization
+        if (f.delimiter_message_id is None or not f.title_done) and facts.s2_busy:
+            out.wake_at = facts.now + BUSY_S2_RETRY_MS
+            return out
+        if f.delimiter_message_id is None:
+            f = f.model_copy(update={"delimiter_message_id": facts.delimiter_id})
+            out.state = out.state.model_copy(update={"finalization": f})
+            out.commands += [WriteState(out.state), PostDelimiter(facts.delimiter_id)]
+        elif not f.title_done:
+            out.commands.append(PostDelimiter(f.delimiter_message_id, label=False))
+        if not f.title_done:
+            out.commands.append(SetTitle(concluded_title(out.state.title)))
+            f = f.model_copy(update={"title_done": True})
+            out.state = out.state.model_copy(update={"finalization": f})
+    f = out.state.finalization
+    if not f.toast_done:
+        out.commands.append(Toast(*end_toast(out.state)))
+        f = f.model_copy(update={"toast_done": True})
+        out.state = out.state.model_copy(update={"finalization": f})
+        if write:
+            out.commands.append(WriteState(out.state, index=True))
+    out.done = True
+    return out
+
+
+def _deliver(out: Final, facts: FinalFacts) -> bool:
+    """Plan the delivery to S1 into ``out``; False: not now (look again later)."""
+    state = out.state
+    s1 = state.parent_session_id
+    if deliver_kind(state) == "none" or s1 is None:
+        out.state = _delivered(state, "none")
+        return True
+    if facts.consumed:
+        out.state = _delivered(state, "tool")
+        return True
+    if facts.tool_call is not None:
+        status, output = facts.tool_call
+        if status == "completed" and state.session_id in output:
+            out.state = _delivered(state, "tool")  # the shim returned our result
+            return True
+        waited = facts.now - (facts.released_at or facts.now)
+        if status in ("running", "pending") and waited < TOOL_POLL_GRACE_MS:
+            return False  # the shim will poll and take it
+    # Nobody waits: one noReply into S1, only while S1 is idle.
+    if facts.s1_busy:
+        return False
+    mid = state.delivery.no_reply_message_id
+    if mid is None:
+        mid = facts.result_id
+        state = state.model_copy(
+            update={"delivery": state.delivery.model_copy(update={"no_reply_message_id": mid})}
+        )
+        if writes_s2(state):
+            out.commands.append(WriteState(state))
+    out.commands.append(PostResult(mid, result_payload(state)["text"]))
+    out.state = _delivered(state, "no-reply")
+    return True
+
+
+def _delivered(state: RoundtableState, via: str) -> RoundtableState:
+    return state.model_copy(
+        update={"delivery": state.delivery.model_copy(update={"delivered_via": via})}
+    )

@@ -1,0 +1,365 @@
+"""The independent opening round: every seat answers the topic at once, each in its own session.
+
+Pure: ``(OpeningRound, OpeningObservation) -> OpeningDecision``, no I/O and no clock, like
+:mod:`roundtabled.core.machine`, which hands round 1 of an ``opening: "independent"`` roundtable to
+:func:`step` and takes the round back once :attr:`OpeningRound.done` (docs/deliberation.md,
+"opening: independent"). Each seat runs in a child session of the roundtable's session (created
+with the roundtable and the seat in its ``metadata``) and sees only the topic; once every seat
+answered, failed or timed out, the answers are recorded in the roundtable's session as visible,
+attributed ``noReply`` messages (never answered by a model) with signed ``opening`` markers.
+
+Exactly once, across crashes at any point (property-tested in
+``tests/unit/test_opening_properties.py``):
+
+1. A seat's session is created once: a child of the roundtable already holding the seat is
+   adopted (found by its metadata in :attr:`OpeningObservation.children`), never created again.
+2. A seat is prompted once: its message id is chosen when the round starts and kept; a prompt
+   found in its session is waited for, one absent is sent again with the same id (it cannot
+   exist twice), and one the server accepted in this process is never sent again.
+3. A seat's opening is recorded once: records carry client-chosen ids and signed markers, and a
+   record found in the roundtable's session is adopted, never written again.
+4. Nothing is recorded before every seat is settled, nor while the roundtable's session is busy;
+   the round is done only when every record is written (round 2 never starts before).
+5. The turn timeout applies to each seat on its own.
+
+Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from roundtabled.core.history import answers_to, entry_from_answers
+from roundtabled.core.opening_model import OpeningRound, OpeningSeat
+from roundtabled.core.state import HistoryEntry, Marker
+from roundtabled.core.wire import AnswerView, MessageView, Status, UserView, opening_metadata
+
+REPROMPT_GRACE_MS = 5_000
+"""A seat's prompt still absent from its idle session this long after sending is sent again."""
+ABORT_GRACE_MS = 5_000
+"""After aborting a seat (timeout, cancel): how long to wait for its reply to be stored."""
+ERROR_GRACE_MS = 1_000
+"""After a ``session.error`` of a seat's session, idle with no reply: how long before it fails."""
+TOPIC_SEAT = -1
+"""The seat number of the record that carries the topic (it precedes the seats' records)."""
+
+
+def start(agents: Sequence[str], ids: Sequence[str], now: int) -> OpeningRound:
+    """A new opening round for ``agents``; ``ids``: ``2 * len(agents) + 1`` fresh message ids
+    (each seat's prompt and record, then the topic record).
+
+    Raises:
+        ValueError: too few ids.
+    """
+    n = len(agents)
+    if len(ids) < 2 * n + 1:
+        raise ValueError(f"start: {2 * n + 1} message ids needed, {len(ids)} given")
+    seats = [
+        OpeningSeat(seat=i, agent=a, message_id=ids[2 * i], record_id=ids[2 * i + 1])
+        for i, a in enumerate(agents)
+    ]
+    return OpeningRound(seats=seats, topic_record_id=ids[2 * n], started_at=now)
+
+
+@dataclass(frozen=True, slots=True)
+class SeatView:
+    """What the shell read of one seat's session: its status, its messages from the seat's
+    prompt on (``found``: the prompt is there), whether the server accepted the prompt in this
+    process, and a ``session.error`` seen since (epoch ms, the server's text)."""
+
+    status: Status = "unknown"
+    messages: tuple[MessageView, ...] = ()
+    found: bool = False
+    accepted: bool = False
+    error: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpeningObservation:
+    """One read for a decision: ``children`` are the roundtable session's children that carry
+    an opening seat in their metadata (session id, seat), oldest first; ``seats`` maps a child
+    session id to its :class:`SeatView`; ``status`` and ``messages`` are the roundtable's own
+    session (its messages since the round began: the records are looked for there);
+    ``cancelled``: a cancel stops the round (unsettled seats are aborted and cut off)."""
+
+    now: int
+    status: Status
+    messages: tuple[MessageView, ...] = ()
+    children: tuple[tuple[str, int], ...] = ()
+    seats: dict[str, SeatView] = field(default_factory=dict)
+    cancelled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What the round needs of the roundtable: its session id, each seat's prompt text (the topic
+    only: no seat sees another's), the topic record's text and the turn timeout (s)."""
+
+    roundtable: str
+    prompts: tuple[str, ...]
+    topic_text: str
+    turn_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSeatSession:
+    """``POST /session`` with ``parentID`` = the roundtable, ``title`` and ``metadata`` (the
+    roundtable and the seat: the next read adopts it from the children)."""
+
+    seat: int
+    title: str
+    metadata: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSeat:
+    """``prompt_async`` into the seat's session with ``message_id``, the agent's model, the text
+    and the signed ``marker`` (signed for that session). The state naming it is written first."""
+
+    seat: int
+    session_id: str
+    message_id: str
+    agent: str
+    text: str
+    marker: Marker
+
+
+@dataclass(frozen=True, slots=True)
+class AbortSeat:
+    """``POST /session/{session_id}/abort``: the seat timed out or the round is cancelled."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SeatSettled:
+    """A seat's opening turn is over (in memory; its record follows once all are settled)."""
+
+    entry: HistoryEntry
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOpening:
+    """Post a ``noReply`` message into the roundtable's session with ``message_id`` unless it
+    exists: ``text`` visible, ``marker`` signed (``seat`` -1: the topic record)."""
+
+    message_id: str
+    text: str
+    marker: Marker
+
+
+@dataclass(frozen=True, slots=True)
+class PersistRound:
+    """Write the state naming the round as it now is (before any prompt it names goes out)."""
+
+
+OpeningCommand = (
+    CreateSeatSession | PromptSeat | AbortSeat | SeatSettled | RecordOpening | PersistRound
+)
+
+
+@dataclass(slots=True)
+class OpeningDecision:
+    """The new round state, commands in execution order and the next deadline (epoch ms)."""
+
+    round: OpeningRound
+    commands: list[OpeningCommand] = field(default_factory=list)
+    wake_at: int | None = None
+
+
+def seat_metadata(roundtable: str, seat: int) -> dict[str, object]:
+    """The metadata a seat's session is created with (and adopted by)."""
+    return dict(opening_metadata(roundtable, seat))
+
+
+def record_text(entry: HistoryEntry) -> str:
+    """The visible text of a seat's record: the turn header, then its answer or its failure."""
+    head = f"── {entry.agent} · round 1 (independent opening) ──"
+    if entry.has_error:
+        body = entry.response.strip()
+        failed = f"(failed: {entry.error or 'no reply'})"
+        return f"{head}\n{failed}\n\n{body}" if body else f"{head}\n{failed}"
+    return f"{head}\n{entry.response.strip()}"
+
+
+def _final(answers: Sequence[AnswerView]) -> bool:
+    if not answers or any(not a.completed for a in answers):
+        return False
+    last = answers[-1]
+    return bool(last.error_name) or last.finish not in ("tool-calls", None, "unknown")
+
+
+def _settle(
+    s: OpeningSeat, view: SeatView, now: int, setup: Setup, cancelled: bool
+) -> tuple[OpeningSeat, list[OpeningCommand], int | None]:
+    """One running seat: settled, aborted, prompted or waited for."""
+    timeout_ms = int(setup.turn_timeout_s * 1000)
+    assert s.session_id is not None
+    answers = answers_to(view.messages, s.message_id) if view.found else []
+    idle = view.status == "idle"
+
+    def settle(cut: bool, error: str | None = None) -> tuple[OpeningSeat, list[OpeningCommand]]:
+        entry = entry_from_answers(
+            answers,
+            agent=s.agent,
+            round_number=1,
+            seat=s.seat,
+            kind="turn",
+            message_id=s.message_id,
+            cut_off=cut,
+            timeout_s=None if cancelled else setup.turn_timeout_s,
+        )
+        if cancelled and cut:
+            entry = entry.model_copy(update={"error": "cut off by the cancel"})
+        elif error is not None:
+            entry = entry.model_copy(update={"has_error": True, "error": error})
+        new = s.model_copy(update={"entry": entry})
+        return new, [SeatSettled(entry)]
+
+    if view.found and idle and _final(answers):
+        cut = answers[-1].error_name == "MessageAbortedError" and s.abort_requested_at is not None
+        new, cmds = settle(cut)
+        return new, cmds, None
+    if s.abort_requested_at is not None:
+        if idle and now - s.abort_requested_at >= ABORT_GRACE_MS:
+            new, cmds = settle(True)
+            return new, cmds, None
+        return s, [], s.abort_requested_at + ABORT_GRACE_MS
+    if cancelled:
+        if s.prompted_at is None and not view.found:
+            new, cmds = settle(False, "cancelled before its turn started")
+            return new, cmds, None
+        aborted = s.model_copy(update={"abort_requested_at": now})
+        return aborted, [AbortSeat(s.session_id), PersistRound()], now + ABORT_GRACE_MS
+    if s.prompted_at is not None and now - s.prompted_at >= timeout_ms:
+        aborted = s.model_copy(update={"abort_requested_at": now})
+        return aborted, [AbortSeat(s.session_id), PersistRound()], now + ABORT_GRACE_MS
+    if not view.found:
+        if view.accepted:
+            return s, [], (s.prompted_at or now) + timeout_ms
+        waited = now - (s.prompted_at or 0)
+        if s.prompted_at is None or (idle and waited >= REPROMPT_GRACE_MS):
+            marker = Marker(
+                kind="opening", round=0, seat=s.seat, agent=s.agent, roundtable=setup.roundtable
+            )
+            sent = s.model_copy(update={"prompted_at": now})
+            prompt = PromptSeat(
+                s.seat, s.session_id, s.message_id, s.agent, setup.prompts[s.seat], marker
+            )
+            return sent, [PersistRound(), prompt], now + REPROMPT_GRACE_MS
+        return s, [], (s.prompted_at or now) + REPROMPT_GRACE_MS
+    if view.error is not None and idle and not answers:
+        seen, text = view.error
+        if now - seen >= ERROR_GRACE_MS:
+            new, cmds = settle(False, text)
+            return new, cmds, None
+        return s, [], seen + ERROR_GRACE_MS
+    return s, [], (s.prompted_at or now) + timeout_ms
+
+
+def _recorded(messages: Sequence[MessageView], message_id: str, seat: int) -> bool:
+    return any(
+        isinstance(m, UserView)
+        and (
+            m.id == message_id
+            or (m.marker is not None and m.marker.kind == "opening" and m.marker.seat == seat)
+        )
+        for m in messages
+    )
+
+
+def step(rnd: OpeningRound, obs: OpeningObservation, setup: Setup) -> OpeningDecision:
+    """One decision of the opening round (see the module docstring for its invariants).
+
+    Args:
+        rnd: the round as last decided (or as last persisted, after a restart).
+        obs: what the shell just read (the roundtable's session, its children, each seat's).
+        setup: the roundtable's session id, the seats' prompts, the topic record, the timeout.
+
+    Returns:
+        The new round state, the commands in order and the next deadline. Once
+        :attr:`OpeningRound.done`, the caller takes :meth:`OpeningRound.entries` as round 1.
+    """
+    seats: list[OpeningSeat] = []
+    cmds: list[OpeningCommand] = []
+    wakes: list[int] = []
+    adopted = False
+    for s in rnd.seats:
+        if s.entry is not None:
+            seats.append(s)
+            continue
+        if s.session_id is None:
+            child = next((sid for sid, seat in obs.children if seat == s.seat), None)
+            if child is None:
+                if obs.cancelled:
+                    entry = entry_from_answers(
+                        [],
+                        agent=s.agent,
+                        round_number=1,
+                        seat=s.seat,
+                        kind="turn",
+                        message_id=s.message_id,
+                    ).model_copy(update={"error": "cancelled before its turn started"})
+                    seats.append(s.model_copy(update={"entry": entry}))
+                    cmds.append(SeatSettled(entry))
+                    continue
+                title = f"{s.agent} · round 1 (independent opening)"
+                cmds.append(
+                    CreateSeatSession(s.seat, title, seat_metadata(setup.roundtable, s.seat))
+                )
+                seats.append(s)
+                continue
+            s = s.model_copy(update={"session_id": child})
+            adopted = True
+        view = obs.seats.get(s.session_id or "", SeatView())
+        new, more, wake = _settle(s, view, obs.now, setup, obs.cancelled)
+        seats.append(new)
+        cmds.extend(more)
+        if wake is not None:
+            wakes.append(wake)
+    out = rnd.model_copy(update={"seats": seats})
+    if adopted and not any(isinstance(c, PersistRound) for c in cmds):
+        cmds.append(PersistRound())
+    if any(isinstance(c, CreateSeatSession) for c in cmds):
+        # The created sessions are adopted from the next read of the children.
+        wakes.append(obs.now)
+    if out.settled and not out.done and obs.status == "idle":
+        # The records, then the one write that says so (a crash in between finds them in the
+        # session): no write before them in this decision may claim what is not done yet.
+        cmds = [c for c in cmds if not isinstance(c, PersistRound)]
+        out, records = _records(out, obs, setup)
+        cmds.extend(records)
+    else:
+        if out.settled and not out.done:
+            wakes.append(obs.now + REPROMPT_GRACE_MS)  # never write into a busy session
+        if any(isinstance(c, SeatSettled) for c in cmds):
+            cmds.append(PersistRound())
+    # Every write of a decision writes its final state: the first one is all it takes (it comes
+    # before any prompt the state names).
+    first = next((i for i, c in enumerate(cmds) if isinstance(c, PersistRound)), None)
+    if first is not None:
+        cmds = [c for i, c in enumerate(cmds) if i == first or not isinstance(c, PersistRound)]
+    return OpeningDecision(out, cmds, min(wakes) if wakes else None)
+
+
+def _records(
+    rnd: OpeningRound, obs: OpeningObservation, setup: Setup
+) -> tuple[OpeningRound, list[OpeningCommand]]:
+    """The records of a settled round not yet in the roundtable's session (topic first, then
+    the seats in order), and the round marked as recorded (the state is written after them)."""
+    cmds: list[OpeningCommand] = []
+    if not _recorded(obs.messages, rnd.topic_record_id, TOPIC_SEAT):
+        marker = Marker(kind="opening", round=0, seat=TOPIC_SEAT, roundtable=setup.roundtable)
+        cmds.append(RecordOpening(rnd.topic_record_id, setup.topic_text, marker))
+    seats: list[OpeningSeat] = []
+    for s in rnd.seats:
+        assert s.entry is not None
+        if not s.recorded and not _recorded(obs.messages, s.record_id, s.seat):
+            marker = Marker(
+                kind="opening", round=0, seat=s.seat, agent=s.agent, roundtable=setup.roundtable
+            )
+            cmds.append(RecordOpening(s.record_id, record_text(s.entry), marker))
+        seats.append(s.model_copy(update={"recorded": True}))
+    cmds.append(PersistRound())
+    return rnd.model_copy(update={"seats": seats, "topic_recorded": True}), cmds

@@ -1,0 +1,151 @@
+"""The result contract's models (docs/result.md): what the ``roundtable`` tool returns.
+
+Pure data, versioned (:data:`RESULT_VERSION`), camelCase on the wire as the contract names them;
+the builders are in :mod:`roundtabled.core.verdict`, the texts in
+:mod:`roundtabled.core.result_text`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from roundtabled.core.state import EndReason
+
+RESULT_VERSION = 1
+"""Version of the result layout (``version`` in every result)."""
+
+UNKNOWN_CONFIDENCE_WEIGHT = 0.5
+"""Tally weight of a stated label without a stated confidence (neither trusted nor dismissed)."""
+
+Consensus = Literal["unanimous", "majority", "split", "none", "unknown"]
+TurnKind = Literal["answered", "failed", "empty", "truncated", "timedOut", "cancelled"]
+ObserverOutcome = Literal["ok", "repaired", "fallback", "failed", "skipped", "cancelled", "pending"]
+
+NATURAL_ENDS = (EndReason.COMPLETED, EndReason.CONVERGED)
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON-ready form with the contract's camelCase names."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class SeatStatus(_M):
+    """How one seat's turns went. ``turns`` = turns taken; ``skipped`` = turns of the planned
+    rounds it never got because the debate stopped early; ``noPosition`` = answers without a
+    ``Position:`` line; ``notes``: one line per turn that was not a plain answer."""
+
+    agent: str
+    turns: int = 0
+    answered: int = 0
+    failed: int = 0
+    empty: int = 0
+    truncated: int = 0
+    timed_out: int = 0
+    cancelled: int = 0
+    skipped: int = 0
+    no_position: int = 0
+    notes: list[str] = Field(default_factory=list)
+
+
+class Status(_M):
+    """Whether the result can be trusted as a full debate. ``degraded``: the orchestrator must
+    tell the user (the words are in ``notes`` and in the first lines of ``summary``)."""
+
+    end_reason: str
+    degraded: bool
+    rounds_completed: int
+    rounds_planned: int
+    observer: ObserverOutcome
+    seats: list[SeatStatus]
+    notes: list[str] = Field(default_factory=list)
+
+
+class PositionChange(_M):
+    """A label change: ``round`` of the new label, ``from`` the old label, ``why`` the seat's
+    own reason (``None``: it gave none)."""
+
+    round: int
+    from_: str = Field(alias="from")
+    to: str
+    why: str | None = None
+
+
+class SeatPosition(_M):
+    """A seat's final stated position (its last answer's ``Position:`` line); ``round`` is the
+    round of that answer. ``label`` ``None``: the seat stated none (or never spoke)."""
+
+    agent: str
+    label: str | None = None
+    position: str | None = None
+    confidence: float | None = None
+    round: int | None = None
+    changes: list[PositionChange] = Field(default_factory=list)
+
+
+class TallyItem(_M):
+    """Seats holding one (normalised) label and their summed confidence."""
+
+    label: str
+    seats: list[str]
+    weight: float
+
+
+class Disagreement(_M):
+    """A point the panel did not agree on: ``minority`` the seats holding ``view``."""
+
+    point: str
+    minority: list[str] = Field(default_factory=list)
+    view: str = ""
+
+
+class Verdict(_M):
+    """The outcome. ``decision``/``consensus``/``confidence`` come from the observer's verdict
+    (``source: observer``) or, when it was unusable, from the ledger (``source: ledger``);
+    ``tallyConsensus`` is always the daemon's own count of the stated positions."""
+
+    decision: str | None = None
+    confidence: float | None = None
+    consensus: Consensus = "unknown"
+    tally_consensus: Consensus = "unknown"
+    source: Literal["observer", "ledger"] = "ledger"
+    positions: list[SeatPosition] = Field(default_factory=list)
+    tally: list[TallyItem] = Field(default_factory=list)
+    agreements: list[str] = Field(default_factory=list)
+    disagreements: list[Disagreement] = Field(default_factory=list)
+    open_questions: list[str] = Field(default_factory=list)
+    next_steps: list[str] = Field(default_factory=list)
+
+
+class AgentUsage(_M):
+    """Tokens (input, output incl. reasoning) and cost (USD) as the server recorded them."""
+
+    input: int = 0
+    output: int = 0
+    cost: float = 0.0
+
+
+class ResultUsage(AgentUsage):
+    """The totals and ``perAgent`` (seat names; the observer under its agent name)."""
+
+    per_agent: dict[str, AgentUsage] = Field(default_factory=dict)
+
+
+class RoundtableResult(_M):
+    """The contract (docs/result.md). Fields are in the order a reader should meet them: a
+    consumer that sees only the head of a cut output still has the status."""
+
+    version: int = RESULT_VERSION
+    session_id: str = Field(alias="sessionID")
+    title: str = ""
+    status: Status
+    verdict: Verdict
+    summary: str = ""
+    usage: ResultUsage = Field(default_factory=ResultUsage)
+    transcript: str = ""
+    """Where the full debate is: it is never pasted into the result."""

@@ -1,0 +1,509 @@
+"""Roundtable state, its persisted form inside S2, and the authenticated markers the daemon writes.
+
+Invariants
+- The state of a roundtable lives in its own child session S2, in one ``noReply`` user message
+  whose single text part has ``ignored: true``: OpenCode keeps such parts in the session but never
+  sends them to a model (verified: a user message whose parts are all ignored is dropped from the
+  request).
+  The part is updated in place (``PATCH …/part/{partID}``), so a state write costs one small request
+  and never adds a message.
+- Two forms of the part, both read: the *card* form (its text is a short card for people,
+  :mod:`roundtabled.core.card`; the state is canonical JSON text in ``metadata.roundtabled.body``)
+  and the seed plugin's text form (spec §5 "Serialization in S2"), which roundtables written
+  before the card still hold::
+
+      [ROUNDTABLE META — INTERNAL ORCHESTRATION DATA — IGNORE FOR ANALYSIS]
+      {"sessionID": …}
+      [/ROUNDTABLE META]
+
+  The daemon trusts a block only when the part's ``metadata.roundtabled.mac`` is a valid
+  HMAC-SHA256 (key: the daemon's secret, see :class:`Signer`) over the JSON and S2's id. A block
+  pasted by a user or echoed by an agent has no valid MAC and is ignored (issue 4, security), so the
+  seed's "last occurrence wins" rule cannot let a forged block win.
+- Every prompt the daemon sends carries a second, ignored text part with a signed *turn marker*
+  (kind, round, seat, agent). The markers are the durable record of which turns were prompted; with
+  the answers' ``parentID`` they rebuild the history after a restart.
+- Per-turn state writes are constant-size: the history is not persisted while the debate runs (it is
+  derived from S2's messages); the final state (phase ``done``/``aborted``) carries the history with
+  capped previews, as the seed's format does.
+
+Rounds: ``current_round`` is 0-indexed as in spec §5; ``HistoryEntry.round`` is 1-based (what people
+read: "Round 2/3").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import Field, ValidationError
+
+from roundtabled.core.entries import EntryKind as EntryKind
+from roundtabled.core.entries import HistoryEntry as HistoryEntry
+from roundtabled.core.entries import StateModel as _Model
+from roundtabled.core.entries import ToolCallSummary as ToolCallSummary
+from roundtabled.core.entries import Usage as Usage
+from roundtabled.core.opening_model import OpeningRound
+from roundtabled.errors import StateCorruptError, StateForgedError, StateVersionError
+
+STATE_VERSION = 1
+"""Version of the persisted state layout; a block with another version is reported and skipped."""
+
+META_HEADER = "[ROUNDTABLE META — INTERNAL ORCHESTRATION DATA — IGNORE FOR ANALYSIS]"
+META_FOOTER = "[/ROUNDTABLE META]"
+META_KEY = "roundtabled"
+"""Key under which the daemon keeps its data in part and session ``metadata``."""
+
+BUILTIN_OBSERVER = "built-in"
+"""Value of ``observer`` meaning the daemon's own observer (spec §8)."""
+OBSERVER_AGENT = "roundtable-observer"
+"""Hidden, tool-less OpenCode agent that runs the built-in observer (installed with the tools)."""
+
+MAX_ROUNDS = 50
+"""Upper bound of ``rounds`` (spec §3), per call (start or extend)."""
+MAX_TOTAL_ROUNDS = 200
+"""Upper bound of a roundtable's rounds over all its extensions (design §6, bounded everything)."""
+MAX_TITLE_CHARS = 200
+"""Upper bound of ``title`` in characters (spec §3)."""
+TOOL_OUTPUT_PREVIEW_MAX = 500
+"""Characters of a tool's output kept in a :class:`ToolCallSummary` (spec §6)."""
+PERSISTED_RESPONSE_MAX = 4000
+"""Characters of each response kept in the final persisted history (the full text stays in S2)."""
+CONCLUDED_SUFFIX = " · CONCLUDED"
+
+DELIMITER_TEXT = (
+    "━━━ Roundtable Concluded ━━━\n"
+    "Messages below this line are not part of the original debate.\n"
+    "The result was consolidated in the main session."
+)
+"""The delimiter injected into S2 at the end (spec §4 phase 4, step 18)."""
+
+
+class Phase(StrEnum):
+    """Roundtable phase (spec §5). ``pending`` is never persisted: S2 does not exist yet."""
+
+    ACTIVE = "active"
+    OBSERVING = "observing"
+    DONE = "done"
+    ABORTED = "aborted"
+
+
+class EndReason(StrEnum):
+    """Why the debate stopped taking seat turns."""
+
+    COMPLETED = "completed"
+    REPETITION = "repetition"
+    ALL_FAILED = "all-failed"
+    CANCELLED = "cancelled"
+    SESSION_DELETED = "session-deleted"
+    PARENT_DELETED = "parent-deleted"
+    OBSERVER_FAILED = "observer-failed"
+    CONVERGED = "converged"
+    """Every speaking seat held its label (or all held the same one): see docs/result.md."""
+    BUDGET = "budget"
+    """The next turn would have exceeded the token/cost/time budget."""
+    TIMEOUT = "timeout"
+    """The roundtable as a whole ran out of time."""
+    FAILED = "failed"
+    """The daemon could not go on (e.g. the server kept refusing): see ``errors``."""
+
+
+class PermissionPolicy(StrEnum):
+    """What the daemon answers when a seat's tool asks for permission (issue 3, behaviour 12)."""
+
+    REJECT = "reject"
+    ALLOW_ONCE = "allow-once"
+    ASK = "ask"
+
+
+class ModelRef(_Model):
+    """An OpenCode model, sent as ``model`` on every prompt (the server makes it sticky)."""
+
+    provider_id: str = Field(alias="providerID")
+    model_id: str = Field(alias="modelID")
+
+    def label(self) -> str:
+        """``provider/model``."""
+        return f"{self.provider_id}/{self.model_id}"
+
+
+class VerdictRecord(_Model):
+    """The observer's structured verdict as the daemon received it (docs/result.md).
+
+    ``data``: the validated verdict JSON (``None`` until one parsed); ``error``: why the last reply
+    did not validate; ``repair_asked``: the one repair turn was prompted (never twice, also across
+    restarts); ``fallback``: the verdict is built from the position ledger instead.
+    """
+
+    data: dict[str, Any] | None = None
+    error: str | None = None
+    repair_asked: bool = False
+    fallback: bool = False
+
+
+class PendingTurn(_Model):
+    """The turn in flight: the intent is persisted before the prompt is sent (issue 4, item 3).
+
+    ``prompted_at`` is ``None`` while only the intent exists; recovery then looks for
+    ``message_id`` in S2 before prompting again. Times are epoch milliseconds.
+    """
+
+    kind: Literal["turn", "observer"]
+    round: int
+    seat: int
+    agent: str
+    message_id: str = Field(alias="messageID")
+    prompted_at: int | None = None
+    abort_requested_at: int | None = None
+    error_seen_at: int | None = None
+    error: str | None = None
+    """The server's ``session.error`` text for this turn (``name: message``), with
+    ``error_seen_at``."""
+    reprompts: int = 0
+    """Times this turn was sent again because the server swallowed it (docs/design.md, "Turns
+    that never start or are swallowed")."""
+    superseded: list[str] = Field(default_factory=list)
+    """Ids of this turn's earlier prompts that stay in S2 unanswered (never adopted again)."""
+
+
+class Extension(_Model):
+    """One ``extend`` call (spec §9): rounds from ``from_round`` (0-indexed) use this prompt."""
+
+    from_round: int
+    prompt: str
+    mode: Literal["continuation", "new-topic"]
+
+
+class Delivery(_Model):
+    """How the result reaches S1 exactly once (issue 2).
+
+    ``tool_call_id`` / ``tool_message_id`` identify the waiting ``roundtable`` tool call in S1;
+    ``delivered_via`` records the one channel that carried the result.
+    """
+
+    tool_call_id: str | None = Field(default=None, alias="toolCallID")
+    tool_message_id: str | None = Field(default=None, alias="toolMessageID")
+    delivered_via: Literal["tool", "no-reply", "none"] | None = None
+    no_reply_message_id: str | None = Field(default=None, alias="noReplyMessageID")
+
+
+Until = Literal["rounds", "converged"]
+"""When the debate stops taking seat turns: after ``rounds`` rounds, or once the panel converged."""
+Opening = Literal["sequential", "independent"]
+"""How round 1 runs: one seat after another, or every seat at once without seeing the others."""
+ContextMode = Literal["full", "recent"]
+"""What a seat sees: every earlier reply, or the opening round, a digest and the last round."""
+
+
+class Budget(_Model):
+    """Limits of one call (start or extend); ``None`` = no limit on that dimension.
+
+    ``tokens``: input + output tokens as the server records them on each assistant message;
+    ``usd``: the server's ``cost``; ``seconds``: wall time since the call began.
+    Rules in :mod:`roundtabled.core.deliberation` (docs/deliberation.md).
+    """
+
+    tokens: int | None = None
+    usd: float | None = None
+    seconds: float | None = None
+
+    def empty(self) -> bool:
+        """True when no dimension is limited."""
+        return self.tokens is None and self.usd is None and self.seconds is None
+
+
+class Options(_Model):
+    """Per-roundtable options (daemon defaults, overridable per call).
+
+    ``turn_timeout``: seconds a turn may take before it is aborted and skipped (spec §7.6: 300).
+    ``loop_threshold``: Jaccard similarity above which the debate ends (spec §7.5: 0.85).
+    """
+
+    turn_timeout: float = 300.0
+    loop_threshold: float = 0.85
+    permission_policy: PermissionPolicy = PermissionPolicy.REJECT
+    usage_footer: bool = True
+    hide_past_prompts: bool = True
+    cancel_summarize: bool = False
+    """Set by a cancel: whether the observer still consolidates (else no further model request)."""
+    until: Until = "rounds"
+    budget: Budget | None = None
+    opening: Opening = "sequential"
+    context: ContextMode = "full"
+    preset: str | None = None
+    """The configuration preset the roundtable was started from (for display only)."""
+    call_started_at: int = 0
+    """Epoch ms when the current call (start or the latest extend) began: budget seconds count
+    from here."""
+    call_from_round: int = 0
+    """0-indexed first round of the current call: budget tokens and cost count from here."""
+
+
+class Finalization(_Model):
+    """Idempotence flags of phase 4 (spec §4): each step is done once, in order, across restarts."""
+
+    delimiter_message_id: str | None = Field(default=None, alias="delimiterMessageID")
+    title_done: bool = False
+    toast_done: bool = False
+
+
+class RoundtableState(_Model):
+    """Everything needed to resume a roundtable (spec §5 ``RoundtableState``, extended).
+
+    Identification: ``session_id`` (S2), ``parent_session_id`` (S1, ``None`` for a CLI roundtable
+    without ``--parent``), ``directory`` (S2's project directory, for directory-scoped routes).
+    Position: ``current_round`` (0-indexed) and ``current_agent_index`` name the next or pending
+    seat turn. Times are epoch milliseconds.
+    """
+
+    version: int = STATE_VERSION
+    session_id: str = Field(alias="sessionID")
+    parent_session_id: str | None = Field(default=None, alias="parentSessionID")
+    directory: str | None = None
+    title: str
+    agents: list[str]
+    models: dict[str, ModelRef] = Field(default_factory=dict)
+    total_rounds: int
+    observer: str = BUILTIN_OBSERVER
+    prompt: str
+    extensions: list[Extension] = Field(default_factory=list)
+    current_round: int = 0
+    current_agent_index: int = 0
+    phase: Phase = Phase.ACTIVE
+    history: list[HistoryEntry] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    """Sentences for the result's ``status.notes`` from other rules (budget spent and limit, a
+    diversity warning…), in the words the user should read (docs/result.md)."""
+    pending: PendingTurn | None = None
+    openings: OpeningRound | None = None
+    """The independent opening round (``opening: "independent"``), kept once done."""
+    end_reason: EndReason | None = None
+    summary: str | None = None
+    verdict: VerdictRecord = Field(default_factory=VerdictRecord)
+    stop_detail: str | None = None
+    """Why the debate stopped early in words (converged, budget): for the observer and the
+    result's notes (docs/deliberation.md)."""
+    delivery: Delivery = Field(default_factory=Delivery)
+    finalization: Finalization = Field(default_factory=Finalization)
+    options: Options = Field(default_factory=Options)
+    state_message_id: str | None = Field(default=None, alias="stateMessageID")
+    state_part_id: str | None = Field(default=None, alias="statePartID")
+    created_at: int = 0
+    updated_at: int = 0
+
+    @property
+    def active(self) -> bool:
+        """True while the daemon still drives this roundtable (active or observing)."""
+        return self.phase in (Phase.ACTIVE, Phase.OBSERVING)
+
+    def observer_agent(self) -> str:
+        """The OpenCode agent that runs the observer turn."""
+        return OBSERVER_AGENT if self.observer == BUILTIN_OBSERVER else self.observer
+
+    def seat_turns(self) -> list[HistoryEntry]:
+        """History entries that are seat turns, oldest first."""
+        return [e for e in self.history if e.kind == "turn"]
+
+
+class Signer:
+    """HMAC-SHA256 over what the daemon writes into sessions (issue 4: trust only our own blocks).
+
+    ``key``: at least 16 bytes. Use :meth:`from_file` for the daemon's persistent key.
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:
+            raise ValueError("signing key must be at least 16 bytes")
+        self._key = key
+
+    @classmethod
+    def from_file(cls, path: Path) -> Signer:
+        """Load the key from ``path``, creating it (32 random bytes, mode 0600) if missing.
+
+        Raises:
+            OSError: the file cannot be read or created.
+        """
+        try:
+            return cls(bytes.fromhex(path.read_text().strip()))
+        except FileNotFoundError:
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_bytes(32)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key.hex())
+        try:
+            os.link(tmp, path)  # fails if another process created it first
+        except FileExistsError:
+            tmp.unlink()
+            return cls(bytes.fromhex(path.read_text().strip()))
+        tmp.unlink()
+        return cls(key)
+
+    def mac(self, purpose: str, session_id: str, payload: bytes) -> str:
+        """Hex MAC of ``payload`` bound to ``purpose`` and the session it is written into."""
+        msg = purpose.encode() + b"\0" + session_id.encode() + b"\0" + payload
+        return hmac.new(self._key, msg, hashlib.sha256).hexdigest()
+
+    def verify(self, purpose: str, session_id: str, payload: bytes, mac: object) -> bool:
+        """True when ``mac`` is the MAC of ``payload`` (constant-time comparison)."""
+        if not isinstance(mac, str):
+            return False
+        return hmac.compare_digest(self.mac(purpose, session_id, payload), mac)
+
+
+def _canonical(data: dict[str, Any]) -> bytes:
+    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+
+def encode_state(
+    state: RoundtableState, signer: Signer, *, card: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Serialize ``state`` for a text part with ``ignored: true``; returns ``(text, metadata)``.
+
+    With ``card`` (the card form, :mod:`roundtabled.core.card`): the text is that card for people
+    and the state travels as canonical JSON text in ``metadata.roundtabled.body`` (a string: numbers
+    inside it survive the server's JSON round trip byte for byte, which the MAC needs). Without
+    it (the seed's text form, still read): the JSON is the text between
+    ``[ROUNDTABLE META …]`` and ``[/ROUNDTABLE META]``. Either way ``metadata.roundtabled.mac``
+    is the HMAC of the JSON bound to S2 (docs/design.md, state format).
+    """
+    body = _canonical(state.dump())
+    ours: dict[str, Any] = {
+        "kind": "state",
+        "v": STATE_VERSION,
+        "mac": signer.mac("state", state.session_id, body),
+    }
+    if card is not None:
+        ours["body"] = body.decode()
+        return card, {META_KEY: ours}
+    return f"{META_HEADER}\n{body.decode()}\n{META_FOOTER}", {META_KEY: ours}
+
+
+def has_meta_text(text: str) -> bool:
+    """True when ``text`` contains a ``[ROUNDTABLE META`` block (trusted or not)."""
+    return "[ROUNDTABLE META" in text
+
+
+def is_state_part(part: dict[str, Any]) -> bool:
+    """True when ``part`` (a part of ``GET …/message``) claims to be a state block, in either
+    form: its metadata says ``kind: state``, or its text holds a META block. Claims only:
+    :func:`decode_state` decides whether to trust it."""
+    if part.get("type") != "text":
+        return False
+    md = part.get("metadata")
+    ours = md.get(META_KEY) if isinstance(md, dict) else None
+    if isinstance(ours, dict) and ours.get("kind") == "state":
+        return True
+    text = part.get("text")
+    return isinstance(text, str) and has_meta_text(text)
+
+
+def decode_state(text: str, metadata: object, session_id: str, signer: Signer) -> RoundtableState:
+    """Parse and authenticate a state block written by :func:`encode_state` (either form).
+
+    Args:
+        text: the part's text.
+        metadata: the part's ``metadata`` (anything; only a dict with our key can verify).
+        session_id: the id of the session the part was read from (S2).
+
+    Raises:
+        StateForgedError: no valid MAC (pasted, echoed or edited block): never trust it.
+        StateVersionError: a block this daemon version cannot read.
+        StateCorruptError: the MAC is valid but the content does not parse.
+    """
+    ours = metadata.get(META_KEY) if isinstance(metadata, dict) else None
+    if isinstance(ours, dict) and isinstance(ours.get("body"), str):
+        body = str(ours["body"]).encode()
+    else:
+        start = text.find(META_HEADER)
+        end = text.rfind(META_FOOTER)
+        if start < 0 or end < start:
+            raise StateForgedError("no META block in the part")
+        body = text[start + len(META_HEADER) : end].strip().encode()
+    if not isinstance(ours, dict) or not signer.verify("state", session_id, body, ours.get("mac")):
+        raise StateForgedError("state block is not signed by this daemon")
+    if ours.get("v") != STATE_VERSION:
+        raise StateVersionError(f"state version {ours.get('v')!r}, expected {STATE_VERSION}")
+    try:
+        data = orjson.loads(body)
+        state = RoundtableState.model_validate(data)
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        raise StateCorruptError(f"state block does not parse: {exc}") from exc
+    if state.version != STATE_VERSION:
+        raise StateVersionError(f"state version {state.version}, expected {STATE_VERSION}")
+    if state.session_id != session_id:
+        raise StateForgedError("state block belongs to another session")
+    return state
+
+
+MarkerKind = Literal["turn", "observer", "delimiter", "result", "opening"]
+
+
+class Marker(_Model):
+    """What the daemon stamps on each message it writes (in an ignored part's metadata).
+
+    ``kind``: ``turn`` (a seat's prompt), ``observer`` (the observer's prompt), ``delimiter``
+    (the concluded delimiter in S2), ``result`` (the result injected into S1), ``opening`` (a
+    seat's independent opening prompt in its own session, or its record in S2:
+    :mod:`roundtabled.core.opening`).
+    ``round`` 0-indexed; ``seat`` index into ``agents`` (``-1`` for non-seat messages).
+    """
+
+    kind: MarkerKind
+    round: int = 0
+    seat: int = -1
+    agent: str = ""
+    roundtable: str = ""
+    """S2's id (for a ``result`` marker written into S1, the roundtable it came from)."""
+
+
+def sign_marker(marker: Marker, session_id: str, signer: Signer) -> dict[str, Any]:
+    """The part ``metadata`` for ``marker`` written into ``session_id``."""
+    body = marker.dump()
+    return {
+        META_KEY: {
+            **body,
+            "v": STATE_VERSION,
+            "mac": signer.mac("marker", session_id, _canonical(body)),
+        }
+    }
+
+
+def read_marker(metadata: object, session_id: str, signer: Signer) -> Marker | None:
+    """The verified marker in a part's ``metadata``, or ``None`` (absent, forged or malformed)."""
+    if not isinstance(metadata, dict):
+        return None
+    ours = metadata.get(META_KEY)
+    if not isinstance(ours, dict) or ours.get("kind") == "state":
+        return None
+    body = {k: v for k, v in ours.items() if k not in ("mac", "v")}
+    try:
+        marker = Marker.model_validate(body)
+    except ValidationError:
+        return None
+    if not signer.verify("marker", session_id, _canonical(marker.dump()), ours.get("mac")):
+        return None
+    return marker
+
+
+def persisted_form(state: RoundtableState) -> RoundtableState:
+    """The state as written to S2: no history while active (derived from S2's messages), capped
+    previews once finished (see module docstring)."""
+    if state.active:
+        return state.model_copy(update={"history": []})
+    capped = [
+        e.model_copy(update={"response": e.response[:PERSISTED_RESPONSE_MAX]})
+        if len(e.response) > PERSISTED_RESPONSE_MAX
+        else e
+        for e in state.history
+    ]
+    return state.model_copy(update={"history": capped})

@@ -1,0 +1,506 @@
+"""Validation of ``roundtable`` requests (spec §3), shared by the control API and the CLI.
+
+Every failure raises :class:`~roundtabled.errors.ValidationFailed` whose message starts with
+``Error:`` and names the field, the bad value and what is allowed (issue 2). Input is untrusted
+JSON: anything — wrong types, huge strings, nested junk — gives such an error, never a traceback.
+
+Agent names (regression "duplicate names"): names are compared after stripping surrounding
+whitespace and case-folding. A name with surrounding whitespace is refused (it would not match
+the server's agent), and two names equal after folding are a duplicate; the error names the
+duplicate and lists the available agents. So the accepted list always has exactly one seat per name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
+
+from roundtabled.core.prompts import default_title
+from roundtabled.core.state import (
+    BUILTIN_OBSERVER,
+    MAX_ROUNDS,
+    MAX_TITLE_CHARS,
+    MAX_TOTAL_ROUNDS,
+    Budget,
+    ContextMode,
+    Opening,
+    PermissionPolicy,
+    Until,
+)
+from roundtabled.errors import ValidationFailed
+
+MAX_PROMPT_CHARS = 100_000
+"""Upper bound of ``prompt`` in characters (a topic, not a document)."""
+MAX_AGENTS = 12
+"""Upper bound of seats at one table."""
+SESSION_ID_RE = re.compile(r"^ses_[A-Za-z0-9]{6,64}$")
+ALLOWED_KEYS = {
+    "agents",
+    "prompt",
+    "rounds",
+    "observer",
+    "sessionID",
+    "title",
+    "parentSessionID",
+    "directory",
+    "toolCallID",
+    "toolMessageID",
+    "turnTimeout",
+    "permissionPolicy",
+    "extendMode",
+    "until",
+    "budget",
+    "opening",
+    "context",
+    "preset",
+}
+BUDGET_KEYS = ("tokens", "usd", "seconds")
+"""Keys of ``budget``; any subset, each a positive number (``tokens`` an integer)."""
+MAX_BUDGET_TOKENS = 1_000_000_000
+MAX_BUDGET_USD = 1_000_000.0
+MAX_BUDGET_SECONDS = 7 * 86_400.0
+PRESET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundtableRequest:
+    """A checked ``roundtable`` call. ``rounds`` 1–50; ``turn_timeout`` seconds or ``None``."""
+
+    prompt: str
+    agents: tuple[str, ...] | None
+    rounds: int
+    observer: str | None
+    session_id: str | None
+    title: str | None
+    parent_session_id: str | None
+    directory: str | None
+    tool_call_id: str | None
+    tool_message_id: str | None
+    turn_timeout: float | None
+    permission_policy: PermissionPolicy | None
+    extend_mode: Literal["continuation", "new-topic"] | None
+    until: Until | None = None
+    budget: Budget | None = None
+    opening: Opening | None = None
+    context: ContextMode | None = None
+    preset: str | None = None
+    given: frozenset[str] = field(default_factory=frozenset)
+    """The body keys the caller set (non-null): what a preset must not override."""
+
+    @property
+    def extend(self) -> bool:
+        """True when the call continues a concluded roundtable (``sessionID`` given)."""
+        return self.session_id is not None
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _opt_str(body: Mapping[str, Any], key: str, *, max_len: int = 1000) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationFailed(key, f"{key} must be a string, got {_short(value)}")
+    if len(value) > max_len:
+        raise ValidationFailed(key, f"{key} must be at most {max_len} characters, got {len(value)}")
+    return value
+
+
+def parse_request(body: object) -> RoundtableRequest:
+    """Check the shape of a request body (no server look-ups yet).
+
+    Args:
+        body: decoded JSON of ``POST /v1/roundtables`` (see docs/control-api.md).
+
+    Raises:
+        ValidationFailed: naming the first bad field.
+    """
+    if not isinstance(body, Mapping):
+        raise ValidationFailed(
+            "body", "the request body must be a JSON object with at least 'prompt'"
+        )
+    unknown = sorted(str(k) for k in body if k not in ALLOWED_KEYS)
+    if unknown:
+        raise ValidationFailed(
+            unknown[0] or "body",  # an empty key still gets a field to point at
+            f"unknown field {unknown[0]!r}; allowed fields: " + ", ".join(sorted(ALLOWED_KEYS)),
+        )
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValidationFailed(
+            "prompt", "prompt must be a non-empty string (the topic), got " + _short(prompt)
+        )
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValidationFailed(
+            "prompt", f"prompt must be at most {MAX_PROMPT_CHARS} characters, got {len(prompt)}"
+        )
+    session_id = _opt_str(body, "sessionID", max_len=100)
+    if session_id is not None and not SESSION_ID_RE.match(session_id):
+        raise ValidationFailed(
+            "sessionID",
+            f"sessionID must look like 'ses_…' (letters and digits), got {_short(session_id)}",
+        )
+    agents_raw = body.get("agents")
+    agents: tuple[str, ...] | None = None
+    if agents_raw is not None:
+        if not isinstance(agents_raw, list) or not all(isinstance(a, str) for a in agents_raw):
+            raise ValidationFailed(
+                "agents",
+                f"agents must be a list of agent names (strings), got {_short(agents_raw)}",
+            )
+        agents = tuple(agents_raw)
+    elif session_id is None and body.get("preset") is None:
+        raise ValidationFailed(
+            "agents",
+            "agents is required for a new roundtable: give at "
+            "least 2 agent names in speaking order (or a preset)",
+        )
+    rounds_raw = body.get("rounds", 1)
+    if rounds_raw is None:
+        rounds_raw = 1
+    if (
+        isinstance(rounds_raw, bool)
+        or not isinstance(rounds_raw, int | float)
+        or (isinstance(rounds_raw, float) and not rounds_raw.is_integer())
+    ):
+        raise ValidationFailed(
+            "rounds", f"rounds must be an integer from 1 to {MAX_ROUNDS}, got {_short(rounds_raw)}"
+        )
+    rounds = int(rounds_raw)
+    if not 1 <= rounds <= MAX_ROUNDS:
+        raise ValidationFailed(
+            "rounds", f"rounds must be an integer from 1 to {MAX_ROUNDS}, got {rounds}"
+        )
+    title = _opt_str(body, "title", max_len=10_000)
+    if title is not None:
+        if not title.strip():
+            raise ValidationFailed("title", "title must not be empty (omit it for the default)")
+        if len(title) > MAX_TITLE_CHARS:
+            raise ValidationFailed(
+                "title", f"title must be at most {MAX_TITLE_CHARS} characters, got {len(title)}"
+            )
+    observer = _opt_str(body, "observer", max_len=200)
+    parent = _opt_str(body, "parentSessionID", max_len=100)
+    if parent is not None and not SESSION_ID_RE.match(parent):
+        raise ValidationFailed(
+            "parentSessionID", "parentSessionID must look like 'ses_…', got " + _short(parent)
+        )
+    directory = _opt_str(body, "directory", max_len=4096)
+    if directory is not None and not directory.startswith("/"):
+        raise ValidationFailed(
+            "directory", "directory must be an absolute path, got " + _short(directory)
+        )
+    timeout_raw = body.get("turnTimeout")
+    turn_timeout: float | None = None
+    if timeout_raw is not None:
+        if (
+            isinstance(timeout_raw, bool)
+            or not isinstance(timeout_raw, int | float)
+            or not (1 <= timeout_raw <= 86_400)
+        ):
+            raise ValidationFailed(
+                "turnTimeout",
+                "turnTimeout must be a number of seconds from "
+                f"1 to 86400, got {_short(timeout_raw)}",
+            )
+        turn_timeout = float(timeout_raw)
+    policy_raw = body.get("permissionPolicy")
+    policy: PermissionPolicy | None = None
+    if policy_raw is not None:
+        try:
+            policy = PermissionPolicy(policy_raw)
+        except ValueError:
+            raise ValidationFailed(
+                "permissionPolicy",
+                "permissionPolicy must be one of "
+                + ", ".join(p.value for p in PermissionPolicy)
+                + f", got {_short(policy_raw)}",
+            ) from None
+    mode_raw = body.get("extendMode")
+    mode: Literal["continuation", "new-topic"] | None = None
+    if mode_raw is not None:
+        if mode_raw not in ("continuation", "new-topic"):
+            raise ValidationFailed(
+                "extendMode",
+                f"extendMode must be 'continuation' or 'new-topic', got {_short(mode_raw)}",
+            )
+        mode = mode_raw
+    until = _choice(body, "until", get_args(Until))
+    opening = _choice(body, "opening", get_args(Opening))
+    context = _choice(body, "context", get_args(ContextMode))
+    if opening is not None and session_id is not None:
+        raise ValidationFailed(
+            "opening",
+            "opening applies to a new roundtable only (its round 1); omit it when extending",
+        )
+    if until == "converged" and session_id is None and body.get("rounds") == 1:
+        # The convergence rule compares a round with the one before it (docs/deliberation.md),
+        # so it cannot end a one-round roundtable early: such a call is a mistake.
+        raise ValidationFailed(
+            "rounds",
+            "until 'converged' needs rounds of at least 2 (convergence compares a round with "
+            "the one before it, so it never fires in round 1); got rounds 1",
+        )
+    if context == "recent":
+        raise ValidationFailed(
+            "context",
+            "context 'recent' is not available: this OpenCode server still sends replies whose "
+            "parts are marked ignored to the model, so hiding older rounds would save nothing "
+            "(see docs/deliberation.md); use 'full' or omit it",
+        )
+    preset = _opt_str(body, "preset", max_len=200)
+    if preset is not None and not PRESET_NAME_RE.match(preset):
+        raise ValidationFailed(
+            "preset",
+            "preset must be a preset name from the configuration (letters, digits, '_', '-', "
+            f"'.'; see `roundtabled presets`), got {_short(preset)}",
+        )
+    if preset is not None and session_id is not None:
+        raise ValidationFailed(
+            "preset", "preset applies to a new roundtable only; omit it when extending"
+        )
+    return RoundtableRequest(
+        prompt=prompt,
+        agents=agents,
+        rounds=rounds,
+        observer=observer,
+        session_id=session_id,
+        title=title,
+        parent_session_id=parent,
+        directory=directory,
+        tool_call_id=_opt_str(body, "toolCallID", max_len=200),
+        tool_message_id=_opt_str(body, "toolMessageID", max_len=200),
+        turn_timeout=turn_timeout,
+        permission_policy=policy,
+        extend_mode=mode,
+        until=until,
+        budget=parse_budget(body.get("budget")),
+        opening=opening,
+        context=context,
+        preset=preset,
+        given=frozenset(str(k) for k, v in body.items() if v is not None),
+    )
+
+
+def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if value not in allowed:
+        raise ValidationFailed(
+            key,
+            f"{key} must be one of "
+            + ", ".join(repr(a) for a in allowed)
+            + f", got {_short(value)}",
+        )
+    return value
+
+
+def parse_budget(raw: object, field_name: str = "budget") -> Budget | None:
+    """Check a ``budget`` object: ``{"tokens": N, "usd": X, "seconds": S}``, any subset.
+
+    Args:
+        raw: the decoded JSON value (``None``: no budget).
+        field_name: the name errors use (``budget``).
+
+    Returns:
+        The :class:`~roundtabled.core.state.Budget`, or ``None`` when ``raw`` is ``None``.
+
+    Raises:
+        ValidationFailed: not an object, an unknown key, an empty object, or a value that is not
+            a positive finite number (``tokens``: an integer) up to its bound.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ValidationFailed(
+            field_name,
+            f"{field_name} must be an object with any of {', '.join(BUDGET_KEYS)}, "
+            f"got {_short(raw)}",
+        )
+    unknown = sorted(str(k) for k in raw if k not in BUDGET_KEYS)
+    if unknown:
+        raise ValidationFailed(
+            field_name,
+            f"unknown {field_name} key {unknown[0]!r}; allowed keys: " + ", ".join(BUDGET_KEYS),
+        )
+    values: dict[str, float | int] = {}
+    bounds = {"tokens": MAX_BUDGET_TOKENS, "usd": MAX_BUDGET_USD, "seconds": MAX_BUDGET_SECONDS}
+    units = {"tokens": "an integer number of tokens", "usd": "US dollars", "seconds": "seconds"}
+    for key in BUDGET_KEYS:
+        value = raw.get(key)
+        if value is None:
+            continue
+        ok = (
+            not isinstance(value, bool)
+            and isinstance(value, int | float)
+            and math.isfinite(value)
+            and 0 < value <= bounds[key]
+            and (key != "tokens" or float(value).is_integer())
+        )
+        if not ok:
+            raise ValidationFailed(
+                field_name,
+                f"{field_name}.{key} must be a positive number (finite, {units[key]}, at most "
+                f"{bounds[key]:g}), got {_short(value)}",
+            )
+        values[key] = int(value) if key == "tokens" else float(value)
+    if not values:
+        raise ValidationFailed(
+            field_name,
+            f"{field_name} must set at least one of {', '.join(BUDGET_KEYS)} (omit it for none)",
+        )
+    return Budget.model_validate(values)
+
+
+@dataclass(frozen=True, slots=True)
+class PresetSpec:
+    """A named panel from the configuration (``[presets.NAME]`` in config.toml).
+
+    Every field is optional; ``title_prefix`` is put before the roundtable's title.
+    """
+
+    agents: tuple[str, ...] | None = None
+    rounds: int | None = None
+    observer: str | None = None
+    until: Until | None = None
+    budget: Budget | None = None
+    opening: Opening | None = None
+    context: ContextMode | None = None
+    title_prefix: str | None = None
+
+
+def apply_preset(
+    req: RoundtableRequest,
+    presets: Mapping[str, PresetSpec],
+    default_budget: Budget | None = None,
+) -> RoundtableRequest:
+    """Fill what the call did not set from its preset, then the configuration's default budget.
+
+    Args:
+        req: the checked request (:func:`parse_request`).
+        presets: the configured presets by name.
+        default_budget: the configuration's ``budget_tokens/usd/seconds`` (``None``: none); it
+            applies when neither the call nor its preset gives a budget.
+
+    Returns:
+        The request with the preset's values where the call gave none (explicit arguments
+        override the preset) and the title prefixed with the preset's ``title_prefix``.
+
+    Raises:
+        ValidationFailed: field ``preset`` for an unknown name (listing the available ones), or
+            ``agents`` when neither the call nor the preset names the seats.
+    """
+    if req.preset is None:
+        if req.budget is None and default_budget is not None and not default_budget.empty():
+            return replace(req, budget=default_budget)
+        return req
+    spec = presets.get(req.preset)
+    if spec is None:
+        names = ", ".join(sorted(presets)) or "none are configured"
+        raise ValidationFailed(
+            "preset",
+            f"unknown preset {req.preset!r}; available presets: {names} "
+            "(configured as [presets.NAME] in config.toml)",
+        )
+    given = req.given
+    changes: dict[str, Any] = {}
+    if "agents" not in given and spec.agents is not None:
+        changes["agents"] = spec.agents
+    if "rounds" not in given and spec.rounds is not None:
+        changes["rounds"] = spec.rounds
+    for name in ("observer", "until", "opening", "context", "budget"):
+        if name not in given and getattr(spec, name) is not None:
+            changes[name] = getattr(spec, name)
+    out = replace(req, **changes)
+    if out.agents is None:
+        raise ValidationFailed(
+            "agents",
+            f"preset {req.preset!r} names no agents; give agents in the call or in "
+            f"[presets.{req.preset}]",
+        )
+    if spec.title_prefix:
+        title = spec.title_prefix + (out.title or default_title(out.prompt))
+        out = replace(out, title=title[:MAX_TITLE_CHARS])
+    if out.budget is None and default_budget is not None and not default_budget.empty():
+        out = replace(out, budget=default_budget)
+    return out
+
+
+def check_extend_rounds(total_rounds: int, more: int) -> None:
+    """Refuse an extension that would take a roundtable past :data:`MAX_TOTAL_ROUNDS` rounds.
+
+    Args:
+        total_rounds: the rounds the roundtable has so far (all earlier calls).
+        more: the ``rounds`` of this ``extend`` call (already checked to be 1–50).
+
+    Raises:
+        ValidationFailed: field ``rounds``, naming how many rounds may still be added.
+    """
+    if total_rounds + more > MAX_TOTAL_ROUNDS:
+        left = max(0, MAX_TOTAL_ROUNDS - total_rounds)
+        raise ValidationFailed(
+            "rounds",
+            f"this roundtable already has {total_rounds} rounds; extending by {more} would make "
+            f"{total_rounds + more}, more than {MAX_TOTAL_ROUNDS} in all"
+            + (f" (at most {left} more)" if left else " (it cannot be extended further)"),
+        )
+
+
+def seat_agents(available: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Names of agents a person may seat (not hidden), sorted (``GET /agent``, API notes §11)."""
+    return sorted(str(a.get("name")) for a in available if not a.get("hidden"))
+
+
+def check_agents(
+    agents: Sequence[str], observer: str | None, available: Sequence[Mapping[str, Any]]
+) -> None:
+    """Check seats and observer against the server's agents (spec §4 phase 1, step 2).
+
+    Raises:
+        ValidationFailed: fewer than 2 agents, more than 12, a duplicate (see module docstring),
+            an unknown name, or an unknown observer; the message lists the available agents.
+    """
+    names = seat_agents(available)
+    listing = "Available agents: " + ", ".join(names)
+    if len(agents) < 2:
+        raise ValidationFailed(
+            "agents",
+            f"agents needs at least 2 names, got {len(agents)} ({_short(list(agents))}). {listing}",
+        )
+    if len(agents) > MAX_AGENTS:
+        raise ValidationFailed(
+            "agents", f"agents takes at most {MAX_AGENTS} names, got {len(agents)}. {listing}"
+        )
+    seen: dict[str, str] = {}
+    for name in agents:
+        if name != name.strip() or not name:
+            raise ValidationFailed(
+                "agents",
+                f"agent name {name!r} has surrounding whitespace or "
+                f"is empty; write it exactly. {listing}",
+            )
+        key = name.casefold()
+        if key in seen:
+            raise ValidationFailed(
+                "agents",
+                f"agent {name!r} appears more than once (as "
+                f"{seen[key]!r} and {name!r}); each agent takes one seat. "
+                f"{listing}",
+            )
+        seen[key] = name
+    known = set(names)
+    for name in agents:
+        if name not in known:
+            raise ValidationFailed("agents", f"unknown agent {name!r}. {listing}")
+    if observer is not None and observer != BUILTIN_OBSERVER and observer not in known:
+        raise ValidationFailed(
+            "observer",
+            f"unknown observer agent {observer!r}; omit it for the built-in observer. {listing}",
+        )

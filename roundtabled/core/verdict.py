@@ -1,0 +1,525 @@
+"""The roundtable's result: status, verdict and usage, built purely from the state (docs/result.md).
+
+One versioned model (:class:`RoundtableResult`) is what the ``roundtable`` tool returns, what
+``GET /v1/roundtables/{ses}/result`` carries, the head of ``roundtabled export --format json`` and
+what the CLI renders. Every builder here is a pure function of a :class:`RoundtableState` (its
+history included): no I/O, no clock.
+
+Honesty rules (docs/result.md, "Honesty"):
+
+- every failed, empty, truncated (finish ``length``), timed-out or cancelled turn is counted per
+  seat and named in ``status.notes``; so are an early stop and why, an observer that failed, a
+  verdict that had to be rebuilt from the ledger and a skipped observer;
+- a seat that did not speak never counts toward agreement: it holds no label in the tally, an
+  observer's ``unanimous`` is lowered and the confidence is capped at the share of seats that
+  spoke;
+- a position is what the seat's ``Position:`` line says; without one it is ``None`` and the notes
+  say so — never guessed;
+- a loop detected in the last round is reported as such, never as a stop before all rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from roundtabled.core.observer_verdict import is_repair
+from roundtabled.core.positions import (
+    Change,
+    changes,
+    final_position,
+    normalise_label,
+    position_of,
+    spoke,
+)
+from roundtabled.core.result_model import (
+    NATURAL_ENDS,
+    UNKNOWN_CONFIDENCE_WEIGHT,
+    AgentUsage,
+    Consensus,
+    Disagreement,
+    ObserverOutcome,
+    PositionChange,
+    ResultUsage,
+    SeatPosition,
+    SeatStatus,
+    Status,
+    TallyItem,
+    TurnKind,
+    Verdict,
+)
+from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState
+
+# ── per-seat status ─────────────────────────────────────────────────────────────────────────────
+
+
+def classify(entry: HistoryEntry) -> TurnKind:
+    """What one seat turn was. Order matters: a cut-off turn also has ``has_error``."""
+    if entry.cut_off:
+        return "cancelled" if "cancel" in (entry.error or "") else "timedOut"
+    if entry.has_error:
+        return "failed"
+    if not entry.response.strip():
+        return "empty"
+    if entry.finish == "length":
+        return "truncated"
+    return "answered"
+
+
+def _short(text: str, n: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _turn_note(entry: HistoryEntry, kind: TurnKind) -> str | None:
+    r = f"round {entry.round}"
+    partial = "; its partial text was kept" if entry.response.strip() else ""
+    if kind == "failed":
+        return f"{r}: failed ({_short(entry.error or 'error')})"
+    if kind == "empty":
+        tools = " (it only used tools)" if entry.tool_calls else ""
+        return f"{r}: empty answer{tools}"
+    if kind == "truncated":
+        return f"{r}: answer cut at the output limit (finish length)"
+    if kind == "timedOut":
+        return f"{r}: {_short(entry.error or 'timed out')} and was skipped{partial}"
+    if kind == "cancelled":
+        return f"{r}: cut off by the cancel{partial}"
+    if position_of(entry) is None:
+        return f"{r}: no Position line"
+    return None
+
+
+def seat_statuses(state: RoundtableState) -> list[SeatStatus]:
+    """One :class:`SeatStatus` per seat, in speaking order."""
+    planned = state.total_rounds
+    out: list[SeatStatus] = []
+    for agent in state.agents:
+        s = SeatStatus(agent=agent)
+        for e in state.history:
+            if e.kind != "turn" or e.agent != agent:
+                continue
+            kind = classify(e)
+            s.turns += 1
+            if kind == "timedOut":
+                s.timed_out += 1
+            elif kind == "answered":
+                s.answered += 1
+            else:
+                setattr(s, kind, getattr(s, kind) + 1)
+            if kind in ("answered", "truncated") and position_of(e) is None:
+                s.no_position += 1
+            note = _turn_note(e, kind)
+            if note:
+                s.notes.append(note)
+        if not state.active:
+            s.skipped = max(planned - s.turns, 0)
+        out.append(s)
+    return out
+
+
+def rounds_completed(state: RoundtableState) -> int:
+    """Rounds in which every seat took its turn (whatever the outcome)."""
+    n = len(state.agents)
+    done = 0
+    for r in range(1, state.total_rounds + 1):
+        if sum(1 for e in state.history if e.kind == "turn" and e.round == r) >= n:
+            done = r
+        else:
+            break
+    return done
+
+
+def _spoke_at_all(state: RoundtableState, agent: str) -> bool:
+    return any(spoke(e) for e in state.history if e.kind == "turn" and e.agent == agent)
+
+
+def silent_seats(state: RoundtableState) -> list[str]:
+    """Seats that never gave an answer with text (failed, empty, timed out, or no turn)."""
+    return [a for a in state.agents if not _spoke_at_all(state, a)]
+
+
+# ── ledger, tally, consensus ────────────────────────────────────────────────────────────────────
+
+
+def _change(c: Change) -> PositionChange:
+    return PositionChange(round=c.round, from_=c.from_label, to=c.to_label, why=c.why)
+
+
+def positions(state: RoundtableState) -> list[SeatPosition]:
+    """Each seat's final stated position and its changes over all rounds (extensions too)."""
+    out: list[SeatPosition] = []
+    for agent in state.agents:
+        rnd, pos = final_position(state.history, agent)
+        out.append(
+            SeatPosition(
+                agent=agent,
+                label=pos.label if pos else None,
+                position=(pos.position or None) if pos else None,
+                confidence=pos.confidence if pos else None,
+                round=rnd,
+                changes=[_change(c) for c in changes(state.history, agent)],
+            )
+        )
+    return out
+
+
+def tally(seats: Sequence[SeatPosition]) -> list[TallyItem]:
+    """Final labels grouped by their normalised form, heaviest first. Weight = sum of the
+    confidences (``UNKNOWN_CONFIDENCE_WEIGHT`` for a label without one); a seat without a label
+    (silent, or no ``Position:`` line) is in no group."""
+    groups: dict[str, TallyItem] = {}
+    for s in seats:
+        if s.label is None:
+            continue
+        key = normalise_label(s.label)
+        w = s.confidence if s.confidence is not None else UNKNOWN_CONFIDENCE_WEIGHT
+        item = groups.get(key)
+        if item is None:
+            groups[key] = TallyItem(label=s.label, seats=[s.agent], weight=round(w, 3))
+        else:
+            item.seats.append(s.agent)
+            item.weight = round(item.weight + w, 3)
+    return sorted(groups.values(), key=lambda t: (-len(t.seats), -t.weight, t.label.casefold()))
+
+
+def tally_consensus(items: Sequence[TallyItem], n_seats: int) -> Consensus:
+    """The daemon's own consensus over ``n_seats`` seats (a seat without a label counts against
+    every group): ``unanimous`` all seats one label; ``majority`` one label held by more than
+    half; ``none`` every stated label different; ``split`` otherwise; ``unknown`` fewer than two
+    seats stated a label (and no majority)."""
+    if not items:
+        return "unknown"
+    top = len(items[0].seats)
+    stated = sum(len(t.seats) for t in items)
+    if top == n_seats:
+        return "unanimous"
+    if top * 2 > n_seats:
+        return "majority"
+    if stated < 2:
+        return "unknown"
+    if top == 1:
+        return "none"
+    return "split"
+
+
+def confidence_cap(state: RoundtableState) -> float:
+    """The highest confidence a verdict may claim: the share of seats that spoke."""
+    n = len(state.agents)
+    return round((n - len(silent_seats(state))) / n, 3) if n else 0.0
+
+
+def ledger_verdict(state: RoundtableState) -> Verdict:
+    """The verdict built from the position ledger alone (the observer's was unusable, failed, or
+    never ran): consensus from the tally, decision = the label held unanimously or by a
+    majority, confidence = that group's weight over all seats (capped, see
+    :func:`confidence_cap`)."""
+    seats = positions(state)
+    items = tally(seats)
+    cons = tally_consensus(items, len(state.agents))
+    decision = items[0].label if cons in ("unanimous", "majority") else None
+    conf = round(items[0].weight / len(state.agents), 3) if items and state.agents else None
+    agreements: list[str] = []
+    disagreements: list[Disagreement] = []
+    if items and cons in ("unanimous", "majority"):
+        agreements.append(f"{', '.join(items[0].seats)} hold “{items[0].label}”")
+        rest = items[1:]
+    else:
+        rest = items if len(items) > 1 else []
+    for t in rest:
+        views = [s.position for s in seats if s.agent in t.seats and s.position]
+        disagreements.append(
+            Disagreement(
+                point="final position",
+                minority=list(t.seats),
+                view=t.label + (f" — {views[0]}" if views else ""),
+            )
+        )
+    return Verdict(
+        decision=decision,
+        confidence=None if conf is None else min(conf, confidence_cap(state)),
+        consensus=cons,
+        tally_consensus=cons,
+        source="ledger",
+        positions=seats,
+        tally=items,
+        agreements=agreements,
+        disagreements=disagreements,
+    )
+
+
+_RANK: dict[str, int] = {"unanimous": 3, "majority": 2, "split": 1, "none": 1, "unknown": 0}
+
+
+def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
+    """The verdict and the notes it adds to ``status.notes``.
+
+    The observer's validated verdict (``state.verdict.data``) gives decision, consensus,
+    confidence and the lists; the daemon adds positions and the tally. Where the two disagree
+    both are kept and a note says so; an observer's ``unanimous`` with silent seats is lowered
+    (a seat that did not speak never agrees) and the confidence is capped.
+    """
+    notes: list[str] = []
+    base = ledger_verdict(state)
+    data = state.verdict.data
+    if data is None:
+        return base, notes
+    silent = silent_seats(state)
+    n = len(state.agents)
+    consensus: Consensus = data.get("consensus") or "unknown"
+    if silent and consensus == "unanimous":
+        lowered: Consensus = "majority" if (n - len(silent)) * 2 > n else "unknown"
+        notes.append(
+            f"the observer called the panel unanimous, but {', '.join(silent)} did not speak: "
+            f"counted as {lowered}"
+        )
+        consensus = lowered
+    if _RANK.get(consensus, 0) != _RANK.get(base.tally_consensus, 0) or (
+        consensus in ("split", "none") and base.tally_consensus not in ("split", "none")
+    ):
+        notes.append(
+            f"the observer's verdict ({consensus}) and the tally of stated positions "
+            f"({base.tally_consensus}) disagree: both are shown"
+        )
+    conf = data.get("confidence")
+    cap = confidence_cap(state)
+    if isinstance(conf, int | float) and silent and conf > cap:
+        notes.append(
+            f"confidence capped at {cap:g}: {len(silent)} of {n} seats gave no usable answer"
+        )
+        conf = cap
+    verdict = base.model_copy(
+        update={
+            "decision": data.get("decision"),
+            "confidence": conf if isinstance(conf, int | float) else None,
+            "consensus": consensus,
+            "source": "observer",
+            "agreements": list(data.get("agreements") or []),
+            "disagreements": [
+                Disagreement.model_validate(d) for d in data.get("disagreements") or []
+            ],
+            "open_questions": list(data.get("openQuestions") or []),
+            "next_steps": list(data.get("nextSteps") or []),
+        }
+    )
+    return verdict, notes
+
+
+# ── status notes (the words of the honesty header) ──────────────────────────────────────────────
+
+
+def _rounds(entries: Sequence[HistoryEntry]) -> str:
+    nums = sorted({e.round for e in entries})
+    word = "round" if len(nums) == 1 else "rounds"
+    return f"{word} {', '.join(str(r) for r in nums)}"
+
+
+def _seat_notes(state: RoundtableState) -> list[str]:
+    out: list[str] = []
+    for agent in state.agents:
+        turns = [e for e in state.history if e.kind == "turn" and e.agent == agent]
+        if not turns:
+            if not state.active:
+                out.append(f"{agent} never finished a turn (the debate stopped first)")
+            continue
+        by: dict[TurnKind, list[HistoryEntry]] = {}
+        for e in turns:
+            by.setdefault(classify(e), []).append(e)
+        if not any(spoke(e) for e in turns):
+            out.append(f"{agent} gave no usable answer in any round")
+        if "failed" in by:
+            err = _short(by["failed"][-1].error or "error", 120)
+            out.append(f"{agent} failed in {_rounds(by['failed'])} ({err})")
+        if "empty" in by:
+            out.append(f"{agent} gave an empty answer in {_rounds(by['empty'])}")
+        if "truncated" in by:
+            out.append(
+                f"{agent}'s answer was cut at the output limit (truncated) in "
+                f"{_rounds(by['truncated'])}"
+            )
+        if "timedOut" in by:
+            out.append(f"{agent} timed out and was skipped in {_rounds(by['timedOut'])}")
+        if "cancelled" in by:
+            out.append(f"{agent} was cut off by the cancel in {_rounds(by['cancelled'])}")
+    return out
+
+
+def _last_turn(state: RoundtableState) -> HistoryEntry | None:
+    turns = state.seat_turns()
+    return turns[-1] if turns else None
+
+
+def stop_note(state: RoundtableState) -> str | None:
+    """The sentence saying how and when the debate stopped, ``None`` for a full completed run."""
+    reason = state.end_reason
+    planned = state.total_rounds
+    done = rounds_completed(state)
+    last = _last_turn(state)
+    where = (
+        f"in round {last.round} of {planned} (after {last.agent}'s turn)"
+        if last is not None
+        else f"before round 1 of {planned}"
+    )
+    if reason is None or reason == EndReason.COMPLETED:
+        return None
+    if reason == EndReason.REPETITION:
+        if done >= planned:
+            return (
+                f"a loop (repetition detected) in the last round ({planned} of {planned}): "
+                "all rounds ran, the agents ended at an impasse"
+            )
+        return (
+            f"the debate stopped {where}: the agents started repeating themselves "
+            "(repetition detected)"
+        )
+    if reason == EndReason.CONVERGED:
+        return (
+            f"the panel converged after round {done} of {planned}: "
+            "the remaining rounds were not needed"
+        )
+    if reason == EndReason.ALL_FAILED:
+        rnd = last.round if last is not None else 1
+        return f"the debate stopped {where}: every agent failed in round {rnd}"
+    if reason == EndReason.CANCELLED:
+        why = next(
+            (
+                e[len("cancelled: ") :]
+                for e in reversed(state.errors)
+                if e.startswith("cancelled: ")
+            ),
+            "",
+        )
+        return f"the roundtable was cancelled {where}" + (f" ({why})" if why else "")
+    if reason == EndReason.BUDGET:
+        return f"the debate stopped {where}: the budget was reached"
+    if reason == EndReason.TIMEOUT:
+        return f"the roundtable ran out of time {where}"
+    if reason == EndReason.SESSION_DELETED:
+        return f"the roundtable session was closed {where}"
+    if reason == EndReason.PARENT_DELETED:
+        return f"the main session was closed {where}"
+    if reason == EndReason.FAILED:
+        err = _short(state.errors[-1], 160) if state.errors else "see the daemon's log"
+        return f"the roundtable failed {where}: {err}"
+    if reason == EndReason.OBSERVER_FAILED:
+        return None  # said by the observer note
+    return f"the debate ended {where}: {reason.value}"
+
+
+def observer_outcome(state: RoundtableState) -> ObserverOutcome:
+    """How the observer's part went (see docs/result.md)."""
+    obs = _observer_turns(state)
+    if state.end_reason == EndReason.OBSERVER_FAILED:
+        return "failed"
+    if state.end_reason == EndReason.CANCELLED and not state.options.cancel_summarize:
+        return "cancelled"
+    if not obs:
+        if state.active:
+            return "pending"
+        return "skipped"
+    if obs[-1].has_error or not obs[-1].response.strip():
+        return "failed"
+    if state.verdict.fallback:
+        return "fallback"
+    if state.verdict.repair_asked:
+        return "repaired"
+    return "ok"
+
+
+def _observer_turns(state: RoundtableState) -> list[HistoryEntry]:
+    """The observer's consolidation turns (not its repair replies), oldest first."""
+    return [e for e in state.history if e.kind == "observer" and not is_repair(e)]
+
+
+def _observer_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[str]:
+    obs = _observer_turns(state)
+    if outcome == "failed":
+        err = (obs[-1].error if obs and obs[-1].error else None) or "empty reply"
+        return [
+            f"the observer failed ({_short(err, 120)}): the summary is a digest of each seat's "
+            "last position, not a consolidation"
+        ]
+    if outcome == "skipped":
+        if silent_seats(state) == list(state.agents):
+            return ["the observer was not asked: no seat gave a usable answer"]
+        return ["the observer did not run: the summary is a digest of each seat's last position"]
+    if outcome == "cancelled":
+        return ["the observer did not run (cancelled without a summary)"]
+    return []
+
+
+def _verdict_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[str]:
+    """Notes about the observer's verdict JSON (said, but not degradations: the debate ran)."""
+    built = "decision, consensus and confidence are built from the seats' stated positions"
+    if outcome == "fallback" and not state.verdict.repair_asked:
+        return [f"the observer gave no verdict JSON: {built}"]
+    if outcome == "fallback":
+        err = _short(state.verdict.error or "invalid", 160)
+        return [
+            f"the observer's verdict was unusable ({err}) even after one repair request: {built}"
+        ]
+    if outcome == "repaired":
+        return ["the observer's verdict JSON was invalid and was corrected by one repair request"]
+    return []
+
+
+def _position_notes(seats: Sequence[SeatPosition]) -> list[str]:
+    out = []
+    for s in seats:
+        if s.label is None and s.round is not None:
+            out.append(
+                f"{s.agent} stated no Position line in its last answer (round {s.round}): its "
+                "position is unknown, not guessed"
+            )
+        for c in s.changes:
+            if c.why is None:
+                out.append(
+                    f"{s.agent} changed its position in round {c.round} (from “{c.from_}” to "
+                    f"“{c.to}”) without giving a reason"
+                )
+    return out
+
+
+def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> Status:
+    """The ``status`` block: counts per seat, rounds, end reason and the notes in order:
+    seats, stop, observer, verdict, positions, other rules' notes (``state.notes``)."""
+    seats = seat_statuses(state)
+    outcome = observer_outcome(state)
+    degradation = _seat_notes(state)
+    info: list[str] = []
+    stop = stop_note(state)
+    if stop:
+        # A converged stop is the debate working as asked: said, but not a degradation.
+        (info if state.end_reason == EndReason.CONVERGED else degradation).append(stop)
+    degradation += _observer_notes(state, outcome)
+    info += _verdict_notes(state, outcome)
+    degraded = bool(degradation) or (
+        state.end_reason is not None and state.end_reason not in NATURAL_ENDS
+    )
+    notes = [*degradation, *info, *verdict_notes, *_position_notes(positions(state)), *state.notes]
+    return Status(
+        end_reason=state.end_reason.value if state.end_reason else "running",
+        degraded=degraded,
+        rounds_completed=rounds_completed(state),
+        rounds_planned=state.total_rounds,
+        observer=outcome,
+        seats=seats,
+        notes=list(dict.fromkeys(notes)),
+    )
+
+
+def build_usage(state: RoundtableState) -> ResultUsage:
+    """Totals per agent name and overall (a person's messages in S2 are not counted)."""
+    per: dict[str, AgentUsage] = {}
+    total = AgentUsage()
+    for e in state.history:
+        if e.kind == "user":
+            continue
+        u = AgentUsage(
+            input=e.usage.input, output=e.usage.output + e.usage.reasoning, cost=e.usage.cost
+        )
+        a = per.setdefault(e.agent, AgentUsage())
+        for item in (a, total):
+            item.input += u.input
+            item.output += u.output
+            item.cost = round(item.cost + u.cost, 8)
+    return ResultUsage(input=total.input, output=total.output, cost=total.cost, per_agent=per)

@@ -1,0 +1,477 @@
+"""Typed views of OpenCode's JSON: sessions, messages, parts, statuses, tool calls, models.
+
+The one place that knows the shapes the server sends (``GET /session/{id}/message`` items
+``{info, parts}``, ``GET /session/status``, session info with its ``metadata``, tool parts with
+their ``state``). Everything else reads these views, so a change of the server's API is one
+adapter. Pure: no I/O. The behaviours the shapes come from are listed in
+``docs/opencode-server.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from roundtabled.core.state import (
+    META_KEY,
+    STATE_VERSION,
+    TOOL_OUTPUT_PREVIEW_MAX,
+    Marker,
+    ModelRef,
+    Phase,
+    Signer,
+    ToolCallSummary,
+    Usage,
+    has_meta_text,
+    is_state_part,
+    read_marker,
+)
+
+Status = Literal["idle", "busy", "retry", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class UserView:
+    """A user message of S2.
+
+    ``marker``: the daemon's verified marker, or ``None`` for a person's (or the server's)
+    message. ``text``: visible text (parts neither ignored nor synthetic). ``synthetic``: every
+    visible part is server-generated (e.g. auto-compaction's "Continue…"). ``compaction``: the
+    message starts a compaction. ``visible_parts``: raw visible text parts (to hide them later).
+    """
+
+    id: str
+    created: int
+    marker: Marker | None
+    text: str
+    synthetic: bool
+    compaction: bool
+    state_block: bool
+    visible_parts: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerView:
+    """An assistant message (one model step) of S2 (``docs/opencode-server.md``, "steps")."""
+
+    id: str
+    parent_id: str | None
+    agent: str
+    created: int
+    completed: bool
+    finish: str | None
+    error_name: str | None
+    error_message: str | None
+    text: str
+    tool_calls: tuple[ToolCallSummary, ...]
+    files: tuple[str, ...]
+    usage: Usage
+    summary: bool
+
+
+MessageView = UserView | AnswerView
+
+
+def _text_of(parts: Sequence[dict[str, Any]]) -> str:
+    """Reply text: non-empty text parts after the last ``step-start`` (a retried step keeps the
+    failed attempt's empty parts before it, ``docs/opencode-server.md``, "retried steps")."""
+    last_start = -1
+    for i, p in enumerate(parts):
+        if p.get("type") == "step-start":
+            last_start = i
+    texts = [
+        str(p.get("text") or "")
+        for i, p in enumerate(parts)
+        if p.get("type") == "text" and (i > last_start or last_start < 0)
+    ]
+    joined = "\n\n".join(t for t in texts if t.strip())
+    if joined or last_start < 0:
+        return joined
+    return "\n\n".join(
+        str(p.get("text") or "") for p in parts if p.get("type") == "text" and p.get("text")
+    )
+
+
+def _tool_summary(part: dict[str, Any]) -> ToolCallSummary:
+    st = part.get("state") or {}
+    status = st.get("status")
+    if status == "completed":
+        preview = str(st.get("output") or "")[:TOOL_OUTPUT_PREVIEW_MAX]
+    elif status == "error":
+        preview = "error"
+    else:
+        preview = f"({status or 'pending'})"
+    return ToolCallSummary(tool_name=str(part.get("tool") or "?"), output_preview=preview)
+
+
+def message_view(raw: dict[str, Any], session_id: str, signer: Signer) -> MessageView:
+    """Convert one ``{info, parts}`` of ``GET /session/{id}/message`` into a view.
+
+    Markers are verified with ``signer`` against ``session_id``: a forged marker reads as none.
+    """
+    info = raw.get("info") or {}
+    parts: list[dict[str, Any]] = list(raw.get("parts") or [])
+    created = int((info.get("time") or {}).get("created") or 0)
+    if info.get("role") == "user":
+        marker = None
+        state_block = False
+        for p in parts:
+            md = p.get("metadata")
+            if p.get("ignored") and isinstance(md, dict) and "roundtabled" in md:
+                if isinstance(md["roundtabled"], dict) and md["roundtabled"].get("kind") == "state":
+                    state_block = True
+                    continue
+                marker = marker or read_marker(md, session_id, signer)
+        visible = tuple(p for p in parts if p.get("type") == "text" and not p.get("ignored"))
+        text = "\n\n".join(str(p.get("text") or "") for p in visible if not p.get("synthetic"))
+        synthetic = bool(visible) and all(p.get("synthetic") for p in visible)
+        compaction = any(p.get("type") == "compaction" for p in parts)
+        return UserView(
+            id=str(info.get("id")),
+            created=created,
+            marker=marker,
+            text=text,
+            synthetic=synthetic,
+            compaction=compaction,
+            state_block=state_block,
+            visible_parts=visible,
+        )
+    tokens = info.get("tokens") or {}
+    cache = tokens.get("cache") or {}
+    error = info.get("error") or None
+    return AnswerView(
+        id=str(info.get("id")),
+        parent_id=info.get("parentID"),
+        agent=str(info.get("agent") or info.get("mode") or "?"),
+        created=created,
+        completed=bool((info.get("time") or {}).get("completed")),
+        finish=info.get("finish"),
+        error_name=(error or {}).get("name") if error else None,
+        error_message=str(((error or {}).get("data") or {}).get("message") or "")
+        if error
+        else None,
+        text=_text_of(parts),
+        tool_calls=tuple(_tool_summary(p) for p in parts if p.get("type") == "tool"),
+        files=tuple(
+            str(p.get("filename") or p.get("url") or "file")
+            for p in parts
+            if p.get("type") == "file"
+        ),
+        usage=Usage(
+            input=int(tokens.get("input") or 0),
+            output=int(tokens.get("output") or 0),
+            reasoning=int(tokens.get("reasoning") or 0),
+            cache_read=int(cache.get("read") or 0),
+            cache_write=int(cache.get("write") or 0),
+            cost=float(info.get("cost") or 0.0),
+        ),
+        summary=bool(info.get("summary")),
+    )
+
+
+def message_views(
+    raw: Sequence[dict[str, Any]], session_id: str, signer: Signer
+) -> tuple[MessageView, ...]:
+    """:func:`message_view` of each message, in order."""
+    return tuple(message_view(m, session_id, signer) for m in raw)
+
+
+# ----------------------------------------------------------------------------------------------
+# Messages and parts
+# ----------------------------------------------------------------------------------------------
+
+
+def message_id(raw: dict[str, Any]) -> str | None:
+    """The id of one ``{info, parts}`` message (``None`` when absent)."""
+    mid = (raw.get("info") or {}).get("id")
+    return mid if isinstance(mid, str) else None
+
+
+def last_step_info(raw: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``info`` of the newest message of ``raw`` when there are two or more (a turn's prompt and
+    at least one step), else ``{}``."""
+    return dict(raw[-1].get("info") or {}) if len(raw) > 1 else {}
+
+
+def ends_with_tool_calls(raw: Sequence[dict[str, Any]]) -> bool:
+    """The newest step of a turn's messages ended asking for tools, without an error: the server
+    may call the model again (only S2's real status tells whether it will)."""
+    last = last_step_info(raw)
+    return last.get("finish") == "tool-calls" and not last.get("error")
+
+
+def hidden(part: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``part`` marked ``ignored`` (kept in S2, never sent to a model)."""
+    new = dict(part)
+    new["ignored"] = True
+    return new
+
+
+def visible_text_parts(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The text parts of one message that a model would see (not ``ignored``)."""
+    return [p for p in raw.get("parts") or [] if p.get("type") == "text" and not p.get("ignored")]
+
+
+def meta_text_parts(raw: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``(text, metadata)`` of each part of one message that claims to be a state block: the
+    card form (``metadata.roundtabled.kind == "state"``) or the seed's META text form."""
+    return [
+        (str(part.get("text") or ""), part.get("metadata"))
+        for part in raw.get("parts") or []
+        if is_state_part(part)
+    ]
+
+
+def pasted_meta_ids(messages: Sequence[dict[str, Any]], state_message_id: str | None) -> list[str]:
+    """Ids of the user messages (other than the state block) holding a META block in text."""
+    out: list[str] = []
+    for m in messages:
+        info = m.get("info") or {}
+        if info.get("role") != "user" or info.get("id") == state_message_id:
+            continue
+        if any(
+            p.get("type") == "text" and has_meta_text(str(p.get("text") or ""))
+            for p in m.get("parts") or []
+        ):
+            out.append(str(info.get("id")))
+    return out
+
+
+def text_part(text: str) -> dict[str, Any]:
+    """A visible text part of a new message."""
+    return {"type": "text", "text": text}
+
+
+def label_part(text: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """An ``ignored`` text part (a label for people, with the daemon's signed metadata)."""
+    return {"type": "text", "text": text, "ignored": True, "metadata": metadata}
+
+
+def state_part(
+    session_id: str, message_id: str, part_id: str, text: str, meta: dict[str, Any]
+) -> dict[str, Any]:
+    """The state block's part as ``PATCH …/part/{id}`` takes it."""
+    return {
+        "id": part_id,
+        "sessionID": session_id,
+        "messageID": message_id,
+        "type": "text",
+        "text": text,
+        "ignored": True,
+        "metadata": meta,
+    }
+
+
+def prompt_body(
+    message_id: str,
+    agent: str,
+    text: str,
+    label: str,
+    marker: dict[str, Any],
+    model: ModelRef | None,
+) -> dict[str, Any]:
+    """The body of ``POST /session/{id}/prompt_async`` for a seat's or the observer's turn: the
+    prompt ``text`` the model reads, then the ``ignored`` ``label`` people read, carrying the
+    signed ``marker`` metadata. ``model`` is sticky per session on the server
+    (``docs/opencode-server.md``, "sticky model"): the seat's own is always sent."""
+    parts = [text_part(text), label_part(label, marker)]
+    body: dict[str, Any] = {"messageID": message_id, "agent": agent, "parts": parts}
+    if model is not None:
+        body["model"] = {"providerID": model.provider_id, "modelID": model.model_id}
+    return body
+
+
+def tool_call_state(raw: dict[str, Any], call_id: str) -> tuple[str, str]:
+    """Status (pending | running | completed | error) and output of the tool call ``call_id``
+    in one message; ``("pending", "")`` when the message has no such part yet."""
+    for part in raw.get("parts") or []:
+        if part.get("type") == "tool" and part.get("callID") == call_id:
+            st = part.get("state") or {}
+            return str(st.get("status")), str(st.get("output") or "")
+    return "pending", ""
+
+
+# ----------------------------------------------------------------------------------------------
+# Sessions, statuses, agents
+# ----------------------------------------------------------------------------------------------
+
+
+def session_status(statuses: dict[str, dict[str, Any]], session_id: str) -> Status:
+    """The status of ``session_id`` in ``GET /session/status`` (an absent session is idle; the
+    server's ``retry`` is its own state; anything else counts as busy)."""
+    st = statuses.get(session_id)
+    raw = "idle" if st is None else str(st.get("type") or "busy")
+    if raw == "idle":
+        return "idle"
+    if raw == "retry":
+        return "retry"
+    return "busy"
+
+
+def is_busy(statuses: dict[str, dict[str, Any]], session_id: str) -> bool:
+    """The server lists only sessions that are not idle."""
+    return session_id in statuses
+
+
+def session_directory(session: dict[str, Any]) -> str | None:
+    """A session's project directory."""
+    d = session.get("directory")
+    return d if isinstance(d, str) else None
+
+
+def session_id(session: dict[str, Any]) -> str | None:
+    """A session's ``id``."""
+    i = session.get("id")
+    return str(i) if i else None
+
+
+def session_parent(session: dict[str, Any]) -> str | None:
+    """A session's ``parentID``."""
+    p = session.get("parentID")
+    return str(p) if p else None
+
+
+OPENING_KEY = "roundtabledOpening"
+"""The metadata key of a seat's session of an independent opening (not the index's key: the
+start-up scan must not take it for a roundtable)."""
+
+
+def opening_metadata(roundtable: str, seat: int) -> dict[str, Any]:
+    """The metadata a seat's session of an independent opening is created with."""
+    return {OPENING_KEY: {"roundtable": roundtable, "seat": seat}}
+
+
+def opening_seat(session: dict[str, Any], roundtable: str) -> int | None:
+    """The seat a child session holds in ``roundtable``'s independent opening, or ``None``."""
+    meta = (session.get("metadata") or {}).get(OPENING_KEY)
+    if not isinstance(meta, dict) or meta.get("roundtable") != roundtable:
+        return None
+    seat = meta.get("seat")
+    return seat if isinstance(seat, int) else None
+
+
+def index_metadata(
+    phase: Phase, state_msg: str, state_part_id: str, *, finalized: bool
+) -> dict[str, Any]:
+    """The session metadata the start-up scan reads (``docs/design.md``, "state format")."""
+    return {
+        META_KEY: {
+            "v": STATE_VERSION,
+            "phase": phase.value,
+            "stateMessageID": state_msg,
+            "statePartID": state_part_id,
+            "finalized": finalized,
+        }
+    }
+
+
+def session_index(session: dict[str, Any]) -> dict[str, Any] | None:
+    """The index :func:`index_metadata` wrote into a session's metadata, or ``None``."""
+    idx = (session.get("metadata") or {}).get(META_KEY)
+    return idx if isinstance(idx, dict) else None
+
+
+def index_state_message(session: dict[str, Any]) -> str | None:
+    """The state block's message id named by the session's index."""
+    idx = session_index(session)
+    mid = idx.get("stateMessageID") if idx else None
+    return str(mid) if mid else None
+
+
+def index_needs_recovery(session: dict[str, Any]) -> bool:
+    """The index says the roundtable is running or not finalized (the start-up scan resumes it)."""
+    idx = session_index(session)
+    if idx is None:
+        return False
+    return idx.get("phase") in ("active", "observing") or not idx.get("finalized", True)
+
+
+def path_directory(path: Any) -> str | None:
+    """The server's own directory from ``GET /path``."""
+    d = (path or {}).get("directory") if isinstance(path, dict) else None
+    return d if isinstance(d, str) else None
+
+
+def agent_models(available: Sequence[dict[str, Any]]) -> dict[str, ModelRef | None]:
+    """Each agent of ``GET /agent`` by name, with its configured model (``None``: none)."""
+    return {str(a.get("name")): model_ref(a.get("model")) for a in available}
+
+
+def provider_models(data: Any) -> set[str]:
+    """The ``provider/model`` labels of ``GET /config/providers``
+    (``{"providers": [{"id": "scripted", "models": {"debater-1": …}}]}``)."""
+    labels: set[str] = set()
+    providers = data.get("providers") if isinstance(data, dict) else None
+    for prov in providers if isinstance(providers, list) else []:
+        if isinstance(prov, dict) and isinstance(prov.get("models"), dict):
+            labels.update(f"{prov.get('id')}/{mid}" for mid in prov["models"])
+    return labels
+
+
+def model_ref(value: Any) -> ModelRef | None:
+    """A model from ``GET /agent`` (``{providerID, modelID}``) or config (``"provider/model"``)."""
+    if isinstance(value, dict):
+        prov = value.get("providerID")
+        mid = value.get("modelID") or value.get("id")
+        if isinstance(prov, str) and isinstance(mid, str):
+            return ModelRef(providerID=prov, modelID=mid)
+    if isinstance(value, str) and "/" in value:
+        prov, _, mid = value.partition("/")
+        return ModelRef(providerID=prov, modelID=mid)
+    return None
+
+
+def completed_assistant(info: Any) -> bool:
+    """A message ``info`` (from ``message.updated``) of a completed assistant step."""
+    return (
+        isinstance(info, dict)
+        and info.get("role") == "assistant"
+        and bool((info.get("time") or {}).get("completed"))
+    )
+
+
+def ends_turn(info: Any, parent_id: str) -> bool:
+    """A message ``info`` (from ``message.updated``) of a completed assistant step answering
+    ``parent_id`` after which the server calls no model again: finish ``stop`` or ``length``,
+    no error (``tool-calls`` continues with the tools' results, and after ``unknown`` the server
+    calls the model again: ``docs/opencode-server.md``, "steps")."""
+    return (
+        completed_assistant(info)
+        and info.get("parentID") == parent_id
+        and info.get("finish") in ("stop", "length")
+        and not info.get("error")
+    )
+
+
+def request_ids(props: dict[str, Any]) -> tuple[str, str] | None:
+    """``(request id, session id)`` of a permission or question request, or ``None``."""
+    rid = props.get("id")
+    sid = props.get("sessionID")
+    if isinstance(rid, str) and isinstance(sid, str):
+        return rid, sid
+    return None
+
+
+def permission_summary(props: dict[str, Any]) -> str:
+    """What a permission request asks for, for people (``bash git push``)."""
+    return f"{props.get('permission')} {props.get('patterns') or ''}".strip()
+
+
+def question_count(props: dict[str, Any]) -> int:
+    """How many questions a question request holds (at least one)."""
+    questions = props.get("questions")
+    return len(questions) if isinstance(questions, list) and questions else 1
+
+
+def session_error_text(props: dict[str, Any]) -> str:
+    """``name: message`` of a ``session.error`` event's ``error`` (first line of the message, at
+    most 300 characters: the server puts stack traces into some messages)."""
+    raw = props.get("error")
+    error: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_data = error.get("data")
+    data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
+    name = str(error.get("name") or "error")
+    message = str(data.get("message") or "").strip().splitlines()
+    text = f"{name}: {message[0]}" if message else name
+    return text[:300]

@@ -1,0 +1,298 @@
+"""A new roundtable's state from a request, and the checks of an extend.
+
+The reads a start needs (the caller's session, the server's configuration and agents) go
+concurrently; the request is then checked against the server's agents and each seat gets its
+model (the agent's own, else the server's default), before S2 is created with its index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from roundtabled import ids
+from roundtabled.core import deliberation, prompts, wire
+from roundtabled.core.state import (
+    BUILTIN_OBSERVER,
+    OBSERVER_AGENT,
+    Delivery,
+    Extension,
+    Finalization,
+    ModelRef,
+    Options,
+    Phase,
+    RoundtableState,
+    VerdictRecord,
+)
+from roundtabled.core.validation import RoundtableRequest, check_agents, check_extend_rounds
+from roundtabled.engine.shell import Settings
+from roundtabled.engine.table import Table
+from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
+from roundtabled.opencode.client import OpenCodeClient
+
+
+async def new_state(
+    client: OpenCodeClient, settings: Settings, req: RoundtableRequest, now: int
+) -> RoundtableState:
+    """Create S2 for ``req`` (a start, not an extend) and return its first state (nothing
+    pending, nothing written into S2 yet). ``now``: epoch ms.
+
+    Raises:
+        ValidationFailed: bad directory, parent session, agents or observer; missing models.
+        TransportError: the server could not be reached.
+    """
+    assert req.agents is not None
+    directory = req.directory
+    if directory is not None and not Path(directory).is_dir():
+        raise ValidationFailed(
+            "directory",
+            f"directory {directory!r} does not exist (give the project "
+            "directory OpenCode serves, or omit it for the server's own)",
+        )
+    parent: dict[str, Any] | None = None
+    if req.parent_session_id and directory is None:
+        # The agents of S1's project, not of the server's own directory (a server started as a
+        # service runs elsewhere): S1's directory first, then the reads made for it.
+        parent = await _parent(client, req.parent_session_id)
+        directory = wire.session_directory(parent)
+    # The reads are independent: one round trip instead of three.
+    parent_task = (
+        asyncio.ensure_future(_parent(client, req.parent_session_id))
+        if req.parent_session_id and parent is None
+        else None
+    )
+    config_task = asyncio.ensure_future(client.config(directory))
+    providers_task = asyncio.ensure_future(client.providers(directory))
+    try:
+        available = await client.agents(directory)
+        config = await config_task
+        if parent_task is not None:
+            parent = await parent_task
+        known_models: set[str] | None = None  # only a warning depends on it: none, no warning
+        with contextlib.suppress(RoundtableError):
+            known_models = wire.provider_models(await providers_task)
+    finally:
+        for task in (parent_task, config_task, providers_task):
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(
+            *(t for t in (parent_task, config_task, providers_task) if t is not None),
+            return_exceptions=True,
+        )
+    if parent is not None:
+        _check_directory(req, directory, wire.session_directory(parent))
+    observer = req.observer or BUILTIN_OBSERVER
+    check_agents(req.agents, req.observer, available)
+    models = _seat_models(req.agents, observer, available, config)
+    title = req.title or prompts.default_title(req.prompt)
+    state_msg, state_part = ids.message_id(), ids.part_id()
+    session = await client.create_session(
+        directory=directory,
+        parent_id=req.parent_session_id,
+        title=title,
+        metadata=wire.index_metadata(Phase.ACTIVE, state_msg, state_part, finalized=False),
+    )
+    options = Options(
+        turn_timeout=req.turn_timeout or settings.turn_timeout,
+        loop_threshold=settings.loop_threshold,
+        permission_policy=req.permission_policy or settings.permission_policy,
+        usage_footer=settings.usage_footer,
+        hide_past_prompts=settings.hide_past_prompts,
+        until=req.until or "rounds",
+        budget=req.budget,
+        opening=req.opening or "sequential",
+        context=req.context or "full",
+        preset=req.preset,
+        call_started_at=now,
+    )
+    # A panel of one model with near-identical prompts is one voice several times
+    # (docs/deliberation.md): said in the result's notes, the debate still runs.
+    warning = deliberation.diversity_warning(
+        {a: models[a].label() for a in req.agents},
+        {str(a.get("name")): a.get("prompt") for a in available},
+        req.agents,
+    )
+    notes = [warning] if warning else []
+    # A seat whose model the server lacks still runs and fails honestly each turn (the server's
+    # "Model not found"); said at the start so the caller need not wait for it.
+    if known_models:  # an empty or unreadable list says nothing about any model
+        for name in dict.fromkeys(
+            [*req.agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]
+        ):
+            label = models[name].label()
+            if label not in known_models:
+                notes.append(
+                    f"{name}'s model {label} is not among the server's providers: "
+                    "its turns will fail"
+                )
+    return RoundtableState(
+        notes=notes,
+        sessionID=str(session["id"]),
+        parentSessionID=req.parent_session_id,
+        directory=wire.session_directory(session) or directory,
+        title=title,
+        agents=list(req.agents),
+        models=models,
+        total_rounds=req.rounds,
+        observer=observer,
+        prompt=req.prompt,
+        delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
+        options=options,
+        stateMessageID=state_msg,
+        statePartID=state_part,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+async def _parent(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
+    """S1's session. Raises :class:`ValidationFailed` (field ``parentSessionID``) when it does
+    not exist."""
+    try:
+        return await client.get_session(session_id)
+    except NotFound:
+        raise ValidationFailed(
+            "parentSessionID", f"parent session {session_id!r} does not exist"
+        ) from None
+
+
+def _check_directory(req: RoundtableRequest, directory: str | None, s1_dir: str | None) -> None:
+    """S2 lives in S1's directory (its project, its agents): a call naming another directory
+    than S1's is refused, never run with that directory's agents.
+
+    Raises:
+        ValidationFailed: field ``directory``, naming both directories.
+    """
+    if directory is None or s1_dir is None:
+        return
+    if os.path.realpath(directory) != os.path.realpath(s1_dir):
+        raise ValidationFailed(
+            "directory",
+            f"directory {directory!r} is not the directory of the parent session "
+            f"{req.parent_session_id!r} ({s1_dir!r}); omit directory (S1's is used) or give "
+            f"{s1_dir!r}",
+        )
+
+
+def check_extension(state: RoundtableState, req: RoundtableRequest) -> None:
+    """An extend keeps the roundtable's agents and observer and stays within the round limit.
+
+    Raises:
+        ValidationFailed: naming the field that differs.
+    """
+    if req.agents is not None and list(req.agents) != state.agents:
+        raise ValidationFailed(
+            "agents",
+            "agents cannot change when extending; omit it (the "
+            f"roundtable's agents are {', '.join(state.agents)})",
+        )
+    if req.observer is not None and req.observer != state.observer:
+        raise ValidationFailed(
+            "observer",
+            "observer cannot change when extending; omit it "
+            f"(the roundtable's observer is {state.observer})",
+        )
+    check_extend_rounds(state.total_rounds, req.rounds)
+
+
+def _seat_models(
+    agents: Sequence[str],
+    observer: str,
+    available: list[dict[str, Any]],
+    config: dict[str, Any],
+) -> dict[str, ModelRef]:
+    """The model of each seat and of the observer: the agent's own, else the server's default.
+
+    Raises:
+        ValidationFailed: the built-in observer is not installed; an agent has no model and the
+            server no default.
+    """
+    by_name = wire.agent_models(available)
+    if observer == BUILTIN_OBSERVER and OBSERVER_AGENT not in by_name:
+        raise ValidationFailed(
+            "observer",
+            f"the built-in observer agent '{OBSERVER_AGENT}' is not installed for this "
+            "project; run `roundtabled install-tool --project DIR` (or --global), or name "
+            "an observer agent",
+        )
+    default_model = wire.model_ref(config.get("model"))
+    models: dict[str, ModelRef] = {}
+    for name in [*agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]:
+        ref = by_name.get(name) or default_model
+        if ref is None:
+            raise ValidationFailed(
+                "agents",
+                f"agent {name!r} has no model and the server has no default "
+                "model; set `model` in opencode.json",
+            )
+        models[name] = ref
+    return models
+
+
+def extended(
+    state: RoundtableState,
+    *,
+    rounds: int,
+    extension: Extension,
+    parent_session_id: str | None,
+    delivery: Delivery,
+    call: deliberation.Call | None,
+    now: int,
+) -> RoundtableState:
+    """``state`` of a concluded roundtable continued by ``rounds`` more rounds (an extend): the
+    debate is active again at the first seat of the first new round, with a fresh delivery and
+    finalization; what ``call`` sets (turn timeout, permission policy, until, budget) applies to
+    this call, like on a fresh roundtable (:func:`deliberation.next_call`). ``now``: epoch ms."""
+    start, options = deliberation.next_call(state, call, now)
+    return state.model_copy(
+        update={
+            "phase": Phase.ACTIVE,
+            "extensions": [*state.extensions, extension.model_copy(update={"from_round": start})],
+            "total_rounds": start + rounds,
+            "current_round": start,
+            "current_agent_index": 0,
+            "pending": None,
+            "end_reason": None,
+            "stop_detail": None,
+            "summary": None,
+            "verdict": VerdictRecord(),  # a new observer turn, a new repair allowance
+            "parent_session_id": state.parent_session_id or parent_session_id,
+            "delivery": delivery,
+            "finalization": Finalization(),
+            "updated_at": now,
+            "options": options,
+        }
+    )
+
+
+FINISHING_WAIT_S = 30.0
+"""How long an extend waits for the worker of a concluded roundtable to finish finalizing."""
+
+
+async def wait_concluded(s2: str, live: Table | None) -> None:
+    """Before an extend of ``s2``: its roundtable in memory (``live``), if any, has concluded and
+    its worker has finished finalizing (waited for up to :data:`FINISHING_WAIT_S` s: that worker
+    would overwrite the extended state with its own "done" state).
+
+    Raises:
+        ValidationFailed: still active, or still finishing after the wait (field ``sessionID``).
+    """
+    if live is None:
+        return
+    if live.state.active:
+        raise ValidationFailed(
+            "sessionID",
+            f"roundtable {s2} is still active (round "
+            f"{live.state.current_round + 1}/{live.state.total_rounds}); wait for it to conclude",
+        )
+    if live.task is not None and not live.task.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(live.task), FINISHING_WAIT_S)
+        if not live.task.done():
+            raise ValidationFailed(
+                "sessionID", f"roundtable {s2} is still finishing; retry in a few seconds"
+            )

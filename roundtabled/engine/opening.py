@@ -1,0 +1,293 @@
+"""The worker's room for an independent opening round: read, ask the pure flow, execute.
+
+While :func:`roundtabled.core.opening_flow.running` holds, the worker hands each pass to
+:meth:`OpeningRunner.step`: it reads the roundtable's session (status; its messages once every
+seat is settled), its children (to adopt a seat's session created before a crash) and each seat's
+session (status and messages from the seat's prompt on), asks :func:`roundtabled.core.opening_flow.
+decide` and executes the commands in order. Events of the seats' sessions wake the roundtable
+(:meth:`OpeningRunner.owner`, used by the engine's event routing). Crash points of the fault
+suite sit after each effect (:mod:`roundtabled.faults`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Protocol
+
+from roundtabled import faults, ids
+from roundtabled.core import events as ev
+from roundtabled.core import machine, opening_flow, wire
+from roundtabled.core.commands import Cancel, Decision, Observation
+from roundtabled.core.opening import (
+    AbortSeat,
+    CreateSeatSession,
+    OpeningCommand,
+    OpeningObservation,
+    PersistRound,
+    PromptSeat,
+    RecordOpening,
+    SeatSettled,
+    SeatView,
+)
+from roundtabled.core.state import RoundtableState, sign_marker
+from roundtabled.engine.shell import Shell
+from roundtabled.engine.table import Table
+from roundtabled.errors import NotFound, TransportError
+
+
+class Machine(Protocol):
+    """What the opening round needs of the worker (:class:`roundtabled.engine.worker.Worker`):
+    whether the roundtable's sessions still exist, and the execution of the machine's decision that
+    follows the round."""
+
+    async def check_deleted(self, state: RoundtableState) -> tuple[bool, bool]: ...
+
+    async def execute(self, table: Table, d: Decision) -> None: ...
+
+
+async def _nothing() -> list[dict[str, Any]]:
+    return []
+
+
+class OpeningRunner:
+    """Runs the opening rounds of one daemon's roundtables.
+
+    Args:
+        shell: the shared effects (client, signer, clock, store).
+        worker: executes the machine's decision that follows a finished round.
+    """
+
+    def __init__(self, shell: Shell, worker: Machine) -> None:
+        self.shell = shell
+        self.worker = worker
+        self.errors: dict[str, tuple[int, str]] = {}
+        """The first ``session.error`` of each seat's session (epoch ms, the server's text)."""
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def owner(self, tables: dict[str, Table], parent: str | None, sid: str) -> Table | None:
+        """The roundtable whose opening round runs in session ``sid`` (``parent``: the session's
+        known parent, from the engine's descendants), or ``None``."""
+        candidates: Iterable[Table] = (
+            [tables[parent]] if parent is not None and parent in tables else tables.values()
+        )
+        for table in candidates:
+            rnd = table.state.openings
+            if rnd is not None and not rnd.done and any(s.session_id == sid for s in rnd.seats):
+                return table
+        return None
+
+    def on_event(self, table: Table, event: ev.Event) -> None:
+        """An event of one of ``table``'s seat sessions: note an error, wake on what may settle
+        a seat."""
+        etype = event.type
+        sid = event.session_id or ""
+        if etype == ev.SESSION_ERROR:
+            self.errors.setdefault(
+                sid, (self.shell.clock(), wire.session_error_text(event.properties))
+            )
+            table.poke()
+        elif (
+            etype in (ev.SESSION_IDLE, ev.SESSION_DELETED)
+            or (etype == ev.SESSION_STATUS and event.status_type == "idle")
+            or (
+                etype == ev.MESSAGE_UPDATED
+                and wire.completed_assistant(event.properties.get("info"))
+            )
+        ):
+            table.poke()
+
+    # -- passes ---------------------------------------------------------------------------------
+
+    async def observe(self, table: Table) -> OpeningObservation:
+        """Read the roundtable's session, its children and each seat's session."""
+        shell = self.shell
+        state = table.state
+        s2 = state.session_id
+        rnd = state.openings
+        # The status first: messages read after it hold everything up to it (an idle seat's
+        # reply is there). The rest is independent and read together (round 1 is parallel).
+        statuses = await shell.client.statuses(state.directory)
+        need_children = rnd is None or any(s.session_id is None for s in rnd.seats)
+        unsettled = [
+            s
+            for s in (rnd.seats if rnd is not None else ())
+            if s.session_id is not None and s.entry is None
+        ]
+        children, whole, reads = await asyncio.gather(
+            shell.client.children(s2) if need_children else _nothing(),
+            # The whole session (the state block and the records: a few messages): a decision
+            # that settles the last seat records the openings at once, and looks for them here.
+            shell.store.read_all(s2),
+            asyncio.gather(
+                *(shell.store.read_from(str(s.session_id), s.message_id) for s in unsettled)
+            ),
+        )
+        kids = tuple(
+            (str(c["id"]), seat)
+            for c in sorted(children, key=lambda c: int((c.get("time") or {}).get("created") or 0))
+            if (seat := wire.opening_seat(c, s2)) is not None
+        )
+        seats: dict[str, SeatView] = {}
+        for s, (msgs, found) in zip(unsettled, reads, strict=True):
+            sid = str(s.session_id)
+            error = self.errors.get(sid)
+            if error is not None and error[0] < (s.prompted_at or 0):
+                error = None
+            seats[sid] = SeatView(
+                status=wire.session_status(statuses, sid),
+                messages=wire.message_views(msgs, sid, shell.signer),
+                found=found,
+                accepted=s.message_id in table.accepted,
+                error=error,
+            )
+        messages = wire.message_views(whole, s2, shell.signer)
+        return OpeningObservation(
+            now=shell.clock(),
+            status=wire.session_status(statuses, s2),
+            messages=messages,
+            children=kids,
+            seats=seats,
+        )
+
+    async def step(self, table: Table) -> None:
+        """One pass of the opening round of ``table``."""
+        shell = self.shell
+        if table.deleted_hint:
+            deleted, parent_deleted = await self.worker.check_deleted(table.state)
+            table.deleted_hint = deleted
+            if deleted:
+                await self.abort_all(table)
+                gone = Observation(
+                    now=shell.clock(),
+                    status="unknown",
+                    deleted=True,
+                    parent_deleted=parent_deleted,
+                    new_id=ids.message_id(),
+                )
+                await self.worker.execute(table, machine.decide(table.state, gone))
+                return
+        cancel, table.cancel = table.cancel, None
+        obs = await self.observe(table)
+        created = await self.decide_and_execute(table, obs, cancel)
+        if created and table.cancel is None and not table.deleted_hint:
+            # The seats' sessions were just created (their ids are the server's answers): the
+            # next decision (write them, prompt every seat) needs no read of what is known. The
+            # roundtable's session is unchanged (this pass wrote only its state block) and a new
+            # session is idle and empty.
+            after = replace(
+                obs,
+                now=shell.clock(),
+                children=(*obs.children, *created),
+                seats={**obs.seats, **{sid: SeatView(status="idle") for sid, _ in created}},
+            )
+            pokes = table.pokes
+            await self.decide_and_execute(table, after, None)
+            if table.pokes == pokes and table.cancel is None and not table.deleted_hint:
+                # The creations' wakes were for this decision, taken here: a pass of reads
+                # would only find the seats' turns starting (and load the server meanwhile).
+                table.wake.clear()
+                table.woke_at = None
+
+    async def decide_and_execute(
+        self, table: Table, obs: OpeningObservation, cancel: Cancel | None
+    ) -> list[tuple[str, int]]:
+        """Decide on ``obs`` and execute the decision. Returns ``(session id, seat)`` of every
+        seat session this created, when every creation it asked for succeeded (else ``[]``)."""
+        n = 2 * len(table.state.agents) + 1
+        d = opening_flow.decide(
+            table.state,
+            obs,
+            ids=[ids.message_id() for _ in range(n)],
+            new_id=ids.message_id(),
+            cancel=cancel,
+        )
+        table.state = d.state
+        table.deadline_ms = d.wake_at
+        created: list[tuple[str, int]] = []
+        asked = 0
+        i = 0
+        while i < len(d.commands):
+            # Consecutive creations, prompts or records go out together (round 1 is parallel).
+            j = i + 1
+            kind = type(d.commands[i])
+            if kind in (CreateSeatSession, PromptSeat, RecordOpening):
+                while j < len(d.commands) and type(d.commands[j]) is kind:
+                    j += 1
+            done = await asyncio.gather(*(self.execute(table, c) for c in d.commands[i:j]))
+            asked += sum(isinstance(c, CreateSeatSession) for c in d.commands[i:j])
+            created += [c for c in done if c is not None]
+            i = j
+        if d.after is not None:
+            await self.worker.execute(table, d.after)
+            return []
+        return created if asked and len(created) == asked else []
+
+    async def execute(
+        self,
+        table: Table,
+        cmd: OpeningCommand,
+    ) -> tuple[str, int] | None:
+        """Execute one command of the opening round. Returns ``(session id, seat)`` of a seat's
+        session it created (``None`` for every other command, and when the creation failed)."""
+        shell = self.shell
+        state = table.state
+        s2 = state.session_id
+        if isinstance(cmd, PersistRound):
+            await shell.store.persist(state)
+            table.unpersisted = False
+        elif isinstance(cmd, CreateSeatSession):
+            made: tuple[str, int] | None = None
+            try:
+                info = await shell.client.create_session(
+                    directory=state.directory, parent_id=s2, title=cmd.title, metadata=cmd.metadata
+                )
+                sid = wire.session_id(info)
+                # Adopted as a read would adopt it: by the seat its metadata names.
+                if sid is not None and wire.opening_seat(info, s2) == cmd.seat:
+                    made = (sid, cmd.seat)
+            except TransportError as exc:  # the next read adopts it if it exists after all
+                table.log.warning("opening: creating %s's session failed: %s", cmd.title, exc)
+            faults.checkpoint("opening-session-created")
+            table.poke()
+            return made
+        elif isinstance(cmd, PromptSeat):
+            label = f"── {cmd.agent} · round 1 (independent opening) ──"
+            marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
+            body = wire.prompt_body(
+                cmd.message_id, cmd.agent, cmd.text, label, marker, state.models.get(cmd.agent)
+            )
+            try:
+                await shell.client.prompt_async(cmd.session_id, body)
+            except (NotFound, TransportError) as exc:
+                table.log.warning("opening: prompt for %s failed: %s", cmd.agent, exc)
+                return None
+            table.accepted.add(cmd.message_id)
+            faults.checkpoint("opening-prompted")
+            table.publish({"type": "prompt", "agent": cmd.agent, "round": 1, "kind": "turn"})
+        elif isinstance(cmd, AbortSeat):
+            with contextlib.suppress(TransportError):
+                await shell.client.abort(cmd.session_id)
+        elif isinstance(cmd, SeatSettled):
+            table.record_turn(cmd.entry)
+            faults.checkpoint("opening-answered")
+        elif isinstance(cmd, RecordOpening):
+            label = "── opening record ──"
+            parts = [
+                wire.text_part(cmd.text),
+                wire.label_part(label, sign_marker(cmd.marker, s2, shell.signer)),
+            ]
+            await shell.store.post_once(s2, cmd.message_id, parts)
+            faults.checkpoint("opening-recorded")
+        return None
+
+    async def abort_all(self, table: Table) -> None:
+        """Abort every seat session still running (the roundtable is gone)."""
+        rnd = table.state.openings
+        for s in rnd.seats if rnd is not None else ():
+            if s.session_id is not None and s.entry is None:
+                with contextlib.suppress(TransportError):
+                    await self.shell.client.abort(s.session_id)

@@ -1,0 +1,179 @@
+"""The start-up scan: find every roundtable left running (or not finalized) and resume it.
+
+The scan lists the sessions of every directory the daemon knows (configured, remembered in
+``directories.json`` under the state directory, and the server's own) and reads the index each
+roundtable keeps in its session metadata; a candidate's signed state block is then loaded, its
+history rebuilt from S2's messages, and its worker started. A roundtable whose parent session is
+gone is aborted instead (``docs/design.md``, "recovery").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from roundtabled.core import history, lifecycle, wire
+from roundtabled.core.commands import Abort, PersistState
+from roundtabled.core.state import Phase, RoundtableState
+from roundtabled.engine.shell import Shell
+from roundtabled.engine.table import Table
+from roundtabled.errors import NotFound, StateError, TransportError
+
+log = logging.getLogger("roundtabled.engine")
+
+
+def warn_pasted_meta(
+    s2: str, messages: Sequence[dict[str, Any]], state_message_id: str | None
+) -> None:
+    """Log each user message of S2 (other than the state block) holding a [ROUNDTABLE META]
+    block: pasted by a person, it is text, never state."""
+    for mid in wire.pasted_meta_ids(messages, state_message_id):
+        log.warning(
+            "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block pasted into "
+            "message %s (text, never state)",
+            s2,
+            mid,
+        )
+
+
+def directories_file(state_dir: Path | None) -> Path | None:
+    """Where the directories of earlier roundtables are remembered (``None``: nowhere)."""
+    return state_dir / "directories.json" if state_dir else None
+
+
+def known_directories(state_dir: Path | None) -> set[str]:
+    """The directories remembered under ``state_dir`` (none when unreadable)."""
+    path = directories_file(state_dir)
+    if path is None:
+        return set()
+    try:
+        data = json.loads(path.read_text())
+        return {str(d) for d in data if isinstance(d, str)}
+    except (OSError, ValueError):
+        return set()
+
+
+def remember_directory(state_dir: Path | None, directory: str | None) -> None:
+    """Add ``directory`` to the remembered ones (atomically; a failure is only logged)."""
+    path = directories_file(state_dir)
+    if path is None or not directory:
+        return
+    known = known_directories(state_dir)
+    if directory in known:
+        return
+    known.add(directory)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(sorted(known)))
+        tmp.replace(path)
+    except OSError as exc:
+        log.warning("cannot record directory %s: %s", directory, exc)
+
+
+class Recovery:
+    """The start-up scan of one daemon.
+
+    Args:
+        shell: the shared effects.
+        live: whether the engine already drives a roundtable (by S2's id).
+        resume: adopt a loaded state and start its worker (the engine's registry); returns its
+            table.
+    """
+
+    def __init__(
+        self,
+        shell: Shell,
+        live: Callable[[str], bool],
+        resume: Callable[[RoundtableState], Table],
+    ) -> None:
+        self.shell = shell
+        self.live = live
+        self.resume = resume
+
+    async def recover(self) -> dict[str, int]:
+        """Find every roundtable left active (or not finalized) and resume it; abort those whose
+        parent is gone. Returns counters ``{"resumed", "aborted", "skipped", "scanned"}``.
+        Bounded concurrency against the server (``recovery_concurrency``)."""
+        shell = self.shell
+        counters = {"resumed": 0, "aborted": 0, "skipped": 0, "scanned": 0}
+        directories = set(shell.settings.directories) | known_directories(shell.settings.state_dir)
+        with contextlib.suppress(TransportError):
+            server_dir = wire.path_directory(await shell.client.path())
+            if server_dir is not None:
+                directories.add(server_dir)
+        candidates: list[dict[str, Any]] = []
+        for d in sorted(directories):
+            try:
+                sessions = await shell.client.list_sessions(d)
+            except TransportError as exc:
+                log.warning("recovery: cannot list sessions of %s: %s", d, exc)
+                continue
+            counters["scanned"] += len(sessions)
+            candidates += [s for s in sessions if wire.index_needs_recovery(s)]
+        sem = asyncio.Semaphore(shell.settings.recovery_concurrency)
+
+        async def one(session: dict[str, Any]) -> None:
+            async with sem:
+                outcome = await self.recover_one(session)
+                counters[outcome] += 1
+
+        await asyncio.gather(*(one(s) for s in candidates))
+        resumed = counters["resumed"]
+        if resumed:
+            log.info(
+                "recovery: resumed %d roundtable(s), aborted %d, skipped %d",
+                resumed,
+                counters["aborted"],
+                counters["skipped"],
+            )
+        return counters
+
+    async def recover_one(self, session: dict[str, Any]) -> str:
+        """Resume, abort or skip one candidate; returns which (a key of the counters)."""
+        shell = self.shell
+        s2 = str(session["id"])
+        if self.live(s2):
+            return "skipped"
+        try:
+            state = await shell.store.load(s2)
+        except (StateError, TransportError) as exc:
+            log.error("recovery: roundtable %s skipped: %s", s2, exc)
+            return "skipped"
+        if not state.active and state.finalization.toast_done:
+            return "skipped"
+        if state.parent_session_id:
+            try:
+                await shell.client.get_session(state.parent_session_id)
+            except NotFound:
+                orphan = lifecycle.orphaned(state)
+                for cmd in orphan.commands:
+                    with contextlib.suppress(TransportError):
+                        if isinstance(cmd, Abort):
+                            await shell.client.abort(s2)
+                        elif isinstance(cmd, PersistState):
+                            await shell.store.persist(orphan.state, index=cmd.index)
+                log.info("recovery: roundtable %s aborted (its parent session is gone)", s2)
+                return "aborted"
+        messages = await shell.store.read_all(s2)
+        warn_pasted_meta(s2, messages, state.state_message_id)
+        views = wire.message_views(messages, s2, shell.signer)
+        state = state.model_copy(update={"history": history.rebuild_history(state, views)})
+        table = self.resume(state)
+        if state.active:
+            table.log.info(
+                "recovery: resuming at round %d, %s",
+                state.current_round + 1,
+                state.agents[state.current_agent_index]
+                if state.phase == Phase.ACTIVE
+                else "observer",
+            )
+            shell.toast(state, f"Roundtable resumed after a restart: {state.title}", "info")
+        return "resumed"

@@ -1,0 +1,490 @@
+"""The engine: the registry of the roundtables this daemon drives, and event routing.
+
+It starts, extends and cancels roundtables, routes each server event to the roundtable it
+concerns (an event only *wakes* it), and answers status, result and progress queries. The rooms
+around it do the work: :mod:`roundtabled.engine.worker` (one roundtable's loop), :mod:`roundtabled.
+handoff` (the fast handoff), :mod:`roundtabled.engine.store` (state blocks in S2),
+:mod:`roundtabled.engine.delivery` (finalization, exactly-once delivery to S1),
+:mod:`roundtabled.engine.requests` (permission and question requests of seats) and
+:mod:`roundtabled.engine.recovery` (the start-up scan); ``docs/design.md`` draws the whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+from roundtabled import faults, ids
+from roundtabled.core import events as ev
+from roundtabled.core import history, machine, opening_flow, prompts, wire
+from roundtabled.core.commands import Cancel, Decision, Observation, Prompt
+from roundtabled.core.deliberation import Call
+from roundtabled.core.state import (
+    Delivery,
+    Extension,
+    Phase,
+    RoundtableState,
+    Signer,
+)
+from roundtabled.core.validation import RoundtableRequest
+from roundtabled.engine import launch
+from roundtabled.engine.recovery import Recovery, remember_directory, warn_pasted_meta
+from roundtabled.engine.requests import SeatRequests
+from roundtabled.engine.shell import Clock, Shell
+from roundtabled.engine.shell import Settings as Settings
+from roundtabled.engine.shell import now_ms as now_ms
+from roundtabled.engine.table import Table as Table
+from roundtabled.engine.table import status_of
+from roundtabled.engine.worker import Worker
+from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
+from roundtabled.opencode.client import OpenCodeClient
+
+log = logging.getLogger("roundtabled.engine")
+
+RECENT_MAX = 200
+"""Finished roundtables kept in memory for status, results and export."""
+PROGRESS_QUEUE_MAX = 256
+"""Bounded queue per progress subscriber; a slow subscriber loses events, never blocks a worker."""
+
+
+class Engine:
+    """Holds every roundtable this daemon drives and the machinery around them. The arguments
+    are :class:`roundtabled.engine.shell.Shell`'s (the engine makes the one shell of the daemon)."""
+
+    def __init__(
+        self, client: OpenCodeClient, signer: Signer, settings: Settings, clock: Clock = now_ms
+    ) -> None:
+        self.shell = shell = Shell(client, signer, settings, clock)
+        self.client = client
+        self.signer = signer
+        self.settings = settings
+        self.store = shell.store
+        self.metrics = shell.metrics
+        self.tables: dict[str, Table] = {}
+        self.recent: OrderedDict[str, Table] = OrderedDict()
+        self.by_parent: dict[str, set[str]] = {}
+        self.descendants: dict[str, str] = {}
+        self.ready = asyncio.Event()
+        self.server_version: str | None = None
+        self.worker = Worker(shell)
+        self.requests = SeatRequests(shell, self.tables, self.descendants)
+        self.recovery = Recovery(shell, lambda s2: s2 in self.tables, self._resume)
+
+    @property
+    def last_error(self) -> str | None:
+        """The last error talking to the server that the daemon's health reports."""
+        return self.shell.last_error
+
+    @last_error.setter
+    def last_error(self, value: str | None) -> None:
+        self.shell.last_error = value
+
+    # ------------------------------------------------------------------------------------------
+    # Events (hints)
+    # ------------------------------------------------------------------------------------------
+
+    def on_event(self, event: ev.Event) -> None:
+        """Dispatch one server event: wake the roundtable it concerns. Cheap; never raises."""
+        sid = event.session_id
+        etype = event.type
+        if etype == ev.SERVER_CONNECTED:
+            # First event of every connection, handled before the events after it: a mirror
+            # opened on an earlier connection may have missed events in the gap.
+            self.shell.stream_epoch += 1
+            return
+        if self.requests.on_event(event):
+            return
+        if etype == ev.SERVER_INSTANCE_DISPOSED:
+            # A config reload: the server aborts the directory's running turns (regression
+            # "event stream closed by a config reload"). A reason, not an error; resync.
+            where = event.properties.get("directory") or event.directory
+            log.info("OpenCode disposed the instance of %s (config reload); resyncing", where)
+            for reloaded in list(self.tables.values()):
+                if reloaded.state.directory == where:
+                    reloaded.disposed_at = self.shell.clock()
+                    reloaded.poke()
+            return
+        if sid is None:
+            if etype == ev.SESSION_ERROR:
+                # Not any seat's (an MCP server or a plugin failing): the user's configuration
+                # is broken, which is worth a line, but no turn failed.
+                log.warning(
+                    "OpenCode reported an error outside any session: %s",
+                    wire.session_error_text(event.properties),
+                )
+            return
+        table = self.tables.get(sid)
+        if table is not None:
+            self._wake(table, event)
+            return
+        opening_table = self.worker.opening.owner(self.tables, self.descendants.get(sid), sid)
+        if opening_table is not None:  # a seat's session of an independent opening
+            self.worker.opening.on_event(opening_table, event)
+            return
+        if etype == ev.SESSION_CREATED:
+            parent = event.parent_id
+            if parent and (parent in self.tables or parent in self.descendants):
+                self.descendants[sid] = self.descendants.get(parent, parent)
+            return
+        for s2 in list(self.by_parent.get(sid) or ()):
+            child = self.tables.get(s2)
+            if child is None:
+                continue
+            if etype == ev.SESSION_DELETED:
+                child.deleted_hint = True  # S2 goes with its parent; confirmed by reads
+                child.poke()
+            elif etype in (ev.SESSION_IDLE, ev.SESSION_STATUS):
+                child.poke()
+
+    def _wake(self, table: Table, event: ev.Event) -> None:
+        """An event about S2 itself: feed the turn's mirror, and wake the worker if it may
+        have something to decide."""
+        etype = event.type
+        mirror = table.mirror
+        if mirror is not None and mirror.epoch == self.shell.stream_epoch:
+            if mirror.feed(event):
+                table.poke()  # the turn looks finished: decide from the mirror
+                return
+            if etype == ev.MESSAGE_UPDATED:
+                self.worker.handoff.hide_early(table, event)
+            if mirror.doubt is None and etype in (
+                ev.MESSAGE_UPDATED,
+                ev.SESSION_STATUS,
+                ev.SESSION_IDLE,
+            ):
+                # The mirror's idle after a finished reply wakes the worker; a read now (an
+                # idle before any reply, a step's end) would find the turn still running.
+                # Deadlines and the resync period still wake it whatever the events say.
+                return
+        if etype in (ev.SESSION_IDLE, ev.SESSION_COMPACTED):
+            table.poke()
+        elif etype == ev.SESSION_STATUS:
+            if event.status_type == "idle":
+                table.poke()
+        elif etype == ev.SESSION_ERROR:
+            if table.error_seen_at is None:  # the server often reports a failure twice
+                table.error_seen_at = self.shell.clock()
+                table.error_text = wire.session_error_text(event.properties)
+            table.poke()
+        elif etype == ev.SESSION_DELETED:
+            table.deleted_hint = True
+            table.poke()
+        elif etype == ev.MESSAGE_UPDATED and wire.completed_assistant(event.properties.get("info")):
+            table.poke()
+
+    async def on_connect(self) -> None:
+        """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
+        self.shell.stream_epoch += 1  # events may have been lost: every open mirror is void
+        for table in list(self.tables.values()):
+            table.poke()
+        self.shell.spawn(self.requests.sweep())
+
+    # ------------------------------------------------------------------------------------------
+    # Starting, extending, cancelling
+    # ------------------------------------------------------------------------------------------
+
+    async def start(self, req: RoundtableRequest) -> RoundtableState:
+        """Start a fresh roundtable and return its state once turn 1 is sent.
+
+        Raises:
+            ValidationFailed: bad agents/observer (names the available agents), missing models.
+            TransportError: the server could not be reached.
+        """
+        if req.extend:
+            return await self.extend(req)
+        assert req.agents is not None
+        state = await launch.new_state(self.client, self.settings, req, self.shell.clock())
+        settings = self.settings
+        title = state.title
+        # Turn 1 is decided before the state block is written, and the block is written with
+        # its intent in it: this daemon created S2 a moment ago, so S2 is idle and empty, and a
+        # read (GET /session/status) plus a second write (the intent) would only put two round
+        # trips before the debate.
+        first = machine.decide(
+            state, Observation(now=self.shell.clock(), status="idle", new_id=ids.message_id())
+        )
+        if opening_flow.running(state):
+            first = Decision(state)  # round 1 runs in the seats' own sessions (the worker)
+        opening: Prompt | None = None
+        match first.commands:
+            case [Prompt(send=True, hide=(), persist_first=True) as prompt]:
+                opening, state = prompt, first.state
+            case _:  # never for a fresh S2; then turn 1 is decided from a read like any other
+                pass
+        await self.store.create(state)
+        faults.checkpoint("state-created")
+        if opening is not None:
+            faults.checkpoint("intent-persisted")
+        remember_directory(settings.state_dir, state.directory)
+        table = self._adopt(state)
+        table.log.info(
+            "roundtable started: %s (%s, %d round(s))",
+            title,
+            " → ".join(state.agents),
+            state.total_rounds,
+        )
+        self.shell.toast(state, f"Roundtable started: {title}", "info")
+        # Send turn 1 before answering, so the caller sees a running debate.
+        if opening is not None:
+            table.deadline_ms = first.wake_at
+            await self.worker.handoff.prompt(table, opening)
+        else:
+            await self.worker.step(table)
+        # The worker waits for the first wake (an event of turn 1, or its deadline): a pass now
+        # would only read S2 while turn 1 is starting on the server.
+        self._run(table, wait_first=True)
+        return table.state
+
+    async def extend(self, req: RoundtableRequest) -> RoundtableState:
+        """Continue a concluded roundtable with more rounds.
+
+        Raises:
+            ValidationFailed: not a roundtable, still active, agents/observer differ.
+        """
+        assert req.session_id is not None
+        s2 = req.session_id
+        await launch.wait_concluded(s2, self.tables.get(s2))
+        try:
+            state = await self.load_state(s2)
+        except NotFound:
+            raise ValidationFailed("sessionID", f"session {s2!r} does not exist") from None
+        except StateError as exc:
+            raise ValidationFailed(
+                "sessionID", f"session {s2!r} is not a roundtable this daemon can extend ({exc})"
+            ) from None
+        if state.active:
+            messages = await self.store.read_all(s2)
+            if history.all_replies_exist(state, wire.message_views(messages, s2, self.signer)):
+                log.info(
+                    "roundtable %s: stored phase %s but every expected reply exists; "
+                    "recovering it to done",
+                    s2,
+                    state.phase.value,
+                )
+                state = state.model_copy(update={"phase": Phase.DONE, "pending": None})
+            else:
+                raise ValidationFailed(
+                    "sessionID", f"roundtable {s2} is still active; wait for it to conclude"
+                )
+        launch.check_extension(state, req)
+        messages = await self.store.read_all(s2)
+        warn_pasted_meta(s2, messages, state.state_message_id)
+        if not state.history:
+            views = wire.message_views(messages, s2, self.signer)
+            state = state.model_copy(update={"history": history.rebuild_history(state, views)})
+        mode = req.extend_mode or prompts.infer_extend_mode(req.prompt)
+        # Hide the old delimiter from later models; a new one is written at the new end.
+        if state.finalization.delimiter_message_id:
+            await self.store.hide_message(s2, state.finalization.delimiter_message_id)
+        state = launch.extended(
+            state,
+            rounds=req.rounds,
+            extension=Extension(from_round=state.total_rounds, prompt=req.prompt, mode=mode),
+            parent_session_id=req.parent_session_id,
+            delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
+            call=Call(
+                turn_timeout=req.turn_timeout,
+                permission_policy=req.permission_policy,
+                until=req.until,
+                budget=req.budget,
+            ),
+            now=self.shell.clock(),
+        )
+        await self.client.update_session(s2, title=state.title)
+        await self.store.persist(state, index=True)
+        self.recent.pop(s2, None)
+        table = self._adopt(state)
+        table.log.info("roundtable extended by %d round(s) (%s)", req.rounds, mode)
+        self.shell.toast(state, f"Roundtable extended: {state.title}", "info")
+        await self.worker.step(table)
+        self._run(table)
+        return table.state
+
+    async def cancel(self, s2: str, *, summarize: bool, reason: str) -> RoundtableState:
+        """Stop a roundtable: abort the turn in flight; the observer runs only if ``summarize``.
+
+        Raises:
+            ValidationFailed: no active roundtable with that id.
+        """
+        table = self.tables.get(s2)
+        if table is None or not table.state.active:
+            raise ValidationFailed("sessionID", f"no active roundtable {s2!r}")
+        table.cancel = Cancel(summarize=summarize, reason=reason)
+        # Durable before the abort and before the answer: a crash from here on must not resume
+        # the debate (regression "cancelled result is never released before it is written").
+        # The worker's own decision on the cancel writes the full record shortly after.
+        with contextlib.suppress(TransportError, NotFound):
+            await self.store.persist(machine.with_cancel(table.state, table.cancel))
+        # Abort at once (stop must stop within 2 s), the worker records it.
+        with contextlib.suppress(TransportError):
+            await self.client.abort(s2)
+        table.poke()
+        return table.state
+
+    # ------------------------------------------------------------------------------------------
+    # The registry
+    # ------------------------------------------------------------------------------------------
+
+    def _adopt(self, state: RoundtableState) -> Table:
+        table = Table(state=state)
+        self.tables[state.session_id] = table
+        if state.parent_session_id:
+            self.by_parent.setdefault(state.parent_session_id, set()).add(state.session_id)
+        self.shell.changed()
+        return table
+
+    def _resume(self, state: RoundtableState) -> Table:
+        """Adopt a recovered roundtable and start its worker."""
+        table = self._adopt(state)
+        self._run(table)
+        return table
+
+    def _run(self, table: Table, *, wait_first: bool = False) -> None:
+        """Start the worker of ``table``; ``wait_first``: its first pass waits for a wake (a
+        poke or ``table.deadline_ms``) instead of running at once."""
+
+        async def work() -> None:
+            await self.worker.run(table, wait_first=wait_first)
+            self._retire(table)
+
+        table.task = asyncio.create_task(work(), name=f"rt-{table.state.session_id}")
+
+    def _retire(self, table: Table) -> None:
+        s2 = table.state.session_id
+        if self.tables.get(s2) is table:
+            del self.tables[s2]
+        parent = table.state.parent_session_id
+        if parent and parent in self.by_parent:
+            self.by_parent[parent].discard(s2)
+            if not self.by_parent[parent]:
+                del self.by_parent[parent]
+        for child, owner in list(self.descendants.items()):
+            if owner == s2:
+                del self.descendants[child]
+        self.recent[s2] = table
+        while len(self.recent) > RECENT_MAX:
+            self.recent.popitem(last=False)
+        self.shell.changed()
+
+    def _known(self, s2: str) -> Table | None:
+        return self.tables.get(s2) or self.recent.get(s2)
+
+    async def recover(self) -> dict[str, int]:
+        """The start-up scan (:meth:`roundtabled.engine.recovery.Recovery.recover`)."""
+        return await self.recovery.recover()
+
+    async def load_state(self, s2: str) -> RoundtableState:
+        """The state of ``s2``: from memory, else read and authenticated from S2.
+
+        Raises:
+            NotFound: S2 does not exist.
+            StateError: no trusted block (forged, unknown version, corrupt).
+        """
+        table = self._known(s2)
+        if table is not None:
+            return table.state
+        return await self.store.load(s2)
+
+    # ------------------------------------------------------------------------------------------
+    # Results, progress, status, shutdown
+    # ------------------------------------------------------------------------------------------
+
+    def take_result(self, s2: str, *, tool_call_id: str | None) -> dict[str, Any] | None:
+        """The finished result for a poller; a poll from the waiting tool call consumes it."""
+        table = self._known(s2)
+        if table is None or table.result is None:
+            return None
+        if (
+            tool_call_id
+            and tool_call_id == table.state.delivery.tool_call_id
+            and table.state.delivery.delivered_via in (None, "tool")
+        ):
+            table.result["consumedByTool"] = True
+            table.poke()
+        return table.result
+
+    async def wait_result(self, s2: str, timeout: float) -> dict[str, Any] | None:
+        """Wait up to ``timeout`` seconds for ``s2`` to finish; its result or ``None``.
+
+        Raises:
+            ValidationFailed: unknown roundtable.
+        """
+        table = self._known(s2)
+        if table is None:
+            raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        if table.result is None and timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(table.done.wait(), timeout)
+        return table.result
+
+    def subscribe(self, s2: str) -> asyncio.Queue[dict[str, Any]]:
+        """A bounded queue of progress events of ``s2`` (``turn``, ``prompt``, ``phase``,
+        ``done``).
+
+        Raises:
+            ValidationFailed: unknown roundtable.
+        """
+        table = self._known(s2)
+        if table is None:
+            raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue(PROGRESS_QUEUE_MAX)
+        table.subscribers.append(q)
+        if table.result is not None:
+            q.put_nowait({"type": "done", **table.result})
+        return q
+
+    def unsubscribe(self, s2: str, q: asyncio.Queue[dict[str, Any]]) -> None:
+        """Stop feeding ``q``."""
+        table = self._known(s2)
+        if table is not None and q in table.subscribers:
+            table.subscribers.remove(q)
+
+    async def stored_status(self, s2: str, *, result: bool = False) -> dict[str, Any] | None:
+        """Status of a roundtable this process does not hold in memory (concluded before a
+        restart), read from its signed state block in S2; ``None`` if it is not one."""
+        try:
+            state = await self.load_state(s2)
+        except (StateError, NotFound):
+            return None
+        return status_of(Table(state=state), self.shell.clock(), result=result)
+
+    def status(self, s2: str, *, result: bool = False) -> dict[str, Any] | None:
+        """Status of a roundtable (control API ``GET /v1/roundtables/{ses}``)."""
+        table = self._known(s2)
+        return None if table is None else status_of(table, self.shell.clock(), result=result)
+
+    def list_status(self) -> list[dict[str, Any]]:
+        """Active then recent roundtables."""
+        now = self.shell.clock()
+        out = [status_of(t, now) for t in self.tables.values()]
+        out += [status_of(t, now) for t in reversed(self.recent.values())]
+        return out
+
+    async def close(self, window: float = 8.0) -> None:
+        """Stop all workers within ``window`` seconds, then write the state of every roundtable
+        whose state write after a fast handoff was still deferred (within the rest of the
+        window), so that S2's state block names the turn in flight. A cancelled worker resumes
+        after a restart either way (a stale block is caught up from the prompts' markers)."""
+        deadline = time.monotonic() + window
+        self.shell.closing = True
+        tasks = [t.task for t in self.tables.values() if t.task is not None]
+        for t in tasks:
+            t.cancel()
+        background = self.shell.background
+        for b in list(background):
+            b.cancel()
+        if tasks or background:
+            await asyncio.wait([*tasks, *background], timeout=window)
+        stale = [t for t in self.tables.values() if t.unpersisted and t.state.active]
+        if stale:
+            flush = asyncio.gather(
+                *(self.store.persist(t.state) for t in stale), return_exceptions=True
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(flush, max(0.5, deadline - time.monotonic()))
+            for tb in stale:
+                tb.unpersisted = False

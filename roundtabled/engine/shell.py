@@ -1,0 +1,135 @@
+"""What every room of the engine shares: the client, the signer, the settings, the clock, the
+state store, the metrics and the background tasks.
+
+One :class:`Shell` per daemon. Its constructor takes the four things a test replaces (a fake
+client, a signer, settings, a clock returning epoch ms); everything else is made from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roundtabled.core.commands import Toast
+from roundtabled.core.progress import ToastThrottle
+from roundtabled.core.state import Options, PermissionPolicy, RoundtableState, Signer
+from roundtabled.engine.metrics import HandoffMetrics
+from roundtabled.engine.store import StateStore
+from roundtabled.errors import TransportError
+from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.service import config
+
+log = logging.getLogger("roundtabled.engine")
+
+_DEFAULTS = Options()
+"""The per-roundtable defaults live in :class:`roundtabled.core.state.Options` (one copy)."""
+
+Clock = Callable[[], int]
+"""Wall clock in epoch milliseconds (the machine's time unit)."""
+
+
+def now_ms() -> int:
+    """Wall clock in epoch milliseconds (the machine's time unit)."""
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Settings:
+    """The engine's knobs (a projection of :class:`roundtabled.service.config.Settings`). Seconds
+    throughout. The defaults of the per-roundtable options are :class:`Options`'."""
+
+    turn_timeout: float = _DEFAULTS.turn_timeout
+    loop_threshold: float = _DEFAULTS.loop_threshold
+    resync_period: float = config.Settings.model_fields["resync_period"].default
+    permission_policy: PermissionPolicy = _DEFAULTS.permission_policy
+    usage_footer: bool = _DEFAULTS.usage_footer
+    hide_past_prompts: bool = _DEFAULTS.hide_past_prompts
+    progress_toasts: bool = config.Settings.model_fields["progress_toasts"].default
+    state_dir: Path | None = None
+    directories: tuple[str, ...] = ()
+    recovery_concurrency: int = 8
+
+
+class Shell:
+    """The effects the engine's rooms share.
+
+    Args:
+        client: the OpenCode client (shared by all workers).
+        signer: the daemon's MAC key (state blocks and markers).
+        settings: engine settings.
+        clock: epoch milliseconds now (tests pass a fake clock).
+    """
+
+    def __init__(
+        self,
+        client: OpenCodeClient,
+        signer: Signer,
+        settings: Settings,
+        clock: Clock = now_ms,
+    ) -> None:
+        self.client = client
+        self.signer = signer
+        self.settings = settings
+        self.clock = clock
+        self.store = StateStore(client, signer)
+        self.metrics = HandoffMetrics()
+        self.toast_throttles: dict[str, ToastThrottle] = {}
+        """Per roundtable (S2's id): when its last progress toast of a turn was shown."""
+        self.stream_epoch = 0
+        """Connections of the event stream so far (a mirror opened in an earlier one is void)."""
+        self.closing = False
+        self.last_error: str | None = None
+        self.on_change: Callable[[], None] | None = None
+        self.background: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        """Run ``coro`` in the background; its failure is logged, never raised."""
+
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("background task failed")
+
+        self.track(asyncio.create_task(guarded()))
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Keep ``task`` among the background tasks (cancelled by the engine's close)."""
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    def toast(self, state: RoundtableState, message: str, variant: str) -> None:
+        """A TUI toast about ``state``'s roundtable, in the background (best effort)."""
+        self.spawn(self.toast_now(state, message, variant))
+
+    def show(self, state: RoundtableState, cmd: Toast) -> None:
+        """The machine's toast: a progress toast only with ``progress_toasts``, a finished
+        turn's at most once per 2 s per roundtable (dropped, not queued); others always."""
+        if cmd.progress is not None:
+            if not self.settings.progress_toasts:
+                return
+            if cmd.progress == "turn":
+                throttle = self.toast_throttles.setdefault(state.session_id, ToastThrottle())
+                if not throttle.allow(time.monotonic()):
+                    return
+        self.toast(state, cmd.message, cmd.variant)
+
+    async def toast_now(self, state: RoundtableState, message: str, variant: str) -> None:
+        """A TUI toast, awaited; a server that cannot show it is not an error."""
+        with contextlib.suppress(TransportError):
+            await self.client.toast(
+                message, title="Roundtable", variant=variant, directory=state.directory
+            )
+
+    def changed(self) -> None:
+        """Something the daemon's status shows changed (count of roundtables, a phase)."""
+        if self.on_change is not None:
+            self.on_change()

@@ -1,0 +1,599 @@
+"""A scripted, OpenAI-compatible streaming chat-completions server for tests and the offline demo.
+
+OpenCode is configured (see :func:`roundtabled.offline.opencode_server.offline_config`) with a
+provider ``scripted`` whose ``baseURL`` is :attr:`ScriptedLLM.base_url`. Every model call of the
+real ``opencode serve`` then lands here as ``POST /v1/chat/completions`` and is answered with the
+SSE stream described in §14.3 of the server notes (role delta, content / ``reasoning_content``
+deltas or streamed tool calls, a final ``delta:{}`` chunk with ``finish_reason`` and ``usage``, then
+``data: [DONE]``).
+
+Classification of a request (``kind``):
+
+- ``"title"`` — the system text starts with ``"You are a title generator"``;
+- ``"compaction"`` — it starts with ``"You are a context summarization agent"``;
+- ``"tool-followup"`` — the last message has role ``tool`` (2nd+ step of a tool turn);
+- ``"turn"`` — anything else.
+
+The *agent* of a turn is recognised from the system text: OpenCode puts the agent's configured
+``prompt`` first, so :attr:`ScriptedLLM.agent_prompts` maps prompt prefixes to agent names (longest
+matching prefix wins). Title and compaction requests get the pseudo-agents ``"title"`` and
+``"compaction"``.
+
+Actions: :mod:`roundtabled.offline.scripted_actions` (re-exported). Routing:
+:meth:`ScriptedLLM.script` appends actions to a FIFO queue keyed by ``(session, agent)``, either
+part may be ``None`` (wildcard). A turn / tool-followup request pops from the first non-empty queue
+of ``(sid, agent)``, ``(None, agent)``, ``(sid, None)``, ``(None, None)``, where ``sid`` is the
+``x-session-id`` header OpenCode sends. Title / compaction requests only look at ``(sid,
+"title")``, ``(None, "title")`` (resp. ``"compaction"``) so they never eat a seat's script. With
+nothing scripted the reply is a default: a deterministic but textually diverse text of 40–80
+pseudo-random words (seeded by agent, session and per-(agent, session) request count) for turns and
+follow-ups, a fixed short title or summary for title / compaction requests. Default replies are
+intentionally dissimilar to each other (character-bigram Jaccard well below 0.85) so the daemon's
+loop detection never fires on them.
+
+Invariants:
+
+- Every request is recorded (:attr:`ScriptedLLM.requests`) *before* it is answered, so a test can
+  see a request that hangs; the record is updated when the answer ends or the client disconnects.
+- A client disconnect is always noticed (aiohttp ≥ 3.9 does not cancel handlers on disconnect, so
+  waits poll the transport every 20 ms and writes catch connection errors); the handler then ends.
+- Actions are consumed exactly once; ``reset()`` clears queues and records.
+
+Control routes (for a separate process such as the offline demo): ``POST /script`` with body
+``{"actions": [<action>...], "agent": str|null, "session": str|null}``; ``POST /reset``;
+``POST /agent-prompts`` with ``{prefix: agent}``; ``GET /requests`` → JSON list of records.
+
+Run standalone: ``python -m roundtabled.offline.scripted_llm --port 4010``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import random
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import orjson
+from aiohttp import web
+
+from roundtabled.offline.scripted_actions import (
+    _ACTIONS,
+    Action,
+    Hang,
+    HttpError,
+    Stall,
+    Text,
+    ToolCall,
+    ToolCalls,
+    reasoning,
+    tool_call,
+)
+
+__all__ = [
+    "Action",
+    "Hang",
+    "HttpError",
+    "RecordedRequest",
+    "ScriptedLLM",
+    "Stall",
+    "Text",
+    "ToolCall",
+    "ToolCalls",
+    "content_text",
+    "default_text",
+    "reasoning",
+    "tool_call",
+]
+
+TITLE_MARKER = "You are a title generator"
+COMPACTION_MARKER = "You are a context summarization agent"
+
+Kind = Literal["turn", "tool-followup", "title", "compaction"]
+
+DEFAULT_TITLE = "Scripted roundtable title"
+DEFAULT_SUMMARY = (
+    "Summary: the participants discussed the topic, exchanged arguments and agreed to continue."
+)
+
+_POLL = 0.02  # seconds between transport checks while waiting
+# request storage key of an already prepared stream response
+_PREPARED = web.RequestKey("scripted_llm.prepared", web.StreamResponse)
+
+
+# ----------------------------------------------------------------------------------------------
+# Records
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordedRequest:
+    """One ``/v1/chat/completions`` request as received, and how it ended.
+
+    Times: ``t_mono`` = ``time.monotonic()`` seconds at arrival, ``t_wall`` = epoch seconds;
+    ``disconnected_at`` / ``finished_at`` are monotonic seconds too.
+    """
+
+    index: int
+    t_mono: float
+    t_wall: float
+    session_id: str | None
+    model: str | None
+    agent: str | None
+    kind: Kind
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[str]
+    last_user_text: str
+    body_len: int
+    action: str = "pending"  # action kind served, "default", or "pending" while running
+    reply_text: str = ""
+    disconnected: bool = False
+    disconnected_at: float | None = None
+    finished_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def content_text(content: Any) -> str:
+    """Text of an OpenAI message ``content`` (a string or a list of ``{type:"text",text}``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return str(content)
+
+
+_VOCAB = (  # noqa: SIM905
+    "argument budget cadence dependency evidence feature gradient hypothesis iteration journey "
+    "kernel latency milestone network outcome priority quarterly roadmap scalability throughput "
+    "usability velocity workflow xylophone yardstick zeppelin abacus blizzard crimson dolphin "
+    "eclipse fjord gazebo harbor igloo jigsaw kayak lantern marmalade nebula orchard pumpkin "
+    "quartz "
+    "rhubarb saffron tundra umbrella vortex walnut yogurt zucchini backlog customer deploy "
+    "experiment fallback governance hotfix incident jitter kanban legacy metric onboarding "
+    "pipeline "
+    "quota refactor sprint telemetry upgrade vendor warranty exabyte zipcode chowder quibble "
+    "sphinx jukebox wizard foxglove mystique rhythm syzygy oxygen fjeld squawk buzzword knapsack "
+    "vaccine equinox ukulele pixel hedgehog "
+).split()
+
+
+def default_text(agent: str | None, session: str | None, n: int) -> str:
+    """Deterministic 40–80 word filler reply for ``(agent, session, n-th request)``.
+
+    Includes random two-letter tokens and numbers so that two default replies share few character
+    bigrams (loop detection at Jaccard > 0.85 must not fire).
+    """
+    seed = hashlib.sha256(f"{agent}|{session}|{n}".encode()).digest()
+    rng = random.Random(seed)
+    words: list[str] = []
+    for _ in range(rng.randint(40, 80)):
+        r = rng.random()
+        if r < 0.15:
+            words.append(
+                "".join(rng.choice("bcdfghjklmnpqrstvwxzaeiouy") for _ in range(rng.randint(2, 5)))
+            )
+        elif r < 0.22:
+            words.append(str(rng.randint(0, 9999)))
+        else:
+            words.append(rng.choice(_VOCAB))
+    words[0] = words[0].capitalize()
+    return " ".join(words) + "."
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or []
+
+
+class _Disconnected(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Server
+# ----------------------------------------------------------------------------------------------
+
+QueueKey = tuple[str | None, str | None]  # (session id, agent)
+
+
+class ScriptedLLM:
+    """The scripted server. Usage::
+
+    llm = ScriptedLLM()            # agent_prompts pre-filled with the offline config's seats
+    await llm.start(port=0)        # 0 = pick a free port
+    llm.base_url                   # "http://127.0.0.1:<port>/v1"
+    llm.script(Text(text="hi"), agent="pm", session=None)
+    ...
+    await llm.stop()
+    """
+
+    def __init__(self, agent_prompts: dict[str, str] | None = None) -> None:
+        if agent_prompts is None:
+            from roundtabled.offline.opencode_server import AGENT_PROMPTS
+
+            agent_prompts = dict(AGENT_PROMPTS)
+        #: prompt prefix → agent name; the longest prefix the system text starts with wins.
+        self.agent_prompts: dict[str, str] = agent_prompts
+        #: every chat-completions request, in arrival order.
+        self.requests: list[RecordedRequest] = []
+        self._queues: dict[QueueKey, deque[Action]] = {}
+        self._counts: dict[tuple[str | None, str | None], int] = {}
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._stopping = asyncio.Event()
+        self.port: int = 0
+        self.host = "127.0.0.1"
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>`` (control routes live here)."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The provider ``baseURL`` for OpenCode: ``http://127.0.0.1:<port>/v1``."""
+        return f"{self.url}/v1"
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle_chat)
+        app.router.add_post("/script", self._handle_script)
+        app.router.add_post("/reset", self._handle_reset)
+        app.router.add_post("/agent-prompts", self._handle_agent_prompts)
+        app.router.add_get("/requests", self._handle_requests)
+        app.router.add_get("/health", self._handle_health)
+        return app
+
+    async def start(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        """Listen on ``host:port`` (port 0 = any free port; the chosen one is :attr:`port`)."""
+        self.host = host
+        self._stopping = asyncio.Event()
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, host, port)
+        await self._site.start()
+        self.port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """Stop listening; pending hangs/stalls end at once."""
+        self._stopping.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- scripting --------------------------------------------------------------------------
+
+    def script(
+        self, *actions: Action, agent: str | None = None, session: str | None = None
+    ) -> None:
+        """Append ``actions`` to the queue of ``(session, agent)``; ``None`` = any.
+
+        ``agent="title"`` / ``agent="compaction"`` script title / compaction replies.
+        """
+        q = self._queues.setdefault((session, agent), deque())
+        q.extend(actions)
+
+    def pending(self, agent: str | None = None, session: str | None = None) -> int:
+        """Number of queued, not yet consumed actions for exactly ``(session, agent)``."""
+        return len(self._queues.get((session, agent), ()))
+
+    def reset(self) -> None:
+        """Forget all queued actions and recorded requests (agent_prompts are kept)."""
+        self._queues.clear()
+        self._counts.clear()
+        self.requests.clear()
+
+    def requests_for(
+        self,
+        agent: str | None = None,
+        session: str | None = None,
+        kind: Kind | None = None,
+        model: str | None = None,
+    ) -> list[RecordedRequest]:
+        """Recorded requests matching every given filter (``None`` = don't filter)."""
+        return [
+            r
+            for r in self.requests
+            if (agent is None or r.agent == agent)
+            and (session is None or r.session_id == session)
+            and (kind is None or r.kind == kind)
+            and (model is None or r.model == model)
+        ]
+
+    async def wait_for_requests(
+        self, n: int, within: float = 10.0, **filters: Any
+    ) -> list[RecordedRequest]:
+        """Wait up to ``within`` s until ≥ ``n`` requests match ``filters`` (see
+        :meth:`requests_for`); raise :class:`TimeoutError` otherwise."""
+        deadline = time.monotonic() + within
+        while True:
+            found = self.requests_for(**filters)
+            if len(found) >= n:
+                return found
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(found)}/{n} requests matching {filters} after {within}s")
+            await asyncio.sleep(0.02)
+
+    # -- classification -----------------------------------------------------------------------
+
+    def classify(self, body: dict[str, Any]) -> tuple[Kind, str | None, str]:
+        """Return ``(kind, agent, system_text)`` for a chat-completions body."""
+        messages = body.get("messages") or []
+        system = "\n".join(
+            content_text(m.get("content"))
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "system"
+        )
+        head = system.lstrip()
+        if head.startswith(TITLE_MARKER):
+            return "title", "title", system
+        if head.startswith(COMPACTION_MARKER):
+            return "compaction", "compaction", system
+        agent: str | None = None
+        best = -1
+        for prefix, name in self.agent_prompts.items():
+            if head.startswith(prefix) and len(prefix) > best:
+                agent, best = name, len(prefix)
+        last = messages[-1] if messages else {}
+        kind: Kind = "tool-followup" if last.get("role") == "tool" else "turn"
+        return kind, agent, system
+
+    def _pop(self, kind: Kind, session: str | None, agent: str | None) -> Action | None:
+        if kind in ("title", "compaction"):
+            keys: list[QueueKey] = [(session, agent), (None, agent)]
+        else:
+            keys = [(session, agent), (None, agent), (session, None), (None, None)]
+            if agent is None:
+                keys = [(session, None), (None, None)]
+        for key in keys:
+            q = self._queues.get(key)
+            if q:
+                return q.popleft()
+        return None
+
+    # -- handlers -----------------------------------------------------------------------------
+
+    async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body: dict[str, Any] = orjson.loads(raw) if raw else {}
+        kind, agent, system = self.classify(body)
+        session = request.headers.get("x-session-id")
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        last_user = next(
+            (content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"),
+            "",
+        )
+        rec = RecordedRequest(
+            index=len(self.requests),
+            t_mono=time.monotonic(),
+            t_wall=time.time(),
+            session_id=session,
+            model=body.get("model"),
+            agent=agent,
+            kind=kind,
+            system=system,
+            messages=messages,
+            tools=[
+                str((t.get("function") or {}).get("name"))
+                for t in body.get("tools") or []
+                if isinstance(t, dict)
+            ],
+            last_user_text=last_user,
+            body_len=len(raw),
+        )
+        self.requests.append(rec)
+        count_key = (agent, session)
+        n = self._counts.get(count_key, 0)
+        self._counts[count_key] = n + 1
+
+        action = self._pop(kind, session, agent)
+        if action is None:
+            rec.action = "default"
+            if kind == "title":
+                action = Text(text=DEFAULT_TITLE)
+            elif kind == "compaction":
+                action = Text(text=DEFAULT_SUMMARY)
+            else:
+                action = Text(text=default_text(agent, session, n))
+        else:
+            rec.action = action.kind
+        try:
+            return await self._serve(request, rec, action, str(body.get("model") or "scripted"))
+        except (_Disconnected, ConnectionError):
+            self._mark_disconnected(rec)
+            # once a stream is prepared, aiohttp expects that same object back
+            prepared = request.get(_PREPARED)
+            return prepared if prepared is not None else web.Response(status=499)
+        finally:
+            rec.finished_at = time.monotonic()
+
+    @staticmethod
+    def _mark_disconnected(rec: RecordedRequest) -> None:
+        if not rec.disconnected:
+            rec.disconnected = True
+            rec.disconnected_at = time.monotonic()
+
+    async def _wait(self, request: web.Request, seconds: float) -> None:
+        """Sleep ``seconds``; raise :class:`_Disconnected` as soon as the client goes away."""
+        deadline = time.monotonic() + seconds
+        while True:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                raise _Disconnected()
+            if self._stopping.is_set():
+                raise _Disconnected()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(_POLL, left))
+
+    async def _serve(
+        self, request: web.Request, rec: RecordedRequest, action: Action, model: str
+    ) -> web.StreamResponse:
+        if action.first_byte_delay > 0:
+            await self._wait(request, action.first_byte_delay)
+        if isinstance(action, HttpError):
+            headers: dict[str, str] = {}
+            if action.retry_after is not None:
+                headers["retry-after"] = f"{action.retry_after:g}"
+                headers["retry-after-ms"] = str(int(action.retry_after * 1000))
+            payload = {
+                "error": {
+                    "message": action.message,
+                    "type": action.error_type,
+                    "code": action.status,
+                }
+            }
+            return web.json_response(payload, status=action.status, headers=headers)
+        if isinstance(action, Hang):
+            await self._wait(request, action.max_seconds)
+            return web.json_response({"error": {"message": "hang ended"}}, status=504)
+
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        request[_PREPARED] = resp
+        created = int(time.time())
+        cid = f"chatcmpl-scripted-{rec.index}"
+
+        async def send(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
+            chunk: dict[str, Any] = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                raise _Disconnected()
+            await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+
+        await send({"role": "assistant", "content": ""})
+        finish = "stop"
+        if isinstance(action, Text):
+            if action.reasoning:
+                for piece in _chunks(action.reasoning, action.chunk_size):
+                    await send({"reasoning_content": piece})
+                    if action.chunk_delay:
+                        await self._wait(request, action.chunk_delay)
+            for piece in _chunks(action.text, action.chunk_size):
+                await send({"content": piece})
+                rec.reply_text += piece
+                if action.chunk_delay:
+                    await self._wait(request, action.chunk_delay)
+            finish = action.finish_reason
+        elif isinstance(action, Stall):
+            pieces = _chunks(action.text, action.chunk_size)
+            for i, piece in enumerate(pieces):
+                if i == action.chunks_before:
+                    await self._wait(request, action.pause)
+                await send({"content": piece})
+                rec.reply_text += piece
+            if len(pieces) <= action.chunks_before:  # short text: stall before finishing
+                await self._wait(request, action.pause)
+        elif isinstance(action, ToolCalls):
+            if action.text:
+                await send({"content": action.text})
+                rec.reply_text += action.text
+            for i, call in enumerate(action.calls):
+                args = orjson.dumps(call.arguments).decode()
+                half = max(1, len(args) // 2)
+                await send(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": call.id or f"call_{rec.index}_{i}",
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+                for piece in (args[:half], args[half:]):
+                    if action.chunk_delay:
+                        await self._wait(request, action.chunk_delay)
+                    await send({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            finish = "tool_calls"
+        prompt_tokens = action.prompt_tokens if action.prompt_tokens is not None else 100
+        completion_tokens = action.completion_tokens if action.completion_tokens is not None else 20
+        await send(
+            {},
+            finish,
+            usage={
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        )
+        await resp.write(b"data: [DONE]\n\n")
+        with contextlib.suppress(ConnectionError):
+            await resp.write_eof()
+        return resp
+
+    async def _handle_script(self, request: web.Request) -> web.Response:
+        data = orjson.loads(await request.read())
+        actions = _ACTIONS.validate_python(data.get("actions") or [])
+        self.script(*actions, agent=data.get("agent"), session=data.get("session"))
+        return web.json_response({"queued": len(actions)})
+
+    async def _handle_reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response(True)
+
+    async def _handle_agent_prompts(self, request: web.Request) -> web.Response:
+        data = orjson.loads(await request.read())
+        self.agent_prompts.update({str(k): str(v) for k, v in data.items()})
+        return web.json_response(self.agent_prompts)
+
+    async def _handle_requests(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=orjson.dumps([r.to_json() for r in self.requests]),
+            content_type="application/json",
+        )
+
+    async def _handle_health(self, request: web.Request) -> web.Response:
+        return web.json_response({"healthy": True, "requests": len(self.requests)})
+
+
+def _main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, default=4010)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+
+    async def run() -> None:
+        llm = ScriptedLLM()
+        await llm.start(port=args.port, host=args.host)
+        print(f"scripted LLM listening on {llm.base_url}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await llm.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,404 @@
+"""The daemon's local control API (aiohttp.web): used by the tool shims, the CLI and scripts.
+
+Contract: docs/control-api.md. Security (issue 4): loopback only (or a Unix socket made 0600), every
+route but ``/v1/ping`` needs ``Authorization: Bearer <token>`` where the token is read from a 0600
+file that the tool shims and the CLI read too. Bad input never yields a 500: each handler maps
+:class:`ValidationFailed` to 400 with ``{"error": "Error: …", "field": …}``; the server being
+unreachable is a 502 with a clear message. Tokens and passwords are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+from aiohttp import web
+
+from roundtabled import __version__
+from roundtabled.core.state import Budget
+from roundtabled.core.validation import PresetSpec, apply_preset, parse_request, seat_agents
+from roundtabled.engine.registry import Engine
+from roundtabled.errors import TransportError, ValidationFailed
+from roundtabled.service import export, listing
+
+if TYPE_CHECKING:
+    from roundtabled.opencode.stream import Backoff
+
+log = logging.getLogger("roundtabled.control")
+
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body accepted (1 MiB)."""
+MAX_WAIT_S = 60.0
+"""Longest long-poll of ``/result`` in seconds."""
+
+FEED_POLL_S = 1.0
+"""How often an idle progress feed checks whether the daemon is stopping (s)."""
+FEED_KEEPALIVE_S = 10.0
+"""Keep-alive comment interval of an idle progress feed (s)."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _iso(epoch_s: float) -> str:
+    """``epoch_s`` (seconds since the epoch) as ISO 8601 UTC, to the second."""
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="seconds")
+
+
+class StreamHealth(Protocol):
+    """What the health route reads of the event stream
+    (:class:`roundtabled.opencode.stream.EventStream`).
+
+    ``connected``: a connection is delivering events now; ``last_error``: why the stream is down
+    (``None`` while it is up); ``down_since``: when it went down (s since the epoch, ``None``
+    while up); ``backoff``: its reconnect backoff (the stream retries until it is back).
+    """
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    @property
+    def down_since(self) -> float | None: ...
+
+    @property
+    def backoff(self) -> Backoff: ...
+
+
+def ensure_token(path: Path) -> str:
+    """Read the control token from ``path``, creating it (mode 0600) when missing.
+
+    Raises:
+        OSError: the file cannot be read or created.
+    """
+    try:
+        token = path.read_text().strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    os.replace(tmp, path)
+    return token
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+def _error(message: str, status: int = 400, field: str | None = None) -> web.Response:
+    body: dict[str, Any] = {
+        "error": message if message.startswith("Error:") else f"Error: {message}"
+    }
+    if field is not None:
+        body["field"] = field
+    return _json(body, status)
+
+
+class ControlAPI:
+    """Builds the aiohttp application around an :class:`Engine`.
+
+    Args:
+        engine: the engine to drive.
+        token: the bearer token every request must carry.
+        stream: the daemon's event stream, for ``/v1/health`` (``None``: reported as not
+            connected).
+        presets: the configured panels by name (``[presets.NAME]``), applied to a call naming
+            one and listed by ``/v1/agents``.
+        default_budget: the configured ``budget_*`` limits for a call that gives none.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        token: str,
+        stream: StreamHealth | None = None,
+        *,
+        presets: dict[str, PresetSpec] | None = None,
+        default_budget: Budget | None = None,
+    ) -> None:
+        self.engine = engine
+        self.stream = stream
+        self.presets = dict(presets or {})
+        self.default_budget = default_budget
+        self._token = token.encode()
+        self._stopping = False
+        self.app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY_BYTES)
+        r = self.app.router
+        r.add_get("/v1/ping", self.ping)
+        r.add_get("/v1/health", self.health)
+        r.add_get("/v1/agents", self.agents)
+        r.add_post("/v1/roundtables", self.create)
+        r.add_get("/v1/roundtables", self.list)
+        r.add_get("/v1/roundtables/{ses}", self.status)
+        r.add_get("/v1/roundtables/{ses}/result", self.result)
+        r.add_post("/v1/roundtables/{ses}/cancel", self.cancel)
+        r.add_get("/v1/roundtables/{ses}/events", self.events)
+        r.add_get("/v1/roundtables/{ses}/export", self.export)
+
+    def stop_accepting(self) -> None:
+        """From now on refuse new and extended roundtables with 503 (the daemon is stopping: a
+        roundtable started now would be cut by the engine's shutdown before its first turn).
+        Every other route keeps answering until the API itself is closed."""
+        self._stopping = True
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path != "/v1/ping":
+            auth = request.headers.get("Authorization", "")
+            given = auth[7:].strip().encode() if auth.startswith("Bearer ") else b""
+            if not given or not hmac.compare_digest(given, self._token):
+                return _error(
+                    "missing or wrong token: send 'Authorization: Bearer <token>' "
+                    "with the content of roundtabled's token file",
+                    401,
+                )
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            # Unknown route (404), wrong method (405), body over the limit (413): JSON too.
+            where = {413: "body", 405: "method"}.get(exc.status, "path")
+            return _error(f"{exc.reason} ({request.method} {request.path})", exc.status, where)
+        except ValidationFailed as exc:
+            return _error(str(exc), 400, exc.field)
+        except TransportError as exc:
+            return _error(f"the OpenCode server did not answer as expected: {exc}", 502)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("control API handler failed: %s %s", request.method, request.path)
+            return _error("internal error in roundtabled (see its log)", 500)
+
+    async def _body(self, request: web.Request) -> Any:
+        if not request.can_read_body:
+            return {}
+        raw = await request.read()
+        if not raw:
+            return {}
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise ValidationFailed("body", "the request body is not valid JSON") from None
+
+    async def ping(self, request: web.Request) -> web.Response:
+        """Liveness (no auth)."""
+        return _json({"ok": True, "service": "roundtabled", "version": __version__})
+
+    async def health(self, request: web.Request) -> web.Response:
+        """Daemon and server health."""
+        e = self.engine
+        stream = self.stream
+        return _json(
+            {
+                "ok": e.ready.is_set() and e.last_error is None,
+                "version": __version__,
+                "ready": e.ready.is_set(),
+                "stopping": self._stopping,
+                "server": {
+                    "url": e.client.base_url,
+                    "version": e.server_version,
+                    "connected": stream is not None and stream.connected,
+                    "lastError": e.last_error or (stream.last_error if stream else None),
+                    # the stream retries until it is back: since when, and the longest wait
+                    "reconnectingSince": (
+                        _iso(stream.down_since)
+                        if stream is not None and stream.down_since is not None
+                        else None
+                    ),
+                    "retryMaxS": stream.backoff.ceiling() if stream is not None else None,
+                },
+                "active": len(e.tables),
+            }
+        )
+
+    async def agents(self, request: web.Request) -> web.Response:
+        """Agents a roundtable may seat (``available_agents``, spec §3)."""
+        directory = request.query.get("directory") or None
+        if directory is not None and not directory.startswith("/"):
+            raise ValidationFailed("directory", "directory must be an absolute path")
+        agents = await self.engine.client.agents(directory)
+        names = seat_agents(agents)
+        listed = [
+            {k: a.get(k) for k in ("name", "description", "mode", "color", "model", "native")}
+            for a in agents
+            if not a.get("hidden")
+        ]
+        listed.sort(key=lambda a: str(a["name"]))
+        text = "Available agents: " + ", ".join(names)
+        if self.presets:
+            # The tool's one-line answer names the presets too: `preset` is a roundtable argument.
+            text += ". Presets (roundtable's preset argument): " + ", ".join(sorted(self.presets))
+        presets = [
+            {"name": name, "agents": list(p.agents) if p.agents else None, "rounds": p.rounds}
+            for name, p in sorted(self.presets.items())
+        ]
+        return _json({"agents": listed, "presets": presets, "text": text})
+
+    async def create(self, request: web.Request) -> web.Response:
+        """Start or extend a roundtable (503 once the daemon is stopping)."""
+        if self._stopping:
+            return _error(
+                "roundtabled is shutting down and takes no new roundtables; start it again "
+                "(systemctl --user start roundtabled, or roundtabled serve) and retry",
+                503,
+            )
+        req = apply_preset(
+            parse_request(await self._body(request)), self.presets, self.default_budget
+        )
+        state = await self.engine.start(req)
+        return _json(
+            {
+                "sessionID": state.session_id,
+                "phase": state.phase.value,
+                "title": state.title,
+                "extended": req.extend,
+                "totalRounds": state.total_rounds,
+                # e.g. the low-diversity warning: shown at once by the CLI (docs/deliberation.md)
+                "notes": list(state.notes),
+            }
+        )
+
+    async def list(self, request: web.Request) -> web.Response:
+        """Active and recent roundtables, read from the server (``?all=true``, ``?limit=N``)."""
+        return _json(await listing.list_roundtables(self.engine, request.query))
+
+    def _ses(self, request: web.Request) -> str:
+        ses = request.match_info["ses"]
+        if not ses.startswith("ses_") or len(ses) > 100:
+            raise ValidationFailed("sessionID", f"sessionID must look like 'ses_…', got {ses!r}")
+        return ses
+
+    async def status(self, request: web.Request) -> web.Response:
+        """One roundtable's status."""
+        ses = self._ses(request)
+        st = self.engine.status(ses, result=True) or await self.engine.stored_status(
+            ses, result=True
+        )
+        if st is None:
+            return _error(f"no roundtable {ses!r} is known to this daemon", 404, "sessionID")
+        return _json(st)
+
+    async def result(self, request: web.Request) -> web.Response:
+        """Long-poll for the result (``wait`` seconds, 0–60)."""
+        ses = self._ses(request)
+        try:
+            wait = float(request.query.get("wait", "25"))
+        except ValueError:
+            raise ValidationFailed(
+                "wait", "wait must be a number of seconds from 0 to 60"
+            ) from None
+        if not 0 <= wait <= MAX_WAIT_S:
+            raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
+        call_id = request.query.get("callID") or None
+        res = await self.engine.wait_result(ses, wait)
+        if res is None:
+            st = self.engine.status(ses) or {}
+            return _json(
+                {
+                    "done": False,
+                    "phase": st.get("phase"),
+                    "round": st.get("round"),
+                    "agent": st.get("agent"),
+                }
+            )
+        if request.transport is None or request.transport.is_closing():
+            return _json(res)  # the poller is gone: do not consume
+        taken = self.engine.take_result(ses, tool_call_id=call_id) or res
+        return _json({k: v for k, v in taken.items() if k != "consumedByTool"})
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        """Cancel a roundtable."""
+        ses = self._ses(request)
+        body = await self._body(request)
+        if not isinstance(body, dict):
+            raise ValidationFailed("body", "the body must be a JSON object")
+        summarize = body.get("summarize", False)
+        if not isinstance(summarize, bool):
+            raise ValidationFailed("summarize", "summarize must be true or false")
+        reason = body.get("reason", "cancelled by the user")
+        if not isinstance(reason, str) or len(reason) > 500:
+            raise ValidationFailed("reason", "reason must be a string of at most 500 characters")
+        state = await self.engine.cancel(ses, summarize=summarize, reason=reason)
+        return _json({"ok": True, "phase": state.phase.value})
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """SSE feed of one roundtable's progress."""
+        ses = self._ses(request)
+        q = self.engine.subscribe(ses)
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        idle_s = 0.0
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(q.get(), timeout=FEED_POLL_S)
+                except TimeoutError:
+                    # A stopping daemon ends its feeds, so a follower (`roundtabled watch`) sees
+                    # the end at once and reattaches to the next daemon.
+                    if self._stopping:
+                        break
+                    idle_s += FEED_POLL_S
+                    if idle_s >= FEED_KEEPALIVE_S:
+                        idle_s = 0.0
+                        await resp.write(b": keep-alive\n\n")
+                    continue
+                idle_s = 0.0
+                await resp.write(b"data: " + orjson.dumps(item) + b"\n\n")
+                if item.get("type") == "done":
+                    break
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.engine.unsubscribe(ses, q)
+        with contextlib.suppress(ConnectionResetError):
+            await resp.write_eof()
+        return resp
+
+    async def export(self, request: web.Request) -> web.Response:
+        """The whole debate as Markdown or JSON."""
+        ses = self._ses(request)
+        fmt = request.query.get("format", "md")
+        if fmt not in ("md", "json"):
+            raise ValidationFailed("format", f"format must be 'md' or 'json', got {fmt!r}")
+        data = await export.collect(self.engine, ses)
+        if fmt == "json":
+            return _json(data)
+        return web.Response(text=export.to_markdown(data), content_type="text/markdown")
+
+
+async def serve_control(api: ControlAPI, host: str, port: int) -> web.AppRunner:
+    """Start the control API on ``host:port`` (loopback) or ``unix:/path`` (made 0600).
+
+    Returns the runner (``await runner.cleanup()`` to stop). ``port`` 0 picks a free port; the
+    chosen one is in ``runner.addresses``.
+    """
+    runner = web.AppRunner(api.app, access_log=None, handle_signals=False)
+    await runner.setup()
+    if host.startswith("unix:"):
+        path = host[5:]
+        site: web.BaseSite = web.UnixSite(runner, path)
+        await site.start()
+        os.chmod(path, 0o600)
+    else:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+    return runner

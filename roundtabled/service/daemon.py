@@ -1,0 +1,265 @@
+"""``roundtabled serve``: wiring of client, engine, event stream, control API, signals, systemd.
+
+Start-up order:
+1. control API up on loopback (so the tool shims get a clear "not ready" instead of a refused
+   connection while the daemon starts);
+2. the OpenCode server is checked (``/global/health``); a 401 is reported naming
+   ``OPENCODE_SERVER_PASSWORD`` and retried with backoff, never in a tight loop;
+3. the event stream connects; on its first ``server.connected`` the start-up recovery scan runs
+   (every roundtable left active is resumed), then ``READY=1`` is sent to systemd;
+4. on every reconnect every roundtable is resynced; a periodic status/watchdog task keeps
+   ``STATUS=`` and ``WATCHDOG=1`` going from the event loop.
+
+SIGTERM/SIGINT: stop within ``shutdown_window`` seconds and exit 0; the state of every roundtable
+is already persisted in its S2, so a restart resumes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+import time
+from typing import Any
+
+from roundtabled import __version__
+from roundtabled.core.events import BODY_UNUSED
+from roundtabled.core.state import Signer
+from roundtabled.engine.registry import Engine
+from roundtabled.engine.registry import Settings as EngineSettings
+from roundtabled.errors import AuthFailed, TransportError
+from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.stream import EventStream
+from roundtabled.service import config as cfg
+from roundtabled.service.control import ControlAPI, ensure_token, serve_control
+from roundtabled.service.notify import Notifier
+
+log = logging.getLogger("roundtabled")
+
+
+def freeze_heap() -> float:
+    """Collect garbage once, then exempt every object alive now from later collections
+    (``gc.freeze``); returns the milliseconds spent.
+
+    Why: CPython 3.11's full (generation 2) collection walks every tracked object, on the event
+    loop. Objects alive once the daemon is up (modules, classes, pydantic schemas, aiohttp) live
+    as long as the process, yet each full collection walked them again: 5–10 ms in the daemon's
+    own process (~48,000 objects) and 40–100 ms when the daemon runs inside a test process
+    (measured with ``gc.callbacks``). Such a pause in the middle of a handoff is daemon-side
+    handoff time (issue 5 figure 2; regression "huge events under load", whose p99 it broke
+    in CI). After the freeze a full collection walks only objects made later.
+
+    Embedding (the tests run the daemon in-process): the embedding process's objects are frozen
+    too; they are reclaimed normally by reference counting, only cyclic garbage among them is
+    never collected. Called once per :meth:`Daemon.run`, before the event stream starts.
+    """
+    started = time.perf_counter()
+    gc.collect()
+    gc.freeze()
+    return (time.perf_counter() - started) * 1000
+
+
+def engine_settings(s: cfg.Settings) -> EngineSettings:
+    """Project the daemon settings onto the engine's."""
+    return EngineSettings(
+        turn_timeout=s.turn_timeout,
+        loop_threshold=s.loop_threshold,
+        resync_period=s.resync_period,
+        permission_policy=s.permission_policy,
+        usage_footer=s.usage_footer,
+        hide_past_prompts=s.hide_past_prompts,
+        progress_toasts=s.progress_toasts,
+        state_dir=s.state_dir,
+        directories=tuple(s.directories),
+    )
+
+
+def listen_error(settings: cfg.Settings, exc: OSError) -> str:
+    """Why the control API could not listen, naming what to change: the port of a TCP host,
+    the socket's path of a ``unix:/path`` host."""
+    why = exc.strerror or str(exc)
+    host = settings.control_host
+    if host.startswith("unix:"):
+        return (
+            f"cannot listen on the unix socket {host[5:]} for the control API ({why}): does its "
+            "directory exist and is it writable, or is another roundtabled running on it? Set "
+            "control_host / ROUNDTABLED_CONTROL_HOST to another unix:/path."
+        )
+    return (
+        f"cannot listen on {host}:{settings.control_port} for the control API ({why}): is "
+        "another roundtabled running? Set control_port / ROUNDTABLED_CONTROL_PORT to another port."
+    )
+
+
+class Daemon:
+    """The running service.
+
+    Args:
+        settings: effective settings (see :mod:`roundtabled.service.config`).
+        notifier: systemd notifier (default: from the environment).
+    """
+
+    def __init__(self, settings: cfg.Settings, notifier: Notifier | None = None) -> None:
+        self.settings = settings
+        self.notifier = notifier or Notifier()
+        password = settings.server_password.get_secret_value() if settings.server_password else None
+        self.client = OpenCodeClient(
+            settings.server_url,
+            username=settings.server_username,
+            password=password,
+            timeout=settings.http_timeout,
+            max_concurrency=settings.max_concurrency,
+        )
+        self.signer = Signer.from_file(settings.key_file)
+        self.token = ensure_token(settings.token_file)
+        self.engine = Engine(self.client, self.signer, engine_settings(settings))
+        self.stream = EventStream(
+            settings.server_url,
+            username=settings.server_username,
+            password=password,
+            on_event=self.engine.on_event,
+            on_connect=self._on_connect,
+            on_disconnect=self._on_disconnect,
+            # The engine reads replies over REST: a huge message.part.* event is only a hint.
+            lazy_types=BODY_UNUSED,
+        )
+        self.engine.shell.on_change = self._report_status
+        self.api = ControlAPI(
+            self.engine,
+            self.token,
+            stream=self.stream,
+            presets=settings.presets,
+            default_budget=settings.default_budget(),
+        )
+        self.control_address: str | None = None
+        self._stop = asyncio.Event()
+        self._recovered = False
+
+    async def _on_connect(self) -> None:
+        if not self._recovered:
+            await self._check_server()
+            counters = await self.engine.recover()
+            self._recovered = True
+            self.engine.ready.set()
+            log.info(
+                "ready: %d roundtable(s) active (scanned %d session(s))",
+                len(self.engine.tables),
+                counters["scanned"],
+            )
+            self.notifier.ready(self._status_line())
+        await self.engine.on_connect()
+
+    def _on_disconnect(self, reason: str) -> None:
+        if "disposed" in reason or "closed" in reason:
+            log.info("event stream closed: %s; reconnecting and resyncing", reason)
+        else:
+            log.warning("event stream lost: %s; reconnecting and resyncing", reason)
+
+    async def _check_server(self) -> None:
+        try:
+            health = await self.client.health()
+            self.engine.server_version = str(health.get("version"))
+            self.engine.last_error = None
+        except AuthFailed as exc:
+            self.engine.last_error = str(exc)
+            raise
+        except TransportError as exc:
+            self.engine.last_error = str(exc)
+
+    def _status_line(self) -> str:
+        n = len(self.engine.tables)
+        return f"{n} active roundtable{'s' if n != 1 else ''}"
+
+    def _report_status(self) -> None:
+        if self.engine.ready.is_set():
+            self.notifier.status(self._status_line())
+
+    async def _wait_for_server(self) -> None:
+        """Health-check until the server answers; 401 and refusals back off (0.5 s → 30 s)."""
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                await self._check_server()
+                if self.engine.last_error is None:
+                    log.info(
+                        "OpenCode server %s is up (version %s)",
+                        self.settings.server_url,
+                        self.engine.server_version,
+                    )
+                    return
+                log.warning(
+                    "OpenCode server %s not reachable: %s",
+                    self.settings.server_url,
+                    self.engine.last_error,
+                )
+            except AuthFailed as exc:
+                log.error("%s (setting: server_password / OPENCODE_SERVER_PASSWORD)", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+            delay = min(delay * 2, 30.0)
+
+    async def _heartbeat(self) -> None:
+        interval = self.notifier.watchdog_interval or 5.0
+        while True:
+            await asyncio.sleep(interval)
+            if self.notifier.watchdog_interval:
+                self.notifier.watchdog()
+            self._report_status()
+
+    def request_stop(self) -> None:
+        """Begin a graceful stop (signal handler)."""
+        self._stop.set()
+
+    async def run(self) -> int:
+        """Run until stopped. Returns the process exit code (0 on a clean stop)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop)
+        try:
+            runner = await serve_control(
+                self.api, self.settings.control_host, self.settings.control_port
+            )
+        except OSError as exc:
+            log.error("%s", listen_error(self.settings, exc))
+            return 1
+        addrs = runner.addresses
+        if addrs and isinstance(addrs[0], tuple):
+            self.control_address = f"http://{addrs[0][0]}:{addrs[0][1]}"
+        else:
+            self.control_address = self.settings.control_host
+        log.info("roundtabled %s control API on %s", __version__, self.control_address)
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            await self._wait_for_server()
+            if not self._stop.is_set():
+                spent = freeze_heap()
+                log.debug("heap frozen (%d objects) in %.1f ms", gc.get_freeze_count(), spent)
+                tasks.append(asyncio.create_task(self.stream.run(), name="event-stream"))
+                tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
+                await self._stop.wait()
+        finally:
+            started = time.monotonic()
+            # New roundtables are refused (503) before the engine closes: one accepted now
+            # would be cut before its first turn.
+            self.api.stop_accepting()
+            self.notifier.stopping()
+            log.info("stopping (window %.1f s)", self.settings.shutdown_window)
+            for t in tasks:
+                t.cancel()
+            await self.engine.close(window=max(0.5, self.settings.shutdown_window - 2))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(runner.cleanup(), 2.0)
+            await self.client.close()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            log.info("stopped in %.2f s", time.monotonic() - started)
+        return 0
+
+
+async def serve(settings: cfg.Settings) -> int:
+    """Run the daemon with ``settings`` (what ``roundtabled serve`` does)."""
+    return await Daemon(settings).run()

@@ -1,0 +1,440 @@
+"""A real roundtable end to end on a fresh machine: ``scripts/demo`` (module
+``roundtabled.service.demo``).
+
+It starts a private ``opencode serve`` (the pinned npm package) in a temporary project with three
+debaters (pm, dev, rv from ``examples/opencode.json``), installs the tools, runs ``roundtabled
+serve`` as a separate process, and drives a 3-agent × 2-round debate with the real CLI
+(``roundtabled start``), then shows ``list``, ``status`` and writes ``export --format md``.
+
+Model: ``ROUNDTABLED_DEMO_MODEL=provider/model`` (e.g. ``anthropic/claude-sonnet-4-5``) uses your
+own model through your OpenCode credentials (``opencode auth login`` stores them under
+``$XDG_DATA_HOME/opencode``); otherwise the offline scripted model answers (no network), and the
+demo says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roundtabled.service import install
+
+if TYPE_CHECKING:  # the test harness is imported only when the demo runs (see _offline_model)
+    from roundtabled.offline.opencode_server import OpenCodeServer
+    from roundtabled.offline.scripted_llm import ScriptedLLM
+
+TOPIC = (
+    "Our payments service is a 6-year-old Django monolith. Should we split it into "
+    "microservices this year? Round 1: positions. Round 2: converge on a plan."
+)
+
+SCRIPT: dict[str, list[str]] = {
+    "pm": [
+        "From the product side the pain is release speed: every payments change waits for the "
+        "monthly train, and two enterprise deals are blocked on faster compliance fixes. I would "
+        "split only what slows us down, starting with the reconciliation jobs.\n\n"
+        "Position: split the slow parts — extract reconciliation first (confidence 6/10)",
+        "I can accept the modular monolith if we commit to a weekly release of the payments "
+        "module and publish the ledger interface by the end of the quarter so partners can "
+        "integrate against it.\n\n"
+        "Position: modular monolith — weekly module releases and a published ledger interface "
+        "(confidence 7/10)",
+    ],
+    "dev": [
+        "A full split is risky: the ledger, refunds and payouts share one Postgres schema and "
+        "forty cross-module joins. Extracting services means distributed transactions we do not "
+        "have the tooling for. I propose enforcing module boundaries inside the monolith first."
+        "\n\nPosition: modular monolith — enforce module boundaries first (confidence 8/10)",
+        "Agreed on weekly releases. Concretely: package boundaries enforced by import-linter, "
+        "reconciliation moved to its own worker with its own schema, and a strangler interface "
+        "for payouts. Any service extraction waits until those seams hold for two quarters."
+        "\n\nPosition: modular monolith — seams first, extraction after two quarters "
+        "(confidence 8/10)",
+    ],
+    "rv": [
+        "As reviewer I see two risks nobody priced: on-call load doubles with every new service, "
+        "and audit evidence today comes from one database. Whatever we do must keep a single "
+        "audit trail and an owner per module.\n\n"
+        "Position: modular monolith — one audit trail, an owner per module (confidence 7/10)",
+        "The converged plan is sound if each boundary gets an owner and an audit hook. I would "
+        "add a kill criterion: if the modular seams still leak after two quarters, we stop and "
+        "revisit instead of extracting by default.\n\n"
+        "Position: modular monolith — with owners, audit hooks and a kill criterion "
+        "(confidence 8/10)",
+    ],
+}
+PM_CHANGED = "Changed: dev's shared-schema numbers make a split this year too risky.\n\n"
+"""pm's second turn starts with this line (its label changed, docs/result.md)."""
+VERDICT = {
+    "decision": "keep a modular monolith with weekly payments releases; extract services only "
+    "along seams proven for two quarters",
+    "confidence": 0.8,
+    "consensus": "unanimous",
+    "agreements": ["no big-bang split", "weekly payments releases", "an owner per module"],
+    "disagreements": [],
+    "openQuestions": ["Who owns the ledger interface?"],
+    "nextSteps": ["publish the ledger interface this quarter", "review the seams in two quarters"],
+}
+DEGRADED_SUMMARY = (
+    "**Executive summary.** pm and rv lean towards a modular monolith; dev did not take part, "
+    "so the engineering cost of either path was not argued.\n\n"
+    "**Key points.** *pm*: release speed blocks deals. *rv*: a single audit trail and an owner "
+    "per module.\n\n**Decisions.** Start with a modular monolith; revisit with dev.\n\n"
+    "**Open questions.** The cost of splitting the shared schema.\n\n"
+    "**Next steps.** Re-run the roundtable once dev's model is reachable."
+)
+DEGRADED_VERDICT = {
+    # Claims more than the panel gave: the daemon lowers it (dev never spoke, docs/result.md).
+    "decision": "start with a modular monolith; revisit when dev's cost view is in",
+    "confidence": 0.8,
+    "consensus": "unanimous",
+    "agreements": ["a modular monolith is the safer start"],
+    "disagreements": [],
+    "openQuestions": ["the cost of splitting the shared schema"],
+    "nextSteps": ["re-run with dev"],
+}
+
+
+def _with_verdict(prose: str, verdict: dict[str, Any]) -> str:
+    """The observer's reply: the prose sections, then the fenced verdict (docs/result.md)."""
+    return f"{prose}\n\n6. **Verdict**\n```json\n{json.dumps(verdict, indent=1)}\n```"
+
+
+OBSERVER_SUMMARY = (
+    "**Executive summary.** The panel rejects a big-bang split of the payments monolith and "
+    "converges on a modular monolith with weekly releases, extracting services only along "
+    "seams proven for two quarters.\n\n"
+    "**Key points.** *pm*: release speed blocks deals; split what slows us down. *dev*: "
+    "shared schema and joins make services risky; enforce boundaries first. *rv*: on-call "
+    "load and a single audit trail must be protected.\n\n"
+    "**Decisions.** Weekly payments releases; import-linter boundaries; reconciliation worker"
+    " with its own schema; a strangler interface for payouts; an owner and audit hook per "
+    "module.\n\n"
+    "**Open questions.** Who owns the ledger interface? What tooling will distributed "
+    "transactions need later?\n\n"
+    "**Next steps.** Publish the ledger interface this quarter, set up the reconciliation "
+    "worker, and review the seams in two quarters against the kill criterion."
+)
+
+
+def _examples_config() -> dict[str, Any]:
+    here = Path(__file__).resolve().parents[2] / "examples" / "opencode.json"
+    data: dict[str, Any] = json.loads(here.read_text()) if here.exists() else {}
+    # Inline the prompt files (`"prompt": "{file:./agents/pm.md}"`, relative to examples/): the
+    # demo writes the config into another directory, where the relative paths would not resolve.
+    for agent in (data.get("agent") or {}).values():
+        prompt = agent.get("prompt") if isinstance(agent, dict) else None
+        if isinstance(prompt, str) and prompt.startswith("{file:") and prompt.endswith("}"):
+            agent["prompt"] = (here.parent / prompt[6:-1]).read_text()
+    return data
+
+
+def _bin(name: str) -> str:
+    cand = Path(sys.executable).parent / name
+    return str(cand) if cand.exists() else name
+
+
+def _run(args: list[str], env: dict[str, str], *, check: bool = True) -> int:
+    print(
+        f"\n$ {' '.join(args[:1] + [a if ' ' not in a else repr(a) for a in args[1:]])}", flush=True
+    )
+    proc = subprocess.run([_bin(args[0]), *args[1:]], env=env)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"demo: `{' '.join(args)}` exited with {proc.returncode}")
+    return proc.returncode
+
+
+async def _offline_model(
+    args: argparse.Namespace, agents_cfg: dict[str, Any]
+) -> tuple[ScriptedLLM, dict[str, Any]]:
+    """Start the offline scripted model with the demo's replies; returns it and the OpenCode
+    config pointing at it. Imports the test harness here, so ``roundtabled.service.demo`` alone
+    does not."""
+    from roundtabled.offline.opencode_server import offline_config
+    from roundtabled.offline.scripted_llm import HttpError, ScriptedLLM, Text
+
+    llm = ScriptedLLM()
+    await llm.start()
+    config = offline_config(llm.base_url)
+    for name in ("pm", "dev", "rv"):
+        if name in agents_cfg:
+            config["agent"][name] = {
+                **agents_cfg[name],
+                "prompt": config["agent"][name]["prompt"]
+                + "\n"
+                + str(agents_cfg[name].get("prompt", "")),
+            }
+        for i, text in enumerate(SCRIPT[name]):
+            if name == "dev" and args.degraded:
+                # The degraded demo: dev's provider fails on every turn.
+                llm.script(HttpError(status=400, message="dev's provider is down"), agent=name)
+                continue
+            changed = PM_CHANGED if not args.degraded else "Changed: rv's audit point.\n\n"
+            text = changed + text if (name, i) == ("pm", 1) else text
+            llm.script(Text(text=text, chunk_size=24, chunk_delay=0.01), agent=name)
+    summary = (
+        _with_verdict(DEGRADED_SUMMARY, DEGRADED_VERDICT)
+        if args.degraded
+        else _with_verdict(OBSERVER_SUMMARY, VERDICT)
+    )
+    llm.script(Text(text=summary, chunk_size=40), agent="roundtable-observer")
+    return llm, config
+
+
+@dataclass
+class DemoEnv:
+    """A running demo set-up: the OpenCode server, the daemon and how to reach them."""
+
+    work: Path
+    server: OpenCodeServer
+    env: dict[str, str]
+    """The environment for ``roundtabled`` commands that talk to this daemon."""
+    control_port: int
+    token_file: Path
+
+
+@contextlib.asynccontextmanager
+async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
+    """Start the model (offline scripted, or ``ROUNDTABLED_DEMO_MODEL``), a private ``opencode
+    serve`` in a temporary project with the example debaters and the tools, and ``roundtabled
+    serve``; stop them all on exit (the work directory is removed unless ``--keep``/``--workdir``).
+    """
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="roundtabled-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    model = os.environ.get("ROUNDTABLED_DEMO_MODEL")
+    llm: ScriptedLLM | None = None
+    agents_cfg = _examples_config().get("agent", {})
+    if model:
+        print(f"demo: using YOUR model {model} through your OpenCode credentials")
+        config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": False,
+            "share": "disabled",
+            "snapshot": False,
+            "model": model,
+            "agent": {**agents_cfg, "title": {"disable": True}},
+        }
+        server_env = {k: v for k, v in os.environ.items() if k.startswith("XDG_DATA_HOME")}
+        if "XDG_DATA_HOME" not in server_env:
+            server_env["XDG_DATA_HOME"] = str(Path.home() / ".local" / "share")
+    else:
+        print(
+            "demo: no ROUNDTABLED_DEMO_MODEL set -> using the OFFLINE scripted model "
+            "(set ROUNDTABLED_DEMO_MODEL=provider/model to debate with a real one)"
+        )
+        llm, config = await _offline_model(args, agents_cfg)
+        server_env = {}
+
+    from roundtabled.offline.opencode_server import OpenCodeServer, free_port
+
+    port = free_port()
+    rt_env = dict(os.environ)
+    rt_env.update(
+        {
+            "XDG_CONFIG_HOME": str(work / "roundtabled-config"),
+            "XDG_STATE_HOME": str(work / "roundtabled-state"),
+            "ROUNDTABLED_CONTROL_PORT": str(port),
+        }
+    )
+    token_file = work / "roundtabled-config" / "roundtabled" / "token"
+    staging = work / "tools"
+    files = {
+        ".opencode/" + p.relative_to(staging).as_posix(): p.read_text()
+        for p in install.install_tools(
+            staging, control_url=f"http://127.0.0.1:{port}", token_file=token_file
+        )
+    }
+    server = OpenCodeServer(work / "opencode", config, env=server_env)
+    for rel, text in files.items():
+        target = server.project_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    daemon: subprocess.Popen[bytes] | None = None
+    try:
+        await server.start()
+        print(f"demo: OpenCode {server.url} (project {server.project_dir})")
+        rt_env["ROUNDTABLED_SERVER_URL"] = server.url
+        log = await asyncio.to_thread(open, work / "roundtabled.log", "wb")
+        daemon = await asyncio.to_thread(
+            subprocess.Popen,
+            [_bin("roundtabled"), "serve"],
+            env=rt_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(100):
+            if token_file.exists():
+                try:
+                    import urllib.request
+
+                    await asyncio.to_thread(
+                        urllib.request.urlopen, f"http://127.0.0.1:{port}/v1/ping", timeout=1
+                    )
+                    break
+                except OSError:
+                    pass
+            await asyncio.sleep(0.1)
+        print(
+            f"demo: roundtabled serve is up (control API http://127.0.0.1:{port}, log "
+            f"{work / 'roundtabled.log'})"
+        )
+        yield DemoEnv(work, server, rt_env, port, token_file)
+    finally:
+        if daemon is not None:
+            daemon.terminate()
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        await server.stop()
+        if llm is not None:
+            await llm.stop()
+        if not args.keep and not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def transcript_path(args: argparse.Namespace, work: Path) -> Path:
+    """Where the demo writes the transcript: ``--transcript FILE``; in ``--workdir``/``--keep``
+    runs the work directory; else beside it in the temporary directory (the work directory is
+    removed at the end, the transcript stays)."""
+    if args.transcript:
+        return Path(args.transcript).expanduser().resolve()
+    if args.keep or args.workdir:
+        return work / "transcript.md"
+    return work.parent / f"{work.name}-transcript.md"
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    # SIGTERM (`kill`, a timeout) stops the demo like Ctrl-C: through the clean-up that stops the
+    # server and the daemon it started (the default would leave them running).
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    if args.serve:
+        return await serve_async(args)
+    started = time.monotonic()
+    async with demo_environment(args) as demo:
+        rt_env, loop = demo.env, asyncio.get_running_loop()
+        t0 = time.monotonic()
+        code = await loop.run_in_executor(
+            None,
+            lambda: _run(
+                [
+                    "roundtabled",
+                    "start",
+                    "--agents",
+                    "pm,dev,rv",
+                    "--rounds",
+                    "2",
+                    "--directory",
+                    str(demo.server.project_dir),
+                    "--title",
+                    "Demo: split the payments monolith?",
+                    TOPIC,
+                ],
+                rt_env,
+                check=False,
+            ),
+        )
+        debate_s = time.monotonic() - t0
+        listing = await asyncio.to_thread(
+            subprocess.run,
+            [_bin("roundtabled"), "list", "--json"],
+            env=rt_env,
+            capture_output=True,
+            text=True,
+        )
+        rows = json.loads(listing.stdout or "[]") if listing.returncode == 0 else []
+        ses = rows[0]["sessionID"] if rows else None
+        await loop.run_in_executor(None, lambda: _run(["roundtabled", "list"], rt_env))
+        if ses:
+            await loop.run_in_executor(None, lambda: _run(["roundtabled", "status", ses], rt_env))
+            out = transcript_path(args, demo.work)
+            await loop.run_in_executor(
+                None,
+                lambda: _run(
+                    ["roundtabled", "export", ses, "--format", "md", "-o", str(out)], rt_env
+                ),
+            )
+            print(f"\ndemo: transcript written to {out} (it stays after the demo)")
+        if not (args.keep or args.workdir):
+            print(
+                f"demo: the rest of {demo.work} (server data, daemon log) is removed now; "
+                "--keep keeps it"
+            )
+        print(
+            f"\ndemo: debate {debate_s:.1f} s, whole demo {time.monotonic() - started:.1f} s, "
+            f"exit {code}"
+        )
+        return code
+
+
+async def serve_async(args: argparse.Namespace) -> int:
+    """``--serve``: start everything and wait (Ctrl-C stops it), printing how to drive the
+    daemon by hand with the CLI from another shell, and how to open the OpenCode TUI on it."""
+    async with demo_environment(args) as demo:
+        bin_dir = Path(sys.executable).parent
+        opencode = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "opencode"
+        print(
+            "\ndemo: ready. In another shell (same checkout):\n"
+            f"  export ROUNDTABLED_URL=http://127.0.0.1:{demo.control_port} "
+            f"ROUNDTABLED_TOKEN_FILE={demo.token_file} "
+            f"ROUNDTABLED_SERVER_URL={demo.server.url}\n"
+            f"  {bin_dir / 'roundtabled'} agents --directory {demo.server.project_dir}\n"
+            f"  {bin_dir / 'roundtabled'} start --agents pm,dev,rv --rounds 2 "
+            f'--directory {demo.server.project_dir} "Should we split the payments monolith?"\n'
+            f"  {bin_dir / 'roundtabled'} list\n"
+            f"The OpenCode TUI on this server: {opencode} attach {demo.server.url} "
+            f"--dir {demo.server.project_dir}\n"
+            "The offline model answers the first pm/dev/rv debate with the demo's script, any "
+            "other turn with filler text.\n"
+            "Ctrl-C here stops everything.",
+            flush=True,
+        )
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+    return 0
+
+
+def main() -> int:
+    """Entry point of ``python -m roundtabled.service.demo``."""
+    p = argparse.ArgumentParser(prog="roundtabled-demo", description=__doc__.split("\n")[0])
+    p.add_argument("--workdir", help="keep everything in this directory")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument(
+        "--transcript",
+        metavar="FILE",
+        help="write the transcript here (default: beside the temporary directory; it stays)",
+    )
+    p.add_argument(
+        "--degraded",
+        action="store_true",
+        help="offline model only: dev's provider fails on every turn, to show a degraded result",
+    )
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="start the server, the offline model and the daemon, print how to use the CLI and "
+        "the TUI on them by hand, and wait until Ctrl-C",
+    )
+    try:
+        return asyncio.run(main_async(p.parse_args()))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

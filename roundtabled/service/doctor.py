@@ -1,0 +1,523 @@
+"""``roundtabled doctor``: is everything in place for a roundtable? Each check prints ✓ or ✗ (or
+``-`` when an earlier failure makes it moot) and, when it fails, one fix-it hint.
+
+Checks, in order (each talks to the real thing, nothing is assumed):
+
+1. **config** — the configuration file in use (the settings already loaded without error).
+2. **server** — ``GET {server_url}/global/health`` answers; shows the OpenCode version.
+3. **auth** — the server accepts our credentials (or needs none); a 401 names the setting.
+4. **events** — ``GET /global/event`` delivers its first ``server.connected`` within
+   :data:`STREAM_TIMEOUT_S`.
+5. **tools** — the ``roundtable``/``available_agents`` tools and the observer agent are installed
+   for the current project (``.opencode/`` here or above) or globally, and the server loaded them
+   (``GET /experimental/tool/ids`` lists them; else: its config directory, from ``GET /path``).
+6. **agents** — the server lists at least two agents a roundtable can seat, and the hidden
+   observer agent ``roundtable-observer``.
+7. **daemon** — the control API answers ``/v1/ping`` and, with the token, ``/v1/health``: ready,
+   connected to the same server, number of active roundtables.
+
+Exit code: 0 when every check passed, 1 otherwise. Secrets are never printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+
+from roundtabled import __version__
+from roundtabled.service import config as cfg
+
+OBSERVER_AGENT = "roundtable-observer"
+"""Name of the built-in observer agent installed with the tools."""
+HTTP_TIMEOUT_S = 5.0
+"""Timeout of each HTTP check, in seconds."""
+STREAM_TIMEOUT_S = 5.0
+"""How long the event stream may take to send ``server.connected``, in seconds."""
+
+
+@dataclass
+class Check:
+    """The outcome of one check. ``ok`` is ``None`` when the check was skipped."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+    warn: bool = False
+    """A passed check worth a look (printed with ``!``): it does not fail doctor."""
+
+
+def _marks() -> tuple[str, str, str]:
+    enc = (getattr(sys.stdout, "encoding", None) or "ascii").lower()
+    try:
+        "✓✗".encode(enc)
+    except (UnicodeEncodeError, LookupError):
+        return "OK  ", "FAIL", "-   "
+    return "✓", "✗", "-"
+
+
+def _print(check: Check) -> None:
+    good, bad, skip = _marks()
+    mark = good if check.ok else (skip if check.ok is None else bad)
+    if check.ok and check.warn:
+        mark = "!"
+    print(f"{mark} {check.name:8} {check.detail}")
+    if check.fix and not check.ok:
+        print(f"  {'':8} fix: {check.fix}")
+
+
+def _auth(settings: cfg.Settings) -> aiohttp.BasicAuth | None:
+    if settings.server_password is None:
+        return None
+    return aiohttp.BasicAuth(settings.server_username, settings.server_password.get_secret_value())
+
+
+def _start_server_hint(settings: cfg.Settings) -> str:
+    return (
+        f"start the OpenCode server: `opencode serve --port {_port(settings.server_url)}` "
+        "(or `systemctl --user start opencode-serve`), or point server_url / "
+        "ROUNDTABLED_SERVER_URL at the running one"
+    )
+
+
+def _port(url: str) -> int:
+    """The port of ``url`` (4096 when it names none or an invalid one: this is only a hint)."""
+    try:
+        return urlsplit(url).port or 4096
+    except ValueError:
+        return 4096
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the OpenCode server's base URL (``None``: it can): a scheme other
+    than http/https, no host, or a port that is not a number from 1 to 65535."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"server_url {url!r} is not a valid URL: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"server_url {url!r} must be an http:// or https:// URL with a host"
+    if port == 0:
+        return f"server_url {url!r} has port 0"
+    return None
+
+
+async def _server_checks(http: aiohttp.ClientSession, settings: cfg.Settings) -> list[Check]:
+    """server, auth, events."""
+    url = settings.server_url
+    timeout = aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S)
+    try:
+        async with http.get(f"{url}/global/health", timeout=timeout) as resp:
+            status = resp.status
+            body = await resp.read()
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+        return [
+            Check("server", False, f"{url} not reachable: {reason}", _start_server_hint(settings)),
+            Check("auth", None, "not checked (server unreachable)"),
+            Check("events", None, "not checked (server unreachable)"),
+        ]
+    version = "?"
+    if status == 200:
+        with contextlib.suppress(orjson.JSONDecodeError, AttributeError):
+            version = str(orjson.loads(body).get("version", "?"))
+    if status not in (200, 401):
+        return [
+            Check(
+                "server",
+                False,
+                f"{url}/global/health answered HTTP {status}",
+                "is server_url the OpenCode server (`opencode serve`)?",
+            ),
+            Check("auth", None, "not checked"),
+            Check("events", None, "not checked"),
+        ]
+    checks: list[Check] = []
+    auth = _auth(settings)
+    if status == 200 and auth is None:
+        checks.append(Check("server", True, f"{url} reachable, OpenCode {version}"))
+        checks.append(Check("auth", True, "the server needs no password"))
+    else:
+        try:
+            async with http.get(f"{url}/global/health", timeout=timeout, auth=auth) as resp:
+                status2 = resp.status
+                body = await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            checks.append(Check("server", False, f"{url} stopped answering: {exc}"))
+            return [*checks, Check("auth", None, "not checked"), Check("events", None, "-")]
+        if status2 == 200:
+            with contextlib.suppress(orjson.JSONDecodeError, AttributeError):
+                version = str(orjson.loads(body).get("version", "?"))
+        checks.append(Check("server", True, f"{url} reachable, OpenCode {version}"))
+        if status2 == 200:
+            detail = (
+                "password accepted"
+                if status == 401
+                else "the server needs no password (ours is configured but unused)"
+            )
+            checks.append(Check("auth", True, detail))
+        elif auth is None:
+            checks.append(
+                Check(
+                    "auth",
+                    False,
+                    "the server requires a password (HTTP 401) and none is configured",
+                    "set OPENCODE_SERVER_PASSWORD (the same value `opencode serve` uses) or "
+                    "server_password in config.toml; for the service, in ~/.config/roundtabled/env",
+                )
+            )
+            return [*checks, Check("events", None, "not checked (auth failed)")]
+        else:
+            checks.append(
+                Check(
+                    "auth",
+                    False,
+                    f"the server rejected user {settings.server_username!r} and the configured "
+                    "password (HTTP 401)",
+                    "use the OPENCODE_SERVER_PASSWORD (and OPENCODE_SERVER_USERNAME) that "
+                    "`opencode serve` was started with",
+                )
+            )
+            return [*checks, Check("events", None, "not checked (auth failed)")]
+    checks.append(await _events_check(http, settings, auth))
+    return checks
+
+
+async def _events_check(
+    http: aiohttp.ClientSession, settings: cfg.Settings, auth: aiohttp.BasicAuth | None
+) -> Check:
+    url = f"{settings.server_url}/global/event"
+
+    async def first_event() -> str:
+        async with http.get(
+            url, auth=auth, timeout=aiohttp.ClientTimeout(total=None, sock_connect=HTTP_TIMEOUT_S)
+        ) as resp:
+            if resp.status != 200:
+                return f"HTTP {resp.status}"
+            async for line in resp.content:
+                if not line.startswith(b"data:"):
+                    continue
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    data = orjson.loads(line[5:])
+                    payload = data.get("payload", data) if isinstance(data, dict) else {}
+                    if isinstance(payload, dict) and payload.get("type") == "server.connected":
+                        return "ok"
+            return "the stream closed before server.connected"
+
+    try:
+        outcome = await asyncio.wait_for(first_event(), STREAM_TIMEOUT_S)
+    except TimeoutError:
+        outcome = f"no server.connected within {STREAM_TIMEOUT_S:g} s"
+    except (aiohttp.ClientError, OSError) as exc:
+        outcome = str(exc) or type(exc).__name__
+    if outcome == "ok":
+        return Check("events", True, "/global/event streams (server.connected received)")
+    return Check(
+        "events",
+        False,
+        f"/global/event: {outcome}",
+        "a proxy in front of OpenCode must not buffer text/event-stream responses; "
+        "check the server's log",
+    )
+
+
+def _project_root(cwd: Path) -> Path:
+    """The directory whose ``.opencode`` OpenCode would load for ``cwd``: the nearest ancestor
+    (up to the git root) that has one, else ``cwd``."""
+    for d in (cwd, *cwd.parents):
+        if (d / ".opencode").is_dir():
+            return d
+        if (d / ".git").exists():
+            break
+    return cwd
+
+
+def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
+    """Tools and observer agent in the project (``.opencode``) or globally, calling our daemon."""
+    from roundtabled.service import install
+
+    root = _project_root(cwd)
+    fix = f"roundtabled install-tool --project {root} (this project) or --global (every project)"
+    status: dict[str, Any] = install.installed_status(root, env)
+    complete: list[str] = []
+    partial: list[str] = []
+    wrong_url: list[str] = []
+    for label, entry in status.items():
+        tools = entry.get("tools") or {}
+        have = [n for n in install.TOOL_FILES if n in tools]
+        where = f"{label} ({entry.get('path')})"
+        if len(have) == len(install.TOOL_FILES) and entry.get("observer"):
+            complete.append(where)
+        elif have or entry.get("observer"):
+            missing = [n for n in install.TOOL_FILES if n not in tools]
+            if not entry.get("observer"):
+                missing.append("the observer agent")
+            partial.append(f"{where} lacks {', '.join(missing)}")
+        for name, info in tools.items():
+            url = (info or {}).get("url")
+            if url and url.rstrip("/") != control_url.rstrip("/"):
+                wrong_url.append(f"{where} {name} calls {url}")
+    if wrong_url:
+        return Check(
+            "tools",
+            False,
+            f"{'; '.join(wrong_url)}, but the daemon is at {control_url}",
+            f"re-run roundtabled install-tool (with ROUNDTABLED_URL={control_url} if needed), "
+            "then restart opencode serve",
+        )
+    if complete:
+        return Check("tools", True, "installed: " + ", ".join(complete))
+    if partial:
+        return Check("tools", False, "incomplete: " + "; ".join(partial), fix)
+    return Check(
+        "tools",
+        False,
+        f"the roundtable tools are installed neither in the project ({status['project']['path']})"
+        f" nor globally ({status['global']['path']})",
+        fix,
+    )
+
+
+async def _tools_loaded_check(settings: cfg.Settings, cwd: Path, files: Check) -> Check:
+    """``files`` (tool files found) confirmed by what the server loaded for ``cwd``: its
+    ``GET /experimental/tool/ids`` must list every tool. A server whose configuration directory
+    differs from ours (another ``XDG_CONFIG_HOME``), or started before the install, does not.
+    """
+    from roundtabled.errors import RoundtableError
+    from roundtabled.opencode.client import OpenCodeClient
+    from roundtabled.service import install
+
+    password = settings.server_password
+    client = OpenCodeClient(
+        settings.server_url,
+        username=settings.server_username,
+        password=password.get_secret_value() if password is not None else None,
+        timeout=HTTP_TIMEOUT_S * 6,  # the first call in a directory installs its plugins
+    )
+    try:
+        async with client:
+            ids = set(await client.tool_ids(str(cwd)))
+            where = await client.path()
+    except RoundtableError as exc:
+        return Check("tools", False, f"{files.detail}; GET /experimental/tool/ids failed: {exc}")
+    names = [n.removesuffix(".ts") for n in install.TOOL_FILES]
+    missing = [n for n in names if n not in ids]
+    if not missing:
+        return Check("tools", True, f"{files.detail}; the server loaded {', '.join(names)}")
+    server_config = where.get("config") if isinstance(where, dict) else None
+    return Check(
+        "tools",
+        False,
+        f"{files.detail.replace('installed: ', 'installed in ', 1)}, which this OpenCode server "
+        f"does not read for {cwd} (it lacks {', '.join(missing)}; its config directory is "
+        f"{server_config or '?'})",
+        f"install with the server's environment (XDG_CONFIG_HOME={Path(str(server_config)).parent}"
+        " roundtabled install-tool --global) or into the project "
+        f"(roundtabled install-tool --project {_project_root(cwd)}); if the files were installed "
+        "after the server started, restart opencode serve",
+    )
+
+
+async def _agents_check(http: aiohttp.ClientSession, settings: cfg.Settings, cwd: Path) -> Check:
+    try:
+        async with http.get(
+            f"{settings.server_url}/agent",
+            params={"directory": str(cwd)},
+            auth=_auth(settings),
+            timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S * 2),
+        ) as resp:
+            if resp.status != 200:
+                return Check("agents", False, f"GET /agent answered HTTP {resp.status}")
+            agents = orjson.loads(await resp.read())
+    except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError) as exc:
+        return Check("agents", False, f"GET /agent failed: {exc}")
+    names = sorted(str(a.get("name")) for a in agents if not a.get("hidden"))
+    custom = sorted(
+        str(a.get("name")) for a in agents if not a.get("hidden") and not a.get("native")
+    )
+    has_observer = any(a.get("name") == OBSERVER_AGENT for a in agents)
+    detail = f"{len(names)} seatable: {', '.join(names)}"
+    if not has_observer:
+        return Check(
+            "agents",
+            False,
+            f"{detail}; the observer agent {OBSERVER_AGENT!r} is missing",
+            "roundtabled install-tool (installs the observer agent with the tools), then restart "
+            "`opencode serve` so it loads it",
+        )
+    if len(custom) < 2:
+        return Check(
+            "agents",
+            True,
+            f"{detail} (only the built-ins: add debaters such as pm, dev, rv from "
+            "examples/opencode.json)",
+        )
+    return Check("agents", True, f"{detail}; observer {OBSERVER_AGENT} present")
+
+
+async def _daemon_check(
+    http: aiohttp.ClientSession, settings: cfg.Settings, control_url: str
+) -> Check:
+    timeout = aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S)
+    start_hint = "roundtabled serve  (or: systemctl --user start roundtabled; see its journal)"
+    try:
+        async with http.get(f"{control_url}/v1/ping", timeout=timeout) as resp:
+            ping = orjson.loads(await resp.read()) if resp.status == 200 else {}
+    except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError) as exc:
+        return Check("daemon", False, f"not running at {control_url}: {exc}", start_hint)
+    if ping.get("service") != "roundtabled":
+        return Check(
+            "daemon",
+            False,
+            f"{control_url} is not roundtabled",
+            "another program uses the control port: set control_port",
+        )
+    try:
+        token = settings.token_file.read_text().strip()
+    except OSError as exc:
+        return Check(
+            "daemon",
+            False,
+            f"running ({ping.get('version')}) but the token file {settings.token_file} cannot be "
+            f"read: {exc.strerror}",
+            "run the CLI with the same configuration (XDG_CONFIG_HOME, token_file) as the daemon",
+        )
+    try:
+        async with http.get(
+            f"{control_url}/v1/health",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+        ) as resp:
+            status = resp.status
+            health = orjson.loads(await resp.read())
+    except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError) as exc:
+        return Check("daemon", False, f"/v1/health failed: {exc}", start_hint)
+    if status == 401:
+        return Check(
+            "daemon",
+            False,
+            f"running at {control_url} but it rejects the token of {settings.token_file}",
+            "the daemon uses another token file: align token_file / XDG_CONFIG_HOME",
+        )
+    server = health.get("server") or {}
+    version = health.get("version")
+    active = health.get("active", 0)
+    if not health.get("ready"):
+        return Check(
+            "daemon",
+            False,
+            f"running ({version}) but not ready: "
+            + str(server.get("lastError") or "waiting for the server"),
+            "see the checks above and the daemon's log (journalctl --user -u roundtabled)",
+        )
+    if str(server.get("url", "")).rstrip("/") != settings.server_url:
+        return Check(
+            "daemon",
+            False,
+            f"running and ready, but connected to {server.get('url')} while this shell's "
+            f"configuration says {settings.server_url}",
+            "use the same server_url for the daemon and the CLI",
+        )
+    since = server.get("reconnectingSince")
+    if since and not server.get("connected"):
+        # The daemon retries by itself (an `opencode serve` restart is a few seconds of this):
+        # a warning, not a failure; the log is no fix for a wait.
+        retry = server.get("retryMaxS")
+        every = f", retrying every {retry:g} s or sooner" if isinstance(retry, int | float) else ""
+        return Check(
+            "daemon",
+            True,
+            f"running ({version}); event stream reconnecting since {since} "
+            f"(last error: {server.get('lastError')}{every})",
+            warn=True,
+        )
+    if server.get("lastError") or not server.get("connected"):
+        return Check(
+            "daemon",
+            False,
+            f"running ({version}) but its event stream is down: {server.get('lastError')}",
+            "see the daemon's log (journalctl --user -u roundtabled)",
+        )
+    return Check(
+        "daemon",
+        True,
+        f"roundtabled {version} at {control_url}, ready, {active} active roundtable"
+        + ("" if active == 1 else "s"),
+    )
+
+
+async def run(
+    settings: cfg.Settings,
+    control_url: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """Run every check, print the report; 0 when all passed, else 1.
+
+    Args:
+        settings: effective settings.
+        control_url: the daemon's control API base URL.
+        env: the environment for XDG lookups (default ``os.environ``).
+        cwd: the project directory to check (default the current directory).
+    """
+    import os
+
+    env = os.environ if env is None else env
+    cwd = (cwd or Path.cwd()).resolve()
+    conf = cfg.default_config_file(env)
+    checks = [
+        Check(
+            "config",
+            True,
+            f"roundtabled {__version__}; "
+            + (f"config file {conf}" if conf.is_file() else f"no config file ({conf}): defaults")
+            + f"; server {settings.server_url}; project {cwd} (tools and agents checked for it;"
+            " another: --directory DIR)",
+        )
+    ]
+    problem = _url_problem(settings.server_url)
+    if problem is not None:
+        checks.append(
+            Check(
+                "server",
+                False,
+                problem,
+                "set server_url in config.toml (or ROUNDTABLED_SERVER_URL, or --server-url) to "
+                "the OpenCode server's address, e.g. http://127.0.0.1:4096",
+            )
+        )
+        checks.append(Check("auth", None, "not checked (server_url invalid)"))
+        checks.append(Check("events", None, "not checked (server_url invalid)"))
+    async with aiohttp.ClientSession() as http:
+        if problem is None:
+            checks += await _server_checks(http, settings)
+        tools = _tools_check(env, cwd, control_url)
+        server_ok = all(c.ok for c in checks if c.name in ("server", "auth"))
+        if server_ok and tools.ok:
+            tools = await _tools_loaded_check(settings, cwd, tools)
+        checks.append(tools)
+        if server_ok:
+            checks.append(await _agents_check(http, settings, cwd))
+        else:
+            checks.append(Check("agents", None, "not checked (server unreachable or auth failed)"))
+        checks.append(await _daemon_check(http, settings, control_url))
+    for check in checks:
+        _print(check)
+    failed = [c.name for c in checks if c.ok is False]
+    print()
+    if failed:
+        print(f"{len(failed)} problem(s): {', '.join(failed)}")
+        return 1
+    print("All checks passed.")
+    return 0

@@ -1,0 +1,340 @@
+"""Installation of the orchestrator's tools and the built-in observer agent into OpenCode.
+
+``roundtabled install-tool --project DIR`` writes into ``DIR/.opencode``; ``--global`` into
+``$XDG_CONFIG_HOME/opencode``. Files written (OpenCode 1.18.33 scans ``{tool,tools}/*.{js,ts}``
+for custom tools and ``{agent,agents}/**/*.md`` for agents; we use the singular names):
+
+- ``tool/roundtable.ts`` and ``tool/available_agents.ts``: thin shims that call the daemon's control
+  API (docs/control-api.md). A generated constant block at the top (between :data:`BEGIN` and
+  :data:`END`) bakes in the control URL and the token file path; ``ROUNDTABLED_URL`` /
+  ``ROUNDTABLED_TOKEN_FILE`` in ``opencode serve``'s environment override them at run time.
+- ``agent/roundtable-observer.md``: the hidden, tool-less agent that runs the built-in observer.
+
+Invariants:
+
+- Every file is written atomically (temp file in the same directory, fsync, ``os.replace``, fsync
+  of the directory), so an OpenCode server loading the directory never sees a partial file, and a
+  crash leaves either the old or the new file. Files are mode 0644 (they hold no secret: the token
+  stays in its own 0600 file, only its *path* is baked in).
+- Idempotent: re-installing with the same settings rewrites nothing (a file whose content is
+  already right is left alone, so OpenCode's file watcher sees no change).
+- Only our own files are touched: copies of ours found in the alternative directories
+  (``tools/``, ``agents/``) are removed so OpenCode does not load two tools of the same name, and
+  :func:`uninstall_tools` removes a file only if it carries our marker.
+
+Why the shims import nothing from npm (measured on 1.18.33, see the report in the tools'
+comments): OpenCode npm-installs ``@opencode-ai/plugin`` into every config directory that has
+custom tools and waits for it; without network that install fails after ~70 s of npm retries, and
+a tool that imports the package then fails to load *and breaks the whole tool registry* (every
+tool listing answers HTTP 500). The shims use only Bun/Node built-ins and pick up ``zod``
+dynamically when it is resolvable, so they load in every case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from roundtabled.errors import RoundtableError
+from roundtabled.service.config import xdg_config_home
+
+TOOL_FILES = ("roundtable.ts", "available_agents.ts")
+"""Tool shims shipped as package data (``roundtabled/tools``); file name = tool name + ``.ts``."""
+AGENT_FILES = ("roundtable-observer.md",)
+"""Agent files shipped as package data (``roundtabled/agents``)."""
+TOOL_DIR = "tool"
+AGENT_DIR = "agent"
+ALT_TOOL_DIR = "tools"
+ALT_AGENT_DIR = "agents"
+BEGIN = "// >>> roundtabled install (generated) >>>"
+END = "// <<< roundtabled install (generated) <<<"
+AGENT_MARKER = "You are the impartial roundtable observer."
+"""First words of the observer agent's prompt; identifies our agent file."""
+FILE_MODE = 0o644
+
+_CONST_RE = re.compile(r"^const (INSTALLED_URL|INSTALLED_TOKEN_FILE) = (\".*\")\s*$", re.M)
+
+
+class InstallError(RoundtableError):
+    """The tools could not be installed or removed (target not writable, package data missing)."""
+
+
+def _package_text(folder: str, name: str) -> str:
+    try:
+        return (resources.files("roundtabled") / folder / name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InstallError(
+            f"package data {folder}/{name} is missing ({exc}); reinstall roundtabled"
+        ) from exc
+
+
+def _js_string(value: str) -> str:
+    # JSON string literals are valid JS string literals (U+2028/2029 included since ES2019).
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_tool(source: str, *, control_url: str, token_file: Path | str) -> str:
+    """``source`` (a shim) with its generated constant block set to the given values.
+
+    Args:
+        source: text of a shim containing exactly one :data:`BEGIN` … :data:`END` block.
+        control_url: e.g. ``"http://127.0.0.1:4747"``.
+        token_file: path of the daemon's token file (baked in as given).
+
+    Raises:
+        InstallError: the source has no constant block.
+    """
+    start = source.find(BEGIN)
+    stop = source.find(END)
+    if start < 0 or stop < start:
+        raise InstallError("the tool source has no generated constant block; reinstall roundtabled")
+    block = (
+        f"{BEGIN}\n"
+        f"const INSTALLED_URL = {_js_string(control_url)}\n"
+        f"const INSTALLED_TOKEN_FILE = {_js_string(str(token_file))}\n"
+        f"{END}"
+    )
+    return source[:start] + block + source[stop + len(END) :]
+
+
+def read_constants(text: str) -> dict[str, str | None]:
+    """The values baked into a shim: ``{"url": str | None, "tokenFile": str | None}``."""
+    out: dict[str, str | None] = {"url": None, "tokenFile": None}
+    start, stop = text.find(BEGIN), text.find(END)
+    if start < 0 or stop < start:
+        return out
+    for m in _CONST_RE.finditer(text[start:stop]):
+        try:
+            value = json.loads(m.group(2))
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            out["url" if m.group(1) == "INSTALLED_URL" else "tokenFile"] = value
+    return out
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(path: Path, text: str, mode: int = FILE_MODE) -> bool:
+    """Write ``text`` to ``path`` atomically; returns ``False`` if it already had that content.
+
+    The content goes to a temp file in the same directory, is fsynced, gets ``mode``, and is
+    renamed over ``path`` (then the directory is fsynced). A crash at any point leaves ``path``
+    either absent/old or complete, plus at most a stray ``.<name>.*.tmp`` file.
+
+    Raises:
+        InstallError: the directory cannot be created or written.
+    """
+    data = text.encode("utf-8")
+    try:
+        if path.is_file() and path.read_bytes() == data:
+            if (path.stat().st_mode & 0o777) != mode:
+                os.chmod(path, mode)
+            return False
+    except OSError:
+        pass  # unreadable: rewrite it
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InstallError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InstallError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise
+    _fsync_dir(path.parent)
+    return True
+
+
+def tool_targets(project: Path | None, global_: bool, env: Mapping[str, str]) -> Path:
+    """The config directory to install into.
+
+    Args:
+        project: project root (``None`` = the current directory); ignored when ``global_``.
+        global_: install for every project: ``$XDG_CONFIG_HOME/opencode`` (from ``env``).
+        env: environment to read ``XDG_CONFIG_HOME`` / ``HOME`` from.
+
+    Returns:
+        ``<project>/.opencode`` or ``$XDG_CONFIG_HOME/opencode`` (absolute).
+    """
+    if global_:
+        return xdg_config_home(env) / "opencode"
+    return (project or Path.cwd()).resolve() / ".opencode"
+
+
+def _is_ours(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return BEGIN in text or AGENT_MARKER in text
+
+
+def _check_target(target: Path) -> None:
+    if target.exists() and not target.is_dir():
+        raise InstallError(f"cannot install into {target}: it exists and is not a directory")
+    for sub in (TOOL_DIR, AGENT_DIR):
+        d = target / sub
+        if d.exists() and not d.is_dir():
+            raise InstallError(f"cannot install into {target}: {d} is not a directory")
+
+
+def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[Path]:
+    """Install the tool shims and the observer agent into ``target``.
+
+    Args:
+        target: an OpenCode config directory (see :func:`tool_targets`); created if missing.
+        control_url: the daemon's control API base URL, ``http(s)://host:port``.
+        token_file: path of the daemon's token file (made absolute).
+
+    Returns:
+        The paths of the installed files, in the order ``tool/roundtable.ts``,
+        ``tool/available_agents.ts``, ``agent/roundtable-observer.md`` (also when unchanged).
+
+    Raises:
+        InstallError: bad ``control_url``, package data missing, or ``target`` not writable.
+    """
+    if not re.match(r"^https?://[^/\s]+/?$", control_url):
+        raise InstallError(
+            f"control URL must look like http://127.0.0.1:4747 (scheme, host, port), "
+            f"got {control_url!r}"
+        )
+    target = Path(target)
+    _check_target(target)
+    token_path = Path(token_file).expanduser()
+    if not token_path.is_absolute():
+        token_path = Path.cwd() / token_path
+    written: list[Path] = []
+    for name in TOOL_FILES:
+        text = render_tool(
+            _package_text("tools", name), control_url=control_url.rstrip("/"), token_file=token_path
+        )
+        path = target / TOOL_DIR / name
+        atomic_write(path, text)
+        written.append(path)
+    for name in AGENT_FILES:
+        path = target / AGENT_DIR / name
+        atomic_write(path, _package_text("agents", name))
+        written.append(path)
+    # Stale copies of ours in the alternative directory names would be loaded twice.
+    for sub, names in ((ALT_TOOL_DIR, TOOL_FILES), (ALT_AGENT_DIR, AGENT_FILES)):
+        for name in names:
+            stale = target / sub / name
+            if stale.is_file() and _is_ours(stale):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+    return written
+
+
+def uninstall_tools(target: Path) -> list[Path]:
+    """Remove what :func:`install_tools` wrote into ``target`` (only files carrying our marker).
+
+    Returns:
+        The paths removed (empty if nothing was installed).
+
+    Raises:
+        InstallError: a file of ours could not be removed.
+    """
+    removed: list[Path] = []
+    for sub, names in (
+        (TOOL_DIR, TOOL_FILES),
+        (ALT_TOOL_DIR, TOOL_FILES),
+        (AGENT_DIR, AGENT_FILES),
+        (ALT_AGENT_DIR, AGENT_FILES),
+    ):
+        for name in names:
+            p = Path(target) / sub / name
+            if p.is_file() and _is_ours(p):
+                try:
+                    p.unlink()
+                except OSError as exc:
+                    raise InstallError(f"cannot remove {p}: {exc.strerror or exc}") from exc
+                removed.append(p)
+    return removed
+
+
+def installed_status(
+    project: Path | None, env: Mapping[str, str], *, control_url: str | None = None
+) -> dict[str, Any]:
+    """Which tools are installed where (for ``roundtabled doctor``).
+
+    Args:
+        project: project root whose ``.opencode`` is inspected (``None`` = current directory).
+        env: environment (``XDG_CONFIG_HOME``/``HOME`` for the global directory,
+            ``ROUNDTABLED_URL`` as the current URL when ``control_url`` is not given).
+        control_url: the daemon's current control URL to compare the baked one with.
+
+    Returns:
+        ``{"project": entry, "global": entry}`` with ``entry = {"path": str, "tools": {file name:
+        {"path": str, "url": str | None, "tokenFile": str | None, "ours": bool,
+        "urlMatches": bool | None}}, "observer": bool, "observerPath": str | None}``. Only
+        installed tools appear in ``tools``; ``urlMatches`` is ``None`` when no current URL is
+        known or the file has no baked URL.
+    """
+    current = control_url or env.get("ROUNDTABLED_URL") or None
+    out: dict[str, Any] = {}
+    for label, target in (
+        ("project", tool_targets(project, False, env)),
+        ("global", tool_targets(None, True, env)),
+    ):
+        entry: dict[str, Any] = {
+            "path": str(target),
+            "tools": {},
+            "observer": False,
+            "observerPath": None,
+        }
+        for name in TOOL_FILES:
+            for sub in (TOOL_DIR, ALT_TOOL_DIR):
+                p = target / sub / name
+                if not p.is_file():
+                    continue
+                try:
+                    text = p.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    text = ""
+                baked = read_constants(text)
+                url = baked["url"]
+                matches = (
+                    None
+                    if current is None or url is None
+                    else url.rstrip("/") == current.rstrip("/")
+                )
+                entry["tools"][name] = {
+                    "path": str(p),
+                    "url": url,
+                    "tokenFile": baked["tokenFile"],
+                    "ours": BEGIN in text,
+                    "urlMatches": matches,
+                }
+                break
+        for name in AGENT_FILES:
+            for sub in (AGENT_DIR, ALT_AGENT_DIR):
+                p = target / sub / name
+                if p.is_file():
+                    entry["observer"] = True
+                    entry["observerPath"] = str(p)
+                    break
+        out[label] = entry
+    return out

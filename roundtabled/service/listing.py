@@ -1,0 +1,145 @@
+"""The roundtables a person can list (``GET /v1/roundtables``, ``roundtabled list``).
+
+Read from the OpenCode server, not from the daemon's memory, so a list after a daemon restart
+shows the roundtables that ran before it: every session whose metadata holds the daemon's index
+(``metadata.roundtabled``, written with each phase change of a state block) in the directories
+the daemon knows, read through the engine's public ``status``/``stored_status`` (a block
+without the daemon's valid signature is no roundtable of ours and is left out). Read only:
+nothing is written. Contract: docs/control-api.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from roundtabled.core.state import META_KEY
+from roundtabled.engine.recovery import known_directories
+from roundtabled.errors import TransportError, ValidationFailed
+
+if TYPE_CHECKING:
+    from roundtabled.engine.registry import Engine
+
+log = logging.getLogger("roundtabled.listing")
+
+DEFAULT_LIMIT = 20
+"""Roundtables listed without ``all`` (the most recently updated; active ones always)."""
+MAX_LIMIT = 1000
+READ_CONCURRENCY = 8
+"""State blocks read at once (one or two GETs each) while listing."""
+
+_TRUE = {"1", "true", "yes"}
+_FALSE = {"0", "false", "no", ""}
+
+
+def parse_query(query: Mapping[str, str]) -> tuple[bool, int]:
+    """``(all, limit)`` from the query of ``GET /v1/roundtables``.
+
+    ``all``: ``true``/``false`` (also ``1``/``0``), default false; ``limit``: 1 to 1000, default
+    20, ignored with ``all``.
+
+    Raises:
+        ValidationFailed: an unknown parameter or a bad value (field ``all``/``limit``).
+    """
+    unknown = sorted(set(query) - {"all", "limit"})
+    if unknown:
+        raise ValidationFailed(
+            unknown[0], f"unknown query parameter {unknown[0]!r}; allowed: all, limit"
+        )
+    raw_all = query.get("all", "false").strip().lower()
+    if raw_all not in _TRUE | _FALSE:
+        raise ValidationFailed("all", f"all must be true or false, got {query.get('all')!r}")
+    raw_limit = query.get("limit", str(DEFAULT_LIMIT))
+    try:
+        limit = int(raw_limit)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ValidationFailed(
+            "limit", f"limit must be a whole number from 1 to {MAX_LIMIT}, got {raw_limit!r}"
+        )
+    return raw_all in _TRUE, limit
+
+
+def directories_to_list(engine: Engine) -> list[str | None]:
+    """Where to look: the server's own directory (``None``), the configured directories, those
+    of the roundtables in memory and those the daemon recorded on earlier starts
+    (:func:`roundtabled.engine.recovery.known_directories`)."""
+    found: set[str] = set(engine.settings.directories)
+    for table in [*engine.tables.values(), *engine.recent.values()]:
+        if table.state.directory:
+            found.add(table.state.directory)
+    found |= known_directories(engine.settings.state_dir)
+    return [None, *sorted(found)]
+
+
+async def _indexed_sessions(engine: Engine) -> list[dict[str, Any]]:
+    """Every session holding the daemon's index, each once, newest update first."""
+    seen: dict[str, dict[str, Any]] = {}
+    for directory in directories_to_list(engine):
+        try:
+            sessions = await engine.client.list_sessions(directory)
+        except TransportError as exc:
+            log.warning("list: cannot list the sessions of %s: %s", directory or "the server", exc)
+            continue
+        for s in sessions:
+            sid = s.get("id")
+            if isinstance(sid, str) and isinstance((s.get("metadata") or {}).get(META_KEY), dict):
+                seen.setdefault(sid, s)
+    return sorted(seen.values(), key=_updated, reverse=True)
+
+
+def _updated(session: dict[str, Any]) -> int:
+    t = (session.get("time") or {}).get("updated")
+    return int(t) if isinstance(t, int | float) else 0
+
+
+def _is_active(session: dict[str, Any]) -> bool:
+    return (session.get("metadata") or {}).get(META_KEY, {}).get("phase") in ("active", "observing")
+
+
+async def list_roundtables(engine: Engine, query: Mapping[str, str]) -> dict[str, Any]:
+    """The answer of ``GET /v1/roundtables``.
+
+    Returns ``{"roundtables": [status + "updated" (epoch ms)], "more": n}``: active roundtables
+    first, then the others newest first; without ``all`` at most ``limit`` in all (active ones
+    are never left out), ``more`` counting those left out. Roundtables held in memory whose
+    session the server does not list (yet) are included too.
+
+    Raises:
+        ValidationFailed: a bad query (see :func:`parse_query`).
+    """
+    include_all, limit = parse_query(query)
+    sessions = await _indexed_sessions(engine)
+    listed_ids = {str(s["id"]) for s in sessions}
+    active = [s for s in sessions if _is_active(s)]
+    others = [s for s in sessions if not _is_active(s)]
+    chosen = active + others
+    if not include_all:
+        chosen = active + others[: max(0, limit - len(active))]
+    more = len(sessions) - len(chosen)
+    sem = asyncio.Semaphore(READ_CONCURRENCY)
+
+    async def row(session: dict[str, Any]) -> dict[str, Any] | None:
+        sid = str(session["id"])
+        async with sem:
+            try:
+                st = engine.status(sid) or await engine.stored_status(sid)
+            except TransportError as exc:
+                log.warning("list: cannot read roundtable %s: %s", sid, exc)
+                return None
+        if st is None:
+            return None
+        return {**st, "updated": _updated(session)}
+
+    rows = [r for r in await asyncio.gather(*(row(s) for s in chosen)) if r is not None]
+    # In memory but not (yet) listed by the server, e.g. S2 of another directory.
+    for sid, table in [*engine.tables.items(), *engine.recent.items()]:
+        if sid not in listed_ids:
+            st = engine.status(sid)
+            if st is not None:
+                rows.append({**st, "updated": table.state.updated_at})
+    rows.sort(key=lambda r: (r.get("phase") not in ("active", "observing"), -int(r["updated"])))
+    return {"roundtables": rows, "more": more}
