@@ -12,8 +12,7 @@ from typing import Literal
 
 from roundtabled.core.observer_flow import REPAIR_SEAT, annotate
 from roundtabled.core.state import HistoryEntry, PendingTurn, RoundtableState, Usage
-from roundtabled.core.wire import AnswerView, MessageView, UserView
-from roundtabled.opencode.retries import busy_text
+from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 
 TURN_KINDS = ("turn", "observer")
 """Marker kinds of the daemon's prompts that start a turn."""

@@ -18,7 +18,7 @@ from roundtabled.core.observer_verdict import (
     repair_prompt,
 )
 from roundtabled.core.positions import parse_changed, parse_position, spoke
-from roundtabled.core.result_text import cancelled_text, named_observer_prompt, observer_prompt
+from roundtabled.core.result import cancelled_text, named_observer_prompt, observer_prompt
 from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState, VerdictRecord
 
 __all__ = [

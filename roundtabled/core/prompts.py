@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from roundtabled.core.positions import Change
-from roundtabled.core.result_text import (
+from roundtabled.core.result import (
     CANCELLED_HEADER,
     INTERRUPTION_HEADER,
     REPETITION_TEXT,

@@ -10,20 +10,364 @@ hands the model only the head. The result therefore puts ``status`` first, then 
 then the ``summary``; every list and item is capped and the summary gets what is left of
 :data:`RESULT_MAX_BYTES`. The transcript is never pasted: ``transcript`` says where it is.
 
-Pure: no I/O, no clock.
-"""
+Pure: no I/O, no clock."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypedDict
 
 import orjson
 
+from roundtabled.core.observer_verdict import VERDICT_INSTRUCTION
 from roundtabled.core.positions import position_of, spoke
 from roundtabled.core.result_model import RoundtableResult, SeatPosition, Status, Verdict
-from roundtabled.core.result_text import _collapse, _end_line, _usage_footer, interruption_text
-from roundtabled.core.state import EndReason, RoundtableState
-from roundtabled.core.verdict import build_status, build_usage, build_verdict
+from roundtabled.core.state import (
+    TOOL_OUTPUT_PREVIEW_MAX,
+    EndReason,
+    HistoryEntry,
+    RoundtableState,
+    Usage,
+)
+from roundtabled.core.verdict import build_status, build_usage, build_verdict, positions
+
+# -------------------------------------------------------------------------------------------------
+# Texts built from a debate's history: the observer's prompt and what the caller receives.
+#
+# Split from :mod:`roundtabled.core.prompts` (which re-exports these names): the attributed
+# history
+# (``── pm · round 1 ──`` blocks), the built-in and named observer prompts (with every degradation
+# and the stated positions, see docs/result.md), the texts delivered to S1 (result, interruption,
+# cancellation) and the usage table.
+#
+# Pure and deterministic: no clock, no I/O. Rounds in texts are 1-based.
+
+INTERRUPTION_HEADER = (
+    "[Roundtable interrupted — session closed. Partial history up to interruption:]"
+)
+"""Header of the text injected into S1 when S2 is deleted (spec §7.2, exact)."""
+CANCELLED_HEADER = "[Roundtable cancelled — partial history up to cancellation:]"
+"""Header of the text delivered when a cancel stops the debate without an observer."""
+REPETITION_TEXT = "Roundtable ended due to repetition — agents reached an impasse"
+"""What S1 is told when loop detection ended the debate (spec §7.5, exact)."""
+
+PARTIAL_ENTRY_CHARS = 2000
+"""Characters of each response in an interruption/cancellation text."""
+TRUNCATED_MARK = "… [truncated, full text above in this session]"
+"""Appended to a response cut in the observer prompt (the full text stays in S2)."""
+TRUNCATED_MARK_S2 = "… [truncated, full text in the roundtable session]"
+"""Appended to a response cut in a text delivered to S1 (the full text is in S2, not S1)."""
+
+
+def _collapse(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) replaced by one space."""
+    return " ".join(text.split())
+
+
+def _cap(text: str, max_chars: int, mark: str) -> str:
+    """``text`` cut to ``max_chars`` characters with ``mark`` appended when it was cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars].rstrip() + mark
+
+
+# ── attributed history (observer, interruption, cancellation) ───────────────────────────────────
+
+
+def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
+    """One ``── agent · round N ──`` block: header, response (capped), tools, files, error."""
+    who = _collapse(entry.agent)
+    if entry.kind == "user":
+        header = "── the user ──"
+    elif entry.kind == "interjection":
+        header = f"── {who} · reply to the user ──"
+    elif entry.kind == "observer":
+        header = f"── observer · summary after round {entry.round} ──"
+    else:
+        header = f"── {who} · round {entry.round} ──"
+        if entry.cut_off:  # a cut-off turn also has has_error; its partial text is kept
+            why = "by the cancel" if entry.cut_by_cancel else "at the time limit"
+            header = f"── {who} · round {entry.round} · CUT OFF {why} ──"
+        elif entry.has_error:
+            header = f"── {who} · round {entry.round} · FAILED ──"
+    lines = [header]
+    response = entry.response.strip()
+    if response:
+        lines.append(_cap(response, per_entry_chars, mark))
+    for tool in entry.tool_calls:
+        preview = _cap(tool.output_preview.strip(), TOOL_OUTPUT_PREVIEW_MAX, "…")
+        preview = preview.replace("\n", "\n    ")  # keep multi-line output inside the block
+        lines.append(f"  [tool {tool.tool_name}] {preview}")
+    lines.extend(f"  [file] {f}" for f in entry.files)
+    if entry.cut_off:
+        reason = (
+            "the roundtable was cancelled"
+            if entry.cut_by_cancel
+            else "the turn reached the time limit"
+        )
+        kept = "partial text above" if response else "it had written no text yet"
+        lines.append(f"  [cut off: {reason}; {kept}]")
+    elif entry.has_error:
+        lines.append(f"  [error] {_cap(entry.error or 'the turn failed', 500, '…')}")
+    if len(lines) == 1:
+        lines.append("(no response)")
+    return "\n".join(lines)
+
+
+def _history_text(history: Sequence[HistoryEntry], per_entry_chars: int, mark: str) -> str:
+    if not history:
+        return "(nothing was said)"
+    return "\n\n".join(_entry_block(e, per_entry_chars, mark) for e in history)
+
+
+def _failed_round(state: RoundtableState) -> int:
+    """The 1-based round in which every agent failed (the last round with a failed turn)."""
+    failed = [e.round for e in state.history if e.kind == "turn" and e.has_error]
+    return max(failed) if failed else state.current_round + 1
+
+
+def _position_text(state: RoundtableState) -> list[str]:
+    """One line per seat: its last stated position, as the daemon parsed it."""
+    out = []
+    for p in positions(state):
+        if p.label is None:
+            what = "no Position line in its last answer" if p.round else "never gave an answer"
+            out.append(f"- {p.agent}: {what}")
+            continue
+        conf = f" (confidence {round(p.confidence * 10)}/10)" if p.confidence is not None else ""
+        sentence = f" — {p.position}" if p.position else ""
+        changed = f"; changed {len(p.changes)} time(s)" if p.changes else ""
+        out.append(f"- {p.agent} (round {p.round}): {p.label}{sentence}{conf}{changed}")
+    return out
+
+
+def _observer_context(state: RoundtableState) -> list[str]:
+    """Topic, participants, everything that went wrong (the result's status notes, the same
+    words) and the stated positions: the observer is told all of it (docs/result.md)."""
+    lines = [f"Topic: {state.prompt}"]
+    for ext in sorted(state.extensions, key=lambda e: e.from_round):
+        kind = "continuation" if ext.mode == "continuation" else "new topic"
+        lines.append(f"From round {ext.from_round + 1} ({kind}): {ext.prompt}")
+    lines.append(f"Participants in speaking order: {', '.join(state.agents)}")
+    notes = [n for n in build_status(state).notes if "Position line" not in n]
+    if notes:
+        lines.append(
+            "What went wrong or was cut short (say so in the executive summary; a seat that "
+            "failed, was empty, timed out or was cut off did not speak in that turn and agrees "
+            "with nobody):"
+        )
+        lines.extend(f"- {n}" for n in notes)
+    lines.append("Stated positions (each seat's last `Position:` line, parsed by the daemon):")
+    lines.extend(_position_text(state))
+    return lines
+
+
+_SECTIONS = (
+    "1. **Executive summary** (2-3 sentences)\n"
+    "2. **Key points** raised by each participant\n"
+    "3. **Decisions or convergences** reached\n"
+    "4. **Remaining open questions**\n"
+    "5. **Suggested next steps**\n" + VERDICT_INSTRUCTION
+)
+
+
+def _observer_text(
+    intro: Sequence[str],
+    state: RoundtableState,
+    history: Sequence[HistoryEntry],
+    per_entry_chars: int,
+) -> str:
+    """An observer's prompt: the ``intro`` lines, the sections to write, the debate's context
+    (:func:`_observer_context`) and ``Debate:`` with one block per entry of ``history``, each
+    response capped at ``per_entry_chars`` characters (marked :data:`TRUNCATED_MARK`); parts
+    separated by blank lines."""
+    parts = [
+        *intro,
+        "",
+        _SECTIONS,
+        "",
+        *_observer_context(state),
+        "",
+        "Debate:",
+        _history_text(history, per_entry_chars, TRUNCATED_MARK),
+    ]
+    return "\n".join(parts)
+
+
+def observer_prompt(
+    state: RoundtableState, history: Sequence[HistoryEntry], *, per_entry_chars: int = 4000
+) -> str:
+    """The built-in observer's prompt: spec §8 ``DEFAULT_OBSERVER_PROMPT`` and the debate.
+
+    Args:
+        state: the roundtable (topic, extensions, agents, end reason).
+        history: the entries to consolidate, oldest first.
+        per_entry_chars: characters of each response kept; longer ones end with
+            ``"… [truncated, full text above in this session]"``.
+
+    The five sections are the spec's; "Debate:" is followed by one block per entry
+    (``── pm · round 1 ──`` + response, tool previews, files, failures and cut-offs marked,
+    ``── the user ──`` for a person's messages). When the debate did not complete, a line says why.
+    """
+    intro = ["You are an impartial roundtable observer.", "Consolidate the debate below into:"]
+    return _observer_text(intro, state, history, per_entry_chars)
+
+
+def named_observer_prompt(
+    state: RoundtableState,
+    history: Sequence[HistoryEntry],
+    *,
+    observer: str,
+    per_entry_chars: int = 4000,
+) -> str:
+    """The prompt for an explicit observer agent (spec §8 "Explicit observer").
+
+    Args:
+        observer: the observing agent's name (``state.observer``).
+        Other arguments as :func:`observer_prompt`.
+    """
+    intro = [
+        f"Your role: {_collapse(observer)}. Provide an executive summary of the roundtable debate "
+        "below as its observer: you do not debate, you consolidate. Structure it as:"
+    ]
+    return _observer_text(intro, state, history, per_entry_chars)
+
+
+# ── texts for S1 and toasts ─────────────────────────────────────────────────────────────────────
+
+
+class UsageTable(TypedDict):
+    """Totals of :func:`usage_table`."""
+
+    perAgent: dict[str, Usage]
+    perRound: dict[int, Usage]
+    total: Usage
+
+
+def usage_table(history: Sequence[HistoryEntry]) -> UsageTable:
+    """Total the ``usage`` of ``history`` per agent name, per (1-based) round and overall.
+
+    Returns:
+        ``{"perAgent": {agent: Usage}, "perRound": {round: Usage}, "total": Usage}``; keys in
+        order of first appearance. A person's messages (kind ``user``) are not counted.
+    """
+    per_agent: dict[str, Usage] = {}
+    per_round: dict[int, Usage] = {}
+    total = Usage()
+    for e in history:
+        if e.kind == "user":
+            continue
+        per_agent[e.agent] = per_agent.get(e.agent, Usage()).plus(e.usage)
+        per_round[e.round] = per_round.get(e.round, Usage()).plus(e.usage)
+        total = total.plus(e.usage)
+    return {"perAgent": per_agent, "perRound": per_round, "total": total}
+
+
+def _tokens(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 1_000:
+        return f"{n / 1_000:.1f}k"
+    return str(n)
+
+
+def _cost(c: float) -> str:
+    if c == 0:
+        return "$0"
+    if c < 0.01:
+        return f"${c:.4f}"
+    return f"${c:.2f}"
+
+
+def _usage_label(u: Usage) -> str:
+    """``1.2k in / 340 out · $0.0012``: in = input + cache read/write, out = output + reasoning."""
+    tokens_in = u.input + u.cache_read + u.cache_write
+    return f"{_tokens(tokens_in)} in / {_tokens(u.output + u.reasoning)} out · {_cost(u.cost)}"
+
+
+def _empty(u: Usage) -> bool:
+    return u.total_tokens + u.cache_read + u.cache_write == 0 and u.cost == 0
+
+
+def _usage_footer(history: Sequence[HistoryEntry]) -> str | None:
+    groups: dict[str, Usage] = {}
+    total = Usage()
+    for e in history:
+        if e.kind == "user":
+            continue
+        label = "observer" if e.kind == "observer" else _collapse(e.agent)
+        groups[label] = groups.get(label, Usage()).plus(e.usage)
+        total = total.plus(e.usage)
+    if _empty(total):
+        return None
+    items = [f"{name}: {_usage_label(u)}" for name, u in groups.items() if not _empty(u)]
+    return "Usage — " + " | ".join([*items, f"total: {_usage_label(total)}"])
+
+
+def _end_line(state: RoundtableState) -> str | None:
+    """The S1 line stating why the roundtable did not complete (spec §7.5 text for repetition)."""
+    reason = state.end_reason
+    if reason is None or reason == EndReason.COMPLETED:
+        return None
+    texts = {
+        EndReason.REPETITION: REPETITION_TEXT,
+        EndReason.ALL_FAILED: f"Roundtable aborted: every agent failed in round "
+        f"{_failed_round(state)}",
+        EndReason.CANCELLED: "Roundtable cancelled by the user",
+        EndReason.SESSION_DELETED: "Roundtable interrupted — session closed",
+        EndReason.PARENT_DELETED: "Roundtable aborted: the main session was closed",
+        EndReason.OBSERVER_FAILED: "Roundtable observer failed — no consolidated summary",
+        EndReason.FAILED: "Roundtable failed: "
+        + (state.errors[-1] if state.errors else "see roundtabled's log"),
+    }
+    return texts.get(reason, f"Roundtable ended: {reason}")
+
+
+def result_text(state: RoundtableState, *, usage_footer: bool) -> str:
+    """What S1 (the orchestrator) receives when the roundtable ends.
+
+    Layout: ``Roundtable {sessionID} — {title}``; the end reason when not completed (spec §7.5
+    exact text for repetition); a blank line; ``state.summary`` (when there is no summary, the
+    attributed history, each response capped at 2000 characters); with ``usage_footer``, one
+    ``Usage — pm: 1.2k in / 340 out · $0.0012 | … | total: …`` line from the history's usage
+    (omitted when nothing was recorded).
+    """
+    lines = [f"Roundtable {state.session_id} — {_collapse(state.title)}"]
+    end = _end_line(state)
+    if end:
+        lines.append(end)
+    lines.append("")
+    summary = (state.summary or "").strip()
+    if summary:
+        lines.append(summary)
+    else:
+        lines.append("No consolidated summary. Partial history:")
+        lines.append(_history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2))
+    if usage_footer:
+        footer = _usage_footer(state.history)
+        if footer:
+            lines.extend(["", footer])
+    return "\n".join(lines)
+
+
+def interruption_text(state: RoundtableState) -> str:
+    """The text injected into S1 when S2 is closed mid-debate (spec §7.2, exact header).
+
+    The attributed partial history follows, each response capped at 2000 characters.
+    """
+    history = _history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2)
+    return f"{INTERRUPTION_HEADER}\n{history}"
+
+
+def cancelled_text(state: RoundtableState) -> str:
+    """The text delivered when a cancel stops the debate without an observer.
+
+    ``"[Roundtable cancelled — partial history up to cancellation:]"`` and the attributed partial
+    history, each response capped at 2000 characters.
+    """
+    history = _history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2)
+    return f"{CANCELLED_HEADER}\n{history}"
+
 
 RESULT_MAX_BYTES = 40_000
 """Upper bound of :func:`result_json` in UTF-8 bytes (OpenCode keeps 50 KB of a tool's output)."""
@@ -90,7 +434,7 @@ def digest(state: RoundtableState) -> str:
     return "\n".join(lines)
 
 
-def _observer_text(state: RoundtableState) -> str:
+def _observer_summary(state: RoundtableState) -> str:
     """The observer's prose (its JSON verdict is in ``verdict``), or the digest when there is
     none (failed, skipped, cancelled without a summary)."""
     summary = (state.summary or "").strip()
@@ -133,7 +477,7 @@ def build_result(state: RoundtableState) -> RoundtableResult:
     status = build_status(state, verdict_notes)
     status, verdict = _cap_lists(status, verdict)
     header = honesty_header(status)
-    body = _observer_text(state)
+    body = _observer_summary(state)
     summary = f"{header}\n\n{body}" if header else body
     return RoundtableResult(
         session_id=state.session_id,

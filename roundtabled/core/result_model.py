@@ -2,7 +2,7 @@
 
 Pure data, versioned (:data:`RESULT_VERSION`), camelCase on the wire as the contract names them;
 the builders are in :mod:`roundtabled.core.verdict`, the texts in
-:mod:`roundtabled.core.result_text`.
+:mod:`roundtabled.core.result`.
 """
 
 from __future__ import annotations

@@ -475,3 +475,14 @@ def session_error_text(props: dict[str, Any]) -> str:
     message = str(data.get("message") or "").strip().splitlines()
     text = f"{name}: {message[0]}" if message else name
     return text[:300]
+
+
+BUSY_MARKERS = ("Failed to execute statement", "database is locked", "UnknownError")
+"""Texts of a 500 body meaning "the database was locked, nothing was written" (OpenCode on
+SQLite; the body names only ``UnknownError``, its log the ``SQLiteError: database is locked``)."""
+
+
+def busy_text(text: str | None) -> bool:
+    """Whether an error text (an HTTP body, a ``session.error`` or a step's ``name: message``)
+    names the server's transient write failure (see :data:`BUSY_MARKERS`)."""
+    return bool(text) and any(marker in str(text) for marker in BUSY_MARKERS)

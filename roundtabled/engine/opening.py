@@ -1,9 +1,9 @@
 """The worker's room for an independent opening round: read, ask the pure flow, execute.
 
-While :func:`roundtabled.core.opening_flow.running` holds, the worker hands each pass to
+While :func:`roundtabled.core.opening.running` holds, the worker hands each pass to
 :meth:`OpeningRunner.step`: it reads the roundtable's session (status; its messages once every
 seat is settled), its children (to adopt a seat's session created before a crash) and each seat's
-session (status and messages from the seat's prompt on), asks :func:`roundtabled.core.opening_flow.
+session (status and messages from the seat's prompt on), asks :func:`roundtabled.core.opening.
 decide` and executes the commands in order. Events of the seats' sessions wake the roundtable
 (:meth:`OpeningRunner.owner`, used by the engine's event routing). Crash points of the fault
 suite sit after each effect (:mod:`roundtabled.faults`).
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from roundtabled import faults, ids
 from roundtabled.core import events as ev
-from roundtabled.core import machine, opening_flow, wire
+from roundtabled.core import machine, opening, wire
 from roundtabled.core.commands import Cancel, Decision, Observation
 from roundtabled.core.opening import (
     AbortSeat,
@@ -198,7 +198,7 @@ class OpeningRunner:
         """Decide on ``obs`` and execute the decision. Returns ``(session id, seat)`` of every
         seat session this created, when every creation it asked for succeeded (else ``[]``)."""
         n = 2 * len(table.state.agents) + 1
-        d = opening_flow.decide(
+        d = opening.decide(
             table.state,
             obs,
             ids=[ids.message_id() for _ in range(n)],

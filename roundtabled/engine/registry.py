@@ -20,7 +20,7 @@ from typing import Any
 
 from roundtabled import faults, ids
 from roundtabled.core import events as ev
-from roundtabled.core import history, machine, opening_flow, prompts, wire
+from roundtabled.core import history, machine, opening, prompts, wire
 from roundtabled.core.commands import Cancel, Decision, Observation, Prompt
 from roundtabled.core.deliberation import Call
 from roundtabled.core.state import (
@@ -207,17 +207,17 @@ class Engine:
         first = machine.decide(
             state, Observation(now=self.shell.clock(), status="idle", new_id=ids.message_id())
         )
-        if opening_flow.running(state):
+        if opening.running(state):
             first = Decision(state)  # round 1 runs in the seats' own sessions (the worker)
-        opening: Prompt | None = None
+        first_prompt: Prompt | None = None
         match first.commands:
             case [Prompt(send=True, hide=(), persist_first=True) as prompt]:
-                opening, state = prompt, first.state
+                first_prompt, state = prompt, first.state
             case _:  # never for a fresh S2; then turn 1 is decided from a read like any other
                 pass
         await self.store.create(state)
         faults.checkpoint("state-created")
-        if opening is not None:
+        if first_prompt is not None:
             faults.checkpoint("intent-persisted")
         remember_directory(settings.state_dir, state.directory)
         table = self._adopt(state)
@@ -229,9 +229,9 @@ class Engine:
         )
         self.shell.toast(state, f"Roundtable started: {title}", "info")
         # Send turn 1 before answering, so the caller sees a running debate.
-        if opening is not None:
+        if first_prompt is not None:
             table.deadline_ms = first.wake_at
-            await self.worker.handoff.prompt(table, opening)
+            await self.worker.handoff.prompt(table, first_prompt)
         else:
             await self.worker.step(table)
         # The worker waits for the first wake (an event of turn 1, or its deadline): a pass now

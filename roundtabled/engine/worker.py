@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 
 from roundtabled import faults, ids
-from roundtabled.core import failures, machine, opening_flow, wire
+from roundtabled.core import failures, machine, opening, wire
 from roundtabled.core.commands import (
     Abort,
     Decision,
@@ -137,7 +137,7 @@ class Worker:
         table.answering_cpu = table.woke_cpu
         table.woke_at = None  # a poke from now on wakes the next pass
         state = table.state
-        if opening_flow.running(state):
+        if opening.running(state):
             # Round 1 of an independent opening runs in sessions of its own.
             await self.opening.step(table)
             if table.state.active:

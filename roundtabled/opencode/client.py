@@ -4,13 +4,13 @@ The one place that talks HTTP to the server and the one place with retries (tena
 
 - Idempotent requests (GET, PATCH, abort, permission replies) are retried on transient failures
   (connection errors, timeouts, 5xx) with capped exponential backoff: 3 attempts, 0.2 s → 1 s.
-- A **busy database** (:func:`~roundtabled.opencode.retries.busy_database`: a 500 ``UnknownError`` /
+- A **busy database** (:func:`~roundtabled.opencode.client.busy_database`: a 500 ``UnknownError`` /
   ``Failed to execute statement`` / ``database is locked``) is what OpenCode on SQLite answers
   when another process holds the write lock for longer than the server's own 5 s lock timeout;
   nothing was written. Idempotent requests then keep retrying for up to
-  :data:`~roundtabled.opencode.retries.BUSY_WINDOW_S` seconds (jittered backoff, 0.5 s → 4 s), and
+  :data:`~roundtabled.opencode.client.BUSY_WINDOW_S` seconds (jittered backoff, 0.5 s → 4 s), and
   so do ``noReply`` messages, each retry only after a read showed the message (client-chosen id) is
-  not stored yet. The policy is in :mod:`roundtabled.opencode.retries`.
+  not stored yet. The policy is in :mod:`roundtabled.opencode.client`.
 - Requests that create something new (``prompt_async``, session creation) are never retried
   here: a retried prompt could become a second turn (a reused message id appends parts). The
   engine re-reads the session and decides (level-triggered: docs/design.md).
@@ -27,8 +27,7 @@ The one place that talks HTTP to the server and the one place with retries (tena
   holding the GIL, so no thread would help) is the one remaining step of that size.
 
 ``bytes_read`` counts response body bytes, so tests and benchmarks can check that a turn reads only
-its own messages (regression: message lists of tens of MB).
-"""
+its own messages (regression: message lists of tens of MB)."""
 
 from __future__ import annotations
 
@@ -41,15 +40,71 @@ from urllib.parse import quote
 
 import aiohttp
 import orjson
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
-
-from roundtabled.errors import AuthFailed, NotFound, TransportError
-from roundtabled.opencode.retries import (
-    BUSY_WINDOW_S,
-    RetryPolicy,
-    busy_database,
-    retryable,
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    wait_exponential,
+    wait_random_exponential,
 )
+
+from roundtabled.core.wire import busy_text
+from roundtabled.errors import AuthFailed, NotFound, TransportError
+
+# -------------------------------------------------------------------------------------------------
+# When the OpenCode client sends a request again (tenacity callbacks of
+# :class:`roundtabled.opencode.client.OpenCodeClient`, the one place with retries).
+#
+# - Other transient failures (connection errors, timeouts, 5xx) of idempotent requests:
+#   :data:`ATTEMPTS` attempts, 0.2 s → 1 s apart.
+# - A **busy database** (:func:`busy_database`): OpenCode on SQLite answers 500 ``UnknownError``
+#   when another process holds the write lock longer than the server's own 5 s lock timeout, and
+#   nothing was written. Writes keep retrying for up to :data:`BUSY_WINDOW_S` seconds with
+# jittered
+#   backoff.
+
+
+def retryable(exc: BaseException) -> bool:
+    return isinstance(exc, TransportError) and exc.retryable and not isinstance(exc, AuthFailed)
+
+
+BUSY_WINDOW_S = 30.0
+"""Seconds a write keeps being retried while the server's database is busy."""
+ATTEMPTS = 3
+"""Attempts of an idempotent request on other transient failures."""
+
+
+def busy_database(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the server's transient 500 for a locked database (see
+    :data:`BUSY_MARKERS`). A malformed path id also gives 500 ``UnknownError``; the daemon only
+    sends ids it read from the server or made itself, so there it means a busy database."""
+    return isinstance(exc, TransportError) and exc.status == 500 and busy_text(str(exc))
+
+
+class RetryPolicy:
+    """When to stop and how long to wait (tenacity callbacks): a busy database is retried for
+    ``busy_window`` s with jittered backoff from ``busy_wait`` s (×2, at most 8×); other
+    retryable failures get :data:`ATTEMPTS` attempts, 0.2 s → 1 s apart."""
+
+    def __init__(self, busy_window: float, busy_wait: float) -> None:
+        self.busy_window = busy_window
+        self._busy = wait_random_exponential(multiplier=busy_wait, max=busy_wait * 8)
+        self._other = wait_exponential(multiplier=0.2, max=1.0)
+
+    @staticmethod
+    def failure(state: RetryCallState) -> BaseException | None:
+        return state.outcome.exception() if state.outcome is not None else None
+
+    def stop(self, state: RetryCallState) -> bool:
+        if busy_database(self.failure(state)):
+            return (state.seconds_since_start or 0.0) >= self.busy_window
+        return state.attempt_number >= ATTEMPTS
+
+    def wait(self, state: RetryCallState) -> float:
+        if busy_database(self.failure(state)):
+            return float(self._busy(state))
+        return float(self._other(state))
+
 
 T = TypeVar("T")
 

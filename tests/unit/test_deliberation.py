@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roundtabled.core import deliberation as dl
-from roundtabled.core import recent_context as rc
+from roundtabled.core import deliberation as rc
 from roundtabled.core.positions import normalise_label
 from roundtabled.core.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
 

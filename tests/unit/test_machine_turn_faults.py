@@ -1,4 +1,4 @@
-"""The machine on turns the server accepted but did not run as asked (roundtabled.core.turn_faults).
+"""The machine on turns the server accepted but did not run as asked (roundtabled.core.machine).
 
 - never started: the prompt was accepted (204), never stored, and the server reported an error
   → failed with the server's message within the grace, once; a busy database → sent again once
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from roundtabled.core import machine
 from roundtabled.core.commands import Observation, Prompt, TurnRecorded
+from roundtabled.core.machine import MAX_REPROMPTS, NEVER_STARTED_GRACE_MS
 from roundtabled.core.state import RoundtableState
-from roundtabled.core.turn_faults import MAX_REPROMPTS, NEVER_STARTED_GRACE_MS
 from tests.unit.test_machine_edges import T0, TURN_MSG, S2Sim, prompted, state_with
 
 MODEL_NOT_FOUND = "ProviderModelNotFoundError: Model not found: scripted/no-such-model"

@@ -10,8 +10,7 @@ import orjson
 from aiohttp import web
 
 from roundtabled.errors import TransportError
-from roundtabled.opencode.client import READ_SLICE, HttpClock, OpenCodeClient
-from roundtabled.opencode.retries import busy_database
+from roundtabled.opencode.client import READ_SLICE, HttpClock, OpenCodeClient, busy_database
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:

@@ -4,7 +4,7 @@ is some."""
 
 from __future__ import annotations
 
-from roundtabled.core.result_text import cancelled_text
+from roundtabled.core.result import cancelled_text
 from roundtabled.core.state import EndReason, HistoryEntry, Phase, RoundtableState
 
 
