@@ -4,6 +4,7 @@ and its dependencies (no checkout on ``sys.path``)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import venv
@@ -28,10 +29,29 @@ def _source_files() -> set[str]:
     }
 
 
+def _copy_of_the_checkout(dest: Path) -> Path:
+    """The checkout's files as git sees them (tracked and untracked-not-ignored), without a
+    ``build/`` folder a former build left: setuptools would reuse its stale copies."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    return dest
+
+
 def test_the_wheel_holds_every_module_and_the_cli_runs_from_it(tmp_path: Path) -> None:
     out = tmp_path / "wheel"
+    src = _copy_of_the_checkout(tmp_path / "src")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
         check=True,
         capture_output=True,
         text=True,
