@@ -34,7 +34,9 @@ from roundtabled.core.state import (
     RoundtableState,
     Signer,
 )
-from roundtabled.engine.registry import Engine, Settings, now_ms
+from roundtabled.engine.registry import Engine
+from roundtabled.engine.settings import Settings
+from roundtabled.engine.shell import now_ms
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon

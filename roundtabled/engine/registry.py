@@ -34,11 +34,9 @@ from roundtabled.core.validation import RoundtableRequest
 from roundtabled.engine import launch
 from roundtabled.engine.recovery import Recovery, remember_directory, warn_pasted_meta
 from roundtabled.engine.requests import SeatRequests
-from roundtabled.engine.shell import Clock, Shell
-from roundtabled.engine.shell import Settings as Settings
-from roundtabled.engine.shell import now_ms as now_ms
-from roundtabled.engine.table import Table as Table
-from roundtabled.engine.table import status_of
+from roundtabled.engine.settings import Settings
+from roundtabled.engine.shell import Clock, Shell, now_ms
+from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.worker import Worker
 from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
 from roundtabled.opencode.client import OpenCodeClient

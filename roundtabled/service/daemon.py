@@ -28,7 +28,6 @@ from roundtabled import __version__
 from roundtabled.core.events import BODY_UNUSED
 from roundtabled.core.state import Signer
 from roundtabled.engine.registry import Engine
-from roundtabled.engine.registry import Settings as EngineSettings
 from roundtabled.errors import AuthFailed, TransportError
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.stream import EventStream
@@ -59,21 +58,6 @@ def freeze_heap() -> float:
     gc.collect()
     gc.freeze()
     return (time.perf_counter() - started) * 1000
-
-
-def engine_settings(s: cfg.Settings) -> EngineSettings:
-    """Project the daemon settings onto the engine's."""
-    return EngineSettings(
-        turn_timeout=s.turn_timeout,
-        loop_threshold=s.loop_threshold,
-        resync_period=s.resync_period,
-        permission_policy=s.permission_policy,
-        usage_footer=s.usage_footer,
-        hide_past_prompts=s.hide_past_prompts,
-        progress_toasts=s.progress_toasts,
-        state_dir=s.state_dir,
-        directories=tuple(s.directories),
-    )
 
 
 def listen_error(settings: cfg.Settings, exc: OSError) -> str:
@@ -114,7 +98,7 @@ class Daemon:
         )
         self.signer = Signer.from_file(settings.key_file)
         self.token = ensure_token(settings.token_file)
-        self.engine = Engine(self.client, self.signer, engine_settings(settings))
+        self.engine = Engine(self.client, self.signer, settings.engine_settings())
         self.stream = EventStream(
             settings.server_url,
             username=settings.server_username,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from roundtabled.cli.verdict import consensus_text
 from roundtabled.core import history, prompts, wire
 from roundtabled.core.result import build_result
 from roundtabled.core.state import RoundtableState
+from roundtabled.core.verdict import consensus_text
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 
 if TYPE_CHECKING:
