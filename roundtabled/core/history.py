@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from roundtabled.core.observer_flow import REPAIR_SEAT, annotate
+from roundtabled.core.observer_flow import annotate
+from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.state import HistoryEntry, PendingTurn, RoundtableState, Usage
 from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 

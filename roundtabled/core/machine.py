@@ -57,8 +57,9 @@ from roundtabled.core.history import (
     last_response_of_round,
     since_last_turn,
 )
-from roundtabled.core.observer_flow import REPAIR_SEAT
+from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.positions import unexplained_change
+from roundtabled.core.result import cancelled_text
 from roundtabled.core.similarity import is_loop
 from roundtabled.core.state import (
     EndReason,
@@ -256,7 +257,7 @@ def _advance(
     if end is not None:
         new = new.model_copy(update={"end_reason": end})
         if end == EndReason.CANCELLED and not state.options.cancel_summarize:
-            new = new.model_copy(update={"summary": prompts.cancelled_text(new)})
+            new = new.model_copy(update={"summary": cancelled_text(new)})
             return _with(cmds, _finish(new, obs))
     if end is not None or next_round >= new.total_rounds:
         new = new.model_copy(update={"phase": Phase.OBSERVING})
@@ -373,7 +374,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
                 return plan_turn(
                     state.model_copy(update={"phase": Phase.OBSERVING}), obs, opening=False
                 )
-            state = state.model_copy(update={"summary": prompts.cancelled_text(state)})
+            state = state.model_copy(update={"summary": cancelled_text(state)})
             return _finish(state, obs)
         if not (pend.kind == "observer" and obs.cancel.summarize):
             # Stop must stop: abort the turn in flight; it is recorded as cut off once S2 is

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from roundtabled.core import deliberation, machine, prompts
 from roundtabled.core.commands import Cancel, Decision, Finalize, Observation, PersistState, Prompt
 from roundtabled.core.history import answers_to, entry_from_answers
+from roundtabled.core.result import cancelled_text
 from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
@@ -479,9 +480,7 @@ def _after(state: RoundtableState, obs: OpeningObservation, new_id: str) -> Deci
     end: EndReason | None = None
     if state.end_reason == EndReason.CANCELLED:
         if not state.options.cancel_summarize:
-            done = new.model_copy(
-                update={"phase": Phase.DONE, "summary": prompts.cancelled_text(new)}
-            )
+            done = new.model_copy(update={"phase": Phase.DONE, "summary": cancelled_text(new)})
             return Decision(done, [PersistState(index=True), Finalize()])
         end = EndReason.CANCELLED
     elif all(e.has_error for e in entries):

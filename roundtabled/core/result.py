@@ -59,12 +59,12 @@ TRUNCATED_MARK_S2 = "… [truncated, full text in the roundtable session]"
 """Appended to a response cut in a text delivered to S1 (the full text is in S2, not S1)."""
 
 
-def _collapse(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) replaced by one space."""
     return " ".join(text.split())
 
 
-def _cap(text: str, max_chars: int, mark: str) -> str:
+def cut_text(text: str, max_chars: int, mark: str) -> str:
     """``text`` cut to ``max_chars`` characters with ``mark`` appended when it was cut."""
     if len(text) <= max_chars:
         return text
@@ -76,7 +76,7 @@ def _cap(text: str, max_chars: int, mark: str) -> str:
 
 def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     """One ``── agent · round N ──`` block: header, response (capped), tools, files, error."""
-    who = _collapse(entry.agent)
+    who = one_line(entry.agent)
     if entry.kind == "user":
         header = "── the user ──"
     elif entry.kind == "interjection":
@@ -93,9 +93,9 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     lines = [header]
     response = entry.response.strip()
     if response:
-        lines.append(_cap(response, per_entry_chars, mark))
+        lines.append(cut_text(response, per_entry_chars, mark))
     for tool in entry.tool_calls:
-        preview = _cap(tool.output_preview.strip(), TOOL_OUTPUT_PREVIEW_MAX, "…")
+        preview = cut_text(tool.output_preview.strip(), TOOL_OUTPUT_PREVIEW_MAX, "…")
         preview = preview.replace("\n", "\n    ")  # keep multi-line output inside the block
         lines.append(f"  [tool {tool.tool_name}] {preview}")
     lines.extend(f"  [file] {f}" for f in entry.files)
@@ -108,7 +108,7 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
         kept = "partial text above" if response else "it had written no text yet"
         lines.append(f"  [cut off: {reason}; {kept}]")
     elif entry.has_error:
-        lines.append(f"  [error] {_cap(entry.error or 'the turn failed', 500, '…')}")
+        lines.append(f"  [error] {cut_text(entry.error or 'the turn failed', 500, '…')}")
     if len(lines) == 1:
         lines.append("(no response)")
     return "\n".join(lines)
@@ -227,7 +227,7 @@ def named_observer_prompt(
         Other arguments as :func:`observer_prompt`.
     """
     intro = [
-        f"Your role: {_collapse(observer)}. Provide an executive summary of the roundtable debate "
+        f"Your role: {one_line(observer)}. Provide an executive summary of the roundtable debate "
         "below as its observer: you do not debate, you consolidate. Structure it as:"
     ]
     return _observer_text(intro, state, history, per_entry_chars)
@@ -295,7 +295,7 @@ def _usage_footer(history: Sequence[HistoryEntry]) -> str | None:
     for e in history:
         if e.kind == "user":
             continue
-        label = "observer" if e.kind == "observer" else _collapse(e.agent)
+        label = "observer" if e.kind == "observer" else one_line(e.agent)
         groups[label] = groups.get(label, Usage()).plus(e.usage)
         total = total.plus(e.usage)
     if _empty(total):
@@ -332,7 +332,7 @@ def result_text(state: RoundtableState, *, usage_footer: bool) -> str:
     ``Usage — pm: 1.2k in / 340 out · $0.0012 | … | total: …`` line from the history's usage
     (omitted when nothing was recorded).
     """
-    lines = [f"Roundtable {state.session_id} — {_collapse(state.title)}"]
+    lines = [f"Roundtable {state.session_id} — {one_line(state.title)}"]
     end = _end_line(state)
     if end:
         lines.append(end)
@@ -422,7 +422,7 @@ def digest(state: RoundtableState) -> str:
         last = turns[-1]
         pos = position_of(last)
         if pos is None:
-            words = _collapse(last.response)
+            words = one_line(last.response)
             if len(words) > DIGEST_WORDS_CHARS:
                 words = words[: DIGEST_WORDS_CHARS - 1].rstrip() + "…"
             lines.append(f"- {agent} (round {last.round}): no Position line; last words: “{words}”")
@@ -558,7 +558,7 @@ def delivery_text(state: RoundtableState, result: RoundtableResult | None = None
     s = result.status
     end = _end_line(state)
     lines = [
-        f"Roundtable {state.session_id} — {_collapse(state.title)}",
+        f"Roundtable {state.session_id} — {one_line(state.title)}",
         *([end] if end else []),
         f"Status: {s.end_reason}, {s.rounds_completed}/{s.rounds_planned} rounds"
         + (", DEGRADED" if s.degraded else ""),

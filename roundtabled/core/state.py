@@ -34,10 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-import secrets
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -462,38 +459,17 @@ class RoundtableState(_Model):
 class Signer:
     """HMAC-SHA256 over what the daemon writes into sessions (issue 4: trust only our own blocks).
 
-    ``key``: at least 16 bytes. Use :meth:`from_file` for the daemon's persistent key.
+    ``key``: at least 16 bytes (the daemon's is its key file's, read and created by
+    :func:`roundtabled.service.daemon.load_signer`; signing itself does no I/O).
+
+    Raises:
+        ValueError: ``key`` is shorter than 16 bytes.
     """
 
     def __init__(self, key: bytes) -> None:
         if len(key) < 16:
             raise ValueError("signing key must be at least 16 bytes")
         self._key = key
-
-    @classmethod
-    def from_file(cls, path: Path) -> Signer:
-        """Load the key from ``path``, creating it (32 random bytes, mode 0600) if missing.
-
-        Raises:
-            OSError: the file cannot be read or created.
-        """
-        try:
-            return cls(bytes.fromhex(path.read_text().strip()))
-        except FileNotFoundError:
-            pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_bytes(32)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key.hex())
-        try:
-            os.link(tmp, path)  # fails if another process created it first
-        except FileExistsError:
-            tmp.unlink()
-            return cls(bytes.fromhex(path.read_text().strip()))
-        tmp.unlink()
-        return cls(key)
 
     def mac(self, purpose: str, session_id: str, payload: bytes) -> str:
         """Hex MAC of ``payload`` bound to ``purpose`` and the session it is written into."""

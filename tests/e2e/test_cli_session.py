@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Hang, Text
+from roundtabled.offline.scripted_actions import Hang, Text
 
 from .conftest import RT
 from .test_cli import Run, TerminalWatch, cli, script_debate, spawn

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from roundtabled.errors import TransportError
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from tests.fakes.fake_opencode import AskPermission, AskQuestion
 
 from .conftest import Harness

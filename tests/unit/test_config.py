@@ -94,9 +94,9 @@ def test_precedence(env: dict[str, str], tmp_path: Path) -> None:
 
 def test_default_config_file_is_found_and_may_be_missing(env: dict[str, str]) -> None:
     assert load_settings(env=env).turn_timeout == 300  # no file: defaults
-    cfg = Path(env["HOME"]) / ".config/roundtabled/config.toml"
-    cfg.parent.mkdir(parents=True)
-    cfg.write_text("turn_timeout = 42\n")
+    path = Path(env["HOME"]) / ".config/roundtabled/config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text("turn_timeout = 42\n")
     assert load_settings(env=env).turn_timeout == 42
 
 

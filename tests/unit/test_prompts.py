@@ -9,24 +9,26 @@ from hypothesis import strategies as st
 from roundtabled.core.positions import Change
 from roundtabled.core.prompts import (
     ATTRIBUTION_MAX_ENTRIES,
-    CANCELLED_HEADER,
     CLOSING_LINE,
     EXTEND_CONTINUATION_PREFIXES,
-    INTERRUPTION_HEADER,
-    REPETITION_TEXT,
     TITLE_PREFIX,
     TURN_ORCHESTRATION_BUDGET,
-    cancelled_text,
     default_title,
     effective_topic,
     extend_topic,
     failure_toast,
     infer_extend_mode,
+    turn_prompt,
+)
+from roundtabled.core.result import (
+    CANCELLED_HEADER,
+    INTERRUPTION_HEADER,
+    REPETITION_TEXT,
+    cancelled_text,
     interruption_text,
     named_observer_prompt,
     observer_prompt,
     result_text,
-    turn_prompt,
     usage_table,
 )
 from roundtabled.core.state import (
