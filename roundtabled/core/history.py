@@ -176,14 +176,6 @@ def since_last_turn(state: RoundtableState, agent: str) -> list[HistoryEntry]:
     return out
 
 
-def opening_message_id(messages: Sequence[MessageView]) -> str | None:
-    """The first turn prompt of S2 (it stays visible: it carries the topic)."""
-    for m in messages:
-        if isinstance(m, UserView) and m.marker is not None and m.marker.kind == "turn":
-            return m.id
-    return None
-
-
 def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> list[HistoryEntry]:
     """The history from S2's messages, up to (not including) the pending turn's prompt.
 

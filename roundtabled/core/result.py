@@ -323,33 +323,6 @@ def _end_line(state: RoundtableState) -> str | None:
     return texts.get(reason, f"Roundtable ended: {reason}")
 
 
-def result_text(state: RoundtableState, *, usage_footer: bool) -> str:
-    """What S1 (the orchestrator) receives when the roundtable ends.
-
-    Layout: ``Roundtable {sessionID} — {title}``; the end reason when not completed (spec §7.5
-    exact text for repetition); a blank line; ``state.summary`` (when there is no summary, the
-    attributed history, each response capped at 2000 characters); with ``usage_footer``, one
-    ``Usage — pm: 1.2k in / 340 out · $0.0012 | … | total: …`` line from the history's usage
-    (omitted when nothing was recorded).
-    """
-    lines = [f"Roundtable {state.session_id} — {one_line(state.title)}"]
-    end = _end_line(state)
-    if end:
-        lines.append(end)
-    lines.append("")
-    summary = (state.summary or "").strip()
-    if summary:
-        lines.append(summary)
-    else:
-        lines.append("No consolidated summary. Partial history:")
-        lines.append(_history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2))
-    if usage_footer:
-        footer = _usage_footer(state.history)
-        if footer:
-            lines.extend(["", footer])
-    return "\n".join(lines)
-
-
 def interruption_text(state: RoundtableState) -> str:
     """The text injected into S1 when S2 is closed mid-debate (spec §7.2, exact header).
 
@@ -550,7 +523,7 @@ def verdict_lines(result: RoundtableResult) -> list[str]:
 
 def delivery_text(state: RoundtableState, result: RoundtableResult | None = None) -> str:
     """What S1 receives as a ``noReply`` message when no tool call waits: the title line, the
-    end line when it did not complete (the exact texts of ``result_text._end_line``), the
+    end line when it did not complete (the exact texts of :func:`_end_line`), the
     summary (honesty header first, the same words as the tool result), the verdict lines, the
     usage footer and where the transcript is. ``result``: :func:`capped` of
     :func:`build_result` of ``state`` when the caller has it."""

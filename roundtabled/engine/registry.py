@@ -455,13 +455,6 @@ class Engine:
         table = self._known(s2)
         return None if table is None else status_of(table, self.shell.clock(), result=result)
 
-    def list_status(self) -> list[dict[str, Any]]:
-        """Active then recent roundtables."""
-        now = self.shell.clock()
-        out = [status_of(t, now) for t in self.tables.values()]
-        out += [status_of(t, now) for t in reversed(self.recent.values())]
-        return out
-
     async def close(self, window: float = 8.0) -> None:
         """Stop all workers within ``window`` seconds, then write the state of every roundtable
         whose state write after a fast handoff was still deferred (within the rest of the

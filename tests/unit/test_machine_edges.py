@@ -25,7 +25,7 @@ from roundtabled.core.commands import (
     Toast,
 )
 from roundtabled.core.machine import ABORT_GRACE_MS, ERROR_GRACE_MS
-from roundtabled.core.result import CANCELLED_HEADER, REPETITION_TEXT, result_text
+from roundtabled.core.result import CANCELLED_HEADER, REPETITION_TEXT, delivery_text
 from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
@@ -454,7 +454,7 @@ def test_repetition_result_states_the_spec_reason() -> None:
     d = machine.decide(state, sim.observe())
     assert d.state.phase == Phase.DONE and d.state.summary == "SUMMARY"
     assert d.state.end_reason == EndReason.REPETITION
-    assert REPETITION_TEXT in result_text(d.state, usage_footer=False)
+    assert REPETITION_TEXT in delivery_text(d.state)
 
 
 # ------------------------------------------------------------------------------------------------
