@@ -1,4 +1,6 @@
-"""Every text the daemon sends to a model or writes into a session (spec §3, §6, §7, §8, §9).
+"""The texts of a seat's turn: its prompt, the topic it debates (an extend's too), the title, and
+the toast of a failed turn (spec §3, §6, §7, §8, §9). The observer's prompts and the texts S1
+receives are built from the history in :mod:`roundtabled.core.result`.
 
 Invariants
 - Pure and deterministic: the same arguments give the same text; no clock, no I/O, no asyncio.

@@ -1,6 +1,9 @@
-"""The result the caller receives: the contract assembled, its words, and its size kept in bounds.
+"""The texts built from a debate's history, and the result the caller receives assembled from them.
 
-:func:`build_result` turns a finished (or running) roundtable's state into the
+The texts: the attributed history (``── pm · round 1 ──`` blocks), the built-in and named
+observer prompts (with every degradation and the stated positions, docs/result.md), the texts
+delivered to S1 (interruption, cancellation), the usage table. The result: :func:`build_result`
+turns a finished (or running) roundtable's state into the
 :class:`~roundtabled.core.result_model.RoundtableResult` of docs/result.md; :func:`result_json` is
 the text the ``roundtable`` tool returns; :func:`delivery_text` is what S1 gets as a ``noReply``
 message when no tool call waits — both carry the same honesty header.
@@ -10,7 +13,7 @@ hands the model only the head. The result therefore puts ``status`` first, then 
 then the ``summary``; every list and item is capped and the summary gets what is left of
 :data:`RESULT_MAX_BYTES`. The transcript is never pasted: ``transcript`` says where it is.
 
-Pure: no I/O, no clock."""
+Pure and deterministic: no I/O, no clock. Rounds in texts are 1-based."""
 
 from __future__ import annotations
 
@@ -31,16 +34,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.verdict import build_status, build_usage, build_verdict, positions
 
-# -------------------------------------------------------------------------------------------------
-# Texts built from a debate's history: the observer's prompt and what the caller receives.
-#
-# Split from :mod:`roundtabled.core.prompts` (which re-exports these names): the attributed
-# history
-# (``── pm · round 1 ──`` blocks), the built-in and named observer prompts (with every degradation
-# and the stated positions, see docs/result.md), the texts delivered to S1 (result, interruption,
-# cancellation) and the usage table.
-#
-# Pure and deterministic: no clock, no I/O. Rounds in texts are 1-based.
+# ── fixed texts and text helpers (also the prompts') ────────────────────────────────────────────
 
 INTERRUPTION_HEADER = (
     "[Roundtable interrupted — session closed. Partial history up to interruption:]"
@@ -341,6 +335,8 @@ def cancelled_text(state: RoundtableState) -> str:
     history = _history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2)
     return f"{CANCELLED_HEADER}\n{history}"
 
+
+# ── the result: the contract assembled, kept in bounds, delivered ───────────────────────────────
 
 RESULT_MAX_BYTES = 40_000
 """Upper bound of :func:`result_json` in UTF-8 bytes (OpenCode keeps 50 KB of a tool's output)."""

@@ -1,9 +1,10 @@
-"""The roundtable's result: status, verdict and usage, built purely from the state (docs/result.md).
+"""Builders of the result's status, verdict and usage, and the verdict in words (docs/result.md).
 
-One versioned model (:class:`RoundtableResult`) is what the ``roundtable`` tool returns, what
-``GET /v1/roundtables/{ses}/result`` carries, the head of ``roundtabled export --format json`` and
-what the CLI renders. Every builder here is a pure function of a :class:`RoundtableState` (its
-history included): no I/O, no clock.
+Every builder is a pure function of a :class:`RoundtableState` (its history included): no I/O,
+no clock. They fill the contract's models (:mod:`roundtabled.core.result_model`: what the
+``roundtable`` tool returns, what ``GET /v1/roundtables/{ses}/result`` carries, the head of
+``roundtabled export --format json`` and what the CLI renders); :mod:`roundtabled.core.result`
+assembles them into the result.
 
 Honesty rules (docs/result.md, "Honesty"):
 

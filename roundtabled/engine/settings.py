@@ -1,9 +1,9 @@
 """The engine's knobs: what the daemon's configuration sets for the engine's rooms.
 
 The daemon's configuration (:class:`roundtabled.service.config.Settings`) is the one source of
-settings: its :meth:`~roundtabled.service.config.Settings.engine` builds these, and its fields
-take their defaults from here and from :class:`roundtabled.core.state.Options` (the defaults of
-a roundtable's options), so each default is written once. Tests and benchmarks build one
+settings: its :meth:`~roundtabled.service.config.Settings.engine_settings` builds these, and its
+fields take their defaults from here and from :class:`roundtabled.core.state.Options` (the
+defaults of a roundtable's options), so each default is written once. Tests and benchmarks build one
 directly. A module of its own (no I/O, no engine import) so that the configuration can name it
 without loading the engine.
 """

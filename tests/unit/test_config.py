@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from roundtabled.core.state import PermissionPolicy
+from roundtabled.engine.settings import Settings as EngineSettings
 from roundtabled.errors import RoundtableError
 from roundtabled.service import config as cfg
 from roundtabled.service.config import (
@@ -72,6 +73,17 @@ def test_settings_is_frozen() -> None:
     s = Settings()
     with pytest.raises(ValueError):
         s.turn_timeout = 5  # type: ignore[misc]
+
+
+def test_the_engine_gets_the_configuration_and_the_same_defaults(env: dict[str, str]) -> None:
+    """One source: the defaults of the configuration are the engine's and the roundtables'."""
+    s = load_settings(env=env)
+    assert s.engine_settings() == EngineSettings(state_dir=s.state_dir)
+    tuned = load_settings(
+        {"turn_timeout": "42", "resync_period": "2", "progress_toasts": "false"}, env=env
+    ).engine_settings()
+    assert tuned.roundtable.turn_timeout == 42
+    assert (tuned.resync_period, tuned.progress_toasts) == (2, False)
 
 
 # ── precedence ──────────────────────────────────────────────────────────────────────────────────
