@@ -8,6 +8,7 @@ and a module that fails to import.
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import shutil
@@ -84,3 +85,56 @@ def test_production_modules_import_and_load_no_offline_module() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT
     ).stdout
     assert json.loads(out.strip().splitlines()[-1]) == []
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """Names a module defines (functions, classes, assigned names), not the names it imports."""
+    names: set[str] = set()
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:  # the top level and the blocks of its if / try / with, not function bodies
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            todo += node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+            todo += [s for h in getattr(node, "handlers", []) for s in h.body]
+    return names
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
+    """No re-export: ``from M import N`` (in the package, the tests and the benchmarks) names
+    something M itself defines, or a submodule of M; and never another module's ``_private``
+    name (the standard library and other packages are not checked)."""
+    paths = [p for top in ("roundtabled", "tests", "bench") for p in (ROOT / top).rglob("*.py")]
+    trees = {_module_name(p): (p, ast.parse(p.read_text(), str(p))) for p in paths}
+    defined = {name: _defined(tree) for name, (_, tree) in trees.items()}
+    wrong: list[str] = []
+    for name, (path, tree) in trees.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = node.module or ""
+            if node.level:
+                up = package[: len(package) - node.level + 1]
+                source = ".".join([*up, source] if source else up)
+            if source not in trees:
+                continue
+            for alias in node.names:
+                imported = alias.name
+                if f"{source}.{imported}" in trees or imported.startswith("__"):
+                    continue
+                where = f"{name}:{node.lineno} {imported} from {source}"
+                if imported not in defined[source]:
+                    wrong.append(f"re-export: {where}")
+                elif imported.startswith("_") and source != name:
+                    wrong.append(f"private: {where}")
+    assert wrong == []
