@@ -1,7 +1,7 @@
 # Everyday entry points; each target calls the same scripts a fresh clone uses.
 #   make test        the whole suite on the real OpenCode server (scripts/test)
 #   make test-fast   unit + core end-to-end (scripts/test --fast)
-#   make lint        ruff (lint + format check) and mypy --strict
+#   make lint        ruff (lint + format check), mypy --strict and the import layers (scripts/lint)
 #   make bench       every benchmark figure (bench/run.py all): JSON to stdout and
 #                    bench/results/latest.json; under 10 minutes on 2 cores
 .PHONY: setup test test-fast lint bench
@@ -17,10 +17,8 @@ test:
 test-fast:
 	scripts/test --fast
 
-lint: setup
-	$(PY) -m ruff check roundtabled tests bench
-	$(PY) -m ruff format --check roundtabled tests bench
-	$(PY) -m mypy --strict roundtabled bench
+lint:
+	scripts/lint
 
 bench: setup
 	$(PY) -m bench.run all

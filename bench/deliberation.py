@@ -25,7 +25,8 @@ import time
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text, default_text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import default_text
 
 from .debate import settle
 from .env import TOPIC, Env

@@ -24,7 +24,8 @@ import aiohttp
 
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
-from roundtabled.offline.scripted_llm import Action, RecordedRequest
+from roundtabled.offline.scripted_actions import Action
+from roundtabled.offline.scripted_llm import RecordedRequest
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon
 

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roundtabled.offline.scripted_llm import Text, default_text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import default_text
 
 from .env import TOPIC, Env, rss_mb
 from .stats import rnd

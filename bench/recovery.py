@@ -34,10 +34,12 @@ from roundtabled.core.state import (
     RoundtableState,
     Signer,
 )
-from roundtabled.engine.registry import Engine, Settings, now_ms
+from roundtabled.engine.registry import Engine
+from roundtabled.engine.settings import Settings
+from roundtabled.engine.shell import now_ms
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service.config import load_settings
-from roundtabled.service.daemon import Daemon
+from roundtabled.service.daemon import Daemon, load_signer
 
 from .env import TOPIC, Env
 from .stats import rnd
@@ -145,7 +147,7 @@ async def run(root: Path, *, sessions: int, roundtables: int) -> dict[str, Any]:
     try:
         await env.start()
         settings = load_settings(env.settings_cli(), env=env.env)
-        signer = Signer.from_file(settings.key_file)
+        signer = load_signer(settings.key_file)
         populate_s = await populate(env, signer, sessions=sessions, roundtables=roundtables)
         listed = await env.oc(
             "GET", "/session", params={"directory": env.directory, "limit": "100000"}

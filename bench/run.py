@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from roundtabled import __version__
-from roundtabled.offline.opencode_server import OPENCODE_VERSION
+from roundtabled.opencode.binary import OPENCODE_VERSION
 
 from . import debate, deliberation, ingest, memory, recovery
 from .env import Env

@@ -66,7 +66,7 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None)
 
 async def library_reader(url: str, on_event: Callable[[Any], None], done: asyncio.Event) -> None:
     """aiohttp-sse-client feeding :func:`parse_event`; sets ``done`` when the stream ends."""
-    from aiohttp_sse_client.client import EventSource  # type: ignore[import-untyped]
+    from aiohttp_sse_client.client import EventSource
 
     async with (
         aiohttp.ClientSession(read_bufsize=READ_BUFSIZE) as http,

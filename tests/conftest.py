@@ -24,13 +24,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from roundtabled.offline.opencode_server import (
-    OpenCodeServer,
-    agent_prompts_of,
-    find_opencode_binary,
-    offline_config,
-)
+from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.opencode.binary import find_opencode_binary
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

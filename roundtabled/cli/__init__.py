@@ -22,33 +22,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import argparse
 
-# The names below are re-exported lazily (module ``__getattr__``): importing them takes about a
-# second or more (pydantic, aiohttp), and a Ctrl-C during that time must reach ``main``'s
-# handler, not print a traceback from the console script's ``from roundtabled.cli import main``.
-_EXPORTS = {
-    "EXIT_ERROR": "roundtabled.cli.client",
-    "EXIT_INTERRUPTED": "roundtabled.cli.client",
-    "EXIT_OK": "roundtabled.cli.client",
-    "EXIT_UNCONCLUDED": "roundtabled.cli.client",
-    "EXIT_USAGE": "roundtabled.cli.client",
-    "CliError": "roundtabled.cli.client",
-    "ControlClient": "roundtabled.cli.client",
-    "control_url": "roundtabled.cli.client",
-    "build_parser": "roundtabled.cli.parser",
-    "read_topic": "roundtabled.cli.topic",
-}
-
-__all__ = [*_EXPORTS, "main"]
+__all__ = ["main"]
 
 _INTERRUPTED = 130  # EXIT_INTERRUPTED, without importing the client for it
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,6 +63,9 @@ def unknown_arguments_error(parser: argparse.ArgumentParser, args: Any, extras: 
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    # Imported here, not at the top: loading them takes about a second or more (pydantic,
+    # aiohttp), and a Ctrl-C during that time must reach main's handler, not print a traceback
+    # from the console script's `from roundtabled.cli import main`.
     import asyncio
     import inspect
     import signal

@@ -1,5 +1,8 @@
 """Commands that set things up: ``serve``, ``config``, ``doctor``, ``install-tool``,
-``install-service``."""
+``install-service``.
+
+Each command imports its service module (daemon, doctor, install, systemd) when it runs, not at
+the top: start-up speed, so that every other command does not load them."""
 
 from __future__ import annotations
 

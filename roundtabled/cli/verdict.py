@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any
 
+from roundtabled.core.verdict import consensus_text
+
 WARNING = "\x1b[1;33m"
 RESET = "\x1b[0m"
 LABEL_CHARS = 40
@@ -61,34 +63,6 @@ def turns_text(turns: object, result: dict[str, Any] | None) -> str:
     if not parts:
         return str(turns)
     return f"{turns} ({', '.join(parts)})"
-
-
-TALLY_WORDS = {
-    "unanimous": "unanimous (every seat holds one label)",
-    "majority": "majority (one label held by more than half of the seats)",
-    "split": "split (no label held by more than half of the seats)",
-    "none": "split (no two agree)",
-    "unknown": "unknown (fewer than two seats stated a position)",
-}
-"""``tallyConsensus`` in words (docs/result.md, verdict): its ``none`` means every stated label
-differs, not that no position was stated."""
-
-
-def consensus_text(verdict: dict[str, Any]) -> str:
-    """The consensus in words, without the ``consensus:`` label: whose count it is (the observer
-    or the seats' stated positions) and, when the observer and the tally differ, both with the
-    disagreement spelled out (docs/result.md, verdict)."""
-    cons = str(verdict.get("consensus", "unknown"))
-    tally = verdict.get("tallyConsensus")
-    if verdict.get("source") == "ledger":
-        return f"{TALLY_WORDS.get(cons, cons)}, by the seats' own stated positions"
-    if not tally or tally == cons:
-        return cons
-    words = TALLY_WORDS.get(str(tally), str(tally))
-    ranks = {"unanimous": 3, "majority": 2, "split": 1, "none": 0}
-    if ranks.get(str(tally), 9) < ranks.get(cons, -1):
-        return f"{cons} per the observer — but the seats' stated positions disagree: {words}"
-    return f"{cons} per the observer — but by the seats' stated positions: {words}"
 
 
 def positions_table(verdict: dict[str, Any]) -> list[str]:

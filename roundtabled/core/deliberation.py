@@ -32,7 +32,11 @@ call began.
 
 Recent context (``context: "recent"``): at the start of round ``r`` the replies of the rounds
 between the opening round and the last complete round are hidden from the models in whole rounds
-(:func:`rounds_to_hide`) and summarised in a digest built from the ledger (:func:`digest`)."""
+(:func:`rounds_to_hide`) and summarised in a digest built from the ledger (:func:`digest`, never
+a model call); a seat sees the opening round, the digest and the last round in full. The server
+keeps an assistant reply's text in the model's context even when its part is marked ``ignored``
+(docs/deliberation.md, ``context: "recent"``), so the daemon refuses ``context: "recent"`` today;
+these rules are what it applies once replies can be hidden."""
 
 from __future__ import annotations
 
@@ -525,14 +529,7 @@ def diversity_warning(
     )
 
 
-# -------------------------------------------------------------------------------------------------
-# The "recent" context of a seat's turn: which earlier rounds are hidden and their digest.
-#
-# Pure helpers for ``context: "recent"`` (docs/deliberation.md): a seat sees the opening round, a
-# rolling digest of the rounds between (built from the position ledger, never a model call) and
-# the last round in full. The server keeps an assistant reply's text in the model's context even
-# when its part is marked ``ignored`` (docs/deliberation.md, `context: "recent"`), so the daemon
-# refuses ``context: "recent"`` today; these rules are what it applies once replies can be hidden.
+# ── recent context (which earlier rounds a seat no longer sees, and their digest) ──────────────
 
 DIGEST_MAX_BYTES = 900
 """Bytes (UTF-8) of the recent-context digest at most; older label runs are dropped first."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from roundtabled.core.observer_flow import REPAIR_SEAT, annotate
+from roundtabled.core.observer_flow import annotate
+from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.state import HistoryEntry, PendingTurn, RoundtableState, Usage
 from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 
@@ -173,14 +174,6 @@ def since_last_turn(state: RoundtableState, agent: str) -> list[HistoryEntry]:
         out.append(e)
     out.reverse()
     return out
-
-
-def opening_message_id(messages: Sequence[MessageView]) -> str | None:
-    """The first turn prompt of S2 (it stays visible: it carries the topic)."""
-    for m in messages:
-        if isinstance(m, UserView) and m.marker is not None and m.marker.kind == "turn":
-            return m.id
-    return None
 
 
 def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> list[HistoryEntry]:

@@ -13,7 +13,7 @@ Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
    ``parentID`` is that turn's own user message (regression "premature idle").
 3. The (round, seat) position never goes backwards; every seat gets exactly one turn per round,
    unless the debate ended for a recorded reason (repetition, every agent failed, cancel, the
-   panel converged, the budget: ``roundtabled/deliberation.py``).
+   panel converged, the budget: :mod:`roundtabled.core.deliberation`).
 4. Exactly one prompt per turn. The intent of a turn (round, seat, agent, client-chosen message
    id) is written with the :class:`Prompt` that starts it — before the prompt goes out (a
    handoff decided from a read of S2), or right after it (``persist_first`` false: a fast
@@ -21,10 +21,27 @@ Invariants (property-tested in ``tests/unit/test_machine_properties.py``):
    pending turn whose message is in S2 is waited for, never re-sent; one whose message is absent is
    sent with the same id; and a planned turn whose signed marker is already in S2 (the prompt
    went out, the state write after it did not) is adopted as the pending turn instead of being
-   sent (``Prompt.send`` false). A turn the server
-   accepted but swallowed (never started, folded into a later message, a busy database) is
-   sent again at most once (:mod:`roundtabled.core.machine`).
+   sent (``Prompt.send`` false). A turn the server accepted but swallowed (never started,
+   folded into a later message, a busy database) is sent again at most once (below).
 5. Nothing is prompted once the phase is ``done`` or ``aborted``.
+
+Turns the server accepted but did not run as asked: the machine asks these questions about the
+pending turn, each answered from S2's messages and the pending turn's record, never from the
+order of events (docs/design.md, "Turns that never start or are swallowed"):
+
+- **never started** (:func:`never_started`): the server answered the prompt with 204 but its
+  user message was never stored, and the server reported ``session.error`` for S2 (a seat whose
+  model does not exist: "Model not found"; a database write lock held by another process). The
+  turn fails with the server's own message, or, once, is sent again when the error was a busy
+  database (nothing was written; the same prompt may go through now).
+- **folded** (:func:`folded_into`): the seat's prompt is stored but a later user message that is
+  not ours (a person's, another client's) was answered instead: with two pending user messages
+  the server answers only the newest one, with that message's agent, and goes idle. The seat's
+  prompt will never get a reply of its own; the other reply is an interjection and the seat is
+  prompted again, once.
+- **busy database at the end of a reply** (:func:`busy_database_text`): a step that ended with
+  the server's ``UnknownError`` after its text was stored keeps that text; a turn that stored
+  nothing usable is prompted again, once (:data:`MAX_REPROMPTS`).
 
 Times are epoch milliseconds throughout."""
 
@@ -57,8 +74,9 @@ from roundtabled.core.history import (
     last_response_of_round,
     since_last_turn,
 )
-from roundtabled.core.observer_flow import REPAIR_SEAT
+from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.positions import unexplained_change
+from roundtabled.core.result import cancelled_text
 from roundtabled.core.similarity import is_loop
 from roundtabled.core.state import (
     EndReason,
@@ -101,9 +119,7 @@ def with_cancel(state: RoundtableState, cancel: Cancel) -> RoundtableState:
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# Helpers
-# ----------------------------------------------------------------------------------------------
+# ── helpers ─────────────────────────────────────────────────────────────────────────────────────
 
 
 def _final(answers: Sequence[AnswerView]) -> bool:
@@ -118,9 +134,7 @@ def _final(answers: Sequence[AnswerView]) -> bool:
     return bool(last.error_name) or last.finish not in ("tool-calls", None, "unknown")
 
 
-# ----------------------------------------------------------------------------------------------
-# The transition function
-# ----------------------------------------------------------------------------------------------
+# ── the transition function ─────────────────────────────────────────────────────────────────────
 
 
 def plan_turn(
@@ -256,7 +270,7 @@ def _advance(
     if end is not None:
         new = new.model_copy(update={"end_reason": end})
         if end == EndReason.CANCELLED and not state.options.cancel_summarize:
-            new = new.model_copy(update={"summary": prompts.cancelled_text(new)})
+            new = new.model_copy(update={"summary": cancelled_text(new)})
             return _with(cmds, _finish(new, obs))
     if end is not None or next_round >= new.total_rounds:
         new = new.model_copy(update={"phase": Phase.OBSERVING})
@@ -373,7 +387,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
                 return plan_turn(
                     state.model_copy(update={"phase": Phase.OBSERVING}), obs, opening=False
                 )
-            state = state.model_copy(update={"summary": prompts.cancelled_text(state)})
+            state = state.model_copy(update={"summary": cancelled_text(state)})
             return _finish(state, obs)
         if not (pend.kind == "observer" and obs.cancel.summarize):
             # Stop must stop: abort the turn in flight; it is recorded as cut off once S2 is
@@ -582,26 +596,7 @@ def _reprompt(
     return d
 
 
-# -------------------------------------------------------------------------------------------------
-# Turns the server accepted but did not run as asked: what they look like in S2 (pure).
-#
-# The machine (:mod:`roundtabled.core.machine`) asks these questions about the pending turn; each
-# answer is read from S2's messages and the pending turn's record, never from the order of events
-# (docs/design.md, "Turns that never start or are swallowed"):
-#
-# - **never started** (:func:`never_started`): the server answered the prompt with 204 but its
-#   user message was never stored, and the server reported ``session.error`` for S2 (a seat whose
-#   model does not exist: "Model not found"; a database write lock held by another process). The
-#   turn fails with the server's own message, or, once, is sent again when the error was a busy
-#   database (nothing was written; the same prompt may go through now).
-# - **folded** (:func:`folded_into`): the seat's prompt is stored but a later user message that is
-#   not ours (a person's, another client's) was answered instead: with two pending user messages
-#   the server answers only the newest one, with that message's agent, and goes idle. The seat's
-#   prompt will never get a reply of its own; the other reply is an interjection and the seat is
-#   prompted again, once.
-# - **busy database at the end of a reply** (:func:`busy_database_text`): a step that ended with
-#   the server's ``UnknownError`` after its text was stored keeps that text; a turn that stored
-#   nothing usable is prompted again, once (:data:`MAX_REPROMPTS`).
+# ── turns the server accepted but did not run as asked (see the module docstring) ───────────────
 
 MAX_REPROMPTS = 1
 """A turn is sent again at most this often (a second failure of the same kind settles it)."""

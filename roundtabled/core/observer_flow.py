@@ -22,10 +22,8 @@ from roundtabled.core.result import cancelled_text, named_observer_prompt, obser
 from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState, VerdictRecord
 
 __all__ = [
-    "REPAIR_SEAT",
     "VerdictStep",
     "annotate",
-    "is_repair",
     "observed",
     "observer_step",
     "observer_turn",

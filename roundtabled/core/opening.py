@@ -1,12 +1,20 @@
 """The independent opening round: every seat answers the topic at once, each in its own session.
 
-Pure: ``(OpeningRound, OpeningObservation) -> OpeningDecision``, no I/O and no clock, like
-:mod:`roundtabled.core.machine`, which hands round 1 of an ``opening: "independent"`` roundtable to
-:func:`step` and takes the round back once :attr:`OpeningRound.done` (docs/deliberation.md,
-"opening: independent"). Each seat runs in a child session of the roundtable's session (created
-with the roundtable and the seat in its ``metadata``) and sees only the topic; once every seat
-answered, failed or timed out, the answers are recorded in the roundtable's session as visible,
-attributed ``noReply`` messages (never answered by a model) with signed ``opening`` markers.
+Pure, no I/O and no clock, like :mod:`roundtabled.core.machine`, in two parts:
+
+- the round's rules, :func:`step`: ``(OpeningRound, OpeningObservation) -> OpeningDecision``;
+- the round within its roundtable, :func:`decide`: while the round runs (:func:`running`) the
+  worker asks it instead of :func:`roundtabled.core.machine.decide`; it runs :func:`step` on the
+  round kept in :attr:`~roundtabled.core.state.RoundtableState.openings` and, once every opening
+  is recorded (:attr:`OpeningRound.done`), hands the debate back to the machine at round 2 (seat
+  1), or to the observer when the debate ends there: a cancel, every seat failed, a unanimous
+  opening with ``until: "converged"`` (the rule of :mod:`roundtabled.core.deliberation`), or a
+  one-round debate (docs/deliberation.md, "opening: independent").
+
+Each seat runs in a child session of the roundtable's session (created with the roundtable and
+the seat in its ``metadata``) and sees only the topic; once every seat answered, failed or timed
+out, the answers are recorded in the roundtable's session as visible, attributed ``noReply``
+messages (never answered by a model) with signed ``opening`` markers.
 
 Exactly once, across crashes at any point (property-tested in
 ``tests/unit/test_opening_properties.py``):
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from roundtabled.core import deliberation, machine, prompts
 from roundtabled.core.commands import Cancel, Decision, Finalize, Observation, PersistState, Prompt
 from roundtabled.core.history import answers_to, entry_from_answers
+from roundtabled.core.result import cancelled_text
 from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
@@ -42,6 +51,8 @@ from roundtabled.core.state import (
     RoundtableState,
 )
 from roundtabled.core.wire import AnswerView, MessageView, Status, UserView, opening_metadata
+
+# ── the round's rules ───────────────────────────────────────────────────────────────────────────
 
 REPROMPT_GRACE_MS = 5_000
 """A seat's prompt still absent from its idle session this long after sending is sent again."""
@@ -373,19 +384,7 @@ def _records(
     return rnd.model_copy(update={"seats": seats, "topic_recorded": True}), cmds
 
 
-# -------------------------------------------------------------------------------------------------
-# Round 1 of an ``opening: "independent"`` roundtable, between the state and the machine.
-#
-# Pure: while the opening round runs, the worker asks :func:`decide` instead of
-# :func:`roundtabled.core.machine.decide`; it runs :func:`roundtabled.core.opening.step` on the
-# round
-# kept in
-# :attr:`~roundtabled.core.state.RoundtableState.openings` and, once every opening is recorded,
-# hands
-# the debate back to the machine at round 2 (seat 1), or to the observer when the debate ends
-# there: a
-# cancel, every seat failed, a unanimous opening with ``until: "converged"`` (the rule of
-# :mod:`roundtabled.core.deliberation`), or a one-round debate (docs/deliberation.md).
+# ── the round within its roundtable (see the module docstring) ──────────────────────────────────
 
 
 def running(state: RoundtableState) -> bool:
@@ -479,9 +478,7 @@ def _after(state: RoundtableState, obs: OpeningObservation, new_id: str) -> Deci
     end: EndReason | None = None
     if state.end_reason == EndReason.CANCELLED:
         if not state.options.cancel_summarize:
-            done = new.model_copy(
-                update={"phase": Phase.DONE, "summary": prompts.cancelled_text(new)}
-            )
+            done = new.model_copy(update={"phase": Phase.DONE, "summary": cancelled_text(new)})
             return Decision(done, [PersistState(index=True), Finalize()])
         end = EndReason.CANCELLED
     elif all(e.has_error for e in entries):

@@ -246,15 +246,3 @@ def final_position(
     if not turns:
         return None, None
     return turns[-1].round, position_of(turns[-1])
-
-
-def labels_by_round(history: Sequence[LedgerEntry]) -> dict[int, dict[str, str | None]]:
-    """``{round: {agent: normalised label or None}}`` of every seat turn (for convergence rules:
-    ``None`` = no stated position in that round, which must block convergence)."""
-    out: dict[int, dict[str, str | None]] = {}
-    for e in history:
-        if e.kind != "turn":
-            continue
-        pos = position_of(e)
-        out.setdefault(e.round, {})[e.agent] = pos.key if pos is not None else None
-    return out

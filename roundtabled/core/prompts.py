@@ -1,4 +1,6 @@
-"""Every text the daemon sends to a model or writes into a session (spec §3, §6, §7, §8, §9).
+"""The texts of a seat's turn: its prompt, the topic it debates (an extend's too), the title, and
+the toast of a failed turn (spec §3, §6, §7, §8, §9). The observer's prompts and the texts S1
+receives are built from the history in :mod:`roundtabled.core.result`.
 
 Invariants
 - Pure and deterministic: the same arguments give the same text; no clock, no I/O, no asyncio.
@@ -26,46 +28,26 @@ from typing import Literal
 
 from roundtabled.core.positions import Change
 from roundtabled.core.result import (
-    CANCELLED_HEADER,
-    INTERRUPTION_HEADER,
-    REPETITION_TEXT,
-    UsageTable,
-    _cap,
-    _collapse,
-    cancelled_text,
-    interruption_text,
-    named_observer_prompt,
-    observer_prompt,
-    result_text,
-    usage_table,
+    cut_text,
+    one_line,
 )
 from roundtabled.core.state import HistoryEntry, RoundtableState
 
 __all__ = [
     "ATTRIBUTION_MAX_ENTRIES",
     "ATTRIBUTION_QUOTE_CHARS",
-    "CANCELLED_HEADER",
     "CLOSING_LINE",
     "EXTEND_CONTINUATION_PREFIXES",
-    "INTERRUPTION_HEADER",
-    "REPETITION_TEXT",
     "TITLE_PREFIX",
     "TITLE_PROMPT_CHARS",
     "TURN_ORCHESTRATION_BUDGET",
     "ExtendMode",
-    "UsageTable",
-    "cancelled_text",
     "default_title",
     "effective_topic",
     "extend_topic",
     "failure_toast",
     "infer_extend_mode",
-    "interruption_text",
-    "named_observer_prompt",
-    "observer_prompt",
-    "result_text",
     "turn_prompt",
-    "usage_table",
 ]
 
 ExtendMode = Literal["continuation", "new-topic"]
@@ -154,7 +136,7 @@ def default_title(prompt: str) -> str:
     hard at 80. An empty prompt gives ``"(Roundtable)"``. The result has at most 95 characters
     (≤ ``MAX_TITLE_CHARS``).
     """
-    text = _collapse(prompt)
+    text = one_line(prompt)
     if not text:
         return TITLE_PREFIX.rstrip(" -")
     if len(text) <= TITLE_PROMPT_CHARS:
@@ -244,7 +226,7 @@ longer than the opening note, which it replaces (an opening turn has no earlier 
 
 def _change_question(change: Change) -> str:
     def label(text: str) -> str:
-        text = _collapse(text)
+        text = one_line(text)
         cut = _clip_bytes(text, CHANGE_LABEL_BYTES - 3)
         return text if _utf8_len(text) <= CHANGE_LABEL_BYTES else cut + "…"
 
@@ -258,21 +240,21 @@ def _quote(entry: HistoryEntry, max_chars: int) -> str:
     # Only a bounded prefix is collapsed: a quote needs ``max_chars`` characters, and a reply can
     # be megabytes (splitting all of it on every prompt blocked the event loop).
     head = entry.response[: 16 * max_chars + 64]
-    text = _collapse(head)
+    text = one_line(head)
     if len(head) < len(entry.response) and len(text) <= max_chars:
         text += " …"
     if not text:
         if entry.tool_calls:
             names = ", ".join(dict.fromkeys(t.tool_name for t in entry.tool_calls))
-            return f"[used tools: {_collapse(names)}]"
+            return f"[used tools: {one_line(names)}]"
         return "[no text]"
-    return _cap(text, max_chars, "…")
+    return cut_text(text, max_chars, "…")
 
 
 def _attribution(entry: HistoryEntry, max_bytes: int) -> str | None:
     """One "Since your last turn" line within ``max_bytes``, or ``None`` if even its head is
     too long."""
-    who = _collapse(entry.agent)
+    who = one_line(entry.agent)
     if entry.kind == "user":
         head = "- the user (a person at the table) wrote: "
     elif entry.kind == "interjection":
@@ -280,9 +262,9 @@ def _attribution(entry: HistoryEntry, max_bytes: int) -> str | None:
     elif entry.kind == "observer":
         head = f"- the observer summarised the debate (after round {entry.round}): "
     elif entry.has_error and not entry.cut_off:
-        error = _collapse(entry.error or "error")
+        error = one_line(entry.error or "error")
         head = f"- {who} (round {entry.round}) failed: "
-        body = _cap(error, ATTRIBUTION_QUOTE_CHARS, "…")
+        body = cut_text(error, ATTRIBUTION_QUOTE_CHARS, "…")
         line = head + body
         if _utf8_len(line) <= max_bytes:
             return line
@@ -373,7 +355,7 @@ def turn_prompt(
     The orchestration text is bounded (:data:`TURN_ORCHESTRATION_BUDGET`, see the
     module docstring); the topic is not.
     """
-    agents = [_collapse(a) for a in state.agents]
+    agents = [one_line(a) for a in state.agents]
     name = agents[seat]
     total = state.total_rounds
     roster = (

@@ -1,6 +1,9 @@
-"""The result the caller receives: the contract assembled, its words, and its size kept in bounds.
+"""The texts built from a debate's history, and the result the caller receives assembled from them.
 
-:func:`build_result` turns a finished (or running) roundtable's state into the
+The texts: the attributed history (``── pm · round 1 ──`` blocks), the built-in and named
+observer prompts (with every degradation and the stated positions, docs/result.md), the texts
+delivered to S1 (interruption, cancellation), the usage table. The result: :func:`build_result`
+turns a finished (or running) roundtable's state into the
 :class:`~roundtabled.core.result_model.RoundtableResult` of docs/result.md; :func:`result_json` is
 the text the ``roundtable`` tool returns; :func:`delivery_text` is what S1 gets as a ``noReply``
 message when no tool call waits — both carry the same honesty header.
@@ -10,7 +13,7 @@ hands the model only the head. The result therefore puts ``status`` first, then 
 then the ``summary``; every list and item is capped and the summary gets what is left of
 :data:`RESULT_MAX_BYTES`. The transcript is never pasted: ``transcript`` says where it is.
 
-Pure: no I/O, no clock."""
+Pure and deterministic: no I/O, no clock. Rounds in texts are 1-based."""
 
 from __future__ import annotations
 
@@ -31,16 +34,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.verdict import build_status, build_usage, build_verdict, positions
 
-# -------------------------------------------------------------------------------------------------
-# Texts built from a debate's history: the observer's prompt and what the caller receives.
-#
-# Split from :mod:`roundtabled.core.prompts` (which re-exports these names): the attributed
-# history
-# (``── pm · round 1 ──`` blocks), the built-in and named observer prompts (with every degradation
-# and the stated positions, see docs/result.md), the texts delivered to S1 (result, interruption,
-# cancellation) and the usage table.
-#
-# Pure and deterministic: no clock, no I/O. Rounds in texts are 1-based.
+# ── fixed texts and text helpers (also the prompts') ────────────────────────────────────────────
 
 INTERRUPTION_HEADER = (
     "[Roundtable interrupted — session closed. Partial history up to interruption:]"
@@ -59,12 +53,12 @@ TRUNCATED_MARK_S2 = "… [truncated, full text in the roundtable session]"
 """Appended to a response cut in a text delivered to S1 (the full text is in S2, not S1)."""
 
 
-def _collapse(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) replaced by one space."""
     return " ".join(text.split())
 
 
-def _cap(text: str, max_chars: int, mark: str) -> str:
+def cut_text(text: str, max_chars: int, mark: str) -> str:
     """``text`` cut to ``max_chars`` characters with ``mark`` appended when it was cut."""
     if len(text) <= max_chars:
         return text
@@ -76,7 +70,7 @@ def _cap(text: str, max_chars: int, mark: str) -> str:
 
 def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     """One ``── agent · round N ──`` block: header, response (capped), tools, files, error."""
-    who = _collapse(entry.agent)
+    who = one_line(entry.agent)
     if entry.kind == "user":
         header = "── the user ──"
     elif entry.kind == "interjection":
@@ -93,9 +87,9 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
     lines = [header]
     response = entry.response.strip()
     if response:
-        lines.append(_cap(response, per_entry_chars, mark))
+        lines.append(cut_text(response, per_entry_chars, mark))
     for tool in entry.tool_calls:
-        preview = _cap(tool.output_preview.strip(), TOOL_OUTPUT_PREVIEW_MAX, "…")
+        preview = cut_text(tool.output_preview.strip(), TOOL_OUTPUT_PREVIEW_MAX, "…")
         preview = preview.replace("\n", "\n    ")  # keep multi-line output inside the block
         lines.append(f"  [tool {tool.tool_name}] {preview}")
     lines.extend(f"  [file] {f}" for f in entry.files)
@@ -108,7 +102,7 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
         kept = "partial text above" if response else "it had written no text yet"
         lines.append(f"  [cut off: {reason}; {kept}]")
     elif entry.has_error:
-        lines.append(f"  [error] {_cap(entry.error or 'the turn failed', 500, '…')}")
+        lines.append(f"  [error] {cut_text(entry.error or 'the turn failed', 500, '…')}")
     if len(lines) == 1:
         lines.append("(no response)")
     return "\n".join(lines)
@@ -227,7 +221,7 @@ def named_observer_prompt(
         Other arguments as :func:`observer_prompt`.
     """
     intro = [
-        f"Your role: {_collapse(observer)}. Provide an executive summary of the roundtable debate "
+        f"Your role: {one_line(observer)}. Provide an executive summary of the roundtable debate "
         "below as its observer: you do not debate, you consolidate. Structure it as:"
     ]
     return _observer_text(intro, state, history, per_entry_chars)
@@ -295,7 +289,7 @@ def _usage_footer(history: Sequence[HistoryEntry]) -> str | None:
     for e in history:
         if e.kind == "user":
             continue
-        label = "observer" if e.kind == "observer" else _collapse(e.agent)
+        label = "observer" if e.kind == "observer" else one_line(e.agent)
         groups[label] = groups.get(label, Usage()).plus(e.usage)
         total = total.plus(e.usage)
     if _empty(total):
@@ -323,33 +317,6 @@ def _end_line(state: RoundtableState) -> str | None:
     return texts.get(reason, f"Roundtable ended: {reason}")
 
 
-def result_text(state: RoundtableState, *, usage_footer: bool) -> str:
-    """What S1 (the orchestrator) receives when the roundtable ends.
-
-    Layout: ``Roundtable {sessionID} — {title}``; the end reason when not completed (spec §7.5
-    exact text for repetition); a blank line; ``state.summary`` (when there is no summary, the
-    attributed history, each response capped at 2000 characters); with ``usage_footer``, one
-    ``Usage — pm: 1.2k in / 340 out · $0.0012 | … | total: …`` line from the history's usage
-    (omitted when nothing was recorded).
-    """
-    lines = [f"Roundtable {state.session_id} — {_collapse(state.title)}"]
-    end = _end_line(state)
-    if end:
-        lines.append(end)
-    lines.append("")
-    summary = (state.summary or "").strip()
-    if summary:
-        lines.append(summary)
-    else:
-        lines.append("No consolidated summary. Partial history:")
-        lines.append(_history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2))
-    if usage_footer:
-        footer = _usage_footer(state.history)
-        if footer:
-            lines.extend(["", footer])
-    return "\n".join(lines)
-
-
 def interruption_text(state: RoundtableState) -> str:
     """The text injected into S1 when S2 is closed mid-debate (spec §7.2, exact header).
 
@@ -368,6 +335,8 @@ def cancelled_text(state: RoundtableState) -> str:
     history = _history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2)
     return f"{CANCELLED_HEADER}\n{history}"
 
+
+# ── the result: the contract assembled, kept in bounds, delivered ───────────────────────────────
 
 RESULT_MAX_BYTES = 40_000
 """Upper bound of :func:`result_json` in UTF-8 bytes (OpenCode keeps 50 KB of a tool's output)."""
@@ -422,7 +391,7 @@ def digest(state: RoundtableState) -> str:
         last = turns[-1]
         pos = position_of(last)
         if pos is None:
-            words = _collapse(last.response)
+            words = one_line(last.response)
             if len(words) > DIGEST_WORDS_CHARS:
                 words = words[: DIGEST_WORDS_CHARS - 1].rstrip() + "…"
             lines.append(f"- {agent} (round {last.round}): no Position line; last words: “{words}”")
@@ -550,7 +519,7 @@ def verdict_lines(result: RoundtableResult) -> list[str]:
 
 def delivery_text(state: RoundtableState, result: RoundtableResult | None = None) -> str:
     """What S1 receives as a ``noReply`` message when no tool call waits: the title line, the
-    end line when it did not complete (the exact texts of ``result_text._end_line``), the
+    end line when it did not complete (the exact texts of :func:`_end_line`), the
     summary (honesty header first, the same words as the tool result), the verdict lines, the
     usage footer and where the transcript is. ``result``: :func:`capped` of
     :func:`build_result` of ``state`` when the caller has it."""
@@ -558,7 +527,7 @@ def delivery_text(state: RoundtableState, result: RoundtableResult | None = None
     s = result.status
     end = _end_line(state)
     lines = [
-        f"Roundtable {state.session_id} — {_collapse(state.title)}",
+        f"Roundtable {state.session_id} — {one_line(state.title)}",
         *([end] if end else []),
         f"Status: {s.end_reason}, {s.rounds_completed}/{s.rounds_planned} rounds"
         + (", DEGRADED" if s.degraded else ""),

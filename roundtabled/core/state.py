@@ -1,4 +1,8 @@
-"""Roundtable state, its persisted form inside S2, and the authenticated markers the daemon writes.
+"""A roundtable's state, its persisted form inside S2, and the signed markers the daemon writes.
+
+The models: the history entries (one contribution each: a seat's turn, the observer, a person,
+with its tool calls and the server's usage), the independent opening round's, the options and
+the state itself; :class:`Signer` signs what the daemon writes (pure: the key is the caller's).
 
 Invariants
 - The state of a roundtable lives in its own child session S2, in one ``noReply`` user message
@@ -34,10 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-import secrets
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -46,13 +47,6 @@ from pydantic.alias_generators import to_camel
 
 from roundtabled.core.positions import Position
 from roundtabled.errors import StateCorruptError, StateForgedError, StateVersionError
-
-# -------------------------------------------------------------------------------------------------
-# A roundtable's history entries: one contribution each (a seat's turn, the observer, a person),
-# with its tool calls and the server's usage. A module of its own so that the state
-# (:mod:`roundtabled.core.state`) and the opening round's models
-# (:mod:`roundtabled.core.state`) both build on it without importing each other;
-# :mod:`roundtabled.core.state` re-exports every name.
 
 
 class StateModel(BaseModel):
@@ -63,6 +57,9 @@ class StateModel(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The JSON-ready form with the spec's camelCase names."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ── the history entries ─────────────────────────────────────────────────────────────────────────
 
 
 class Usage(StateModel):
@@ -140,19 +137,10 @@ class HistoryEntry(StateModel):
         return self.cut_off and "cancel" in (self.error or "")
 
 
-# -------------------------------------------------------------------------------------------------
-# The state of an independent opening round (:mod:`roundtabled.core.opening` decides it).
-#
-# Kept in :attr:`roundtabled.core.state.RoundtableState.openings` (persisted with the state block,
-# also once the round is done: a restart rebuilds round 1 of the history from it). Times are epoch
-# ms.
+# ── the state of an independent opening round (decided by roundtabled.core.opening) ─────────────
 
 
-class _OpeningModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class OpeningSeat(_OpeningModel):
+class OpeningSeat(StateModel):
     """One seat's opening turn.
 
     ``session_id``: its child session once adopted (``None`` before); ``message_id``: the prompt's
@@ -172,9 +160,11 @@ class OpeningSeat(_OpeningModel):
     recorded: bool = False
 
 
-class OpeningRound(_OpeningModel):
+class OpeningRound(StateModel):
     """The state of the independent opening round: one :class:`OpeningSeat` per seat and the
-    topic record's id and whether it is written."""
+    topic record's id and whether it is written. Kept in :attr:`RoundtableState.openings`,
+    persisted with the state block also once the round is done (a restart rebuilds round 1 of
+    the history from it). Times are epoch ms."""
 
     seats: list[OpeningSeat]
     topic_record_id: str = Field(alias="topicRecordID")
@@ -195,6 +185,8 @@ class OpeningRound(_OpeningModel):
         """The settled turns in seat order (round 1 of the history)."""
         return [s.entry for s in self.seats if s.entry is not None]
 
+
+# ── the roundtable's state ──────────────────────────────────────────────────────────────────────
 
 STATE_VERSION = 1
 """Version of the persisted state layout; a block with another version is reported and skipped."""
@@ -266,10 +258,7 @@ class PermissionPolicy(StrEnum):
     ASK = "ask"
 
 
-_Model = StateModel
-
-
-class ModelRef(_Model):
+class ModelRef(StateModel):
     """An OpenCode model, sent as ``model`` on every prompt (the server makes it sticky)."""
 
     provider_id: str = Field(alias="providerID")
@@ -280,7 +269,7 @@ class ModelRef(_Model):
         return f"{self.provider_id}/{self.model_id}"
 
 
-class VerdictRecord(_Model):
+class VerdictRecord(StateModel):
     """The observer's structured verdict as the daemon received it (docs/result.md).
 
     ``data``: the validated verdict JSON (``None`` until one parsed); ``error``: why the last reply
@@ -294,7 +283,7 @@ class VerdictRecord(_Model):
     fallback: bool = False
 
 
-class PendingTurn(_Model):
+class PendingTurn(StateModel):
     """The turn in flight: the intent is persisted before the prompt is sent (issue 4, item 3).
 
     ``prompted_at`` is ``None`` while only the intent exists; recovery then looks for
@@ -319,7 +308,7 @@ class PendingTurn(_Model):
     """Ids of this turn's earlier prompts that stay in S2 unanswered (never adopted again)."""
 
 
-class Extension(_Model):
+class Extension(StateModel):
     """One ``extend`` call (spec §9): rounds from ``from_round`` (0-indexed) use this prompt."""
 
     from_round: int
@@ -327,7 +316,7 @@ class Extension(_Model):
     mode: Literal["continuation", "new-topic"]
 
 
-class Delivery(_Model):
+class Delivery(StateModel):
     """How the result reaches S1 exactly once (issue 2).
 
     ``tool_call_id`` / ``tool_message_id`` identify the waiting ``roundtable`` tool call in S1;
@@ -348,7 +337,7 @@ ContextMode = Literal["full", "recent"]
 """What a seat sees: every earlier reply, or the opening round, a digest and the last round."""
 
 
-class Budget(_Model):
+class Budget(StateModel):
     """Limits of one call (start or extend); ``None`` = no limit on that dimension.
 
     ``tokens``: input + output tokens as the server records them on each assistant message;
@@ -365,7 +354,7 @@ class Budget(_Model):
         return self.tokens is None and self.usd is None and self.seconds is None
 
 
-class Options(_Model):
+class Options(StateModel):
     """Per-roundtable options (daemon defaults, overridable per call).
 
     ``turn_timeout``: seconds a turn may take before it is aborted and skipped (spec §7.6: 300).
@@ -392,7 +381,7 @@ class Options(_Model):
     """0-indexed first round of the current call: budget tokens and cost count from here."""
 
 
-class Finalization(_Model):
+class Finalization(StateModel):
     """Idempotence flags of phase 4 (spec §4): each step is done once, in order, across restarts."""
 
     delimiter_message_id: str | None = Field(default=None, alias="delimiterMessageID")
@@ -400,7 +389,7 @@ class Finalization(_Model):
     toast_done: bool = False
 
 
-class RoundtableState(_Model):
+class RoundtableState(StateModel):
     """Everything needed to resume a roundtable (spec §5 ``RoundtableState``, extended).
 
     Identification: ``session_id`` (S2), ``parent_session_id`` (S1, ``None`` for a CLI roundtable
@@ -459,41 +448,23 @@ class RoundtableState(_Model):
         return [e for e in self.history if e.kind == "turn"]
 
 
+# ── the persisted form: signing, the state block, the markers ───────────────────────────────────
+
+
 class Signer:
     """HMAC-SHA256 over what the daemon writes into sessions (issue 4: trust only our own blocks).
 
-    ``key``: at least 16 bytes. Use :meth:`from_file` for the daemon's persistent key.
+    ``key``: at least 16 bytes (the daemon's is its key file's, read and created by
+    :func:`roundtabled.service.daemon.load_signer`; signing itself does no I/O).
+
+    Raises:
+        ValueError: ``key`` is shorter than 16 bytes.
     """
 
     def __init__(self, key: bytes) -> None:
         if len(key) < 16:
             raise ValueError("signing key must be at least 16 bytes")
         self._key = key
-
-    @classmethod
-    def from_file(cls, path: Path) -> Signer:
-        """Load the key from ``path``, creating it (32 random bytes, mode 0600) if missing.
-
-        Raises:
-            OSError: the file cannot be read or created.
-        """
-        try:
-            return cls(bytes.fromhex(path.read_text().strip()))
-        except FileNotFoundError:
-            pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_bytes(32)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key.hex())
-        try:
-            os.link(tmp, path)  # fails if another process created it first
-        except FileExistsError:
-            tmp.unlink()
-            return cls(bytes.fromhex(path.read_text().strip()))
-        tmp.unlink()
-        return cls(key)
 
     def mac(self, purpose: str, session_id: str, payload: bytes) -> str:
         """Hex MAC of ``payload`` bound to ``purpose`` and the session it is written into."""
@@ -595,7 +566,7 @@ def decode_state(text: str, metadata: object, session_id: str, signer: Signer) -
 MarkerKind = Literal["turn", "observer", "delimiter", "result", "opening"]
 
 
-class Marker(_Model):
+class Marker(StateModel):
     """What the daemon stamps on each message it writes (in an ignored part's metadata).
 
     ``kind``: ``turn`` (a seat's prompt), ``observer`` (the observer's prompt), ``delimiter``

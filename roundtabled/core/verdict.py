@@ -1,9 +1,10 @@
-"""The roundtable's result: status, verdict and usage, built purely from the state (docs/result.md).
+"""Builders of the result's status, verdict and usage, and the verdict in words (docs/result.md).
 
-One versioned model (:class:`RoundtableResult`) is what the ``roundtable`` tool returns, what
-``GET /v1/roundtables/{ses}/result`` carries, the head of ``roundtabled export --format json`` and
-what the CLI renders. Every builder here is a pure function of a :class:`RoundtableState` (its
-history included): no I/O, no clock.
+Every builder is a pure function of a :class:`RoundtableState` (its history included): no I/O,
+no clock. They fill the contract's models (:mod:`roundtabled.core.result_model`: what the
+``roundtable`` tool returns, what ``GET /v1/roundtables/{ses}/result`` carries, the head of
+``roundtabled export --format json`` and what the CLI renders); :mod:`roundtabled.core.result`
+assembles them into the result.
 
 Honesty rules (docs/result.md, "Honesty"):
 
@@ -21,6 +22,7 @@ Honesty rules (docs/result.md, "Honesty"):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from roundtabled.core.observer_verdict import is_repair
 from roundtabled.core.positions import (
@@ -523,3 +525,34 @@ def build_usage(state: RoundtableState) -> ResultUsage:
             item.output += u.output
             item.cost = round(item.cost + u.cost, 8)
     return ResultUsage(input=total.input, output=total.output, cost=total.cost, per_agent=per)
+
+
+# ── the verdict in words (the CLI and the export say it alike) ──────────────────────────────────
+
+TALLY_WORDS = {
+    "unanimous": "unanimous (every seat holds one label)",
+    "majority": "majority (one label held by more than half of the seats)",
+    "split": "split (no label held by more than half of the seats)",
+    "none": "split (no two agree)",
+    "unknown": "unknown (fewer than two seats stated a position)",
+}
+"""``tallyConsensus`` in words (docs/result.md, verdict): its ``none`` means every stated label
+differs, not that no position was stated."""
+
+
+def consensus_text(verdict: dict[str, Any]) -> str:
+    """The consensus of ``verdict`` (the contract's JSON form, as the control API returns it) in
+    words, without the ``consensus:`` label: whose count it is (the observer or the seats' stated
+    positions) and, when the observer and the tally differ, both with the disagreement spelled
+    out (docs/result.md, verdict)."""
+    cons = str(verdict.get("consensus", "unknown"))
+    tally = verdict.get("tallyConsensus")
+    if verdict.get("source") == "ledger":
+        return f"{TALLY_WORDS.get(cons, cons)}, by the seats' own stated positions"
+    if not tally or tally == cons:
+        return cons
+    words = TALLY_WORDS.get(str(tally), str(tally))
+    ranks = {"unanimous": 3, "majority": 2, "split": 1, "none": 0}
+    if ranks.get(str(tally), 9) < ranks.get(cons, -1):
+        return f"{cons} per the observer — but the seats' stated positions disagree: {words}"
+    return f"{cons} per the observer — but by the seats' stated positions: {words}"

@@ -29,7 +29,7 @@ from roundtabled.core.state import (
     VerdictRecord,
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents, check_extend_rounds
-from roundtabled.engine.shell import Settings
+from roundtabled.engine.settings import Settings
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
 from roundtabled.opencode.client import OpenCodeClient
@@ -96,16 +96,17 @@ async def new_state(
         title=title,
         metadata=wire.index_metadata(Phase.ACTIVE, state_msg, state_part, finalized=False),
     )
+    defaults = settings.roundtable
     options = Options(
-        turn_timeout=req.turn_timeout or settings.turn_timeout,
-        loop_threshold=settings.loop_threshold,
-        permission_policy=req.permission_policy or settings.permission_policy,
-        usage_footer=settings.usage_footer,
-        hide_past_prompts=settings.hide_past_prompts,
-        until=req.until or "rounds",
+        turn_timeout=req.turn_timeout or defaults.turn_timeout,
+        loop_threshold=defaults.loop_threshold,
+        permission_policy=req.permission_policy or defaults.permission_policy,
+        usage_footer=defaults.usage_footer,
+        hide_past_prompts=defaults.hide_past_prompts,
+        until=req.until or defaults.until,
         budget=req.budget,
-        opening=req.opening or "sequential",
-        context=req.context or "full",
+        opening=req.opening or defaults.opening,
+        context=req.context or defaults.context,
         preset=req.preset,
         call_started_at=now,
     )

@@ -34,11 +34,9 @@ from roundtabled.core.validation import RoundtableRequest
 from roundtabled.engine import launch
 from roundtabled.engine.recovery import Recovery, remember_directory, warn_pasted_meta
 from roundtabled.engine.requests import SeatRequests
-from roundtabled.engine.shell import Clock, Shell
-from roundtabled.engine.shell import Settings as Settings
-from roundtabled.engine.shell import now_ms as now_ms
-from roundtabled.engine.table import Table as Table
-from roundtabled.engine.table import status_of
+from roundtabled.engine.settings import Settings
+from roundtabled.engine.shell import Clock, Shell, now_ms
+from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.worker import Worker
 from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
 from roundtabled.opencode.client import OpenCodeClient
@@ -456,13 +454,6 @@ class Engine:
         """Status of a roundtable (control API ``GET /v1/roundtables/{ses}``)."""
         table = self._known(s2)
         return None if table is None else status_of(table, self.shell.clock(), result=result)
-
-    def list_status(self) -> list[dict[str, Any]]:
-        """Active then recent roundtables."""
-        now = self.shell.clock()
-        out = [status_of(t, now) for t in self.tables.values()]
-        out += [status_of(t, now) for t in reversed(self.recent.values())]
-        return out
 
     async def close(self, window: float = 8.0) -> None:
         """Stop all workers within ``window`` seconds, then write the state of every roundtable

@@ -12,23 +12,18 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from roundtabled.core.commands import Toast
 from roundtabled.core.progress import ToastThrottle
-from roundtabled.core.state import Options, PermissionPolicy, RoundtableState, Signer
+from roundtabled.core.state import RoundtableState, Signer
 from roundtabled.engine.metrics import HandoffMetrics
+from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
 from roundtabled.errors import TransportError
 from roundtabled.opencode.client import OpenCodeClient
-from roundtabled.service import config
 
 log = logging.getLogger("roundtabled.engine")
-
-_DEFAULTS = Options()
-"""The per-roundtable defaults live in :class:`roundtabled.core.state.Options` (one copy)."""
 
 Clock = Callable[[], int]
 """Wall clock in epoch milliseconds (the machine's time unit)."""
@@ -39,30 +34,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass
-class Settings:
-    """The engine's knobs (a projection of :class:`roundtabled.service.config.Settings`). Seconds
-    throughout. The defaults of the per-roundtable options are :class:`Options`'."""
-
-    turn_timeout: float = _DEFAULTS.turn_timeout
-    loop_threshold: float = _DEFAULTS.loop_threshold
-    resync_period: float = config.Settings.model_fields["resync_period"].default
-    permission_policy: PermissionPolicy = _DEFAULTS.permission_policy
-    usage_footer: bool = _DEFAULTS.usage_footer
-    hide_past_prompts: bool = _DEFAULTS.hide_past_prompts
-    progress_toasts: bool = config.Settings.model_fields["progress_toasts"].default
-    state_dir: Path | None = None
-    directories: tuple[str, ...] = ()
-    recovery_concurrency: int = 8
-
-
 class Shell:
     """The effects the engine's rooms share.
 
     Args:
         client: the OpenCode client (shared by all workers).
         signer: the daemon's MAC key (state blocks and markers).
-        settings: engine settings.
+        settings: the engine's knobs (:mod:`roundtabled.engine.settings`).
         clock: epoch milliseconds now (tests pass a fake clock).
     """
 

@@ -15,10 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from roundtabled.core import prompts
 from roundtabled.core.commands import Cancel
 from roundtabled.core.progress import round_position
-from roundtabled.core.result import build_result
+from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.state import HistoryEntry, RoundtableState, has_meta_text
 from roundtabled.engine.mirror import TurnMirror
 from roundtabled.opencode.client import HttpClock
@@ -145,7 +144,7 @@ def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]
     ``result``: a roundtable that is over also carries its result contract (``result``,
     docs/result.md; ``None`` while it runs): the single status, not the list."""
     st = table.state
-    usage = prompts.usage_table(st.history)
+    usage = usage_table(st.history)
     pend = st.pending
     return {
         "sessionID": st.session_id,

@@ -1,10 +1,9 @@
-"""Locating the OpenCode binary and pre-filling config directories for a private test server.
+"""Pre-filling config directories for a private test server, so that it downloads nothing.
 
-Used by :class:`roundtabled.offline.opencode_server.OpenCodeServer`:
+Used by :class:`roundtabled.offline.opencode_server.OpenCodeServer` (the binary it runs is
+:func:`roundtabled.opencode.binary.find_opencode_binary`'s):
 
-- :func:`find_opencode_binary` — re-exported from :mod:`roundtabled.opencode.binary` (the lookup
-  order
-  is there).
+- :func:`find_node_modules` — the repository's installed npm packages (``@opencode-ai/plugin``).
 - :func:`prefill_config_dir` — makes the server skip its ``npm install @opencode-ai/plugin``
   into a config directory, so nothing is downloaded. The server (``Npm.install`` in the 1.18.33
   bundle) skips the install when ``<dir>/node_modules`` exists *and* every dependency named in
@@ -18,14 +17,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from roundtabled.opencode.binary import OPENCODE_VERSION, find_opencode_binary, search_roots
+from roundtabled.opencode.binary import search_roots
 
 __all__ = [
-    "OPENCODE_VERSION",
     "PLUGIN_PACKAGE",
     "PREFILL_MARKER",
     "find_node_modules",
-    "find_opencode_binary",
     "prefill_config_dir",
 ]
 

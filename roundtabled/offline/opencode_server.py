@@ -10,7 +10,7 @@ Invariants:
   the server would ``npm install @opencode-ai/plugin`` into (the global
   ``$XDG_CONFIG_HOME/opencode`` and each project's ``.opencode``) is pre-filled by
   :func:`~roundtabled.offline.opencode_install.prefill_config_dir` (how: that module).
-- The binary is :func:`~roundtabled.offline.opencode_install.find_opencode_binary`'s:
+- The binary is :func:`~roundtabled.opencode.binary.find_opencode_binary`'s:
   ``$ROUNDTABLED_OPENCODE_BIN`` (another release) or the pinned one.
 - The server runs in its own session / process group; :meth:`OpenCodeServer.stop` and
   :meth:`OpenCodeServer.kill` signal that group only. Servers still alive at interpreter exit are
@@ -35,31 +35,22 @@ from typing import Any, Literal
 import aiohttp
 
 from roundtabled.offline.opencode_install import (
-    OPENCODE_VERSION,
-    PLUGIN_PACKAGE,
     PREFILL_MARKER,
-    find_node_modules,
-    find_opencode_binary,
     prefill_config_dir,
 )
+from roundtabled.opencode.binary import find_opencode_binary
 
 __all__ = [
     "AGENT_PROMPTS",
     "BUILD_PROMPT",
     "MODEL_IDS",
-    "OPENCODE_VERSION",
-    "PLUGIN_PACKAGE",
-    "PREFILL_MARKER",
     "SEAT_COLORS",
     "SEAT_DESCRIPTIONS",
     "SEAT_PROMPTS",
     "OpenCodeServer",
     "agent_prompts_of",
-    "find_node_modules",
-    "find_opencode_binary",
     "free_port",
     "offline_config",
-    "prefill_config_dir",
 ]
 
 

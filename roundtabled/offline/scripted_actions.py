@@ -109,6 +109,16 @@ Action = Annotated[Text | ToolCalls | HttpError | Hang | Stall, Field(discrimina
 _ACTIONS = TypeAdapter(list[Action])
 
 
+def parse_actions(data: object) -> list[Action]:
+    """Actions from their JSON form (a list of objects, each with its ``kind``), as a script
+    sent over HTTP carries them.
+
+    Raises:
+        pydantic.ValidationError: an item is no known action or has a bad field.
+    """
+    return _ACTIONS.validate_python(data)
+
+
 def reasoning(reasoning_text: str, text: str, **kw: Any) -> Text:
     """Shorthand for a reasoning + text reply."""
     return Text(text=text, reasoning=reasoning_text, **kw)

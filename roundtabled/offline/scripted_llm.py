@@ -19,7 +19,7 @@ The *agent* of a turn is recognised from the system text: OpenCode puts the agen
 matching prefix wins). Title and compaction requests get the pseudo-agents ``"title"`` and
 ``"compaction"``.
 
-Actions: :mod:`roundtabled.offline.scripted_actions` (re-exported). Routing:
+Actions: :mod:`roundtabled.offline.scripted_actions`. Routing:
 :meth:`ScriptedLLM.script` appends actions to a FIFO queue keyed by ``(session, agent)``, either
 part may be ``None`` (wildcard). A turn / tool-followup request pops from the first non-empty queue
 of ``(sid, agent)``, ``(None, agent)``, ``(sid, None)``, ``(None, None)``, where ``sid`` is the
@@ -61,33 +61,22 @@ from typing import Any, Literal
 import orjson
 from aiohttp import web
 
+from roundtabled.offline.opencode_server import AGENT_PROMPTS
 from roundtabled.offline.scripted_actions import (
-    _ACTIONS,
     Action,
     Hang,
     HttpError,
     Stall,
     Text,
-    ToolCall,
     ToolCalls,
-    reasoning,
-    tool_call,
+    parse_actions,
 )
 
 __all__ = [
-    "Action",
-    "Hang",
-    "HttpError",
     "RecordedRequest",
     "ScriptedLLM",
-    "Stall",
-    "Text",
-    "ToolCall",
-    "ToolCalls",
     "content_text",
     "default_text",
-    "reasoning",
-    "tool_call",
 ]
 
 TITLE_MARKER = "You are a title generator"
@@ -224,8 +213,6 @@ class ScriptedLLM:
 
     def __init__(self, agent_prompts: dict[str, str] | None = None) -> None:
         if agent_prompts is None:
-            from roundtabled.offline.opencode_server import AGENT_PROMPTS
-
             agent_prompts = dict(AGENT_PROMPTS)
         #: prompt prefix → agent name; the longest prefix the system text starts with wins.
         self.agent_prompts: dict[str, str] = agent_prompts
@@ -553,7 +540,7 @@ class ScriptedLLM:
 
     async def _handle_script(self, request: web.Request) -> web.Response:
         data = orjson.loads(await request.read())
-        actions = _ACTIONS.validate_python(data.get("actions") or [])
+        actions = parse_actions(data.get("actions") or [])
         self.script(*actions, agent=data.get("agent"), session=data.get("session"))
         return web.json_response({"queued": len(actions)})
 

@@ -4,13 +4,12 @@ The one place that talks HTTP to the server and the one place with retries (tena
 
 - Idempotent requests (GET, PATCH, abort, permission replies) are retried on transient failures
   (connection errors, timeouts, 5xx) with capped exponential backoff: 3 attempts, 0.2 s → 1 s.
-- A **busy database** (:func:`~roundtabled.opencode.client.busy_database`: a 500 ``UnknownError`` /
-  ``Failed to execute statement`` / ``database is locked``) is what OpenCode on SQLite answers
-  when another process holds the write lock for longer than the server's own 5 s lock timeout;
-  nothing was written. Idempotent requests then keep retrying for up to
-  :data:`~roundtabled.opencode.client.BUSY_WINDOW_S` seconds (jittered backoff, 0.5 s → 4 s), and
-  so do ``noReply`` messages, each retry only after a read showed the message (client-chosen id) is
-  not stored yet. The policy is in :mod:`roundtabled.opencode.client`.
+- A **busy database** (:func:`busy_database`: a 500 ``UnknownError`` / ``Failed to execute
+  statement`` / ``database is locked``) is what OpenCode on SQLite answers when another process
+  holds the write lock for longer than the server's own 5 s lock timeout; nothing was written.
+  Idempotent requests then keep retrying for up to :data:`BUSY_WINDOW_S` seconds (jittered
+  backoff, 0.5 s → 4 s), and so do ``noReply`` messages, each retry only after a read showed the
+  message (client-chosen id) is not stored yet.
 - Requests that create something new (``prompt_async``, session creation) are never retried
   here: a retried prompt could become a second turn (a reused message id appends parts). The
   engine re-reads the session and decides (level-triggered: docs/design.md).
@@ -35,7 +34,7 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 from urllib.parse import quote
 
 import aiohttp
@@ -51,20 +50,12 @@ from tenacity import (
 from roundtabled.core.wire import busy_text
 from roundtabled.errors import AuthFailed, NotFound, TransportError
 
-# -------------------------------------------------------------------------------------------------
-# When the OpenCode client sends a request again (tenacity callbacks of
-# :class:`roundtabled.opencode.client.OpenCodeClient`, the one place with retries).
-#
-# - Other transient failures (connection errors, timeouts, 5xx) of idempotent requests:
-#   :data:`ATTEMPTS` attempts, 0.2 s → 1 s apart.
-# - A **busy database** (:func:`busy_database`): OpenCode on SQLite answers 500 ``UnknownError``
-#   when another process holds the write lock longer than the server's own 5 s lock timeout, and
-#   nothing was written. Writes keep retrying for up to :data:`BUSY_WINDOW_S` seconds with
-# jittered
-#   backoff.
+# ── when a request is sent again (the rules of the module docstring, as tenacity callbacks) ─────
 
 
 def retryable(exc: BaseException) -> bool:
+    """Whether ``exc`` may be retried: a transient :class:`TransportError` (connection error,
+    timeout, 5xx), never a 401."""
     return isinstance(exc, TransportError) and exc.retryable and not isinstance(exc, AuthFailed)
 
 
@@ -105,8 +96,6 @@ class RetryPolicy:
             return float(self._busy(state))
         return float(self._other(state))
 
-
-T = TypeVar("T")
 
 Json = Any
 Message = dict[str, Any]
@@ -331,54 +320,9 @@ class HttpTransport:
                 ) from exc
 
 
-class RequestRoutes(HttpTransport):
-    """The server's routes for the permission and question requests of seats (answered by
-    :mod:`roundtabled.engine.requests`)."""
-
-    async def permissions(self, directory: str | None = None) -> list[dict[str, Any]]:
-        """``GET /permission``: pending permission requests of ``directory``."""
-        data, _ = await self._request("GET", "/permission", params=_dir(directory))
-        return list(data or [])
-
-    async def reply_permission(
-        self,
-        request_id: str,
-        reply: str,
-        message: str | None = None,
-        directory: str | None = None,
-    ) -> None:
-        """``POST /permission/{id}/reply`` with ``reply`` = once | always | reject."""
-        body: dict[str, Any] = {"reply": reply}
-        if message:
-            body["message"] = message
-        await self._request(
-            "POST", f"/permission/{_seg(request_id)}/reply", params=_dir(directory), body=body
-        )
-
-    async def questions(self, directory: str | None = None) -> list[dict[str, Any]]:
-        """``GET /question``: pending ``question`` tool requests of ``directory``."""
-        data, _ = await self._request("GET", "/question", params=_dir(directory))
-        return list(data or [])
-
-    async def answer_question(
-        self, request_id: str, answers: list[list[str]], directory: str | None = None
-    ) -> None:
-        """``POST /question/{id}/reply`` with one list of answer labels per question."""
-        await self._request(
-            "POST",
-            f"/question/{_seg(request_id)}/reply",
-            params=_dir(directory),
-            body={"answers": answers},
-        )
-
-    async def reject_question(self, request_id: str, directory: str | None = None) -> None:
-        """``POST /question/{id}/reject``."""
-        await self._request("POST", f"/question/{_seg(request_id)}/reject", params=_dir(directory))
-
-
-class OpenCodeClient(RequestRoutes):
+class OpenCodeClient(HttpTransport):
     """Async client of one OpenCode server: one method per route the daemon uses (arguments as
-    :class:`HttpTransport`; the request routes in :class:`RequestRoutes`)."""
+    :class:`HttpTransport`)."""
 
     # -- server ---------------------------------------------------------------------------------
 
@@ -574,7 +518,49 @@ class OpenCodeClient(RequestRoutes):
         )
         return dict(data)
 
-    # -- TUI, permissions, questions ------------------------------------------------------------
+    # -- the seats' permission and question requests (engine.requests answers them) -------------
+
+    async def permissions(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /permission``: pending permission requests of ``directory``."""
+        data, _ = await self._request("GET", "/permission", params=_dir(directory))
+        return list(data or [])
+
+    async def reply_permission(
+        self,
+        request_id: str,
+        reply: str,
+        message: str | None = None,
+        directory: str | None = None,
+    ) -> None:
+        """``POST /permission/{id}/reply`` with ``reply`` = once | always | reject."""
+        body: dict[str, Any] = {"reply": reply}
+        if message:
+            body["message"] = message
+        await self._request(
+            "POST", f"/permission/{_seg(request_id)}/reply", params=_dir(directory), body=body
+        )
+
+    async def questions(self, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /question``: pending ``question`` tool requests of ``directory``."""
+        data, _ = await self._request("GET", "/question", params=_dir(directory))
+        return list(data or [])
+
+    async def answer_question(
+        self, request_id: str, answers: list[list[str]], directory: str | None = None
+    ) -> None:
+        """``POST /question/{id}/reply`` with one list of answer labels per question."""
+        await self._request(
+            "POST",
+            f"/question/{_seg(request_id)}/reply",
+            params=_dir(directory),
+            body={"answers": answers},
+        )
+
+    async def reject_question(self, request_id: str, directory: str | None = None) -> None:
+        """``POST /question/{id}/reject``."""
+        await self._request("POST", f"/question/{_seg(request_id)}/reject", params=_dir(directory))
+
+    # -- TUI ------------------------------------------------------------------------------------
 
     async def toast(
         self,

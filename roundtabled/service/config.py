@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from roundtabled.core.state import Budget, Options, PermissionPolicy
 from roundtabled.core.validation import PRESET_NAME_RE, PresetSpec, parse_budget, parse_request
+from roundtabled.engine.settings import Settings as EngineSettings
 from roundtabled.errors import RoundtableError, ValidationFailed
 
 __all__ = [
@@ -107,8 +108,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-_ROUNDTABLE = Options()
-"""Per-roundtable defaults: one copy, in :class:`roundtabled.core.state.Options`."""
+_ENGINE = EngineSettings()
+"""The engine's defaults (:mod:`roundtabled.engine.settings`); the per-roundtable ones are
+:class:`roundtabled.core.state.Options`' (``_ENGINE.roundtable``). One copy of each."""
+_ROUNDTABLE = _ENGINE.roundtable
 
 
 class Settings(BaseModel):
@@ -144,7 +147,9 @@ class Settings(BaseModel):
         default=_ROUNDTABLE.loop_threshold, gt=0, le=1, allow_inf_nan=False
     )
     """Bigram Jaccard similarity above which the debate ends as a loop (spec §7.5)."""
-    resync_period: float = Field(default=15.0, ge=0.5, le=3600, allow_inf_nan=False)
+    resync_period: float = Field(
+        default=_ENGINE.resync_period, ge=0.5, le=3600, allow_inf_nan=False
+    )
     """Seconds between two full resyncs of the active roundtables with the server."""
     permission_policy: PermissionPolicy = _ROUNDTABLE.permission_policy
     """Answer to a seat's permission request: reject, allow-once or ask (leave it to a person)."""
@@ -156,7 +161,7 @@ class Settings(BaseModel):
     """Append a token/cost footer to the result delivered to S1."""
     hide_past_prompts: bool = _ROUNDTABLE.hide_past_prompts
     """Mark earlier turn prompts as ignored so models see only the current one."""
-    progress_toasts: bool = True
+    progress_toasts: bool = _ENGINE.progress_toasts
     """A TUI toast per finished turn (at most one per 2 s) and per phase change."""
     http_timeout: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
     """Seconds an HTTP request to the OpenCode server may take."""
@@ -172,6 +177,22 @@ class Settings(BaseModel):
     """Default wall-time budget (seconds) of a roundtable call that gives none."""
     presets: dict[str, PresetSpec] = Field(default_factory=dict)
     """Named panels (``[presets.NAME]`` tables in the TOML file only; see docs/deliberation.md)."""
+
+    def engine_settings(self) -> EngineSettings:
+        """The engine's knobs from these settings (the engine reads no configuration itself)."""
+        return EngineSettings(
+            roundtable=Options(
+                turn_timeout=self.turn_timeout,
+                loop_threshold=self.loop_threshold,
+                permission_policy=self.permission_policy,
+                usage_footer=self.usage_footer,
+                hide_past_prompts=self.hide_past_prompts,
+            ),
+            resync_period=self.resync_period,
+            progress_toasts=self.progress_toasts,
+            state_dir=self.state_dir,
+            directories=tuple(self.directories),
+        )
 
     def default_budget(self) -> Budget | None:
         """The configured default budget, or ``None`` when no ``budget_*`` key is set."""

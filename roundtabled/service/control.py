@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -28,10 +28,8 @@ from roundtabled.core.state import Budget
 from roundtabled.core.validation import PresetSpec, apply_preset, parse_request, seat_agents
 from roundtabled.engine.registry import Engine
 from roundtabled.errors import TransportError, ValidationFailed
+from roundtabled.opencode.stream import Backoff
 from roundtabled.service import export, listing
-
-if TYPE_CHECKING:
-    from roundtabled.opencode.stream import Backoff
 
 log = logging.getLogger("roundtabled.control")
 
@@ -48,7 +46,7 @@ FEED_KEEPALIVE_S = 10.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _iso(epoch_s: float) -> str:
+def iso_utc(epoch_s: float) -> str:
     """``epoch_s`` (seconds since the epoch) as ISO 8601 UTC, to the second."""
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="seconds")
 
@@ -218,7 +216,7 @@ class ControlAPI:
                     "lastError": e.last_error or (stream.last_error if stream else None),
                     # the stream retries until it is back: since when, and the longest wait
                     "reconnectingSince": (
-                        _iso(stream.down_since)
+                        iso_utc(stream.down_since)
                         if stream is not None and stream.down_since is not None
                         else None
                     ),

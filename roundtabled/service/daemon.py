@@ -20,15 +20,17 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
+import secrets
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from roundtabled import __version__
 from roundtabled.core.events import BODY_UNUSED
 from roundtabled.core.state import Signer
 from roundtabled.engine.registry import Engine
-from roundtabled.engine.registry import Settings as EngineSettings
 from roundtabled.errors import AuthFailed, TransportError
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.stream import EventStream
@@ -61,19 +63,32 @@ def freeze_heap() -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def engine_settings(s: cfg.Settings) -> EngineSettings:
-    """Project the daemon settings onto the engine's."""
-    return EngineSettings(
-        turn_timeout=s.turn_timeout,
-        loop_threshold=s.loop_threshold,
-        resync_period=s.resync_period,
-        permission_policy=s.permission_policy,
-        usage_footer=s.usage_footer,
-        hide_past_prompts=s.hide_past_prompts,
-        progress_toasts=s.progress_toasts,
-        state_dir=s.state_dir,
-        directories=tuple(s.directories),
-    )
+def load_signer(path: Path) -> Signer:
+    """The daemon's signer, from its key file ``path`` (hex of 32 random bytes, mode 0600),
+    creating the file when missing. Two daemons starting at once end with one key: the file is
+    linked into place only if absent, and the one that loses reads the winner's.
+
+    Raises:
+        OSError: the file cannot be read or created.
+        ValueError: the file holds no hex key of at least 16 bytes.
+    """
+    try:
+        return Signer(bytes.fromhex(path.read_text().strip()))
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key.hex())
+    try:
+        os.link(tmp, path)  # fails if another process created it first
+    except FileExistsError:
+        tmp.unlink()
+        return Signer(bytes.fromhex(path.read_text().strip()))
+    tmp.unlink()
+    return Signer(key)
 
 
 def listen_error(settings: cfg.Settings, exc: OSError) -> str:
@@ -112,9 +127,9 @@ class Daemon:
             timeout=settings.http_timeout,
             max_concurrency=settings.max_concurrency,
         )
-        self.signer = Signer.from_file(settings.key_file)
+        self.signer = load_signer(settings.key_file)
         self.token = ensure_token(settings.token_file)
-        self.engine = Engine(self.client, self.signer, engine_settings(settings))
+        self.engine = Engine(self.client, self.signer, settings.engine_settings())
         self.stream = EventStream(
             settings.server_url,
             username=settings.server_username,

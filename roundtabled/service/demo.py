@@ -25,16 +25,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
+from roundtabled.offline.scripted_actions import HttpError, Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
-
-if TYPE_CHECKING:  # the test harness is imported only when the demo runs (see _offline_model)
-    from roundtabled.offline.opencode_server import OpenCodeServer
-    from roundtabled.offline.scripted_llm import ScriptedLLM
 
 TOPIC = (
     "Our payments service is a 6-year-old Django monolith. Should we split it into "
@@ -161,10 +161,7 @@ async def _offline_model(
     args: argparse.Namespace, agents_cfg: dict[str, Any]
 ) -> tuple[ScriptedLLM, dict[str, Any]]:
     """Start the offline scripted model with the demo's replies; returns it and the OpenCode
-    config pointing at it. Imports the test harness here, so ``roundtabled.service.demo`` alone
-    does not."""
-    from roundtabled.offline.opencode_server import offline_config
-    from roundtabled.offline.scripted_llm import HttpError, ScriptedLLM, Text
+    config pointing at it."""
 
     llm = ScriptedLLM()
     await llm.start()
@@ -238,8 +235,6 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
         llm, config = await _offline_model(args, agents_cfg)
         server_env = {}
 
-    from roundtabled.offline.opencode_server import OpenCodeServer, free_port
-
     port = free_port()
     rt_env = dict(os.environ)
     rt_env.update(
@@ -278,8 +273,6 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
         for _ in range(100):
             if token_file.exists():
                 try:
-                    import urllib.request
-
                     await asyncio.to_thread(
                         urllib.request.urlopen, f"http://127.0.0.1:{port}/v1/ping", timeout=1
                     )

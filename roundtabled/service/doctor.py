@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +35,10 @@ import aiohttp
 import orjson
 
 from roundtabled import __version__
+from roundtabled.errors import RoundtableError
+from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import config as cfg
+from roundtabled.service import install
 
 OBSERVER_AGENT = "roundtable-observer"
 """Name of the built-in observer agent installed with the tools."""
@@ -65,7 +69,9 @@ def _marks() -> tuple[str, str, str]:
     return "✓", "✗", "-"
 
 
-def _print(check: Check) -> None:
+def print_check(check: Check) -> None:
+    """One line for ``check`` on stdout (``✓``, ``✗``, ``-`` skipped, ``!`` a warning), and its
+    fix on the next line when it failed."""
     good, bad, skip = _marks()
     mark = good if check.ok else (skip if check.ok is None else bad)
     if check.ok and check.warn:
@@ -244,7 +250,6 @@ def _project_root(cwd: Path) -> Path:
 
 def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
     """Tools and observer agent in the project (``.opencode``) or globally, calling our daemon."""
-    from roundtabled.service import install
 
     root = _project_root(cwd)
     fix = f"roundtabled install-tool --project {root} (this project) or --global (every project)"
@@ -293,9 +298,6 @@ async def _tools_loaded_check(settings: cfg.Settings, cwd: Path, files: Check) -
     ``GET /experimental/tool/ids`` must list every tool. A server whose configuration directory
     differs from ours (another ``XDG_CONFIG_HOME``), or started before the install, does not.
     """
-    from roundtabled.errors import RoundtableError
-    from roundtabled.opencode.client import OpenCodeClient
-    from roundtabled.service import install
 
     password = settings.server_password
     client = OpenCodeClient(
@@ -365,9 +367,12 @@ async def _agents_check(http: aiohttp.ClientSession, settings: cfg.Settings, cwd
     return Check("agents", True, f"{detail}; observer {OBSERVER_AGENT} present")
 
 
-async def _daemon_check(
+async def daemon_check(
     http: aiohttp.ClientSession, settings: cfg.Settings, control_url: str
 ) -> Check:
+    """The daemon at ``control_url``: it answers ``/v1/ping`` as roundtabled, the token of
+    ``settings`` is accepted, and its ``/v1/health`` (the event stream's state) is good or says
+    why not."""
     timeout = aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S)
     start_hint = "roundtabled serve  (or: systemctl --user start roundtabled; see its journal)"
     try:
@@ -471,7 +476,6 @@ async def run(
         env: the environment for XDG lookups (default ``os.environ``).
         cwd: the project directory to check (default the current directory).
     """
-    import os
 
     env = os.environ if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
@@ -511,9 +515,9 @@ async def run(
             checks.append(await _agents_check(http, settings, cwd))
         else:
             checks.append(Check("agents", None, "not checked (server unreachable or auth failed)"))
-        checks.append(await _daemon_check(http, settings, control_url))
+        checks.append(await daemon_check(http, settings, control_url))
     for check in checks:
-        _print(check)
+        print_check(check)
     failed = [c.name for c in checks if c.ok is False]
     print()
     if failed:

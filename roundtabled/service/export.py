@@ -7,16 +7,14 @@ persisted final state keeps only capped previews).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from roundtabled.cli.verdict import consensus_text
-from roundtabled.core import history, prompts, wire
-from roundtabled.core.result import build_result
+from roundtabled.core import history, wire
+from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.state import RoundtableState
+from roundtabled.core.verdict import consensus_text
+from roundtabled.engine.registry import Engine
 from roundtabled.errors import NotFound, StateError, ValidationFailed
-
-if TYPE_CHECKING:
-    from roundtabled.engine.registry import Engine
 
 
 async def collect(engine: Engine, s2: str) -> dict[str, Any]:
@@ -50,7 +48,7 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
     ``status``, ``verdict``, ``summary`` with its honesty header, ``usage``) plus the transcript
     (``turns``, every turn in full) and the debate's set-up. ``observerSummary`` is the observer's
     own text; ``usage`` adds ``perRound`` and ``total`` to the contract's totals."""
-    usage = prompts.usage_table(state.history)
+    usage = usage_table(state.history)
     contract = build_result(state).dump()
     return {
         **contract,

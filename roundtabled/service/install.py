@@ -19,8 +19,8 @@ Invariants:
 - Idempotent: re-installing with the same settings rewrites nothing (a file whose content is
   already right is left alone, so OpenCode's file watcher sees no change).
 - Only our own files are touched: copies of ours found in the alternative directories
-  (``tools/``, ``agents/``) are removed so OpenCode does not load two tools of the same name, and
-  :func:`uninstall_tools` removes a file only if it carries our marker.
+  (``tools/``, ``agents/``) are removed so OpenCode does not load two tools of the same name
+  (only a file that carries our marker).
 
 Why the shims import nothing from npm (measured on 1.18.33, see the report in the tools'
 comments): OpenCode npm-installs ``@opencode-ai/plugin`` into every config directory that has
@@ -246,33 +246,6 @@ def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[P
                 with contextlib.suppress(OSError):
                     stale.unlink()
     return written
-
-
-def uninstall_tools(target: Path) -> list[Path]:
-    """Remove what :func:`install_tools` wrote into ``target`` (only files carrying our marker).
-
-    Returns:
-        The paths removed (empty if nothing was installed).
-
-    Raises:
-        InstallError: a file of ours could not be removed.
-    """
-    removed: list[Path] = []
-    for sub, names in (
-        (TOOL_DIR, TOOL_FILES),
-        (ALT_TOOL_DIR, TOOL_FILES),
-        (AGENT_DIR, AGENT_FILES),
-        (ALT_AGENT_DIR, AGENT_FILES),
-    ):
-        for name in names:
-            p = Path(target) / sub / name
-            if p.is_file() and _is_ours(p):
-                try:
-                    p.unlink()
-                except OSError as exc:
-                    raise InstallError(f"cannot remove {p}: {exc.strerror or exc}") from exc
-                removed.append(p)
-    return removed
 
 
 def installed_status(

@@ -13,14 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roundtabled.core.state import META_KEY
 from roundtabled.engine.recovery import known_directories
+from roundtabled.engine.registry import Engine
 from roundtabled.errors import TransportError, ValidationFailed
-
-if TYPE_CHECKING:
-    from roundtabled.engine.registry import Engine
 
 log = logging.getLogger("roundtabled.listing")
 

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import urlsplit
 
 from roundtabled.opencode.binary import find_opencode_binary
 from roundtabled.service import config as cfg
@@ -205,7 +206,6 @@ def find_opencode() -> str | None:
 
 
 def _server_host_port(server_url: str) -> tuple[str, int]:
-    from urllib.parse import urlsplit
 
     parts = urlsplit(server_url)
     return parts.hostname or "127.0.0.1", parts.port or 4096

@@ -8,7 +8,7 @@ const INSTALLED_TOKEN_FILE = ""
 // A thin shim: it validates the arguments, hands the call to the roundtabled daemon's control API
 // (docs/control-api.md) and long-polls for the result. The debate itself runs in the daemon.
 //
-// Loading rules learnt from OpenCode 1.18.33 (see roundtabled/install.py):
+// Loading rules learnt from OpenCode 1.18.33 (see roundtabled/service/install.py):
 // - No static import of `@opencode-ai/plugin` or `zod`: when OpenCode's npm install of the plugin
 //   into `.opencode/` cannot run (no network), a tool importing it fails to load and takes the
 //   whole tool registry down with it (every tool call / tool listing answers HTTP 500).

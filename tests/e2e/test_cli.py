@@ -26,7 +26,8 @@ from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.opencode_server import MODEL_IDS
-from roundtabled.offline.scripted_llm import Hang, HttpError, ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Hang, HttpError, Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 
 from .conftest import RT, roundtable_config
 from .edge_helpers import Toasts

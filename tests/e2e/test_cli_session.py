@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Hang, Text
+from roundtabled.offline.scripted_actions import Hang, Text
 
 from .conftest import RT
 from .test_cli import Run, TerminalWatch, cli, script_debate, spawn
@@ -39,7 +39,8 @@ async def test_list_after_a_daemon_restart_reads_the_roundtables_from_the_server
         await rt.finalized(s2)
         done.append(s2)
     await rt.restart_daemon(control_port=control_port(rt))
-    assert rt.daemon.engine.list_status() == []  # the new daemon holds none of them in memory
+    engine = rt.daemon.engine
+    assert not engine.tables and not engine.recent  # the new daemon holds none of them in memory
 
     run = await cli(rt, "list")
     assert run.code == 0, run

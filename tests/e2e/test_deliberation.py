@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT, EndReason, RoundtableState
-from roundtabled.offline.scripted_llm import Text, default_text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import default_text
 
 from .conftest import RT, roundtable_config
 

@@ -19,9 +19,9 @@ import asyncio
 import time
 from typing import Any
 
-from roundtabled.core.prompts import REPETITION_TEXT
+from roundtabled.core.result import REPETITION_TEXT
 from roundtabled.core.state import OBSERVER_AGENT, EndReason, Phase
-from roundtabled.offline.scripted_llm import Hang, HttpError, Text
+from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 
 from .conftest import RT
 from .edge_helpers import Toasts, memory_state, stored_state, turn_agents, wait_for

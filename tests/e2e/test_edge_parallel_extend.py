@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from roundtabled.core.state import OBSERVER_AGENT, Phase
-from roundtabled.offline.scripted_llm import Hang, HttpError
+from roundtabled.offline.scripted_actions import Hang, HttpError
 
 from .conftest import RT, roundtable_config
 from .edge_helpers import memory_state, stored_state, turn_agents, write_state

@@ -24,7 +24,7 @@ from roundtabled.core.state import (
     EndReason,
     Phase,
 )
-from roundtabled.offline.scripted_llm import Hang, Text, tool_call
+from roundtabled.offline.scripted_actions import Hang, Text, tool_call
 
 from .conftest import RT, roundtable_config
 from .edge_helpers import Toasts, memory_state, stored_state, turn_agents, wait_for, write_state

@@ -22,9 +22,9 @@ import asyncio
 import json
 from typing import Any
 
-from roundtabled.core.prompts import INTERRUPTION_HEADER
+from roundtabled.core.result import INTERRUPTION_HEADER
 from roundtabled.core.state import OBSERVER_AGENT, EndReason, Phase
-from roundtabled.offline.scripted_llm import Hang, Text, tool_call
+from roundtabled.offline.scripted_actions import Hang, Text, tool_call
 
 from .conftest import RT
 from .edge_helpers import Toasts, ask_build, memory_state, stored_state, turn_agents, wait_for

@@ -12,7 +12,7 @@ from typing import Any
 
 from roundtabled.core.card import CARD_FOOTER
 from roundtabled.core.state import CONCLUDED_SUFFIX, DELIMITER_TEXT, META_HEADER, OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
 
 from .conftest import RT, SEAT_MODELS, roundtable_config
 from .edge_helpers import ask_build

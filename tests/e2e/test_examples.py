@@ -17,7 +17,8 @@ from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.opencode_server import offline_config
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 
 from .conftest import RT
 

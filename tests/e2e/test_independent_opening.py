@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT, EndReason, RoundtableState, read_marker
-from roundtabled.offline.scripted_llm import Hang, HttpError, Text, default_text
+from roundtabled.offline.scripted_actions import Hang, HttpError, Text
+from roundtabled.offline.scripted_llm import default_text
 
 from .conftest import RT
 

@@ -15,17 +15,16 @@ import orjson
 import pytest
 
 from roundtabled.offline.opencode_server import OpenCodeServer, offline_config
-from roundtabled.offline.scripted_llm import (
+from roundtabled.offline.scripted_actions import (
     Hang,
     HttpError,
-    ScriptedLLM,
     Stall,
     Text,
     ToolCall,
     ToolCalls,
-    default_text,
     tool_call,
 )
+from roundtabled.offline.scripted_llm import ScriptedLLM, default_text
 
 pytestmark = pytest.mark.timeout(120)
 

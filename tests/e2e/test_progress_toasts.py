@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 
 from .conftest import RT
 from .edge_helpers import EventLog

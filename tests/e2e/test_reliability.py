@@ -40,7 +40,8 @@ from roundtabled.core.state import (
     STATE_VERSION,
     decode_state,
 )
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.fakes.daemon_proc import (
     DaemonProc,
     assert_each_turn_once,

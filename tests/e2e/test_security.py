@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from roundtabled.core.state import META_KEY, Phase, RoundtableState, Signer, encode_state
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from roundtabled.service import install
 from tests.fakes.daemon_proc import assert_each_turn_once, text_of
 

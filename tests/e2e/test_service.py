@@ -32,7 +32,8 @@ import aiohttp
 import pytest
 
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
-from roundtabled.offline.scripted_llm import Hang, ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Hang, Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
 from roundtabled.service import systemd as service
 

@@ -22,7 +22,7 @@ from roundtabled.core.state import (
     decode_state,
     encode_state,
 )
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 
 from .conftest import RT
 

@@ -23,7 +23,8 @@ import pytest
 from aiohttp import web
 
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
 from tests.conftest import OpenCodeFactory
 
@@ -314,7 +315,7 @@ async def test_abort_cancels_the_roundtable(
     assert state["status"] == "error" or state["output"] == "Error: roundtable cancelled", state
 
 
-def _offline_project(server: OpenCodeServer, name: str, files: dict[str, str]) -> Path:
+def offline_project(server: OpenCodeServer, name: str, files: dict[str, str]) -> Path:
     """A git project whose ``.opencode/`` has the tools but no ``node_modules``/``package.json``."""
     d = server.root / name
     (d / ".opencode").mkdir(parents=True)
@@ -337,7 +338,7 @@ async def test_no_network_project_still_lists_and_runs_both_tools(
     server = await opencode_factory(
         env={"npm_config_registry": "http://127.0.0.1:9", "npm_config_fetch_retries": "0"}
     )
-    project = _offline_project(server, "offline", tool_files(tmp_path, fake.url))
+    project = offline_project(server, "offline", tool_files(tmp_path, fake.url))
     ids = await oc(server, "GET", "/experimental/tool/ids", directory=str(project))
     assert "roundtable" in ids and "available_agents" in ids
     assert not (project / ".opencode" / "node_modules" / "@opencode-ai").exists()

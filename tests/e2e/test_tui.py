@@ -23,7 +23,7 @@ import pytest
 
 from roundtabled.core.card import CARD_FOOTER, CARD_HEADER
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
 
 from .conftest import RT
 from .edge_helpers import ask_build

@@ -22,7 +22,7 @@ import pytest
 from roundtabled.core.prompts import CLOSING_LINE
 from roundtabled.core.result import HEADER_TITLE
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Hang, HttpError, Text, tool_call
+from roundtabled.offline.scripted_actions import Hang, HttpError, Text, tool_call
 
 from .conftest import RT
 from .edge_helpers import ask_build, memory_state, turn_agents

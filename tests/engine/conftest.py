@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core.state import Signer
+from roundtabled.core.state import Options, Signer
 from roundtabled.core.validation import parse_request
-from roundtabled.engine.registry import Engine, Settings
+from roundtabled.engine.registry import Engine
+from roundtabled.engine.settings import Settings
 from tests.fakes.fake_opencode import FakeClock, FakeOpenCode
 
 KEY = b"engine-unit-tests-key-0123456789"
@@ -221,7 +222,8 @@ async def harness(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Callable[..., Awaitable[Harness]]]:
     """``await harness(**settings)`` → a booted :class:`Harness` (settings: engine
-    :class:`Settings` fields, e.g. ``turn_timeout=30``). The engine modules' clocks are pointed
+    :class:`Settings` fields, e.g. ``resync_period=15``, or :class:`Options` fields for the
+    roundtables' defaults, e.g. ``turn_timeout=30``). The engine modules' clocks are pointed
     at the loop's clock. After the test: every engine task is cancelled and ``on_event`` must
     never have raised."""
     clock = FakeClock()
@@ -233,11 +235,12 @@ async def harness(
         directory.mkdir(exist_ok=True)
         settings.setdefault("state_dir", tmp_path / "state")
         settings.setdefault("directories", (str(directory),))
+        defaults = {k: settings.pop(k) for k in list(settings) if k in Options.model_fields}
         h = Harness(
             fake=FakeOpenCode(str(directory), clock=clock),
             clock=clock,
             directory=str(directory),
-            settings=Settings(**settings),
+            settings=Settings(roundtable=Options(**defaults), **settings),
             signer=Signer(KEY),
         )
         made.append(h)

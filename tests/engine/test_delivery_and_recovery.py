@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from roundtabled.core.state import DELIMITER_TEXT
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 
 from .conftest import Harness
 

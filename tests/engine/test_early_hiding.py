@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 
-from roundtabled.offline.scripted_llm import Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
 
 from .conftest import Harness
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from roundtabled.offline.scripted_llm import HttpError, Text
+from roundtabled.offline.scripted_actions import HttpError, Text
 
 from .conftest import Harness
 

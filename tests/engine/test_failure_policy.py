@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from roundtabled.errors import TransportError
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 
 from .conftest import Harness
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from roundtabled.errors import TransportError
-from roundtabled.offline.scripted_llm import Hang, HttpError, Text
+from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 
 from .conftest import Harness
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from roundtabled.core import events as ev
-from roundtabled.offline.scripted_llm import Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
 
 from .conftest import Harness
 

@@ -9,7 +9,7 @@ import pytest
 
 from roundtabled.core.state import CONCLUDED_SUFFIX, DELIMITER_TEXT
 from roundtabled.errors import ValidationFailed
-from roundtabled.offline.scripted_llm import Hang, Text
+from roundtabled.offline.scripted_actions import Hang, Text
 
 from .conftest import Harness
 

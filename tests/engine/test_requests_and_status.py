@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from roundtabled.errors import TransportError
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from tests.fakes.fake_opencode import AskPermission, AskQuestion
 
 from .conftest import Harness
@@ -114,7 +114,7 @@ async def test_status_reports_round_agent_and_errors_while_running(harness: H) -
     assert st is not None
     assert (st["phase"], st["round"], st["totalRounds"], st["turns"]) == ("active", 1, 2, 1)
     assert st["errors"] == [] and st["finalized"] is False
-    assert [t["sessionID"] for t in h.engine.list_status()] == [s2]
+    assert list(h.engine.tables) == [s2] and not h.engine.recent
 
 
 async def test_a_subscriber_sees_prompts_turns_and_done_in_order(harness: H) -> None:

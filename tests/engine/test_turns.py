@@ -8,7 +8,7 @@ import pytest
 
 from roundtabled.core.state import is_state_part
 from roundtabled.errors import ValidationFailed
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 
 from .conftest import Harness
 

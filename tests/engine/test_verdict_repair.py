@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 
 from .conftest import Harness
 

@@ -20,6 +20,7 @@ import aiohttp
 from roundtabled.core.state import OBSERVER_AGENT, Marker, Signer, read_marker
 from roundtabled.offline.opencode_server import free_port, offline_config
 from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.service.daemon import load_signer
 
 OBSERVER_PROMPT = "You are the roundtable observer: consolidate the debate you are shown."
 
@@ -63,7 +64,7 @@ class DaemonProc:
 
     @property
     def signer(self) -> Signer:
-        return Signer.from_file(self.root / "config" / "roundtabled" / "signing-key")
+        return load_signer(self.root / "config" / "roundtabled" / "signing-key")
 
     @property
     def url(self) -> str:

@@ -64,15 +64,8 @@ import orjson
 from roundtabled import ids
 from roundtabled.core import events as ev
 from roundtabled.errors import NotFound, TransportError
-from roundtabled.offline.scripted_llm import (
-    Action,
-    Hang,
-    HttpError,
-    Stall,
-    Text,
-    ToolCalls,
-    default_text,
-)
+from roundtabled.offline.scripted_actions import Action, Hang, HttpError, Stall, Text, ToolCalls
+from roundtabled.offline.scripted_llm import default_text
 
 VERSION = "1.18.33"
 EPOCH0_MS = 1_796_000_000_000

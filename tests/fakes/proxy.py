@@ -40,7 +40,9 @@ def event_type(payload: dict[str, Any]) -> str:
     return str(payload.get("type") or "")
 
 
-def _decode(block: bytes) -> dict[str, Any] | None:
+def decode_frame(block: bytes) -> dict[str, Any] | None:
+    """The JSON object in an SSE frame's ``data:`` line, or ``None`` (no data line, not JSON, not
+    an object)."""
     for line in block.split(b"\n"):
         if line.startswith(b"data:"):
             try:
@@ -187,7 +189,7 @@ class FaultProxy:
 
     async def _relay(self, request: web.Request, resp: web.StreamResponse, frame: bytes) -> bool:
         """Forward one SSE frame (or not). Returns False when the stream must be cut now."""
-        payload = _decode(frame)
+        payload = decode_frame(frame)
         etype = event_type(payload) if payload is not None else ""
         if payload is not None and self.drop is not None and self.drop(payload):
             self.dropped.append(etype)

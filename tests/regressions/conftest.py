@@ -1,14 +1,11 @@
 """Shared helpers for the regression cases (issue 7): failures seen in the field, replayed on the
 real ``opencode serve`` with the scripted model.
 
-Re-exports the end-to-end fixtures (``rt_factory``, ``rt``) so every regression file gets the same
-environment as ``tests/e2e``. Helpers:
+Offers the end-to-end fixtures (``rt_factory``, ``rt``) to every regression file (pytest finds
+fixtures through a conftest), so each gets the same environment as ``tests/e2e``. Helpers:
 
 - :func:`cli` runs ``roundtabled ARGS`` through the real console entry point (subprocess).
 - :func:`wait_for` polls a condition (seconds).
-- :class:`EventLog` (records the real server's ``/global/event`` stream with receive times) and
-  :func:`ask_build` (prompts the orchestrator agent ``build`` in S1, the real tool path) are
-  re-exported from :mod:`tests.e2e.edge_helpers`.
 - :class:`LogCapture` collects the daemon's log records (the in-process daemon logs through
   :mod:`logging`).
 """
@@ -31,16 +28,13 @@ import aiohttp
 from aiohttp import web
 
 from roundtabled.offline.opencode_server import free_port
-from tests.e2e import conftest as _e2e
-from tests.e2e.conftest import RT as RT
-from tests.e2e.edge_helpers import ORCHESTRATOR_MODEL as ORCHESTRATOR_MODEL
-from tests.e2e.edge_helpers import EventLog as EventLog
-from tests.e2e.edge_helpers import ask_build as ask_build
-from tests.fakes.proxy import STREAM_PATHS, FaultProxy, _decode, event_type
+from tests.e2e import conftest as e2e_conftest
+from tests.e2e.conftest import RT
+from tests.fakes.proxy import STREAM_PATHS, FaultProxy, decode_frame, event_type
 
-# The end-to-end fixtures, re-exported for every regression file.
-rt_factory = _e2e.rt_factory
-rt = _e2e.rt
+# The end-to-end fixtures, offered to every regression file (pytest looks for them here).
+rt_factory = e2e_conftest.rt_factory
+rt = e2e_conftest.rt
 
 RT_BIN = Path(sys.executable).parent / "roundtabled"
 
@@ -182,7 +176,7 @@ class RegressionProxy(FaultProxy):
         jitter = self.jitter_duplicates
         if not ok or jitter is None:
             return ok
-        payload = _decode(frame)
+        payload = decode_frame(frame)
         etype = event_type(payload) if payload is not None else ""
         if etype in ("session.idle", "session.status"):
 

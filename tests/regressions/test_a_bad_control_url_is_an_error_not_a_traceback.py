@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.cli import EXIT_USAGE, main
+from roundtabled.cli import main
+from roundtabled.cli.client import EXIT_USAGE
 
 
 @pytest.mark.parametrize("url", ["garbage", "http://127.0.0.1:notaport", "ftp://x", "unix:rel"])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from roundtabled.cli import EXIT_USAGE, main
+from roundtabled.cli import main
+from roundtabled.cli.client import EXIT_USAGE
 
 
 def test_a_mistyped_flag_gets_the_command_usage_and_a_suggestion(

@@ -17,9 +17,10 @@ from typing import Any
 
 from aiohttp import web
 
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
+from tests.e2e.conftest import RT
 
-from .conftest import RT, RegressionProxy
+from .conftest import RegressionProxy
 
 REFUSAL = {"name": "BadRequest", "data": {"message": "refused by the fault proxy"}}
 

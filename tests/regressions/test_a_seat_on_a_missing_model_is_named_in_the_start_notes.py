@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
-from tests.e2e.conftest import roundtable_config
-
-from .conftest import RT
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
+from tests.e2e.conftest import RT, roundtable_config
 
 MISSING = "scripted/does-not-exist"
 

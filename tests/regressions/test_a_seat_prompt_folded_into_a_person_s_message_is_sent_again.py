@@ -22,11 +22,10 @@ from typing import Any
 import pytest
 
 from roundtabled.core.state import OBSERVER_AGENT, EndReason
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
+from tests.e2e.conftest import RT
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import turn_markers
-
-from .conftest import RT
 
 AGENTS = ["pm", "dev", "rv"]
 PERSON = "A person: and what about the cost of running it?"

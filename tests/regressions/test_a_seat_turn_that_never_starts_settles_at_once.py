@@ -19,11 +19,10 @@ import json
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT, EndReason
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
-from tests.e2e.conftest import SEAT_MODELS, roundtable_config
-from tests.e2e.edge_helpers import memory_state
-
-from .conftest import RT, EventLog
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
+from tests.e2e.conftest import RT, SEAT_MODELS, roundtable_config
+from tests.e2e.edge_helpers import EventLog, memory_state
 
 AGENTS = ["pm", "dev", "rv"]
 ROUNDS = 2

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import RT, make_rt, roundtable_config
 
 ARCH_PROMPT = "You are arch, the architect seat defined only in this project.\nBe concise."

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from tests.e2e.edge_helpers import memory_state
 
 from .conftest import LogCapture, proxied_rt

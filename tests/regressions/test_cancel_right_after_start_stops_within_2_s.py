@@ -18,7 +18,7 @@ import asyncio
 import time
 from typing import Any
 
-from roundtabled.offline.scripted_llm import Hang
+from roundtabled.offline.scripted_actions import Hang
 from tests.e2e.conftest import RT
 
 

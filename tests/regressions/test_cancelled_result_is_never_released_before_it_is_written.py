@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from tests.e2e.conftest import RT
 
 

@@ -20,7 +20,7 @@ import asyncio
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from tests.e2e.conftest import roundtable_config
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import text_of, turn_markers

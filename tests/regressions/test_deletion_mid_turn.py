@@ -23,9 +23,9 @@ import asyncio
 import time
 from typing import Any
 
-from roundtabled.core.prompts import INTERRUPTION_HEADER
+from roundtabled.core.result import INTERRUPTION_HEADER
 from roundtabled.core.state import EndReason, Phase
-from roundtabled.offline.scripted_llm import Hang, Text
+from roundtabled.offline.scripted_actions import Hang, Text
 from tests.fakes.daemon_proc import text_of
 from tests.fakes.proxy import event_type
 

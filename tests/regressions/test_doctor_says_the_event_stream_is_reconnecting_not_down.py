@@ -15,9 +15,10 @@ from aiohttp import web
 from roundtabled.opencode.stream import EventStream
 from roundtabled.service import config as cfg
 from roundtabled.service import doctor
-from roundtabled.service.control import _iso
+from roundtabled.service.control import iso_utc
+from tests.e2e.conftest import RT
 
-from .conftest import RT, cli, wait_for
+from .conftest import cli, wait_for
 
 
 def free_port() -> int:
@@ -56,7 +57,7 @@ async def test_doctor_says_the_event_stream_is_reconnecting_not_down(
             "url": settings.server_url,
             "connected": stream.connected,
             "lastError": stream.last_error,
-            "reconnectingSince": _iso(stream.down_since),
+            "reconnectingSince": iso_utc(stream.down_since),
             "retryMaxS": stream.backoff.ceiling(),
         },
         "active": 0,
@@ -79,13 +80,13 @@ async def test_doctor_says_the_event_stream_is_reconnecting_not_down(
         import aiohttp
 
         async with aiohttp.ClientSession() as http:
-            check = await doctor._daemon_check(http, settings, f"http://127.0.0.1:{port}")
+            check = await doctor.daemon_check(http, settings, f"http://127.0.0.1:{port}")
     finally:
         await runner.cleanup()
     assert check.ok is True and check.warn
     assert "event stream reconnecting since" in check.detail
     assert f"last error: {stream.last_error}" in check.detail and "retrying every" in check.detail
-    doctor._print(check)
+    doctor.print_check(check)
     assert capsys.readouterr().out.startswith("! daemon")
     # once it is back, the stream forgets when it went down
     stream._mark_connected("server.connected")

@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 from roundtabled.core.state import DELIMITER_TEXT, OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import assert_each_turn_once, text_of
 

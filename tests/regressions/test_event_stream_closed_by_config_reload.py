@@ -23,10 +23,12 @@ import logging
 import time
 from typing import Any
 
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from roundtabled.opencode.stream import Backoff
+from tests.e2e.conftest import RT
+from tests.e2e.edge_helpers import EventLog
 
-from .conftest import RT, EventLog, LogCapture, seat_turns, wait_for
+from .conftest import LogCapture, seat_turns, wait_for
 
 GAP_S = 4.0
 

@@ -12,7 +12,7 @@ round 2 (the prompts say ``Round 2/2``, the seat turns are rounds 1 and 2, 2 rou
 from __future__ import annotations
 
 from roundtabled.core.state import OBSERVER_AGENT, EndReason
-from roundtabled.offline.scripted_llm import HttpError, Text
+from roundtabled.offline.scripted_actions import HttpError, Text
 from tests.e2e.conftest import RT
 from tests.e2e.edge_helpers import memory_state
 

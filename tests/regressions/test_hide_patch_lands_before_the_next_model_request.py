@@ -14,8 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from roundtabled.offline.scripted_llm import Text
-from tests.regressions.conftest import RegressionProxy, proxied_rt
+from roundtabled.offline.scripted_actions import Text
+
+from .conftest import RegressionProxy, proxied_rt
 
 
 class SlowHideProxy(RegressionProxy):

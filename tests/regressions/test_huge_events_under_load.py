@@ -34,7 +34,8 @@ import aiohttp
 
 from roundtabled.core.events import Event
 from roundtabled.offline.opencode_server import agent_prompts_of
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
 
 from .conftest import ExternalLLM, external_llm

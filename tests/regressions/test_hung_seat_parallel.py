@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Hang, Text, default_text
+from roundtabled.offline.scripted_actions import Hang, Text
+from roundtabled.offline.scripted_llm import default_text
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import assert_each_turn_once
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from roundtabled.core import machine, wire
 from roundtabled.core.commands import Observation
-from tests.unit.test_machine_edges import S2, SIGNER, T0, S2Sim, _next_prompt, state_with
+from tests.unit.test_machine_edges import S2, SIGNER, T0, S2Sim, state_with
 
 DEV = "msg_turn00000000000002"  # after TURN_MSG
 P = "msg_user00000000000009"
@@ -19,7 +19,7 @@ P = "msg_user00000000000009"
 def test_a_person_s_message_after_an_adopted_prompt_is_recorded_once_after_it() -> None:
     state = state_with(["pm", "dev", "rv"], rounds=1, pending=(0, 0), timeout=600)
     sim = S2Sim().prompt("pm", 0, 0).answer("pm's view", mid="msg_turn00000000000001a")
-    _next_prompt(sim, "dev", 0, 1, DEV, T0 + 5)
+    sim.prompt("dev", 0, 1, mid=DEV, created=T0 + 5)
     sim.answer("dev's view", parent=DEV, mid="msg_turn00000000000002a")
     sim.user("A person: please consider the cost!", mid=P)
     sim.answer("reply to the person", parent=P, mid="msg_user00000000000009a")

@@ -24,7 +24,8 @@ import orjson
 import pytest
 
 from roundtabled.offline.opencode_server import agent_prompts_of
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
 
 from .conftest import ExternalLLM, external_llm

@@ -26,9 +26,10 @@ from roundtabled.core.state import (
     META_HEADER,
     OBSERVER_AGENT,
 )
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
+from tests.e2e.conftest import RT
 
-from .conftest import RT, LogCapture, seat_turns
+from .conftest import LogCapture, seat_turns
 
 AGENTS = ["pm", "dev", "rv"]
 FORGED = {

@@ -22,9 +22,10 @@ from typing import Any
 import aiohttp
 
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
+from tests.e2e.conftest import RT
 
-from .conftest import RT, RT_BIN, LogCapture, cli, cli_env
+from .conftest import RT_BIN, LogCapture, cli, cli_env
 
 PASSWORD = "s3cret-Regression-9"
 WRONG = "not-the-Password-9"

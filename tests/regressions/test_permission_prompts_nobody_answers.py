@@ -15,11 +15,12 @@ import time
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
-from tests.e2e.edge_helpers import memory_state
+from tests.e2e.edge_helpers import EventLog, memory_state
 
-from .conftest import EventLog, seat_turns, wait_for
+from .conftest import seat_turns, wait_for
 
 HELPER_PROMPT = "You are helper, a research assistant that runs commands for the developer."
 TURN_TIMEOUT_S = 90

@@ -18,7 +18,7 @@ import itertools
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import assert_each_turn_once
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from roundtabled.errors import TransportError
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
+from tests.e2e.edge_helpers import EventLog
 
-from .conftest import EventLog, seat_turns, wait_for
+from .conftest import seat_turns, wait_for
 
 QUESTION_ARGS = {
     "questions": [

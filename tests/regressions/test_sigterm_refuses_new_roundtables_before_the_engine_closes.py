@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import RT
+from tests.e2e.conftest import RT
 
 
 async def test_a_start_during_shutdown_gets_503_and_creates_nothing(rt: RT) -> None:

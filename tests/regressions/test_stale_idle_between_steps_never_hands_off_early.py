@@ -15,11 +15,12 @@ import asyncio
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
 from tests.e2e.conftest import roundtable_config
 from tests.e2e.edge_helpers import memory_state
-from tests.fakes.proxy import _decode, event_type
-from tests.regressions.conftest import RegressionProxy, idle_events
+from tests.fakes.proxy import decode_frame, event_type
+
+from .conftest import RegressionProxy, idle_events
 
 
 class StaleIdleProxy(RegressionProxy):
@@ -30,7 +31,7 @@ class StaleIdleProxy(RegressionProxy):
 
     async def _relay(self, request: Any, resp: Any, frame: bytes) -> bool:
         ok = await super()._relay(request, resp, frame)
-        payload = _decode(frame)
+        payload = decode_frame(frame)
         if payload is None or event_type(payload) != "message.updated" or self.fired:
             return ok
         info = ((payload.get("payload") or payload).get("properties") or {}).get("info") or {}

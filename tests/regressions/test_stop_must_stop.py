@@ -16,11 +16,14 @@ import json
 import time
 from typing import Any
 
-from roundtabled.core.prompts import CANCELLED_HEADER
-from roundtabled.offline.scripted_llm import RecordedRequest, Text, tool_call
+from roundtabled.core.result import CANCELLED_HEADER
+from roundtabled.offline.scripted_actions import Text, tool_call
+from roundtabled.offline.scripted_llm import RecordedRequest
 from roundtabled.service import install
+from tests.e2e.conftest import RT
+from tests.e2e.edge_helpers import ask_build
 
-from .conftest import RT, ask_build, cli, wait_for
+from .conftest import cli, wait_for
 
 AGENTS = ["pm", "dev", "rv"]
 PM_TEXT = "PM round 1: we ship the slim version first."

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
+from tests.e2e.conftest import RT
 
-from .conftest import RT, LogCapture, cli, wait_for
+from .conftest import LogCapture, cli, wait_for
 
 
 async def test_doctor_passes_after_the_server_restarted_under_the_daemon(rt: RT) -> None:

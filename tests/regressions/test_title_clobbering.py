@@ -13,7 +13,8 @@ import asyncio
 from typing import Any
 
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
 
 from .conftest import cli

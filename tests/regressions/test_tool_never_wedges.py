@@ -31,15 +31,15 @@ import aiohttp
 import pytest
 
 from roundtabled.offline.opencode_server import free_port
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text, tool_call
+from roundtabled.offline.scripted_actions import Text, tool_call
+from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
 from tests.conftest import OpenCodeFactory
 from tests.e2e.conftest import roundtable_config
-from tests.e2e.test_tool_shim import _offline_project, oc, run_tool, tool_files
+from tests.e2e.edge_helpers import ORCHESTRATOR_MODEL
+from tests.e2e.test_tool_shim import oc, offline_project, run_tool, tool_files
 from tests.fakes import daemon_proc
 from tests.fakes.daemon_proc import DaemonProc, text_of
-
-from .conftest import ORCHESTRATOR_MODEL
 
 
 async def test_daemon_down_tool_returns_error_with_start_command_within_3_s(
@@ -179,6 +179,6 @@ async def test_install_is_atomic_and_an_offline_project_lists_both_tools(
     server = await opencode_factory(
         env={"npm_config_registry": "http://127.0.0.1:9", "npm_config_fetch_retries": "0"}
     )
-    project = _offline_project(server, "offline", tool_files(tmp_path, "http://127.0.0.1:9"))
+    project = offline_project(server, "offline", tool_files(tmp_path, "http://127.0.0.1:9"))
     ids = await oc(server, "GET", "/experimental/tool/ids", directory=str(project))
     assert "roundtable" in ids and "available_agents" in ids

@@ -20,12 +20,13 @@ import logging
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT, Phase, is_state_part
-from roundtabled.offline.scripted_llm import Text
+from roundtabled.offline.scripted_actions import Text
+from tests.e2e.conftest import RT
 from tests.e2e.edge_helpers import stored_state
 from tests.fakes.daemon_proc import assert_each_turn_once
 from tests.fakes.db_lock import WriteLock
 
-from .conftest import RT, LogCapture
+from .conftest import LogCapture
 
 AGENTS = ["pm", "dev"]
 ROUNDS = 2

@@ -14,10 +14,11 @@ from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.opencode_server import SEAT_PROMPTS
-from roundtabled.offline.scripted_llm import ScriptedLLM, Text
-from tests.e2e.conftest import SEAT_MODELS, roundtable_config
+from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_llm import ScriptedLLM
+from tests.e2e.conftest import RT, SEAT_MODELS, roundtable_config
 
-from .conftest import RT, wait_for
+from .conftest import wait_for
 
 MODELS = {**SEAT_MODELS, OBSERVER_AGENT: "observer-1"}
 OBSERVER_PROMPT_HEAD = "You are the impartial roundtable observer."

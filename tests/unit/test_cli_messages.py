@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from roundtabled.cli import EXIT_OK, EXIT_USAGE, main
+from roundtabled.cli import main
+from roundtabled.cli.client import EXIT_OK, EXIT_USAGE
 
 SES = "ses_abcdef12"
 

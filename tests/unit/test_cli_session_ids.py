@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.cli import EXIT_USAGE, main
+from roundtabled.cli import main
+from roundtabled.cli.client import EXIT_USAGE
 
 
 @pytest.mark.parametrize("command", ["status", "watch", "cancel", "export"])

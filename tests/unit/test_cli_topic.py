@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.cli import EXIT_USAGE, CliError, read_topic
+from roundtabled.cli.client import EXIT_USAGE, CliError
+from roundtabled.cli.topic import read_topic
 
 
 def test_plain_text_is_the_topic() -> None:

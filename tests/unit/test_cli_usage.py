@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.cli import EXIT_OK, EXIT_USAGE, build_parser, main
-from roundtabled.cli.client import FLAG_FOR_FIELD, name_the_flag
+from roundtabled.cli import main
+from roundtabled.cli.client import EXIT_OK, EXIT_USAGE, FLAG_FOR_FIELD, name_the_flag
 from roundtabled.cli.debate import interrupted_note, start_body
+from roundtabled.cli.parser import build_parser
 from roundtabled.service import config as cfg
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from roundtabled.core.state import PermissionPolicy
+from roundtabled.engine.settings import Settings as EngineSettings
 from roundtabled.errors import RoundtableError
 from roundtabled.service import config as cfg
 from roundtabled.service.config import (
@@ -74,6 +75,17 @@ def test_settings_is_frozen() -> None:
         s.turn_timeout = 5  # type: ignore[misc]
 
 
+def test_the_engine_gets_the_configuration_and_the_same_defaults(env: dict[str, str]) -> None:
+    """One source: the defaults of the configuration are the engine's and the roundtables'."""
+    s = load_settings(env=env)
+    assert s.engine_settings() == EngineSettings(state_dir=s.state_dir)
+    tuned = load_settings(
+        {"turn_timeout": "42", "resync_period": "2", "progress_toasts": "false"}, env=env
+    ).engine_settings()
+    assert tuned.roundtable.turn_timeout == 42
+    assert (tuned.resync_period, tuned.progress_toasts) == (2, False)
+
+
 # ── precedence ──────────────────────────────────────────────────────────────────────────────────
 
 
@@ -94,9 +106,9 @@ def test_precedence(env: dict[str, str], tmp_path: Path) -> None:
 
 def test_default_config_file_is_found_and_may_be_missing(env: dict[str, str]) -> None:
     assert load_settings(env=env).turn_timeout == 300  # no file: defaults
-    cfg = Path(env["HOME"]) / ".config/roundtabled/config.toml"
-    cfg.parent.mkdir(parents=True)
-    cfg.write_text("turn_timeout = 42\n")
+    path = Path(env["HOME"]) / ".config/roundtabled/config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text("turn_timeout = 42\n")
     assert load_settings(env=env).turn_timeout == 42
 
 

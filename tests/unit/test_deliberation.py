@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roundtabled.core import deliberation as dl
-from roundtabled.core import deliberation as rc
-from roundtabled.core.positions import normalise_label
+from roundtabled.core.positions import normalise_label, parse_position
 from roundtabled.core.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
 
 AGENTS = ["pm", "dev", "rv"]
@@ -113,7 +112,7 @@ def test_an_extension_needs_two_rounds_of_its_own() -> None:
 
 def test_recorded_position_wins_over_the_text() -> None:
     h = rounds(["a", "b", "c"], ["a", "b", "c"])
-    h[3] = h[3].model_copy(update={"position": dl.parse_position("Position: z")})
+    h[3] = h[3].model_copy(update={"position": parse_position("Position: z")})
     assert not dl.check_convergence(h, 2).converged
 
 
@@ -241,28 +240,28 @@ def test_a_budget_that_lets_the_turn_run_leaves_room_for_it_and_the_reserve(
 
 
 def test_rounds_to_hide_keep_the_opening_and_the_last_round() -> None:
-    assert list(rc.rounds_to_hide(0)) == []
-    assert list(rc.rounds_to_hide(2)) == []  # round 3 starts: rounds 1 and 2 visible
-    assert list(rc.rounds_to_hide(3)) == [2]  # round 4 starts: 1 and 3 visible
-    assert list(rc.rounds_to_hide(9)) == list(range(2, 9))
+    assert list(dl.rounds_to_hide(0)) == []
+    assert list(dl.rounds_to_hide(2)) == []  # round 3 starts: rounds 1 and 2 visible
+    assert list(dl.rounds_to_hide(3)) == [2]  # round 4 starts: 1 and 3 visible
+    assert list(dl.rounds_to_hide(9)) == list(range(2, 9))
 
 
 def test_digest_from_the_ledger() -> None:
     h = rounds(["a", "b", "c"], ["a", "b", None], ["a", "x", "c"])
     h[4] = turn("dev", 2, None, error=True)
-    text = rc.digest(h, [2, 3], AGENTS)
+    text = dl.digest(h, [2, 3], AGENTS)
     lines = text.splitlines()
     assert lines[0].startswith("[Digest of round(s) 2–3")
     assert lines[1] == "- pm: r2–3 “a” (7/10)"
     assert lines[2] == "- dev: r2 “no reply” → r3 “x” (7/10)"
     assert lines[3] == "- rv: r2 “no position” → r3 “c” (7/10)"
-    assert rc.digest(h, [], AGENTS) == ""
+    assert dl.digest(h, [], AGENTS) == ""
 
 
 def test_digest_is_bounded() -> None:
     h = [turn(f"agent{i}", r, f"label {r} {'x' * 60}") for r in range(2, 40) for i in range(6)]
-    text = rc.digest(h, range(2, 40), [f"agent{i}" for i in range(6)])
-    assert len(text.encode()) <= rc.DIGEST_MAX_BYTES + 6  # one newline per line
+    text = dl.digest(h, range(2, 40), [f"agent{i}" for i in range(6)])
+    assert len(text.encode()) <= dl.DIGEST_MAX_BYTES + 6  # one newline per line
     assert "…" in text
 
 

@@ -63,9 +63,6 @@ class StubEngine:
             check_agents(req.agents, req.observer, AVAILABLE)
         return _StubState()
 
-    def list_status(self) -> list[dict[str, Any]]:
-        return []
-
     def status(self, s2: str) -> dict[str, Any] | None:
         return {"phase": "active"} if s2 == KNOWN else None
 

@@ -197,19 +197,6 @@ def test_stale_copy_in_plural_dir_is_removed_foreign_file_kept(tmp_path: Path) -
     assert (target / "tools/available_agents.ts").read_text().endswith("the user's own")
 
 
-def test_uninstall_removes_only_ours(tmp_path: Path) -> None:
-    target = tmp_path / ".opencode"
-    paths = _install(target)
-    (target / "tool/other.ts").write_text("export default {}")
-    removed = install.uninstall_tools(target)
-    assert sorted(removed) == sorted(paths)
-    assert (target / "tool/other.ts").exists()
-    # a foreign file with our name survives
-    (target / "tool/roundtable.ts").write_text("export default {} // someone else's")
-    assert install.uninstall_tools(target) == []
-    assert (target / "tool/roundtable.ts").exists()
-
-
 def test_installed_status(tmp_path: Path) -> None:
     env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "HOME": str(tmp_path / "home")}
     project = tmp_path / "proj"

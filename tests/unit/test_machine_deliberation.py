@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from roundtabled import ids
 from roundtabled.core import deliberation, machine, wire
-from roundtabled.core.machine import Finalize, Observation, Prompt
+from roundtabled.core.commands import Finalize, Observation, Prompt
 from roundtabled.core.positions import normalise_label
 from roundtabled.core.state import (
     Budget,

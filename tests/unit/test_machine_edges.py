@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core import lifecycle, machine, prompts, wire
+from roundtabled.core import lifecycle, machine, wire
 from roundtabled.core.commands import (
     Abort,
     Cancel,
@@ -25,6 +25,7 @@ from roundtabled.core.commands import (
     Toast,
 )
 from roundtabled.core.machine import ABORT_GRACE_MS, ERROR_GRACE_MS
+from roundtabled.core.result import CANCELLED_HEADER, REPETITION_TEXT, delivery_text
 from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
@@ -309,7 +310,7 @@ def test_an_open_reply_in_an_idle_session_is_settled_after_the_grace() -> None:
     sim = S2Sim().prompt("pm", 0, 0)
     sim.answer("partial words", error=None, completed=False, finish=None)
     obs = sim.observe(status="idle")
-    obs = machine.Observation(
+    obs = Observation(
         now=T0 + 1 + machine.STALE_REPLY_GRACE_MS,
         status="idle",
         messages=obs.messages,
@@ -321,7 +322,7 @@ def test_an_open_reply_in_an_idle_session_is_settled_after_the_grace() -> None:
     entry = d.state.history[0]
     assert entry.has_error and "never completed" in (entry.error or "")
     assert entry.response == "partial words"
-    assert [c.agent for c in d.commands if isinstance(c, machine.Prompt)] == ["dev"]
+    assert [c.agent for c in d.commands if isinstance(c, Prompt)] == ["dev"]
 
 
 def test_session_error_without_a_reply_skips_after_the_grace_period() -> None:
@@ -453,7 +454,7 @@ def test_repetition_result_states_the_spec_reason() -> None:
     d = machine.decide(state, sim.observe())
     assert d.state.phase == Phase.DONE and d.state.summary == "SUMMARY"
     assert d.state.end_reason == EndReason.REPETITION
-    assert prompts.REPETITION_TEXT in prompts.result_text(d.state, usage_footer=False)
+    assert REPETITION_TEXT in delivery_text(d.state)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -528,7 +529,7 @@ def test_cancelled_turn_ends_the_debate_without_the_observer() -> None:
     assert prompted(d.commands) == []
     assert any(isinstance(c, Finalize) for c in d.commands)
     assert d.state.phase == Phase.DONE and d.state.end_reason == EndReason.CANCELLED
-    assert (d.state.summary or "").startswith(prompts.CANCELLED_HEADER)
+    assert (d.state.summary or "").startswith(CANCELLED_HEADER)
 
 
 def test_cancel_before_any_reply_settles_within_a_second_as_cut_off_by_the_cancel() -> None:
@@ -643,17 +644,13 @@ def test_a_fresh_roundtable_opens_with_the_intent_then_turn_1_without_a_read() -
 # ------------------------------------------------------------------------------------------------
 
 
-def _next_prompt(sim: S2Sim, agent: str, rnd: int, seat: int, mid: str, created: int) -> None:
-    sim.prompt(agent, rnd, seat, mid=mid, created=created)
-
-
 def test_stale_stored_turn_is_recorded_and_the_running_next_turn_adopted_not_aborted() -> None:
     """The stored state names pm's turn (prompted long ago, beyond the turn timeout), but S2
     already holds dev's prompt (sent by a fast handoff whose state write was lost) and is busy
     running it: pm's turn is recorded, dev's prompt adopted — no abort, no second prompt."""
     state = state_with(["pm", "dev"], rounds=1, pending=(0, 0), timeout=60)
     sim = S2Sim().prompt("pm", 0, 0).answer("pm's view")
-    _next_prompt(sim, "dev", 0, 1, "msg_sentbeforecrash01", T0 + 5)
+    sim.prompt("dev", 0, 1, mid="msg_sentbeforecrash01", created=T0 + 5)
     sim.answer("dev half", parent="msg_sentbeforecrash01", completed=False, finish=None)
     now = T0 + 61_000 * 10
     d = machine.decide(state, sim.observe(now=now, status="busy"))

@@ -9,12 +9,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.core.observer_flow import (
-    REPAIR_SEAT,
-    annotate,
-    observer_step,
-    skip_observer,
-)
+from roundtabled.core.observer_flow import annotate, observer_step, skip_observer
+from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.state import EndReason, HistoryEntry, Options, VerdictRecord
 
 from .test_verdict import VALID, observer, state, turn

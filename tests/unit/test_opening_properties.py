@@ -26,7 +26,6 @@ from roundtabled.core.opening import (
     AbortSeat,
     CreateSeatSession,
     OpeningObservation,
-    OpeningRound,
     PersistRound,
     PromptSeat,
     RecordOpening,
@@ -34,7 +33,7 @@ from roundtabled.core.opening import (
     SeatView,
     Setup,
 )
-from roundtabled.core.state import Marker, Signer, sign_marker
+from roundtabled.core.state import Marker, OpeningRound, Signer, sign_marker
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_roundtable00001"

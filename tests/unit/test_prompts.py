@@ -9,30 +9,33 @@ from hypothesis import strategies as st
 from roundtabled.core.positions import Change
 from roundtabled.core.prompts import (
     ATTRIBUTION_MAX_ENTRIES,
-    CANCELLED_HEADER,
     CLOSING_LINE,
     EXTEND_CONTINUATION_PREFIXES,
-    INTERRUPTION_HEADER,
-    REPETITION_TEXT,
     TITLE_PREFIX,
     TURN_ORCHESTRATION_BUDGET,
-    cancelled_text,
     default_title,
     effective_topic,
     extend_topic,
     failure_toast,
     infer_extend_mode,
+    turn_prompt,
+)
+from roundtabled.core.result import (
+    CANCELLED_HEADER,
+    INTERRUPTION_HEADER,
+    REPETITION_TEXT,
+    cancelled_text,
+    delivery_text,
     interruption_text,
     named_observer_prompt,
     observer_prompt,
-    result_text,
-    turn_prompt,
     usage_table,
 )
 from roundtabled.core.state import (
     EndReason,
     Extension,
     HistoryEntry,
+    Options,
     RoundtableState,
     ToolCallSummary,
     Usage,
@@ -410,17 +413,19 @@ def test_named_observer_prompt() -> None:
 # ── texts for S1 ────────────────────────────────────────────────────────────────────────────────
 
 
-def test_result_text_completed_with_footer() -> None:
+def test_delivery_text_completed_with_footer() -> None:
     state = make_state(history=_history(), summary="The summary.", end_reason="completed")
-    text = result_text(state, usage_footer=True)
+    text = delivery_text(state)
     lines = text.splitlines()
     assert lines[0] == "Roundtable ses_abc — (Roundtable) - ORM"
-    assert lines[1] == ""
+    assert lines[1].startswith("Status: completed")
     assert "The summary." in text
-    assert lines[-1].startswith("Usage — pm: 1.2k in / 340 out · $0.0012 | rv: 800 in")
-    assert "total: 2.0k in / 400 out · $0.02" in lines[-1]
-    assert "dev:" not in lines[-1]  # nothing recorded for dev
-    assert "Usage" not in result_text(state, usage_footer=False)
+    footer = next(line for line in lines if line.startswith("Usage — "))
+    assert footer.startswith("Usage — pm: 1.2k in / 340 out · $0.0012 | rv: 800 in")
+    assert "total: 2.0k in / 400 out · $0.02" in footer
+    assert "dev:" not in footer  # nothing recorded for dev
+    quiet = state.model_copy(update={"options": Options(usage_footer=False)})
+    assert "Usage — " not in delivery_text(quiet)
 
 
 @pytest.mark.parametrize(
@@ -431,16 +436,9 @@ def test_result_text_completed_with_footer() -> None:
         (EndReason.CANCELLED, "Roundtable cancelled by the user"),
     ],
 )
-def test_result_text_end_reason(reason: EndReason, line: str) -> None:
+def test_delivery_text_end_reason(reason: EndReason, line: str) -> None:
     state = make_state(history=_history(), summary="S.", end_reason=reason)
-    assert result_text(state, usage_footer=False).splitlines()[1] == line
-
-
-def test_result_text_without_summary_carries_the_history() -> None:
-    state = make_state(history=_history(), end_reason=EndReason.OBSERVER_FAILED)
-    text = result_text(state, usage_footer=False)
-    assert "── pm · round 1 ──" in text
-    assert "observer failed" in text
+    assert delivery_text(state).splitlines()[1] == line
 
 
 def test_interruption_and_cancelled_texts() -> None:

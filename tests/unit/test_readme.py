@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from roundtabled import cli
+from roundtabled.cli import client
 from roundtabled.service.config import Settings
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
@@ -25,9 +25,9 @@ def test_every_key_roundtabled_config_prints_is_in_the_configuration_table() -> 
 
 
 def test_the_exit_codes_are_documented() -> None:
-    for code in (cli.EXIT_OK, cli.EXIT_ERROR, cli.EXIT_USAGE, cli.EXIT_UNCONCLUDED):
+    for code in (client.EXIT_OK, client.EXIT_ERROR, client.EXIT_USAGE, client.EXIT_UNCONCLUDED):
         assert f"**{code}**" in README
-    assert f"**{cli.EXIT_INTERRUPTED}**" in README
+    assert f"**{client.EXIT_INTERRUPTED}**" in README
 
 
 def test_watching_a_debate_names_the_tui_keys() -> None:

@@ -575,8 +575,7 @@ def test_rounds_completed_counts_only_full_rounds() -> None:
 
 
 def test_payload_of_a_closed_session_keeps_the_exact_interruption_header_first() -> None:
-    from roundtabled.core.prompts import INTERRUPTION_HEADER
-    from roundtabled.core.result import payload
+    from roundtabled.core.result import INTERRUPTION_HEADER, payload
 
     st_ = state(
         [turn("pm", 1, pos("keep", 7))],
