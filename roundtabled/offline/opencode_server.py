@@ -383,6 +383,11 @@ class OpenCodeServer:
             HOME=str(self.root / "home"),
             OPENCODE_DISABLE_MODELS_FETCH="1",
             OPENCODE_DISABLE_AUTOUPDATE="1",
+            # The server's built-in plugins (provider logins) and LSP downloads play no part
+            # offline; external plugins (a project's plugin/*.ts) still load.
+            # docs/opencode-server.md, "Start-up of a private server".
+            OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
         )
         if self.password:
             env["OPENCODE_SERVER_PASSWORD"] = self.password
