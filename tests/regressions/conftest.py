@@ -1,4 +1,4 @@
-"""Shared helpers for the regression cases (issue 7): failures seen in the field, replayed on the
+"""Shared helpers for the regression cases: failures seen in the field, replayed on the
 real ``opencode serve`` with the scripted model.
 
 Re-exports the end-to-end fixtures (``rt_factory``, ``rt``) so every regression file gets the same
