@@ -414,7 +414,18 @@ class OpenCodeServer:
             self.project_dir.mkdir(parents=True, exist_ok=True)
         else:
             await self.add_project(self.directory_name)
-        await self._spawn(self._port or free_port(), startup_timeout)
+        if self._port is not None:
+            await self._spawn(self._port, startup_timeout)
+            return
+        # A free port can be taken by another process (a parallel test worker) before the server
+        # binds it; the server then exits at once with "ServeError": try another port.
+        for attempt in range(3):
+            try:
+                await self._spawn(free_port(), startup_timeout)
+                return
+            except RuntimeError:
+                if attempt == 2 or "ServeError" not in self.log_tail(5):
+                    raise
 
     async def _spawn(self, port: int, startup_timeout: float) -> None:
         t0 = time.monotonic()
