@@ -248,7 +248,8 @@ _SIZING_KEY = Signer(b"k" * 32)
 
 
 def _seed_prompt_bytes(state: RoundtableState, round_index: int, seat: int) -> int:
-    """Bytes of the seed's per-turn prompt (spec §6 layout), topic included."""
+    """Bytes of the seed's per-turn prompt (the layout of docs/behaviour.md, 'What each seat
+    sees'), topic included."""
     agents = " → ".join(state.agents)
     lines = [
         "[System] You are participating in a roundtable debate. "

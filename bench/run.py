@@ -1,4 +1,4 @@
-"""roundtabled benchmarks on the real ``opencode serve`` and the scripted LLM (issue 5).
+"""roundtabled benchmarks on the real ``opencode serve`` and the scripted LLM.
 
 Usage (from the repository root)::
 

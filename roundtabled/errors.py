@@ -2,11 +2,11 @@
 
 - :class:`RoundtableError` is the root; its ``str()`` is a message fit for a person.
 - :class:`ValidationFailed` — bad input from a tool call, the control API or the CLI. Its message
-  starts with ``Error:`` and names the field, the bad value and the allowed values (issue 2).
+  starts with ``Error:`` and names the field, the bad value and the allowed values.
 - :class:`TransportError` — talking to the OpenCode server failed. ``retryable`` tells whether the
   same request may succeed later (connection refused, timeout, 5xx) or not (4xx).
 - :class:`StateError` and subclasses — a state block in S2 cannot be trusted or read; the
-  roundtable concerned is reported and skipped, the others go on (issue 4).
+  roundtable concerned is reported and skipped, the others go on.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Crash points for the fault-injection suite (issue 4: ``kill -9`` at ≥ 20 points).
+"""Crash points for the fault-injection suite (``kill -9`` at ≥ 20 points).
 
 ``ROUNDTABLED_FAULT=<point>:<n>`` makes the daemon SIGKILL itself the ``n``-th time it passes
 ``checkpoint("<point>")`` — the same as an external ``kill -9`` at exactly that point, without

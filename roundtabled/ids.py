@@ -2,8 +2,9 @@
 
 OpenCode ids look like ``msg_22d1c649f001hydsaupe2WRtJp``: a prefix, 12 hex digits of
 ``epoch_ms * 0x1000 + counter`` (so ids ascend with time), and 14 random base62 characters
-(server behaviour, API notes §1 and §5). The daemon chooses the ``messageID`` of every prompt it
-sends so that a turn's user message is known before the POST (exactly-once turns, design §3).
+(docs/opencode-server.md, 'Messages and parts'). The daemon chooses the ``messageID`` of every
+prompt it
+sends so that a turn's user message is known before the POST (docs/design.md, 'Exactly once').
 """
 
 from __future__ import annotations

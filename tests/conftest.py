@@ -28,6 +28,8 @@ from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.opencode.binary import find_opencode_binary
 
+SLOW_SKIP_REASON = "slow: use --run-slow or ROUNDTABLED_SLOW=1"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -56,12 +58,23 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run_slow = config.getoption("--run-slow") or os.environ.get("ROUNDTABLED_SLOW") == "1"
-    skip_slow = pytest.mark.skip(reason="slow: use --run-slow or ROUNDTABLED_SLOW=1")
+    skip_slow = pytest.mark.skip(reason=SLOW_SKIP_REASON)
     for item in items:
         if "tests/e2e/" in Path(str(item.fspath)).as_posix():
             item.add_marker(pytest.mark.e2e)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(skip_slow)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """A run that skipped slow tests says how many and how to run them."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    slow = sum(1 for r in skipped if SLOW_SKIP_REASON in str(getattr(r, "longrepr", "")))
+    if slow:
+        terminalreporter.write_line(
+            f"{slow} slow test{'s' if slow != 1 else ''} skipped (fault injection, long e2e):"
+            " run them with --run-slow or ROUNDTABLED_SLOW=1 (scripts/test runs them)"
+        )
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Typed events of the OpenCode server's SSE stream (api reference §6).
+"""Typed events of the OpenCode server's SSE stream (docs/opencode-server.md, 'The event stream').
 
 One SSE ``data:`` payload is one JSON object. From ``GET /global/event`` it is wrapped in an
 envelope ``{"directory": D, "project": P, "payload": {<event>}}``; ``server.connected`` and
@@ -56,7 +56,7 @@ __all__ = [
     "parse_event",
 ]
 
-# --- event type names (api reference §6.2) -------------------------------------------------------
+# --- event type names (docs/opencode-server.md, 'The event stream') ----------------------------
 SERVER_CONNECTED: Final = "server.connected"
 """First event of every stream connection; ``properties`` is ``{}``."""
 SERVER_HEARTBEAT: Final = "server.heartbeat"

@@ -521,7 +521,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
     if pend.abort_requested_at is not None:
         cancelled = state.end_reason == EndReason.CANCELLED
         # A cancel that stopped the turn before the server created any reply: once S2 is idle
-        # nothing is coming, so the grace is short (stop must stop, regression 5; a cancel right
+        # nothing is coming, so the grace is short (stop must stop; a cancel right
         # after the start hit the 5 s grace).
         grace = CANCEL_SETTLE_MS if cancelled and not answers else ABORT_GRACE_MS
         if idle and obs.now - pend.abort_requested_at >= grace:

@@ -1,5 +1,5 @@
 """The texts of a seat's turn: its prompt, the topic it debates (an extend's too), the title, and
-the toast of a failed turn (spec §3, §6, §7, §8, §9). The observer's prompts and the texts S1
+the toast of a failed turn (docs/behaviour.md). The observer's prompts and the texts S1
 receives are built from the history in :mod:`roundtabled.core.result`.
 
 Invariants
@@ -53,9 +53,10 @@ __all__ = [
 ExtendMode = Literal["continuation", "new-topic"]
 
 TITLE_PREFIX = "(Roundtable) - "
-"""Prefix of a generated title (spec §3)."""
+"""Prefix of a generated title (docs/behaviour.md, 'The call')."""
 TITLE_PROMPT_CHARS = 80
-"""Characters of the prompt kept in a generated title, cut at a word boundary (spec §3)."""
+"""Characters of the prompt kept in a generated title, cut at a word boundary (docs/behaviour.md,
+'The call')."""
 
 TURN_ORCHESTRATION_BUDGET = 1500
 """Bytes (UTF-8) of a turn prompt outside the topic text, for ≤ 6 agents with ≤ 100-byte names.
@@ -86,7 +87,8 @@ EXTEND_CONTINUATION_PREFIXES: tuple[str, ...] = (
     "discuss more",
     "go further",
 )
-"""Openings that make an ``extend`` prompt a continuation of the current topic (spec §9).
+"""Openings that make an ``extend`` prompt a continuation of the current topic (docs/behaviour.md,
+'Extend').
 
 Matched case-insensitively on whole words after leading whitespace and punctuation are stripped
 and inner whitespace is collapsed ("**Continue:** …" and "continue." match, "Continuous
@@ -125,7 +127,8 @@ def _clip_bytes(text: str, max_bytes: int) -> str:
 
 
 def default_title(prompt: str) -> str:
-    """The generated S2 title ``"(Roundtable) - " + first 80 characters of the prompt`` (spec §3).
+    """The generated S2 title ``"(Roundtable) - " + first 80 characters of the prompt``
+    (docs/behaviour.md, 'The call').
 
     Args:
         prompt: the roundtable topic, any length.
@@ -152,11 +155,12 @@ def default_title(prompt: str) -> str:
     return TITLE_PREFIX + (stripped or head.rstrip())
 
 
-# ── extend mode (spec §9) ───────────────────────────────────────────────────────────────────────
+# ── extend mode (docs/behaviour.md, 'Extend') ─────────────────────────────────────────────────────
 
 
 def infer_extend_mode(prompt: str) -> ExtendMode:
-    """Whether an ``extend`` prompt continues the topic or starts a new one (spec §9 heuristic).
+    """Whether an ``extend`` prompt continues the topic or starts a new one (docs/behaviour.md,
+    'Extend' heuristic).
 
     Args:
         prompt: the prompt passed with ``sessionID``.
@@ -179,7 +183,7 @@ def infer_extend_mode(prompt: str) -> ExtendMode:
 
 
 def extend_topic(original: str, new: str, mode: ExtendMode) -> str:
-    """The topic used by the rounds of an extension (spec §9).
+    """The topic used by the rounds of an extension (docs/behaviour.md, 'Extend').
 
     Args:
         original: the topic in force before the extension.
@@ -198,7 +202,8 @@ def extend_topic(original: str, new: str, mode: ExtendMode) -> str:
 def effective_topic(state: RoundtableState, round_index: int) -> str:
     """The topic of round ``round_index`` (0-indexed), taking ``state.extensions`` into account.
 
-    The extension with the largest ``from_round`` ≤ ``round_index`` applies (spec §9). A
+    The extension with the largest ``from_round`` ≤ ``round_index`` applies (docs/behaviour.md,
+    'Extend'). A
     continuation refers to the *base* topic in force before it: ``state.prompt``, or the prompt of
     the latest new-topic extension before it (continuations do not nest).
     """
@@ -213,7 +218,7 @@ def effective_topic(state: RoundtableState, round_index: int) -> str:
     return topic
 
 
-# ── turn prompt (spec §6) ───────────────────────────────────────────────────────────────────────
+# ── turn prompt (docs/behaviour.md, 'What each seat sees') ────────────────────────────────────────
 
 CLOSING_LINE = (
     "End your reply with one line: Position: <short label> — <one sentence> (confidence N/10)"
@@ -335,7 +340,8 @@ def turn_prompt(
     opening: bool,
     change: Change | None = None,
 ) -> str:
-    """The prompt that gives the turn to ``state.agents[seat]`` in round ``round_index`` (spec §6).
+    """The prompt that gives the turn to ``state.agents[seat]`` in round ``round_index``
+    (docs/behaviour.md, 'What each seat sees').
 
     Args:
         state: the roundtable (agents, total_rounds, prompt, extensions).
@@ -381,7 +387,7 @@ def turn_prompt(
 
 
 def failure_toast(agent: str, round_number: int, next_agent: str | None) -> str:
-    """The toast shown when a seat's turn fails (spec §7.1).
+    """The toast shown when a seat's turn fails (docs/behaviour.md, 'A seat fails').
 
     Args:
         agent: the failed seat's agent name.

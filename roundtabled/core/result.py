@@ -39,11 +39,12 @@ from roundtabled.core.verdict import build_status, build_usage, build_verdict, p
 INTERRUPTION_HEADER = (
     "[Roundtable interrupted — session closed. Partial history up to interruption:]"
 )
-"""Header of the text injected into S1 when S2 is deleted (spec §7.2, exact)."""
+"""Header of the text injected into S1 when S2 is deleted (docs/behaviour.md, 'S2 deleted',
+exact)."""
 CANCELLED_HEADER = "[Roundtable cancelled — partial history up to cancellation:]"
 """Header of the text delivered when a cancel stops the debate without an observer."""
 REPETITION_TEXT = "Roundtable ended due to repetition — agents reached an impasse"
-"""What S1 is told when loop detection ended the debate (spec §7.5, exact)."""
+"""What S1 is told when loop detection ended the debate (docs/behaviour.md, 'Loops', exact)."""
 
 PARTIAL_ENTRY_CHARS = 2000
 """Characters of each response in an interruption/cancellation text."""
@@ -191,7 +192,8 @@ def _observer_text(
 def observer_prompt(
     state: RoundtableState, history: Sequence[HistoryEntry], *, per_entry_chars: int = 4000
 ) -> str:
-    """The built-in observer's prompt: spec §8 ``DEFAULT_OBSERVER_PROMPT`` and the debate.
+    """The built-in observer's prompt: the five parts of docs/behaviour.md, 'The
+    observer', and the debate.
 
     Args:
         state: the roundtable (topic, extensions, agents, end reason).
@@ -214,7 +216,8 @@ def named_observer_prompt(
     observer: str,
     per_entry_chars: int = 4000,
 ) -> str:
-    """The prompt for an explicit observer agent (spec §8 "Explicit observer").
+    """The prompt for an explicit observer agent (docs/behaviour.md, 'The
+    observer').
 
     Args:
         observer: the observing agent's name (``state.observer``).
@@ -299,7 +302,8 @@ def _usage_footer(history: Sequence[HistoryEntry]) -> str | None:
 
 
 def _end_line(state: RoundtableState) -> str | None:
-    """The S1 line stating why the roundtable did not complete (spec §7.5 text for repetition)."""
+    """The S1 line stating why the roundtable did not complete (docs/behaviour.md, 'Loops', for
+    repetition)."""
     reason = state.end_reason
     if reason is None or reason == EndReason.COMPLETED:
         return None
@@ -318,7 +322,8 @@ def _end_line(state: RoundtableState) -> str | None:
 
 
 def interruption_text(state: RoundtableState) -> str:
-    """The text injected into S1 when S2 is closed mid-debate (spec §7.2, exact header).
+    """The text injected into S1 when S2 is closed mid-debate (docs/behaviour.md, 'S2 deleted',
+    exact header).
 
     The attributed partial history follows, each response capped at 2000 characters.
     """

@@ -1,4 +1,5 @@
-"""Loop detection: Jaccard similarity of character bigrams over cleaned text (spec §7.5).
+"""Loop detection: Jaccard similarity of character bigrams over cleaned text (docs/behaviour.md,
+'Loops').
 
 The debate ends "due to repetition" when the latest seat response and the previous one are more
 than ``threshold`` similar (spec: ``> 0.85``)::
@@ -8,7 +9,7 @@ than ``threshold`` similar (spec: ``> 0.85``)::
 Invariants
 - The comparison runs on :func:`clean_text` output: markdown formatting (fences, headings, emphasis,
   bullets, links, inline code) is removed, whitespace collapsed, text lower-cased, so two answers
-  that differ only in formatting compare as equal (spec §7.5 "operates on cleaned text").
+  that differ only in formatting compare as equal (docs/behaviour.md, 'Loops').
 - :func:`jaccard_bigrams` is symmetric and lies in ``[0, 1]``. Two texts without any bigram (empty,
   or a single character after cleaning) score ``0.0``: an empty reply is not a loop.
 - Everything is linear in the input size. Every regular expression below is written so that the
@@ -46,7 +47,8 @@ _MARKS = re.compile(r"[`~]++")
 
 
 def clean_text(text: str) -> str:
-    """Strip markdown formatting from ``text``, collapse whitespace and lower-case it (spec §7.5).
+    """Strip markdown formatting from ``text``, collapse whitespace and lower-case it
+    (docs/behaviour.md, 'Loops').
 
     Args:
         text: any text (a model's reply), up to a few MB.
@@ -76,7 +78,8 @@ def bigrams(text: str) -> set[str]:
 
 
 def jaccard_bigrams(a: str, b: str) -> float:
-    """Jaccard similarity of the bigram sets of the cleaned ``a`` and ``b`` (spec §7.5).
+    """Jaccard similarity of the bigram sets of the cleaned ``a`` and ``b`` (docs/behaviour.md,
+    'Loops').
 
     Returns:
         A float in ``[0, 1]``; symmetric; ``1.0`` for texts equal after cleaning (two characters
@@ -95,7 +98,8 @@ def is_loop(latest: str, previous: str, threshold: float) -> bool:
 
     Args:
         latest: the newest seat response (plain text).
-        previous: the response it is compared with (spec §7.5: the last response of the previous
+        previous: the response it is compared with (docs/behaviour.md, 'Loops': the last response of
+        the previous
             round).
         threshold: in ``(0, 1]``; spec default ``0.85`` (``Options.loop_threshold``). With
             ``1.0`` nothing is ever a loop.

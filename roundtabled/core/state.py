@@ -13,7 +13,8 @@ Invariants
   and never adds a message.
 - Two forms of the part, both read: the *card* form (its text is a short card for people,
   :mod:`roundtabled.core.card`; the state is canonical JSON text in ``metadata.roundtabled.body``)
-  and the seed plugin's text form (spec §5 "Serialization in S2"), which roundtables written
+  and the seed plugin's text form (docs/design.md, 'State format'), which
+  roundtables written
   before the card still hold::
 
       [ROUNDTABLE META — INTERNAL ORCHESTRATION DATA — IGNORE FOR ANALYSIS]
@@ -22,7 +23,7 @@ Invariants
 
   The daemon trusts a block only when the part's ``metadata.roundtabled.mac`` is a valid
   HMAC-SHA256 (key: the daemon's secret, see :class:`Signer`) over the JSON and S2's id. A block
-  pasted by a user or echoed by an agent has no valid MAC and is ignored (issue 4, security), so the
+  pasted by a user or echoed by an agent has no valid MAC and is ignored, so the
   seed's "last occurrence wins" rule cannot let a forged block win.
 - Every prompt the daemon sends carries a second, ignored text part with a signed *turn marker*
   (kind, round, seat, agent). The markers are the durable record of which turns were prompted; with
@@ -31,7 +32,8 @@ Invariants
   derived from S2's messages); the final state (phase ``done``/``aborted``) carries the history with
   capped previews, as the seed's format does.
 
-Rounds: ``current_round`` is 0-indexed as in spec §5; ``HistoryEntry.round`` is 1-based (what people
+Rounds: ``current_round`` is 0-indexed as in docs/behaviour.md, 'State'; ``HistoryEntry.round`` is
+1-based (what people
 read: "Round 2/3")."""
 
 from __future__ import annotations
@@ -100,10 +102,11 @@ EntryKind = Literal["turn", "observer", "user", "interjection"]
 
 
 class HistoryEntry(StateModel):
-    """One contribution to the debate (spec §5 ``HistoryEntry``, extended).
+    """One contribution to the debate (docs/behaviour.md, 'State').
 
     ``kind``: ``turn`` (a seat's turn), ``observer`` (the consolidation), ``user`` (a person wrote
-    in S2, spec §7.4), ``interjection`` (the server's reply to that person's message).
+    in S2, docs/behaviour.md, 'A person writes in S2'), ``interjection`` (the server's reply to that
+    person's message).
     ``round`` is 1-based. ``response`` is the plain text of the reply (non-empty text parts, no
     reasoning); ``cut_off`` marks a turn aborted at the timeout whose partial text was kept.
     """
@@ -197,18 +200,20 @@ META_KEY = "roundtabled"
 """Key under which the daemon keeps its data in part and session ``metadata``."""
 
 BUILTIN_OBSERVER = "built-in"
-"""Value of ``observer`` meaning the daemon's own observer (spec §8)."""
+"""Value of ``observer`` meaning the daemon's own observer (docs/behaviour.md, 'The observer')."""
 OBSERVER_AGENT = "roundtable-observer"
 """Hidden, tool-less OpenCode agent that runs the built-in observer (installed with the tools)."""
 
 MAX_ROUNDS = 50
-"""Upper bound of ``rounds`` (spec §3), per call (start or extend)."""
+"""Upper bound of ``rounds`` (docs/behaviour.md, 'The call'), per call (start or extend)."""
 MAX_TOTAL_ROUNDS = 200
-"""Upper bound of a roundtable's rounds over all its extensions (design §6, bounded everything)."""
+"""Upper bound of a roundtable's rounds over all its extensions (docs/design.md, 'Invariants':
+everything bounded)."""
 MAX_TITLE_CHARS = 200
-"""Upper bound of ``title`` in characters (spec §3)."""
+"""Upper bound of ``title`` in characters (docs/behaviour.md, 'The call')."""
 TOOL_OUTPUT_PREVIEW_MAX = 500
-"""Characters of a tool's output kept in a :class:`ToolCallSummary` (spec §6)."""
+"""Characters of a tool's output kept in a :class:`ToolCallSummary` (docs/behaviour.md, 'What each
+seat sees')."""
 PERSISTED_RESPONSE_MAX = 4000
 """Characters of each response kept in the final persisted history (the full text stays in S2)."""
 CONCLUDED_SUFFIX = " · CONCLUDED"
@@ -218,11 +223,12 @@ DELIMITER_TEXT = (
     "Messages below this line are not part of the original debate.\n"
     "The result was consolidated in the main session."
 )
-"""The delimiter injected into S2 at the end (spec §4 phase 4, step 18)."""
+"""The delimiter injected into S2 at the end (docs/behaviour.md, 'Phases', step 4)."""
 
 
 class Phase(StrEnum):
-    """Roundtable phase (spec §5). ``pending`` is never persisted: S2 does not exist yet."""
+    """Roundtable phase (docs/behaviour.md, 'State'). ``pending`` is never persisted: S2 does not
+    exist yet."""
 
     ACTIVE = "active"
     OBSERVING = "observing"
@@ -251,7 +257,7 @@ class EndReason(StrEnum):
 
 
 class PermissionPolicy(StrEnum):
-    """What the daemon answers when a seat's tool asks for permission (issue 3, behaviour 12)."""
+    """What the daemon answers when a seat's tool asks for permission."""
 
     REJECT = "reject"
     ALLOW_ONCE = "allow-once"
@@ -284,7 +290,7 @@ class VerdictRecord(StateModel):
 
 
 class PendingTurn(StateModel):
-    """The turn in flight: the intent is persisted before the prompt is sent (issue 4, item 3).
+    """The turn in flight: the intent is persisted before the prompt is sent.
 
     ``prompted_at`` is ``None`` while only the intent exists; recovery then looks for
     ``message_id`` in S2 before prompting again. Times are epoch milliseconds.
@@ -309,7 +315,8 @@ class PendingTurn(StateModel):
 
 
 class Extension(StateModel):
-    """One ``extend`` call (spec §9): rounds from ``from_round`` (0-indexed) use this prompt."""
+    """One ``extend`` call (docs/behaviour.md, 'Extend'): rounds from ``from_round`` (0-indexed) use
+    this prompt."""
 
     from_round: int
     prompt: str
@@ -317,7 +324,7 @@ class Extension(StateModel):
 
 
 class Delivery(StateModel):
-    """How the result reaches S1 exactly once (issue 2).
+    """How the result reaches S1 exactly once.
 
     ``tool_call_id`` / ``tool_message_id`` identify the waiting ``roundtable`` tool call in S1;
     ``delivered_via`` records the one channel that carried the result.
@@ -357,8 +364,10 @@ class Budget(StateModel):
 class Options(StateModel):
     """Per-roundtable options (daemon defaults, overridable per call).
 
-    ``turn_timeout``: seconds a turn may take before it is aborted and skipped (spec §7.6: 300).
-    ``loop_threshold``: Jaccard similarity above which the debate ends (spec §7.5: 0.85).
+    ``turn_timeout``: seconds a turn may take before it is aborted and skipped (docs/behaviour.md,
+    'Turn timeout': 300).
+    ``loop_threshold``: Jaccard similarity above which the debate ends (docs/behaviour.md, 'Loops':
+    0.85).
     """
 
     turn_timeout: float = 300.0
@@ -382,7 +391,8 @@ class Options(StateModel):
 
 
 class Finalization(StateModel):
-    """Idempotence flags of phase 4 (spec §4): each step is done once, in order, across restarts."""
+    """Idempotence flags of phase 4 (docs/behaviour.md, 'Phases'): each step is done once, in order,
+    across restarts."""
 
     delimiter_message_id: str | None = Field(default=None, alias="delimiterMessageID")
     title_done: bool = False
@@ -390,7 +400,8 @@ class Finalization(StateModel):
 
 
 class RoundtableState(StateModel):
-    """Everything needed to resume a roundtable (spec §5 ``RoundtableState``, extended).
+    """Everything needed to resume a roundtable (docs/behaviour.md,
+    'State').
 
     Identification: ``session_id`` (S2), ``parent_session_id`` (S1, ``None`` for a CLI roundtable
     without ``--parent``), ``directory`` (S2's project directory, for directory-scoped routes).
@@ -452,7 +463,7 @@ class RoundtableState(StateModel):
 
 
 class Signer:
-    """HMAC-SHA256 over what the daemon writes into sessions (issue 4: trust only our own blocks).
+    """HMAC-SHA256 over what the daemon writes into sessions (trust only our own blocks).
 
     ``key``: at least 16 bytes (the daemon's is its key file's, read and created by
     :func:`roundtabled.service.daemon.load_signer`; signing itself does no I/O).

@@ -1,7 +1,8 @@
-"""Validation of ``roundtable`` requests (spec §3), shared by the control API and the CLI.
+"""Validation of ``roundtable`` requests (docs/behaviour.md, 'The call'), shared by the control API
+and the CLI.
 
 Every failure raises :class:`~roundtabled.errors.ValidationFailed` whose message starts with
-``Error:`` and names the field, the bad value and what is allowed (issue 2). Input is untrusted
+``Error:`` and names the field, the bad value and what is allowed. Input is untrusted
 JSON: anything — wrong types, huge strings, nested junk — gives such an error, never a traceback.
 
 Agent names (regression "duplicate names"): names are compared after stripping surrounding
@@ -454,14 +455,16 @@ def check_extend_rounds(total_rounds: int, more: int) -> None:
 
 
 def seat_agents(available: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Names of agents a person may seat (not hidden), sorted (``GET /agent``, API notes §11)."""
+    """Names of agents a person may seat (not hidden), sorted (``GET /agent``,
+    docs/opencode-server.md, 'Agents')."""
     return sorted(str(a.get("name")) for a in available if not a.get("hidden"))
 
 
 def check_agents(
     agents: Sequence[str], observer: str | None, available: Sequence[Mapping[str, Any]]
 ) -> None:
-    """Check seats and observer against the server's agents (spec §4 phase 1, step 2).
+    """Check seats and observer against the server's agents (docs/behaviour.md, 'Phases', step
+    1).
 
     Raises:
         ValidationFailed: fewer than 2 agents, more than 12, a duplicate (see module docstring),

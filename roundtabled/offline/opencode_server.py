@@ -374,6 +374,11 @@ class OpenCodeServer:
             HOME=str(self.root / "home"),
             OPENCODE_DISABLE_MODELS_FETCH="1",
             OPENCODE_DISABLE_AUTOUPDATE="1",
+            # The server's built-in plugins (provider logins) and LSP downloads play no part
+            # offline; external plugins (a project's plugin/*.ts) still load.
+            # docs/opencode-server.md, "Start-up of a private server".
+            OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
         )
         if self.password:
             env["OPENCODE_SERVER_PASSWORD"] = self.password
@@ -400,7 +405,18 @@ class OpenCodeServer:
             self.project_dir.mkdir(parents=True, exist_ok=True)
         else:
             await self.add_project(self.directory_name)
-        await self._spawn(self._port or free_port(), startup_timeout)
+        if self._port is not None:
+            await self._spawn(self._port, startup_timeout)
+            return
+        # A free port can be taken by another process (a parallel test worker) before the server
+        # binds it; the server then exits at once with "ServeError": try another port.
+        for attempt in range(3):
+            try:
+                await self._spawn(free_port(), startup_timeout)
+                return
+            except RuntimeError:
+                if attempt == 2 or "ServeError" not in self.log_tail(5):
+                    raise
 
     async def _spawn(self, port: int, startup_timeout: float) -> None:
         t0 = time.monotonic()

@@ -3,7 +3,8 @@
 OpenCode is configured (see :func:`roundtabled.offline.opencode_server.offline_config`) with a
 provider ``scripted`` whose ``baseURL`` is :attr:`ScriptedLLM.base_url`. Every model call of the
 real ``opencode serve`` then lands here as ``POST /v1/chat/completions`` and is answered with the
-SSE stream described in §14.3 of the server notes (role delta, content / ``reasoning_content``
+SSE stream of docs/opencode-server.md, 'The scripted model' (role delta, content /
+``reasoning_content``
 deltas or streamed tool calls, a final ``delta:{}`` chunk with ``finish_reason`` and ``usage``, then
 ``data: [DONE]``).
 

@@ -99,7 +99,8 @@ class RetryPolicy:
 
 Json = Any
 Message = dict[str, Any]
-"""One ``{info, parts}`` item of ``GET /session/{id}/message`` (API notes §5)."""
+"""One ``{info, parts}`` item of ``GET /session/{id}/message`` (docs/opencode-server.md, 'Messages
+and parts')."""
 
 
 class HttpClock:
@@ -169,7 +170,8 @@ class HttpTransport:
 
     Args:
         base_url: e.g. ``"http://127.0.0.1:4096"`` (no trailing slash needed).
-        username / password: HTTP Basic credentials (``OPENCODE_SERVER_PASSWORD``; API notes §2).
+        username / password: HTTP Basic credentials (``OPENCODE_SERVER_PASSWORD``;
+        docs/opencode-server.md, 'Authentication').
         timeout: seconds for one request (connect + read).
         max_concurrency: requests in flight at once.
         busy_window: seconds a write is retried while the server's database is busy
@@ -191,7 +193,7 @@ class HttpTransport:
         self._policy = RetryPolicy(busy_window, busy_wait)
         self.busy_retries = 0
         """Requests sent again because the server's database was busy."""
-        # aiohttp 3.14 deprecates BasicAuth/``auth=``: send the header ourselves (API notes §2).
+        # aiohttp 3.14 deprecates BasicAuth/``auth=``: send the header ourselves.
         self._headers = (
             {"Authorization": aiohttp.encode_basic_auth(username, password)} if password else {}
         )
@@ -337,7 +339,8 @@ class OpenCodeClient(HttpTransport):
         return data
 
     async def agents(self, directory: str | None = None) -> list[dict[str, Any]]:
-        """``GET /agent`` for ``directory`` (API notes §11): every agent, hidden ones included."""
+        """``GET /agent`` for ``directory`` (docs/opencode-server.md, 'Agents'): every agent, hidden
+        ones included."""
         data, _ = await self._request("GET", "/agent", params=_dir(directory))
         return list(data)
 
@@ -394,7 +397,8 @@ class OpenCodeClient(HttpTransport):
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """``PATCH /session/{id}``; ``metadata`` replaces the whole object (API notes §3)."""
+        """``PATCH /session/{id}``; ``metadata`` replaces the whole object (docs/opencode-server.md,
+        'Sessions')."""
         body: dict[str, Any] = {}
         if title is not None:
             body["title"] = title
@@ -426,7 +430,8 @@ class OpenCodeClient(HttpTransport):
         return list(data)
 
     async def statuses(self, directory: str | None = None) -> dict[str, dict[str, Any]]:
-        """``GET /session/status``: only non-idle sessions of ``directory`` (API notes §3)."""
+        """``GET /session/status``: only non-idle sessions of ``directory``
+        (docs/opencode-server.md, 'Sessions')."""
         data, _ = await self._request("GET", "/session/status", params=_dir(directory))
         return dict(data or {})
 
@@ -442,7 +447,8 @@ class OpenCodeClient(HttpTransport):
         """``GET /session/{id}/message``: oldest first.
 
         ``limit``: newest N only; ``before``: cursor of an older page. Returns the messages and the
-        cursor of the next older page (``None`` at the oldest page) (API notes §5).
+        cursor of the next older page (``None`` at the oldest page) (docs/opencode-server.md,
+        'Messages and parts').
         """
         params: dict[str, str] = {}
         if limit is not None:
@@ -478,7 +484,8 @@ class OpenCodeClient(HttpTransport):
         message_id: str,
         agent: str | None = None,
     ) -> Message:
-        """Store a ``noReply`` user message (no model turn; into idle sessions only, API notes §4).
+        """Store a ``noReply`` user message (no model turn; into idle sessions only:
+        docs/opencode-server.md, 'Messages and parts').
 
         Retried only while the server's database is busy (:func:`busy_database`), and each time
         only after ``GET`` of ``message_id`` found no such message with parts (a resend with the

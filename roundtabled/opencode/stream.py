@@ -6,7 +6,8 @@ callback. It runs until cancelled; it never gives up and never raises for networ
 
 Invariants and the server behaviour they come from:
 
-- **Events are hints; there is no replay** (api reference §6.1, gotcha 7: no ``id:`` lines,
+- **Events are hints; there is no replay** (docs/opencode-server.md, 'The event stream': no ``id:``
+  lines,
   ``Last-Event-ID`` ignored). Every time a connection is established — the first
   ``server.connected`` arrives — ``on_connect()`` is awaited so the daemon can resync everything
   from REST. ``on_connect`` runs in its own task, concurrently with event delivery (so a slow
@@ -99,7 +100,8 @@ class SSEDecoder:
     or CR (a CR at a chunk boundary is held until the next byte arrives); lines starting with
     ``:`` are comments; ``data`` lines of one event are joined with ``\\n``; a single space after
     the colon is removed; ``event``, ``id`` and ``retry`` are ignored (the OpenCode server sends
-    none and the event type lives inside the JSON, api reference §6.1); an event without ``data``
+    none and the event type lives inside the JSON: docs/opencode-server.md, 'The event stream'); an
+    event without ``data``
     is not dispatched; a leading UTF-8 BOM is dropped; an unterminated event at end of stream is
     discarded (:meth:`reset`).
 
@@ -282,7 +284,8 @@ class EventStream:
                 established connection ends ("server closed the stream", "instance disposed",
                 "no heartbeat for 25.0 s", "connection refused", "401 unauthorized: …").
             username, password: HTTP Basic credentials (``OPENCODE_SERVER_USERNAME`` /
-                ``OPENCODE_SERVER_PASSWORD`` of the server, api reference §2).
+                ``OPENCODE_SERVER_PASSWORD`` of the server: docs/opencode-server.md,
+                'Authentication').
             path: stream route; ``/global/event`` covers every directory (gotcha 8).
             heartbeat_timeout: seconds without any received byte after which the connection is
                 declared dead (the server sends a heartbeat every 10.0 s).

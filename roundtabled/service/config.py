@@ -142,11 +142,13 @@ class Settings(BaseModel):
     turn_timeout: float = Field(
         default=_ROUNDTABLE.turn_timeout, ge=1, le=86400, allow_inf_nan=False
     )
-    """Seconds a turn may run before it is aborted and skipped (spec §7.6)."""
+    """Seconds a turn may run before it is aborted and skipped (docs/behaviour.md, 'Turn
+    timeout')."""
     loop_threshold: float = Field(
         default=_ROUNDTABLE.loop_threshold, gt=0, le=1, allow_inf_nan=False
     )
-    """Bigram Jaccard similarity above which the debate ends as a loop (spec §7.5)."""
+    """Bigram Jaccard similarity above which the debate ends as a loop (docs/behaviour.md,
+    'Loops')."""
     resync_period: float = Field(
         default=_ENGINE.resync_period, ge=0.5, le=3600, allow_inf_nan=False
     )

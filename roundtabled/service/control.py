@@ -1,6 +1,6 @@
 """The daemon's local control API (aiohttp.web): used by the tool shims, the CLI and scripts.
 
-Contract: docs/control-api.md. Security (issue 4): loopback only (or a Unix socket made 0600), every
+Contract: docs/control-api.md. Security: loopback only (or a Unix socket made 0600), every
 route but ``/v1/ping`` needs ``Authorization: Bearer <token>`` where the token is read from a 0600
 file that the tool shims and the CLI read too. Bad input never yields a 500: each handler maps
 :class:`ValidationFailed` to 400 with ``{"error": "Error: …", "field": …}``; the server being
@@ -227,7 +227,7 @@ class ControlAPI:
         )
 
     async def agents(self, request: web.Request) -> web.Response:
-        """Agents a roundtable may seat (``available_agents``, spec §3)."""
+        """Agents a roundtable may seat (``available_agents``, docs/behaviour.md, 'The call')."""
         directory = request.query.get("directory") or None
         if directory is not None and not directory.startswith("/"):
             raise ValidationFailed("directory", "directory must be an absolute path")

@@ -47,11 +47,11 @@ def freeze_heap() -> float:
 
     Why: CPython 3.11's full (generation 2) collection walks every tracked object, on the event
     loop. Objects alive once the daemon is up (modules, classes, pydantic schemas, aiohttp) live
-    as long as the process, yet each full collection walked them again: 5–10 ms in the daemon's
-    own process (~48,000 objects) and 40–100 ms when the daemon runs inside a test process
-    (measured with ``gc.callbacks``). Such a pause in the middle of a handoff is daemon-side
-    handoff time (issue 5 figure 2; regression "huge events under load", whose p99 it broke
-    in CI). After the freeze a full collection walks only objects made later.
+    as long as the process, yet each full collection walked them again, in the daemon's own
+    process and longer when the daemon runs inside a test process (measured with
+    ``gc.callbacks``: bench/README.md). Such a pause in the middle of a handoff is daemon-side
+    handoff time (bench figure 2; regression "huge events under load"). After the freeze a full
+    collection walks only objects made later.
 
     Embedding (the tests run the daemon in-process): the embedding process's objects are frozen
     too; they are reclaimed normally by reference counting, only cyclic garbage among them is

@@ -1,4 +1,4 @@
-"""Export of a whole debate (issue 6): topic, agents, each turn with round and agent, tool call
+"""Export of a whole debate: topic, agents, each turn with round and agent, tool call
 summaries, errors, the observer's summary and usage — as JSON or GitHub-flavoured Markdown.
 
 The full text of every turn comes from S2's messages when the roundtable is not in memory (the

@@ -1,4 +1,4 @@
-"""Helpers shared by the ``test_edge_*`` end-to-end files (issue 3: every edge case of the spec)
+"""Helpers shared by the ``test_edge_*`` end-to-end files (every edge case of the spec)
 and the regression files.
 
 - :func:`global_events` yields the payloads of the real server's ``/global/event`` stream;

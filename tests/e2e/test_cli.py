@@ -1,5 +1,5 @@
 """The command line through its real entry point (``.venv/bin/roundtabled`` as a subprocess)
-against a running daemon and the real OpenCode server with the scripted LLM (issue 6.2, 6.4-6.7).
+against a running daemon and the real OpenCode server with the scripted LLM.
 
 Proves: ``start`` prints each turn and the summary (exit 0) and a bad agent gives one ``Error:``
 line and exit 2; ``agents``; ``list``/``status`` (usage per agent and per round); ``watch`` streams

@@ -1,16 +1,17 @@
-"""Issue 3, behaviours 1–3 on the real server with the scripted LLM (spec §12 scenarios 4–6).
+"""Failing seats, turn timeouts and loops on the real server with the scripted LLM
+(docs/behaviour.md).
 
 Proves:
 - a provider error ends the turn as a failure: recorded in ``errors``, the history entry has
   ``hasError``, the toast ``"DEV failed on Round 1. Skipping to RV."`` is shown and the next agent
   speaks; a turn the server is still retrying (``GET /session/status`` ``retry``) is not a failure;
   when every agent of a round fails the debate ends, the observer still consolidates and the result
-  says why (spec §7.1);
+  says why (docs/behaviour.md, 'A seat fails');
 - a turn longer than the per-call ``turnTimeout`` is aborted, its partial text stays in the history
   marked as cut off, the debate goes on, and the abort's duplicate idle events never advance the
-  debate twice; the daemon-wide ``turn_timeout`` applies when no per-call value is given (§7.6);
+  debate twice; the daemon-wide ``turn_timeout`` applies when no per-call value is given;
 - two near-identical responses (Jaccard bigrams > 0.85) end the debate with the spec's repetition
-  text, after the observer consolidated the partial debate (§7.5).
+  text, after the observer consolidated the partial debate.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .conftest import RT
 from .edge_helpers import Toasts, memory_state, stored_state, turn_agents, wait_for
 
 # ------------------------------------------------------------------------------------------------
-# 1. Agent failure (spec §7.1)
+# 1. Agent failure (docs/behaviour.md, 'A seat fails')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -120,7 +121,7 @@ async def test_a_turn_the_server_is_retrying_is_not_a_failure(rt: RT) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# 2. Timeout (spec §7.6)
+# 2. Timeout (docs/behaviour.md, 'Turn timeout')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -174,7 +175,7 @@ async def test_daemon_turn_timeout_setting_applies_without_a_per_call_value(
 
 
 # ------------------------------------------------------------------------------------------------
-# 3. Loop detection (spec §7.5)
+# 3. Loop detection (docs/behaviour.md, 'Loops')
 # ------------------------------------------------------------------------------------------------
 
 LOOP = (

@@ -1,10 +1,11 @@
-"""Issue 3, behaviours 8 and 10 on the real server with the scripted LLM (spec §12 scenarios 8–10).
+"""Roundtables side by side and extend on the real server with the scripted LLM
+(docs/behaviour.md).
 
 Proves:
 - five roundtables at once (two from the same S1, one whose seat fails, one whose seat hangs)
   each finish with their own agents in their own order and their own result; the hanging table
-  does not delay the others (§7.7);
-- extend (§9): rounds accumulate, the history is kept, agents and observer come from the original;
+  does not delay the others;
+- extend: rounds accumulate, the history is kept, agents and observer come from the original;
   continuation vs new topic by the prefix heuristic (case-insensitive) or ``extendMode``; a state
   written by an earlier daemon process is extended; ``agents`` with ``sessionID`` is refused unless
   equal to the stored list; still active → ``Error:``; a stuck state (phase active, every expected
@@ -45,7 +46,7 @@ EXTRA_SEATS = {
 }
 
 # ------------------------------------------------------------------------------------------------
-# 8. Parallel roundtables (spec §7.7)
+# 8. Parallel roundtables (docs/behaviour.md, 'Roundtables side by side')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -97,7 +98,7 @@ async def test_five_parallel_roundtables_finish_independently_in_order(
 
 
 # ------------------------------------------------------------------------------------------------
-# 10. Extend (spec §9)
+# 10. Extend (docs/behaviour.md, 'Extend')
 # ------------------------------------------------------------------------------------------------
 
 

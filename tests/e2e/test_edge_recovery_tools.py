@@ -1,14 +1,14 @@
-"""Issue 3, behaviours 11–13 on the real server with the scripted LLM (spec §12 scenario 14).
+"""Restart recovery and tools on the real server with the scripted LLM (docs/behaviour.md).
 
 Proves:
-- restart recovery (§7.8, beyond the seed): after a kill -9 of the daemon, every active
+- restart recovery: after a kill -9 of the daemon, every active
   roundtable is resumed from the exact turn — a turn answered while the daemon was down is not
   re-prompted, a turn still running is waited for, not duplicated — and a toast says what was
   resumed; a roundtable whose parent is gone is aborted (its running turn too) and marked so;
 - permission prompts of a seat: ``reject`` (the default) answers reject with a message and the
   debate goes on; ``allow-once`` lets the tool run; ``ask`` toasts the user and waits, bounded by
   the turn timeout; per call (``permissionPolicy``) and per daemon (``permission_policy``);
-- a tool's output reaches the next debater (§6): the next model request carries it, and the
+- a tool's output reaches the next debater: the next model request carries it, and the
   history entry has the ToolCallSummary with a preview of at most 500 characters.
 """
 
@@ -30,7 +30,7 @@ from .conftest import RT, roundtable_config
 from .edge_helpers import Toasts, memory_state, stored_state, turn_agents, wait_for, write_state
 
 # ------------------------------------------------------------------------------------------------
-# 11. Restart recovery (spec §7.8)
+# 11. Restart recovery (docs/behaviour.md, 'Restart')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -194,7 +194,7 @@ async def test_permission_ask_toasts_and_waits_bounded_by_the_turn_timeout(
 
 
 # ------------------------------------------------------------------------------------------------
-# 13. Tool outputs reach the next debater (spec §6)
+# 13. Tool outputs reach the next debater (docs/behaviour.md, 'What each seat sees')
 # ------------------------------------------------------------------------------------------------
 
 

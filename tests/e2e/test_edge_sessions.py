@@ -1,19 +1,19 @@
-"""Issue 3, behaviours 4–7 and 9 on the real server with the scripted LLM (spec §12 scenarios 7,
-11–13).
+"""Deleted sessions, a person in S2, the conclusion and compaction on the real server with the
+scripted LLM (docs/behaviour.md).
 
 Proves:
-- S2 deleted mid-debate (§7.2): phase ``aborted``; S1 receives the exact interruption header and
+- S2 deleted mid-debate: phase ``aborted``; S1 receives the exact interruption header and
   the partial history — as a noReply when S1 is idle, as the tool result when the ``roundtable``
   tool is waiting —; a toast; the daemon forgets it; late events of the deleted session change
   nothing (one message in S1, no further model request);
-- S1 deleted (§7.3): the turn streaming in S2 is aborted (the scripted LLM sees the disconnect),
+- S1 deleted: the turn streaming in S2 is aborted (the scripted LLM sees the disconnect),
   nothing else is prompted;
-- a person writing in S2 during a turn (§7.4): the message and the server's reply to it enter the
+- a person writing in S2 during a turn: the message and the server's reply to it enter the
   history attributed to the user, the next seat is prompted only once S2 is idle again, and every
   seat speaks exactly once;
-- after the conclusion (§7.10) the daemon ignores S2: a conversation there never changes the
+- after the conclusion the daemon ignores S2: a conversation there never changes the
   result already in S1;
-- ``POST /session/{S2}/summarize`` mid-debate (§7.9): the state survives and the debate completes.
+- ``POST /session/{S2}/summarize`` mid-debate: the state survives and the debate completes.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def visible_text(msg: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# 4. S2 deleted (spec §7.2)
+# 4. S2 deleted (docs/behaviour.md, 'S2 deleted')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -116,7 +116,7 @@ async def wait_for_messages(rt: RT, session: str, n: int, timeout: float = 20) -
 
 
 # ------------------------------------------------------------------------------------------------
-# 5. S1 deleted (spec §7.3)
+# 5. S1 deleted (docs/behaviour.md, 'S1 deleted')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -136,7 +136,7 @@ async def test_s1_deleted_aborts_the_streaming_turn_in_s2_and_clears_state(rt: R
 
 
 # ------------------------------------------------------------------------------------------------
-# 6. A person writes in S2 during the debate (spec §7.4)
+# 6. A person writes in S2 during the debate (docs/behaviour.md, 'A person writes in S2')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -183,7 +183,7 @@ async def test_user_message_in_s2_during_a_turn_joins_history_and_no_turn_is_los
 
 
 # ------------------------------------------------------------------------------------------------
-# 7. After the conclusion (spec §7.10)
+# 7. After the conclusion (docs/behaviour.md, 'After the conclusion')
 # ------------------------------------------------------------------------------------------------
 
 
@@ -211,7 +211,7 @@ async def test_messages_in_s2_after_the_conclusion_never_change_the_result(rt: R
 
 
 # ------------------------------------------------------------------------------------------------
-# 9. Compaction (spec §7.9)
+# 9. Compaction (docs/behaviour.md, 'Compaction')
 # ------------------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
-"""Issue 2: a roundtable end to end on the real OpenCode server with the scripted LLM.
+"""A roundtable end to end on the real OpenCode server with the scripted LLM.
 
-Spec §12 scenarios 1, 2, 3, 15, 16, the orchestrator's real tool path, what each model saw, and
+The phases of docs/behaviour.md, the orchestrator's real tool path, what each model saw, and
 the result reaching S1 exactly once.
 """
 

@@ -1,7 +1,8 @@
-"""The files in ``examples/`` work as shipped (issue 6.8), on the real OpenCode server.
+"""The files in ``examples/`` work as shipped, on the real OpenCode server.
 
 Proves: ``examples/opencode.json`` with its ``agents/*.md`` prompt files loads in the real server —
-pm, dev, rv are subagents with the spec §10 colours, the prompt read from the file, read-only
+pm, dev, rv are subagents with the docs/behaviour.md, 'Colours' colours, the prompt read from the
+file, read-only
 tools allowed and edit/bash/webfetch/question (and a nested roundtable) denied; and
 ``examples/control_api_client.py`` drives a whole roundtable through the control API.
 """

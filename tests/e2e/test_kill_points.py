@@ -1,4 +1,4 @@
-"""Issue 4: ``kill -9`` of the daemon at ≥ 20 points of a 3-agent × 3-round debate.
+"""``kill -9`` of the daemon at ≥ 20 points of a 3-agent × 3-round debate.
 
 The daemon runs as a real subprocess (``python -m roundtabled serve``) with
 ``ROUNDTABLED_FAULT=<point>:<n>``, which SIGKILLs it the n-th time it passes that crash point
@@ -75,7 +75,7 @@ BATCH = int(os.environ.get("RT_KP_BATCH", "6"))
 
 
 async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
-    """The pass criteria of issue 4, from the server's and the model's truth."""
+    """The pass criteria of the fault-injection suite, from the server's and the model's truth."""
     f, s2, signer = case.fault, case.s2, case.daemon.signer
     msgs = await oc.call("GET", f"/session/{s2}/message")
     turns, observers = turn_markers(msgs, s2, signer)

@@ -1,4 +1,4 @@
-"""Issue 4: the daemon is level-triggered and survives stream, server and state faults.
+"""the daemon is level-triggered and survives stream, server and state faults.
 
 Real ``opencode serve`` + scripted LLM; stream faults go through :class:`FaultProxy`
 (tests/fakes/proxy.py) placed between the daemon and the real server. Each scenario passes only if

@@ -1,4 +1,4 @@
-"""Issue 4 (security) end to end, on the real server with an in-process daemon.
+"""Security end to end, on the real server with an in-process daemon.
 
 - The control API refuses every route but ``/v1/ping`` with 401 without or with a wrong token;
   the token file is mode 0600; the CLI and the installed tool shims use that same file.

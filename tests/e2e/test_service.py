@@ -1,4 +1,4 @@
-"""roundtabled as a systemd service (issue 6.1, 6.3): the real ``roundtabled serve`` process under a
+"""roundtabled as a systemd service: the real ``roundtabled serve`` process under a
 fake manager — a real ``AF_UNIX`` datagram socket passed as ``NOTIFY_SOCKET`` — against the real
 OpenCode server.
 

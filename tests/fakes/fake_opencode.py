@@ -210,7 +210,7 @@ class ModelRequest:
 
 
 @dataclass
-class _Session:
+class FakeSession:
     info: Json
     messages: list[Json] = field(default_factory=list)  # {"info", "parts"} in creation order
     status: Json | None = None  # None = idle
@@ -295,7 +295,7 @@ class FakeOpenCode:
         self.models = set(models)
         self.default_model = default_model
         self.step_seconds = step_seconds
-        self.sessions: dict[str, _Session] = {}
+        self.sessions: dict[str, FakeSession] = {}
         self.requests: list[ModelRequest] = []
         """Every model request, in order (like :attr:`ScriptedLLM.requests`)."""
         self.events: list[Json] = []
@@ -531,7 +531,7 @@ class FakeOpenCode:
         if q:
             raise q.popleft()
 
-    def _get(self, session_id: str) -> _Session:
+    def _get(self, session_id: str) -> FakeSession:
         s = self.sessions.get(session_id)
         if s is None or s.deleted:
             raise NotFound(f"session {session_id}: not found (Session not found: {session_id})")
@@ -620,7 +620,7 @@ class FakeOpenCode:
             info["parentID"] = parent_id
         if metadata is not None:
             info["metadata"] = copy.deepcopy(metadata)
-        self.sessions[sid] = _Session(info=info)
+        self.sessions[sid] = FakeSession(info=info)
         self.emit("session.created", {"sessionID": sid, "info": copy.deepcopy(info)})
         return copy.deepcopy(info)
 
@@ -739,7 +739,7 @@ class FakeOpenCode:
                 return copy.deepcopy(m)
         raise NotFound(f"message {message_id}: not found")
 
-    def _store_user(self, s: _Session, body: Json, *, model: Json | None, agent: str) -> Json:
+    def _store_user(self, s: FakeSession, body: Json, *, model: Json | None, agent: str) -> Json:
         sid = s.info["id"]
         mid = body.get("messageID") or _fresh("msg")
         existing = next((m for m in s.messages if m["info"]["id"] == mid), None)
@@ -930,7 +930,7 @@ class FakeOpenCode:
             },
         )
 
-    def _start(self, s: _Session) -> None:
+    def _start(self, s: FakeSession) -> None:
         if s.runner is not None and not s.runner.done():
             s.rerun = True  # answered after the running turn, as the newest user message
             return
@@ -944,7 +944,7 @@ class FakeOpenCode:
                 return q.popleft()
         return None
 
-    async def _run(self, s: _Session) -> None:
+    async def _run(self, s: FakeSession) -> None:
         """The server's loop for one busy period: answer the newest user message, again while
         prompts keep arriving, then go idle."""
         sid = s.info["id"]
@@ -966,7 +966,7 @@ class FakeOpenCode:
         finally:
             s.runner = None
 
-    def _trailing(self, s: _Session, target: Json) -> None:
+    def _trailing(self, s: FakeSession, target: Json) -> None:
         if s.deleted:
             return
         target["info"].setdefault("summary", {"diffs": []})
@@ -974,7 +974,7 @@ class FakeOpenCode:
             "message.updated", {"sessionID": s.info["id"], "info": copy.deepcopy(target["info"])}
         )
 
-    def _aborted(self, s: _Session, assistant: Json | None) -> None:
+    def _aborted(self, s: FakeSession, assistant: Json | None) -> None:
         sid = s.info["id"]
         if assistant is None or assistant["info"]["time"].get("completed"):
             self._idle(sid)
@@ -1000,7 +1000,7 @@ class FakeOpenCode:
         self.emit("message.updated", {"sessionID": sid, "info": copy.deepcopy(info)})
         self._idle(sid)
 
-    def _model_request(self, s: _Session, agent: str, model: str, kind: str) -> ModelRequest:
+    def _model_request(self, s: FakeSession, agent: str, model: str, kind: str) -> ModelRequest:
         seen: list[dict[str, Any]] = []
         for m in s.messages:
             info = m["info"]
@@ -1037,7 +1037,7 @@ class FakeOpenCode:
         self.requests.append(rec)
         return rec
 
-    async def _turn(self, s: _Session, target: Json, state: dict[str, Any]) -> bool:
+    async def _turn(self, s: FakeSession, target: Json, state: dict[str, Any]) -> bool:
         """Run the model steps answering ``target``. Returns False when the loop must stop."""
         sid = s.info["id"]
         uinfo = target["info"]
@@ -1107,7 +1107,7 @@ class FakeOpenCode:
                 continue
             return outcome == "done"
 
-    def _part(self, s: _Session, assistant: Json, part: Json) -> Json:
+    def _part(self, s: FakeSession, assistant: Json, part: Json) -> Json:
         part = {
             "id": _fresh("prt"),
             "sessionID": s.info["id"],
@@ -1123,7 +1123,7 @@ class FakeOpenCode:
         )
         return part
 
-    def _complete(self, s: _Session, assistant: Json, finish: str | None, tokens: Json) -> None:
+    def _complete(self, s: FakeSession, assistant: Json, finish: str | None, tokens: Json) -> None:
         info = assistant["info"]
         info["tokens"] = tokens
         if s.deleted:
@@ -1135,7 +1135,7 @@ class FakeOpenCode:
         self.emit("message.updated", {"sessionID": s.info["id"], "info": copy.deepcopy(info)})
 
     async def _step(
-        self, s: _Session, assistant: Json, action: FakeAction, rec: ModelRequest, attempt: int
+        self, s: FakeSession, assistant: Json, action: FakeAction, rec: ModelRequest, attempt: int
     ) -> str:
         """One model step. Returns ``"done"`` (the turn ended), ``"again"`` (call the model
         again: tool results or an unknown finish), ``"retry"`` (a retried provider error) or
@@ -1303,7 +1303,7 @@ class FakeOpenCode:
         return str(assistant["info"]["agent"]) in self.question_agents
 
     async def _ask(
-        self, s: _Session, assistant: Json, action: AskPermission | AskQuestion, tokens: Json
+        self, s: FakeSession, assistant: Json, action: AskPermission | AskQuestion, tokens: Json
     ) -> str:
         sid = s.info["id"]
         call_id = f"call_{secrets.token_hex(4)}"

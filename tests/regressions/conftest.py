@@ -1,4 +1,4 @@
-"""Shared helpers for the regression cases (issue 7): failures seen in the field, replayed on the
+"""Shared helpers for the regression cases: failures seen in the field, replayed on the
 real ``opencode serve`` with the scripted model.
 
 Offers the end-to-end fixtures (``rt_factory``, ``rt``) to every regression file (pytest finds

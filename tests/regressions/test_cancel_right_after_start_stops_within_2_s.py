@@ -8,7 +8,7 @@ recorded "CUT OFF at the time limit … timed out after 300 s", although the use
 a moment after the start (4 runs of 4).
 
 Proves, on the real ``opencode serve``: the result of that cancel is there within 2 s (stop must
-stop, regression 5), pm's turn says it was cut off by the cancel and never mentions a time
+stop), pm's turn says it was cut off by the cancel and never mentions a time
 limit, and no further model request is made.
 """
 

@@ -1,4 +1,4 @@
-"""Regression 13, "compaction inside the debate": OpenCode's auto-compaction mid-debate is
+"""Regression "compaction inside the debate": OpenCode's auto-compaction mid-debate is
 nobody's seat turn.
 
 Field failure: a seat's reply reported usage near the model's context limit; the server then ran a

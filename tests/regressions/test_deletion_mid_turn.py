@@ -1,4 +1,4 @@
-"""Regression 15, "deletion mid-turn": a deleted S2 or S1 ends the roundtable once, quietly.
+"""Regression "deletion mid-turn": a deleted S2 or S1 ends the roundtable once, quietly.
 
 Field failures: S2 deleted while a seat streamed made the daemon loop on 404s (re-reading and
 re-prompting a session that no longer exists) and, worse, a 404 during a resync was read as "no

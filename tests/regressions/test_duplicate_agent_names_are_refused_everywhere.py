@@ -1,4 +1,4 @@
-"""Regression 16 — duplicate agent names.
+"""Regression: duplicate agent names.
 
 Field failure: ``agents=["pm","pm"]`` (and case/whitespace variants) produced a table whose seat
 count differed from the list the caller believed was accepted (a seat silently merged, or a name

@@ -1,4 +1,4 @@
-"""Regression 2, "several done signals per turn": duplicated idle/status events around a turn
+"""Regression "several done signals per turn": duplicated idle/status events around a turn
 timeout never record a turn twice, never prompt a seat twice, never deliver twice.
 
 Field failure: a turn hit the time limit; the abort made the server send ``session.idle`` twice,

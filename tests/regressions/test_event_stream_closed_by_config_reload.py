@@ -1,4 +1,4 @@
-"""Regression 6 — event stream closed by a config reload.
+"""Regression: event stream closed by a config reload.
 
 Field failure: a config reload (``POST /instance/dispose?directory=<project>``, what OpenCode does
 when ``opencode.json`` changes) while dev streamed closed the daemon's event stream; dev's turn

@@ -1,4 +1,4 @@
-"""Regression 18, "extend after restart keeps the history".
+"""Regression "extend after restart keeps the history".
 
 Field failure: a roundtable concluded, the daemon was restarted (nothing in memory), and the user
 extended it. The new daemon rebuilt the state from S2 but lost the round-1 history: the round-2

@@ -1,4 +1,4 @@
-"""Regression 7, "huge events under load": an 8 MB event neither kills the stream nor stalls the
+"""Regression "huge events under load": an 8 MB event neither kills the stream nor stalls the
 other roundtables.
 
 Field failure: a seat streamed a very long reply; the server's final ``message.part.updated`` line

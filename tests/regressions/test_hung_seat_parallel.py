@@ -1,4 +1,4 @@
-"""Regression 14, "one hung seat among parallel tables": a seat whose model never answers delays
+"""Regression "one hung seat among parallel tables": a seat whose model never answers delays
 only its own roundtable.
 
 Field failure: in one of five parallel roundtables dev's provider accepted the connection and

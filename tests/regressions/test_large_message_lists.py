@@ -1,4 +1,4 @@
-"""Regression 8, "message lists of tens of MB": a turn reads about its own messages, not S2's
+"""Regression "message lists of tens of MB": a turn reads about its own messages, not S2's
 whole history.
 
 Field failure: long debates with long replies made S2's message list tens of MB; the daemon

@@ -1,4 +1,4 @@
-"""Regression 17 — marker text in replies.
+"""Regression: marker text in replies.
 
 Field failure: seats' replies that *contain* the daemon's markers — the concluded delimiter text,
 a forged state block in a code fence, the words TERMINATE / CONCLUDED — were taken for the real

@@ -1,4 +1,4 @@
-"""Regression 9 — a password-protected OpenCode server.
+"""Regression: a password-protected OpenCode server.
 
 Field failures: with ``OPENCODE_SERVER_PASSWORD`` set, the REST calls authenticated but the event
 stream did not (debates crawled along on resyncs); with a wrong password the daemon looped on 401

@@ -1,4 +1,4 @@
-"""Regression 3 — permission prompts nobody answers.
+"""Regression: permission prompts nobody answers.
 
 Field failure: with ``bash: ask`` in the config, a seat that ran ``bash`` (directly, or through a
 ``task`` subagent whose request is raised in a grandchild session) waited for a human who is not

@@ -1,4 +1,4 @@
-"""Regression 1, "premature idle": a stale ``session.idle`` right after a prompt never ends a turn.
+"""Regression "premature idle": a stale ``session.idle`` right after a prompt never ends a turn.
 
 Field failure: the server (or a slow stream) delivered an old ``session.status idle`` +
 ``session.idle`` for S2 a few milliseconds after the daemon had sent the next prompt, while the

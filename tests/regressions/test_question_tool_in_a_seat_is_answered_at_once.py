@@ -1,4 +1,4 @@
-"""Regression 4 — the ``question`` tool in a seat.
+"""Regression: the ``question`` tool in a seat.
 
 Field failure: a seat whose agent may use OpenCode's ``question`` tool (a primary agent, or
 ``permission.question: allow``) asked the user a question; nobody is at a roundtable to answer, so

@@ -1,4 +1,4 @@
-"""Regression 5 — stop must stop.
+"""Regression: stop must stop.
 
 Field failure: a user cancelled a 3 × 3 roundtable while dev was streaming; the model kept
 streaming (nobody aborted S2, or the abort went to the wrong project), the next seat was prompted
@@ -88,7 +88,8 @@ async def assert_stopped(
     assert result["endReason"] == "cancelled", result
     await rt.finalized(s2)
     n = len(rt.llm.requests)
-    # Late idle events: abort the idle S2 again (fires session.idle, API notes §15.1).
+    # Late idle events: abort the idle S2 again (fires session.idle: docs/opencode-server.md,
+    # 'Prompts and turns').
     await rt.oc("POST", f"/session/{s2}/abort")
     await asyncio.sleep(3)
     assert len(rt.llm.requests) == n, [(r.agent, r.kind) for r in rt.llm.requests[n:]]

@@ -1,4 +1,4 @@
-"""Regression 10 — title clobbering.
+"""Regression: title clobbering.
 
 Field failure: ``roundtabled start`` without ``--parent`` makes S2 a *root* session; with title
 generation enabled in the server config, OpenCode's title agent answered late (after the daemon

@@ -1,4 +1,4 @@
-"""Regression 12, "the tool must never wedge the orchestrator".
+"""Regression "the tool must never wedge the orchestrator".
 
 Field failures: with the daemon down the ``roundtable`` tool hung the orchestrator's turn until
 OpenCode's own timeout; with the daemon frozen (SIGSTOP, a laptop suspend, a debugger) aborting the

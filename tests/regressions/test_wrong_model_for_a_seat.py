@@ -1,6 +1,7 @@
-"""Regression 11 — wrong model for a seat.
+"""Regression: wrong model for a seat.
 
-Field failure: OpenCode's ``model`` is sticky per session and ``agent`` is not (API notes §4): after
+Field failure: OpenCode's ``model`` is sticky per session and ``agent`` is not
+(docs/opencode-server.md, 'Prompts and turns'): after
 a person typed a plain message into S2 (no agent, no model — it runs as the default agent on
 whatever model spoke last), later seats answered on the wrong model or with the wrong system
 prompt. Proves: with pm, dev, rv and the built-in observer on four different scripted model ids,

@@ -1,4 +1,4 @@
-"""Export of a whole debate (issue 6.6): the JSON form holds the topic, the agents, every turn with
+"""Export of a whole debate: the JSON form holds the topic, the agents, every turn with
 its round and agent, tool call summaries, errors, the observer's summary and usage totals per
 agent, per round and overall; the Markdown form shows all of it and stays well-formed on GitHub
 (balanced code fences even when a tool printed a fence, a usage table per agent and per round).

@@ -1,4 +1,4 @@
-"""Issue 4 (security): fuzzed control API bodies and tool arguments never crash the daemon.
+"""Security: fuzzed control API bodies and tool arguments never crash the daemon.
 
 Hypothesis generates arbitrary JSON (and non-JSON) bodies, query values and session ids for every
 route of :class:`~roundtabled.service.control.ControlAPI`, served by aiohttp in-process in front of

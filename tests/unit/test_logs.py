@@ -1,4 +1,4 @@
-"""Logging of the daemon (issue 6.3): human-readable text by default, one JSON object per line
+"""Logging of the daemon: human-readable text by default, one JSON object per line
 with ``--log-format json``; every line logged about a roundtable (through its table's logger, the
 engine's ``_TableAdapter``) carries ``session_id``, ``round`` and ``agent`` — as fields in JSON and
 as a ``[ses_… rN agent]`` prefix in text; a configured secret never reaches the output.

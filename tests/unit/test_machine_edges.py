@@ -1,10 +1,12 @@
-"""Table-driven tests of :func:`roundtabled.core.machine.decide` for the edge cases of issue 3.
+"""Table-driven tests of :func:`roundtabled.core.machine.decide` for the edge cases of
+docs/behaviour.md.
 
 Each case builds a roundtable state with one pending turn, a synthetic S2 (the turn's prompt and
 its assistant messages as the real server stores them) and an observation, then checks the
-decision: failure (spec §7.1), every agent of a round failed, a retrying turn, timeout and its
-abort (§7.6), loop detection with the default and a configured threshold (§7.5), cancel, S2/S1
-deleted (§7.2/§7.3) and a person's interjection in S2 (§7.4). Pure: no server, no clock.
+decision: failure (docs/behaviour.md, 'A seat fails'), every agent of a round failed, a retrying
+turn, timeout and its
+abort, loop detection with the default and a configured threshold, cancel, S2/S1
+deleted and a person's interjection in S2. Pure: no server, no clock.
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ def toasts(cmds: list[Any]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------
-# Failure, all-failed, retry (spec §7.1)
+# Failure, all-failed, retry (docs/behaviour.md, 'A seat fails')
 # ------------------------------------------------------------------------------------------------
 
 FAILURE_CASES = [
@@ -341,7 +343,7 @@ def test_session_error_without_a_reply_skips_after_the_grace_period() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Timeout (spec §7.6)
+# Timeout (docs/behaviour.md, 'Turn timeout')
 # ------------------------------------------------------------------------------------------------
 
 TIMEOUT_CASES = [
@@ -397,7 +399,7 @@ def test_abort_without_a_stored_reply_skips_after_the_grace_period() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Loop detection (spec §7.5)
+# Loop detection (docs/behaviour.md, 'Loops')
 # ------------------------------------------------------------------------------------------------
 
 LOOP_CASES = [
@@ -458,7 +460,7 @@ def test_repetition_result_states_the_spec_reason() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Cancel, deletions (spec §7.2, §7.3)
+# Cancel, deletions (docs/behaviour.md, 'S2 deleted', 'S1 deleted')
 # ------------------------------------------------------------------------------------------------
 
 END_CASES = [
@@ -561,7 +563,8 @@ def test_stored_cancel_without_its_abort_time_records_the_turn_as_cut_off_by_it(
 
 
 def test_finished_roundtable_ignores_everything() -> None:
-    """Spec §7.10: after the conclusion nothing changes whatever S2 holds."""
+    """docs/behaviour.md, 'After the conclusion': after the conclusion nothing changes whatever S2
+    holds."""
     state = state_with(["pm", "dev"], rounds=1, pending=None).model_copy(
         update={"phase": Phase.DONE, "summary": "S"}
     )
@@ -572,7 +575,7 @@ def test_finished_roundtable_ignores_everything() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# A person writes in S2 (spec §7.4)
+# A person writes in S2 (docs/behaviour.md, 'A person writes in S2')
 # ------------------------------------------------------------------------------------------------
 
 

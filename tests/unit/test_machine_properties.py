@@ -1,4 +1,4 @@
-"""Property tests of the pure state machine (issue 4, item 3).
+"""Property tests of the pure state machine.
 
 A small simulated S2 plays the server: prompts become user messages (signed markers), the model
 answers some steps later, and the schedule is chosen by hypothesis: observations may be stale

@@ -1,7 +1,8 @@
 """Unit tests of :class:`roundtabled.engine.mirror.TurnMirror` (the fast handoff's picture of a
 turn).
 
-Event sequences follow the server's timelines (API notes §6.3): a normal turn, a tool turn, a
+Event sequences follow the server's timelines (docs/opencode-server.md, 'The event stream'): a
+normal turn, a tool turn, a
 premature idle, and every event that must make the mirror give way to a read of S2.
 """
 

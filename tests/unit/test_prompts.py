@@ -1,4 +1,4 @@
-"""Prompt and text builders (spec §3, §6, §7, §8, §9)."""
+"""Prompt and text builders (docs/behaviour.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Loop detection (spec §7.5): cleaning, bigrams, Jaccard similarity, the strict threshold."""
+"""Loop detection (docs/behaviour.md, 'Loops'): cleaning, bigrams, Jaccard similarity, the strict
+threshold."""
 
 from __future__ import annotations
 
