@@ -385,6 +385,10 @@ class Options(_Model):
     context: ContextMode = "full"
     preset: str | None = None
     """The configuration preset the roundtable was started from (for display only)."""
+    sides: dict[str, str] = Field(default_factory=dict)
+    """Seat (agent name) → its assigned side (``for`` | ``against`` | ``neutral`` | a one-line
+    brief; :mod:`roundtabled.core.sides`). Seats not named are free. A state written before
+    sides existed has none (the default)."""
     call_started_at: int = 0
     """Epoch ms when the current call (start or the latest extend) began: budget seconds count
     from here."""

@@ -107,6 +107,7 @@ async def new_state(
         opening=req.opening or "sequential",
         context=req.context or "full",
         preset=req.preset,
+        sides=dict(req.sides or {}),
         call_started_at=now,
     )
     # A panel of one model with near-identical prompts is one voice several times
