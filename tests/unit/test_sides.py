@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ from roundtabled.core.state import (
 from roundtabled.core.validation import PresetSpec, apply_preset, parse_request
 from roundtabled.core.verdict import ledger_verdict
 from roundtabled.errors import ValidationFailed
+from roundtabled.service.config import ConfigError, load_settings
 
 S2 = "ses_sides0000000000001"
 SIGNER = Signer(b"s" * 32)
@@ -250,3 +252,24 @@ def test_side_bound_labels_never_change_the_tally(free: list[str], bound: list[s
     a, b = ledger_verdict(with_sides), ledger_verdict(only_free)
     assert (a.tally, a.consensus, a.decision) == (b.tally, b.consensus, b.decision)
     assert free_history(history, sides) == history[: len(free)]
+
+
+def test_a_preset_in_config_toml_gives_sides_and_a_bad_one_names_its_key(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path / "home")}
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[presets.da]\nagents = ["pm", "dev", "rv"]\n'
+        'sides = { rv = "devil\'s advocate: argue against the majority" }\n'
+    )
+    da = load_settings(env=env, config_file=path).presets["da"]
+    assert da.sides == {"rv": "devil's advocate: argue against the majority"}
+    for text, words in (
+        ('[presets.da]\nagents = ["pm", "dev"]\nsides = { rv = "for" }', "names 'rv'"),
+        ('[presets.da]\nsides = { rv = "" }', "the side of 'rv' is empty"),
+        ("[presets.da]\nsides = 'against'", "sides must be an object"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError) as exc:
+            load_settings(env=env, config_file=path)
+        assert exc.value.key.startswith("presets.da.sides"), exc.value.key
+        assert words in str(exc.value) and "expected a table of seat = side" in str(exc.value)
