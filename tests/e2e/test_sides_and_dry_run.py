@@ -4,12 +4,14 @@ Proves: ``roundtabled start --side rv=against`` sends rv's side in the prompt rv
 (and only rv's), labels rv's turn in S2 with its side, and the verdict marks rv and leaves it out
 of the tally and the consensus; a side for a seat that is not at the table is one ``Error:``
 naming ``--side`` (exit 2). ``start --dry-run`` (and ``dryRun`` of the control API) prints the
-plan with the server's prices, creates no session and makes no model request.
+plan with the server's prices, creates no session and makes no model request; the tool takes
+``sides`` and ``dryRun`` (its answer is the plan).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
@@ -17,6 +19,7 @@ from roundtabled.offline.scripted_llm import ScriptedLLM, Text
 
 from .conftest import RT, roundtable_config
 from .test_cli import assert_clean_error, cli
+from .test_tool_shim import run_tool
 
 
 def say(text: str, label: str, conf: int = 8) -> Text:
@@ -154,3 +157,20 @@ async def test_dry_run_prints_the_plan_and_creates_nothing(
     assert rt.llm.requests_for(kind="turn") == []
     status, listed = await rt.api("GET", "/v1/roundtables", params={"all": "true"})
     assert status == 200 and not listed.get("roundtables"), listed
+
+
+async def test_the_tool_takes_sides_and_dry_run(rt: RT) -> None:
+    """The ``roundtable`` tool, as the orchestrator calls it: ``dryRun`` answers with the plan
+    (the seat's side in it), and no roundtable is started."""
+    before = await _sessions(rt)
+    args = {"agents": ["pm", "dev"], "prompt": "x", "sides": {"dev": "neutral"}, "dryRun": True}
+    ses, part = await run_tool(rt.server, rt.llm, "roundtable", args, Path(rt.directory))
+    out = part["state"]["output"]
+    assert part["state"]["status"] == "completed", part
+    assert out.startswith("Dry run: nothing was started. The plan:"), out
+    assert "2. dev — scripted/debater-2 (price unknown) · side: neutral" in out
+    assert await _sessions(rt) == before | {ses}  # only the orchestrator's own session
+    assert [r.agent for r in rt.llm.requests if r.agent != "build"] == []  # no seat was asked
+    bad = {"agents": ["pm", "dev"], "prompt": "x", "sides": {"rv": "for"}}
+    _, part = await run_tool(rt.server, rt.llm, "roundtable", bad, Path(rt.directory))
+    assert part["state"]["output"].startswith("Error: sides names 'rv', which is not a seat")
