@@ -272,9 +272,10 @@ def plan_text(
     rounds: int,
     prices: Mapping[str, Price],
     estimates: Sequence[Estimate],
+    chosen: Context = "full",
 ) -> str:
     """The plan in words, for the terminal and the tool (nothing has run; every figure is an
-    estimate, an unknown price reads ``unknown``)."""
+    estimate, an unknown price reads ``unknown``); ``chosen``: the call's context, marked."""
 
     def price(model: str) -> str:
         p = prices.get(model)
@@ -292,8 +293,9 @@ def plan_text(
     )
     for e in estimates:
         rounds_text = ", ".join(f"{t:,}" for t in e.per_round)
+        mark = " (this call)" if e.context == chosen else ""
         lines.append(
-            f"Context {e.context}: ~{e.input:,} input + ~{e.output:,} output tokens, cost "
+            f"Context {e.context}{mark}: ~{e.input:,} input + ~{e.output:,} output tokens, cost "
             f"{_usd(e.cost)} (per round, input: {rounds_text})"
         )
         if e.stop:

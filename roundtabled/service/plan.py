@@ -74,5 +74,5 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
     return {
         "dryRun": True,
         "plan": plan_json(seats, obs, req.rounds, prices, estimates),
-        "text": plan_text(seats, obs, req.rounds, prices, estimates),
+        "text": plan_text(seats, obs, req.rounds, prices, estimates, req.context or "full"),
     }

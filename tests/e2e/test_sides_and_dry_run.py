@@ -131,7 +131,7 @@ async def test_dry_run_prints_the_plan_and_creates_nothing(
     assert "2. dev — scripted/debater-2 (price unknown) · side: against" in out
     assert "cost unknown" in out
     assert "Turns: 3 round(s) × 2 seats = 6 seat turns; requests: 7" in out
-    assert "Context full: ~" in out and "Context recent: ~" in out
+    assert "Context full (this call): ~" in out and "Context recent: ~" in out
     assert "budget: expected to stop before " in out and "(budget 8,000 tokens" in out
     status, data = await rt.api(
         "POST",

@@ -26,6 +26,8 @@ from roundtabled.core.deliberation import stop_after_seat_turn
 from roundtabled.core.result import build_result, verdict_lines
 from roundtabled.core.sides import MAX_SIDE_CHARS, free_history, side_instruction
 from roundtabled.core.state import (
+    META_KEY,
+    STATE_VERSION,
     EndReason,
     HistoryEntry,
     ModelRef,
@@ -33,6 +35,7 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
     Signer,
+    _canonical,
     decode_state,
     encode_state,
 )
@@ -150,16 +153,20 @@ def test_the_cli_side_flag() -> None:
 # ── the persisted state ─────────────────────────────────────────────────────────────────────────
 
 
+FIXTURE = Path(__file__).parent / "fixtures" / "state_before_sides.json"
+
+
 def test_a_state_block_written_before_sides_still_loads() -> None:
-    """The exact body an older daemon wrote: its options have no ``sides`` key."""
-    old = state()
-    text, meta = encode_state(old, SIGNER)
-    data = json.loads(text.split("\n")[1])
-    del data["options"]["sides"]
-    assert "sides" not in json.dumps(data["options"])
-    forged_text, forged_meta = encode_state(RoundtableState.model_validate(data), SIGNER)
-    back = decode_state(forged_text, forged_meta, S2, SIGNER)
-    assert back.options.sides == {}
+    """``fixtures/state_before_sides.json``: a final state as the daemon wrote it before sides
+    existed (its ``options`` have no ``sides`` key), signed and read back as a restart would."""
+    data = json.loads(FIXTURE.read_text())
+    assert "sides" not in data["options"]
+    body = _canonical(data)  # the old bytes, signed as the old daemon signed them
+    meta = {META_KEY: {"kind": "state", "v": STATE_VERSION, "body": body.decode()}}
+    meta[META_KEY]["mac"] = SIGNER.mac("state", S2, body)
+    back = decode_state("card", meta, S2, SIGNER)
+    assert back.options.sides == {} and back.options.until == "converged"
+    assert ledger_verdict(back).positions[0].side is None
     # and a state with sides round-trips
     st_sides = state({"rv": "against"})
     text, meta = encode_state(st_sides, SIGNER, card=state_card(st_sides))
