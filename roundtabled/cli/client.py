@@ -48,6 +48,8 @@ FLAG_FOR_FIELD: dict[str, str] = {
     "opening": "--opening",
     "context": "--context",
     "preset": "--preset",
+    "sides": "--side",
+    "dryRun": "--dry-run",
     "budget.tokens": "--budget-tokens",
     "budget.usd": "--budget-usd",
     "budget.seconds": "--budget-seconds",

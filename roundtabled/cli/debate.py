@@ -11,6 +11,7 @@ from typing import Any
 from roundtabled.cli.client import (
     EXIT_ERROR,
     EXIT_OK,
+    EXIT_USAGE,
     CliError,
     ControlClient,
     control_url,
@@ -65,6 +66,43 @@ def deliberation_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def side_flags(values: list[str] | None) -> dict[str, str] | None:
+    """``sides`` of the control API body from the repeatable ``--side SEAT=SIDE`` flags.
+
+    Returns:
+        ``{seat: side}``; ``None`` when no ``--side`` was given.
+
+    Raises:
+        CliError: exit 2, a flag without ``SEAT=``, a seat given twice, or a side the daemon's
+            rule refuses (:func:`roundtabled.core.validation.parse_sides`); the message names
+            ``--side`` and the allowed sides. A seat that is not at the table is named by the
+            daemon (it knows the preset's seats).
+    """
+    if not values:
+        return None
+    sides: dict[str, str] = {}
+    for value in values:
+        seat, eq, side = value.partition("=")
+        seat = seat.strip()
+        if not eq or not seat:
+            raise CliError(
+                f"Error: --side takes SEAT=SIDE (e.g. --side rv=against; SIDE: for, against, "
+                f"neutral, or a one-line brief), got {value!r}",
+                EXIT_USAGE,
+            )
+        if seat in sides:
+            raise CliError(
+                f"Error: --side gives seat {seat!r} a side twice ({sides[seat]!r} and "
+                f"{side!r}); one --side per seat",
+                EXIT_USAGE,
+            )
+        sides[seat] = side
+    try:
+        return validation.parse_sides(sides)
+    except ValidationFailed as exc:
+        raise CliError(name_the_flag(str(exc), "sides"), EXIT_USAGE) from None
+
+
 def start_body(args: argparse.Namespace) -> dict[str, Any]:
     """The control API body of ``start`` from its parsed arguments."""
     body: dict[str, Any] = {
@@ -78,6 +116,8 @@ def start_body(args: argparse.Namespace) -> dict[str, Any]:
     for key, value in (
         ("opening", args.opening),
         ("preset", args.preset),
+        ("sides", side_flags(args.side)),
+        ("dryRun", True if args.dry_run else None),
         ("observer", args.observer),
         ("title", args.title),
         ("parentSessionID", args.parent),
@@ -113,6 +153,10 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         project = project_line(body.get("directory"))
         colors = await agent_colors(cc, body.get("directory"))
+        if body.get("dryRun"):
+            plan = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+            print(plan.get("text") or "")
+            return EXIT_OK
         args.starting = True
         created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
         ses = created["sessionID"]

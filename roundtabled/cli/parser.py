@@ -68,6 +68,18 @@ def add_start(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument(
         "--preset", metavar="NAME", help="a [presets.NAME] panel of config.toml (flags override it)"
     )
+    s.add_argument(
+        "--side",
+        action="append",
+        metavar="SEAT=SIDE",
+        help="give a seat a side to argue (repeatable): for, against, neutral, or a one-line "
+        "brief, e.g. --side rv=against; its position is shown but not counted toward a consensus",
+    )
+    s.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (seats, models, requests, estimated tokens and cost) and run nothing",
+    )
     s.add_argument("-q", "--quiet", action="store_true", help="print only the result")
     s.set_defaults(handler=debate.cmd_start)
 

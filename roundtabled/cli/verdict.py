@@ -66,7 +66,8 @@ def turns_text(turns: object, result: dict[str, Any] | None) -> str:
 
 
 def positions_table(verdict: dict[str, Any]) -> list[str]:
-    """The positions table: one row per seat (``—`` for no stated position)."""
+    """The positions table: one row per seat (``—`` for no stated position); a seat with an
+    assigned side is marked ``(side: …)`` (its position is not counted, docs/result.md)."""
     rows = [("agent", "position", "confidence", "changed?")]
     for p in verdict.get("positions") or []:
         label = p.get("label")
@@ -79,9 +80,10 @@ def positions_table(verdict: dict[str, Any]) -> list[str]:
             changed = f"yes, round {last.get('round')}"
             if last.get("why"):
                 changed += f": {_cell(str(last['why']), 50)}"
+        side = p.get("side")
         rows.append(
             (
-                str(p.get("agent")),
+                str(p.get("agent")) + (f" (side: {_cell(str(side), 30)})" if side else ""),
                 _cell(str(label), LABEL_CHARS),
                 _confidence(p.get("confidence")),
                 changed,

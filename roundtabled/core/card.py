@@ -34,7 +34,12 @@ def _seats(state: RoundtableState) -> str:
     names = []
     for i, agent in enumerate(state.agents, 1):
         model = state.models.get(agent)
-        names.append(f"{i}. {agent}" + (f" ({model.label()})" if model else ""))
+        side = state.options.sides.get(agent)
+        names.append(
+            f"{i}. {agent}"
+            + (f" ({model.label()})" if model else "")
+            + (f" [side: {side}]" if side is not None else "")
+        )
     return "Seats in order: " + ", ".join(names)
 
 
@@ -52,8 +57,9 @@ def _phase(state: RoundtableState) -> str:
 
 
 def state_card(state: RoundtableState) -> str:
-    """The card of ``state``: title, seats in order with their models, rounds and observer,
-    phase with the round and end reason, and what the block is (≤ 8 lines)."""
+    """The card of ``state``: title, seats in order with their models (and assigned sides),
+    rounds and observer, phase with the round and end reason, and what the block is (≤ 8
+    lines)."""
     observer = "built-in" if state.observer == BUILTIN_OBSERVER else state.observer
     extended = f", {len(state.extensions)} extension(s)" if state.extensions else ""
     lines = [

@@ -19,6 +19,8 @@ Convergence (``until: "converged"``), checked after each complete round:
 - Then the panel converged when every speaking seat holds the label it held in the previous round
   (rule ``unchanged``), or all speaking seats hold one label (rule ``unanimous``: it also covers a
   seat whose previous round had no label).
+- Only free seats count: the turns of a seat with an assigned side
+  (:mod:`roundtabled.core.sides`) are left out before the rule reads the round.
 - It is checked from the second round of the current call on (a start or an ``extend``: an
   extension debates at least two rounds before it can stop), except for an independent opening
   round (every seat answered without seeing the others): a unanimous opening converges at once.
@@ -46,6 +48,7 @@ from itertools import combinations
 from typing import Literal
 
 from roundtabled.core.positions import Position, normalise_label, parse_position
+from roundtabled.core.sides import free_history
 from roundtabled.core.similarity import jaccard_bigrams
 from roundtabled.core.state import (
     Budget,
@@ -428,7 +431,8 @@ def stop_after_seat_turn(
     if opts.until == "converged" and state.current_agent_index == 0:
         done = state.current_round  # 1-based number of the round just completed
         c = check_convergence(
-            state.history,
+            # Side-bound seats argue what they were assigned: only the free seats converge.
+            free_history(state.history, opts.sides),
             done,
             first_round=opts.call_from_round + 1,
             independent_opening=opts.opening == "independent" and done == 1,

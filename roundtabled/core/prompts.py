@@ -31,6 +31,7 @@ from roundtabled.core.result import (
     cut_text,
     one_line,
 )
+from roundtabled.core.sides import side_instruction
 from roundtabled.core.state import HistoryEntry, RoundtableState
 
 __all__ = [
@@ -356,7 +357,9 @@ def turn_prompt(
             mind, answered on a ``Changed:`` line (docs/result.md). Ignored on the opening turn.
 
     Layout: roster line, ``[Topic]`` (:func:`effective_topic`), ``Round N/M | Current agent: X``,
-    ``You are X. Speak only as X.``, the change question (when ``change``), the attribution
+    ``You are X. Speak only as X.``, the seat's assigned side when it has one
+    (:func:`roundtabled.core.sides.side_instruction`), the change question (when ``change``), the
+    attribution
     block, the last-round line in the last round only, and the closing ``Position:`` request.
     The orchestration text is bounded (:data:`TURN_ORCHESTRATION_BUDGET`, see the
     module docstring); the topic is not.
@@ -372,6 +375,9 @@ def turn_prompt(
     head = [roster, f"[Topic] {topic}", ""]
     position = [f"Round {round_index + 1}/{total} | Current agent: {name}"]
     position.append(f"You are {name}. Speak only as {name}.")
+    side = state.options.sides.get(state.agents[seat])
+    if side is not None:
+        position.append(side_instruction(one_line(side)))
     if opening:
         position.append(_OPENING_NOTE)
     elif change is not None:

@@ -125,14 +125,15 @@ def _position_text(state: RoundtableState) -> list[str]:
     """One line per seat: its last stated position, as the daemon parsed it."""
     out = []
     for p in positions(state):
+        who = p.agent + (f" [assigned side: {p.side}; not counted]" if p.side is not None else "")
         if p.label is None:
             what = "no Position line in its last answer" if p.round else "never gave an answer"
-            out.append(f"- {p.agent}: {what}")
+            out.append(f"- {who}: {what}")
             continue
         conf = f" (confidence {round(p.confidence * 10)}/10)" if p.confidence is not None else ""
         sentence = f" — {p.position}" if p.position else ""
         changed = f"; changed {len(p.changes)} time(s)" if p.changes else ""
-        out.append(f"- {p.agent} (round {p.round}): {p.label}{sentence}{conf}{changed}")
+        out.append(f"- {who} (round {p.round}): {p.label}{sentence}{conf}{changed}")
     return out
 
 
@@ -144,6 +145,12 @@ def _observer_context(state: RoundtableState) -> list[str]:
         kind = "continuation" if ext.mode == "continuation" else "new topic"
         lines.append(f"From round {ext.from_round + 1} ({kind}): {ext.prompt}")
     lines.append(f"Participants in speaking order: {', '.join(state.agents)}")
+    if state.options.sides:
+        bound = ", ".join(f"{a} ({s})" for a, s in state.options.sides.items())
+        lines.append(
+            f"Seats bound to an assigned side (they argued what they were told to): {bound}. "
+            "Report their arguments, but never count them toward a consensus or a majority."
+        )
     notes = [n for n in build_status(state).notes if "Position line" not in n]
     if notes:
         lines.append(
@@ -501,10 +508,11 @@ def result_json(result: RoundtableResult) -> str:
 
 
 def _position_line(p: SeatPosition) -> str:
+    who = p.agent + (f" [side: {p.side}, not counted]" if p.side is not None else "")
     if p.label is None:
-        return f"{p.agent}: no stated position" if p.round else f"{p.agent}: did not speak"
+        return f"{who}: no stated position" if p.round else f"{who}: did not speak"
     changed = " (changed)" if p.changes else ""
-    return f"{p.agent}: {p.label}{_conf(p.confidence)}{changed}"
+    return f"{who}: {p.label}{_conf(p.confidence)}{changed}"
 
 
 def verdict_lines(result: RoundtableResult) -> list[str]:

@@ -86,6 +86,9 @@ class SeatPosition(_M):
     confidence: float | None = None
     round: int | None = None
     changes: list[PositionChange] = Field(default_factory=list)
+    side: str | None = None
+    """The seat's assigned side (``for`` | ``against`` | ``neutral`` | a brief; ``None``: a free
+    seat). A side-bound seat's position is shown, never counted in ``tally`` or ``consensus``."""
 
 
 class TallyItem(_M):

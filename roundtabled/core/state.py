@@ -383,6 +383,10 @@ class Options(StateModel):
     context: ContextMode = "full"
     preset: str | None = None
     """The configuration preset the roundtable was started from (for display only)."""
+    sides: dict[str, str] = Field(default_factory=dict)
+    """Seat (agent name) → its assigned side (``for`` | ``against`` | ``neutral`` | a one-line
+    brief; :mod:`roundtabled.core.sides`). Seats not named are free. A state written before
+    sides existed has none (the default)."""
     call_started_at: int = 0
     """Epoch ms when the current call (start or the latest extend) began: budget seconds count
     from here."""
@@ -489,7 +493,7 @@ class Signer:
         return hmac.compare_digest(self.mac(purpose, session_id, payload), mac)
 
 
-def _canonical(data: dict[str, Any]) -> bytes:
+def canonical_json(data: dict[str, Any]) -> bytes:
     return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
 
@@ -505,7 +509,7 @@ def encode_state(
     ``[ROUNDTABLE META …]`` and ``[/ROUNDTABLE META]``. Either way ``metadata.roundtabled.mac``
     is the HMAC of the JSON bound to S2 (docs/design.md, state format).
     """
-    body = _canonical(state.dump())
+    body = canonical_json(state.dump())
     ours: dict[str, Any] = {
         "kind": "state",
         "v": STATE_VERSION,
@@ -602,7 +606,7 @@ def sign_marker(marker: Marker, session_id: str, signer: Signer) -> dict[str, An
         META_KEY: {
             **body,
             "v": STATE_VERSION,
-            "mac": signer.mac("marker", session_id, _canonical(body)),
+            "mac": signer.mac("marker", session_id, canonical_json(body)),
         }
     }
 
@@ -619,7 +623,7 @@ def read_marker(metadata: object, session_id: str, signer: Signer) -> Marker | N
         marker = Marker.model_validate(body)
     except ValidationError:
         return None
-    if not signer.verify("marker", session_id, _canonical(marker.dump()), ours.get("mac")):
+    if not signer.verify("marker", session_id, canonical_json(marker.dump()), ours.get("mac")):
         return None
     return marker
 

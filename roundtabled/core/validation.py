@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from roundtabled.core.prompts import default_title
+from roundtabled.core.sides import MAX_SIDE_CHARS, SIDE_WORDS
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
     MAX_ROUNDS,
@@ -57,6 +58,8 @@ ALLOWED_KEYS = {
     "opening",
     "context",
     "preset",
+    "sides",
+    "dryRun",
 }
 BUDGET_KEYS = ("tokens", "usd", "seconds")
 """Keys of ``budget``; any subset, each a positive number (``tokens`` an integer)."""
@@ -88,6 +91,10 @@ class RoundtableRequest:
     opening: Opening | None = None
     context: ContextMode | None = None
     preset: str | None = None
+    sides: Mapping[str, str] | None = None
+    """Seat → assigned side (:func:`parse_sides`); ``None``: every seat is free."""
+    dry_run: bool = False
+    """Print the plan (:mod:`roundtabled.core.estimate`) instead of running it."""
     given: frozenset[str] = field(default_factory=frozenset)
     """The body keys the caller set (non-null): what a preset must not override."""
 
@@ -266,6 +273,20 @@ def parse_request(body: object) -> RoundtableRequest:
         raise ValidationFailed(
             "preset", "preset applies to a new roundtable only; omit it when extending"
         )
+    sides = parse_sides(body.get("sides"))
+    if sides is not None and session_id is not None:
+        raise ValidationFailed(
+            "sides", "sides applies to a new roundtable only; omit it when extending"
+        )
+    if sides is not None and agents is not None:
+        check_sides(sides, agents)
+    dry_run = body.get("dryRun")
+    if dry_run is not None and not isinstance(dry_run, bool):
+        raise ValidationFailed("dryRun", f"dryRun must be true or false, got {_short(dry_run)}")
+    if dry_run and session_id is not None:
+        raise ValidationFailed(
+            "dryRun", "dryRun previews a new roundtable only; omit it when extending"
+        )
     return RoundtableRequest(
         prompt=prompt,
         agents=agents,
@@ -285,6 +306,8 @@ def parse_request(body: object) -> RoundtableRequest:
         opening=opening,
         context=context,
         preset=preset,
+        sides=sides,
+        dry_run=bool(dry_run),
         given=frozenset(str(k) for k, v in body.items() if v is not None),
     )
 
@@ -301,6 +324,81 @@ def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> Any:
             + f", got {_short(value)}",
         )
     return value
+
+
+_SIDES_ALLOWED = (
+    ", ".join(SIDE_WORDS) + f", or a one-line brief of at most {MAX_SIDE_CHARS} characters"
+)
+
+
+def parse_sides(raw: object, field_name: str = "sides") -> dict[str, str] | None:
+    """Check a ``sides`` object: seat name → side (docs/result.md, "Sides").
+
+    Args:
+        raw: the decoded JSON value (``None``: no sides), e.g. ``{"rv": "against"}``.
+        field_name: the name errors use (``sides``).
+
+    Returns:
+        The sides with each value stripped and a named side (:data:`SIDE_WORDS`, any case) in
+        lower case; ``None`` when ``raw`` is ``None``.
+
+    Raises:
+        ValidationFailed: not an object of strings, an empty, multi-line or over-long side, or a
+            seat named twice (names compared case-folded, like ``agents``).
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise ValidationFailed(
+            field_name,
+            f"{field_name} must be an object of seat name → side ({_SIDES_ALLOWED}), "
+            f"got {_short(raw)}",
+        )
+    out: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for seat, value in raw.items():
+        key = seat.casefold()
+        if key in seen:
+            raise ValidationFailed(
+                field_name,
+                f"{field_name} gives seat {seen[key]!r} a side twice (as {seen[key]!r} and "
+                f"{seat!r}); one side per seat",
+            )
+        seen[key] = seat
+        side = value.strip()
+        if side.casefold() in SIDE_WORDS:
+            side = side.casefold()
+        if not side or "\n" in side or "\r" in side or len(side) > MAX_SIDE_CHARS:
+            why = (
+                "is empty"
+                if not side
+                else "has more than one line"
+                if ("\n" in side or "\r" in side)
+                else f"has {len(side)} characters"
+            )
+            raise ValidationFailed(
+                field_name,
+                f"{field_name}: the side of {seat!r} {why}; allowed: {_SIDES_ALLOWED}",
+            )
+        out[seat] = side
+    return out
+
+
+def check_sides(sides: Mapping[str, str], agents: Sequence[str], field_name: str = "sides") -> None:
+    """Every seat named in ``sides`` sits at the table (exactly as named in ``agents``).
+
+    Raises:
+        ValidationFailed: naming the first side for a seat that is not in ``agents``.
+    """
+    for seat in sides:
+        if seat not in agents:
+            raise ValidationFailed(
+                field_name,
+                f"{field_name} names {seat!r}, which is not a seat of this roundtable; seats: "
+                + ", ".join(agents),
+            )
 
 
 def parse_budget(raw: object, field_name: str = "budget") -> Budget | None:
@@ -375,6 +473,7 @@ class PresetSpec:
     opening: Opening | None = None
     context: ContextMode | None = None
     title_prefix: str | None = None
+    sides: Mapping[str, str] | None = None
 
 
 def apply_preset(
@@ -416,7 +515,7 @@ def apply_preset(
         changes["agents"] = spec.agents
     if "rounds" not in given and spec.rounds is not None:
         changes["rounds"] = spec.rounds
-    for name in ("observer", "until", "opening", "context", "budget"):
+    for name in ("observer", "until", "opening", "context", "budget", "sides"):
         if name not in given and getattr(spec, name) is not None:
             changes[name] = getattr(spec, name)
     out = replace(req, **changes)
@@ -426,6 +525,12 @@ def apply_preset(
             f"preset {req.preset!r} names no agents; give agents in the call or in "
             f"[presets.{req.preset}]",
         )
+    if out.sides is not None:
+        where = "sides" if "sides" in given else f"sides (of preset {req.preset!r})"
+        try:
+            check_sides(out.sides, out.agents)
+        except ValidationFailed as exc:
+            raise ValidationFailed("sides", str(exc).replace("sides", where, 1)) from None
     if spec.title_prefix:
         title = spec.title_prefix + (out.title or default_title(out.prompt))
         out = replace(out, title=title[:MAX_TITLE_CHARS])

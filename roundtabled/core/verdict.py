@@ -160,9 +160,16 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
                 confidence=pos.confidence if pos else None,
                 round=rnd,
                 changes=[_change(c) for c in changes(state.history, agent)],
+                side=state.options.sides.get(agent),
             )
         )
     return out
+
+
+def counted(seats: Sequence[SeatPosition]) -> list[SeatPosition]:
+    """The seats whose positions count toward the tally and the consensus: the free ones. A
+    side-bound seat argues what it was assigned (docs/result.md, "Sides"): shown, not counted."""
+    return [s for s in seats if s.side is None]
 
 
 def tally(seats: Sequence[SeatPosition]) -> list[TallyItem]:
@@ -213,13 +220,14 @@ def confidence_cap(state: RoundtableState) -> float:
 def ledger_verdict(state: RoundtableState) -> Verdict:
     """The verdict built from the position ledger alone (the observer's was unusable, failed, or
     never ran): consensus from the tally, decision = the label held unanimously or by a
-    majority, confidence = that group's weight over all seats (capped, see
-    :func:`confidence_cap`)."""
+    majority, confidence = that group's weight over all counted seats (capped, see
+    :func:`confidence_cap`). Only free seats are counted (:func:`counted`)."""
     seats = positions(state)
-    items = tally(seats)
-    cons = tally_consensus(items, len(state.agents))
+    free = counted(seats)
+    items = tally(free)
+    cons = tally_consensus(items, len(free))
     decision = items[0].label if cons in ("unanimous", "majority") else None
-    conf = round(items[0].weight / len(state.agents), 3) if items and state.agents else None
+    conf = round(items[0].weight / len(free), 3) if items and free else None
     agreements: list[str] = []
     disagreements: list[Disagreement] = []
     if items and cons in ("unanimous", "majority"):
@@ -481,6 +489,15 @@ def _position_notes(seats: Sequence[SeatPosition]) -> list[str]:
     return out
 
 
+def _side_notes(seats: Sequence[SeatPosition]) -> list[str]:
+    return [
+        f"{s.agent} argued an assigned side ({s.side}): its position is shown but not counted "
+        "toward the consensus or convergence"
+        for s in seats
+        if s.side is not None
+    ]
+
+
 def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> Status:
     """The ``status`` block: counts per seat, rounds, end reason and the notes in order:
     seats, stop, observer, verdict, positions, other rules' notes (``state.notes``)."""
@@ -497,7 +514,15 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
     degraded = bool(degradation) or (
         state.end_reason is not None and state.end_reason not in NATURAL_ENDS
     )
-    notes = [*degradation, *info, *verdict_notes, *_position_notes(positions(state)), *state.notes]
+    seated = positions(state)
+    notes = [
+        *degradation,
+        *info,
+        *verdict_notes,
+        *_side_notes(seated),
+        *_position_notes(seated),
+        *state.notes,
+    ]
     return Status(
         end_reason=state.end_reason.value if state.end_reason else "running",
         degraded=degraded,

@@ -409,6 +409,32 @@ def provider_models(data: Any) -> set[str]:
     return labels
 
 
+def model_prices(data: Any) -> dict[str, tuple[float, float]]:
+    """``provider/model`` → (input, output) price in USD per million tokens, from
+    ``GET /config/providers`` (a model's ``cost: {"input": 3, "output": 15}``). A model without
+    a ``cost`` object with both numbers is left out: its price is unknown, never 0. So is one
+    whose price is 0 for both: the server reports ``{"input": 0, "output": 0}`` for every model
+    without a configured cost (verified on the pinned server), which says nothing measured."""
+    prices: dict[str, tuple[float, float]] = {}
+    providers = data.get("providers") if isinstance(data, dict) else None
+    for prov in providers if isinstance(providers, list) else []:
+        models = prov.get("models") if isinstance(prov, dict) else None
+        for mid, model in models.items() if isinstance(models, dict) else ():
+            cost = model.get("cost") if isinstance(model, dict) else None
+            if not isinstance(cost, dict):
+                continue
+            pin, pout = cost.get("input"), cost.get("output")
+            if (
+                isinstance(pin, int | float)
+                and isinstance(pout, int | float)
+                and not isinstance(pin, bool)
+                and not isinstance(pout, bool)
+                and (pin or pout)
+            ):
+                prices[f"{prov.get('id')}/{mid}"] = (float(pin), float(pout))
+    return prices
+
+
 def model_ref(value: Any) -> ModelRef | None:
     """A model from ``GET /agent`` (``{providerID, modelID}``) or config (``"provider/model"``)."""
     if isinstance(value, dict):

@@ -27,6 +27,7 @@ from roundtabled.core.commands import (
     Toast,
     TurnRecorded,
 )
+from roundtabled.core.sides import side_tag
 from roundtabled.core.state import sign_marker
 from roundtabled.core.wire import UserView
 from roundtabled.engine.mirror import TurnMirror
@@ -244,7 +245,8 @@ class Handoff:
         state = table.state
         # The one turn header style of every text people read (CLI, export, history texts).
         label = (
-            f"── {cmd.agent} · round {cmd.marker.round + 1} ──"
+            f"── {cmd.agent} · round {cmd.marker.round + 1}"
+            f"{side_tag(state.options.sides.get(cmd.agent))} ──"
             if cmd.marker.kind == "turn"
             else f"── observer · {cmd.agent} ──"
         )

@@ -57,11 +57,11 @@ async def new_state(
     if req.parent_session_id and directory is None:
         # The agents of S1's project, not of the server's own directory (a server started as a
         # service runs elsewhere): S1's directory first, then the reads made for it.
-        parent = await _parent(client, req.parent_session_id)
+        parent = await read_parent(client, req.parent_session_id)
         directory = wire.session_directory(parent)
     # The reads are independent: one round trip instead of three.
     parent_task = (
-        asyncio.ensure_future(_parent(client, req.parent_session_id))
+        asyncio.ensure_future(read_parent(client, req.parent_session_id))
         if req.parent_session_id and parent is None
         else None
     )
@@ -87,7 +87,7 @@ async def new_state(
         _check_directory(req, directory, wire.session_directory(parent))
     observer = req.observer or BUILTIN_OBSERVER
     check_agents(req.agents, req.observer, available)
-    models = _seat_models(req.agents, observer, available, config)
+    models = seat_models(req.agents, observer, available, config)
     title = req.title or prompts.default_title(req.prompt)
     state_msg, state_part = ids.message_id(), ids.part_id()
     session = await client.create_session(
@@ -108,6 +108,7 @@ async def new_state(
         opening=req.opening or defaults.opening,
         context=req.context or defaults.context,
         preset=req.preset,
+        sides=dict(req.sides or {}),
         call_started_at=now,
     )
     # A panel of one model with near-identical prompts is one voice several times
@@ -150,7 +151,7 @@ async def new_state(
     )
 
 
-async def _parent(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
+async def read_parent(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
     """S1's session. Raises :class:`ValidationFailed` (field ``parentSessionID``) when it does
     not exist."""
     try:
@@ -200,7 +201,7 @@ def check_extension(state: RoundtableState, req: RoundtableRequest) -> None:
     check_extend_rounds(state.total_rounds, req.rounds)
 
 
-def _seat_models(
+def seat_models(
     agents: Sequence[str],
     observer: str,
     available: list[dict[str, Any]],

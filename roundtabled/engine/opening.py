@@ -32,6 +32,7 @@ from roundtabled.core.opening import (
     SeatSettled,
     SeatView,
 )
+from roundtabled.core.sides import side_tag
 from roundtabled.core.state import RoundtableState, sign_marker
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
@@ -255,7 +256,8 @@ class OpeningRunner:
             table.poke()
             return made
         elif isinstance(cmd, PromptSeat):
-            label = f"── {cmd.agent} · round 1 (independent opening) ──"
+            side = side_tag(state.options.sides.get(cmd.agent))
+            label = f"── {cmd.agent} · round 1 (independent opening){side} ──"
             marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
             body = wire.prompt_body(
                 cmd.message_id, cmd.agent, cmd.text, label, marker, state.models.get(cmd.agent)

@@ -373,6 +373,7 @@ PRESET_KEYS: dict[str, str] = {
     "opening": "'sequential' or 'independent'",
     "context": "'full' or 'recent'",
     "title_prefix": "a string put before the roundtable's title",
+    "sides": "a table of seat = side (for, against, neutral, or a one-line brief)",
 }
 """Keys of a ``[presets.NAME]`` table and what each accepts."""
 
@@ -384,6 +385,7 @@ _PRESET_BODY = {
     "until": "until",
     "opening": "opening",
     "context": "context",
+    "sides": "sides",
 }
 
 
@@ -446,6 +448,7 @@ def _presets(raw: Mapping[str, object], where: str) -> dict[str, PresetSpec]:
             opening=req.opening,
             context=req.context,
             title_prefix=prefix,
+            sides=req.sides,
         )
     return out
 

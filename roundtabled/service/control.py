@@ -29,7 +29,7 @@ from roundtabled.core.validation import PresetSpec, apply_preset, parse_request,
 from roundtabled.engine.registry import Engine
 from roundtabled.errors import TransportError, ValidationFailed
 from roundtabled.opencode.stream import Backoff
-from roundtabled.service import export, listing
+from roundtabled.service import export, listing, plan
 
 log = logging.getLogger("roundtabled.control")
 
@@ -260,6 +260,9 @@ class ControlAPI:
         req = apply_preset(
             parse_request(await self._body(request)), self.presets, self.default_budget
         )
+        if req.dry_run:
+            # The plan only: no session is created (docs/control-api.md).
+            return _json(await plan.dry_run(self.engine.client, req))
         state = await self.engine.start(req)
         return _json(
             {

@@ -94,6 +94,14 @@ const D = {
   preset:
     "Name of a panel configured in roundtabled (agents, rounds, until, budget…; available_agents " +
     "lists them). Explicit arguments override it. New roundtables only.",
+  sides:
+    "Give seats a side to argue, as {agent: side}: \"for\", \"against\", \"neutral\", or a " +
+    "one-line brief (e.g. {\"rv\": \"devil's advocate: argue against the majority\"}). A " +
+    "side-bound seat's position is shown and marked, never counted toward the consensus or " +
+    "convergence. New roundtables only.",
+  dryRun:
+    "true: run nothing and return the plan (seats and models, turns, requests, estimated input " +
+    "tokens and cost at the server's prices, the budget's expected stop). New roundtables only.",
 }
 
 async function loadZod(): Promise<any> {
@@ -130,6 +138,8 @@ function buildArgs(z: any): Record<string, unknown> {
         .describe(D.budget),
       preset: z.string().optional().describe(D.preset),
       opening: z.enum(["sequential", "independent"]).optional().describe(D.opening),
+      sides: z.record(z.string(), z.string()).optional().describe(D.sides),
+      dryRun: z.boolean().optional().describe(D.dryRun),
     }
   }
   // Plain JSON Schema: OpenCode lists every key as required, so optional ones take null.
@@ -154,6 +164,12 @@ function buildArgs(z: any): Record<string, unknown> {
     },
     preset: { type: ["string", "null"], description: D.preset + omit },
     opening: { enum: ["sequential", "independent", null], description: D.opening + omit },
+    sides: {
+      type: ["object", "null"],
+      additionalProperties: { type: "string" },
+      description: D.sides + omit,
+    },
+    dryRun: { type: ["boolean", "null"], description: D.dryRun + omit },
   }
 }
 
@@ -224,7 +240,7 @@ function validate(args: any): Record<string, unknown> | string {
   }
   // Checked by the daemon (one rule for the tool, the control API and the CLI; its errors name
   // the field and the allowed values).
-  for (const key of ["until", "budget", "preset", "opening"]) {
+  for (const key of ["until", "budget", "preset", "opening", "sides", "dryRun"]) {
     if (given(args[key])) body[key] = args[key]
   }
   return body
@@ -317,6 +333,8 @@ async function run(args: any, ctx: any): Promise<any> {
       return notRunning(err)
     }
     if (created.status !== 200) return httpError(created)
+    // A dry run creates nothing: the plan is the answer.
+    if (body.dryRun === true) return String(created.data?.text ?? show(created.data))
     ses = String(created.data?.sessionID ?? "")
     if (!ses) return `Error: roundtabled answered without a sessionID: ${show(created.data)}`
     if (decided) {
@@ -393,7 +411,8 @@ export default {
     "where the full transcript is. If status.degraded is true the debate did not run as asked " +
     "(failed, empty, cut or skipped turns, an early stop, a failed observer): you must tell the " +
     "user, in your own words, what status.notes says, before relaying the verdict. Call " +
-    "available_agents first to learn the agent names. To continue a concluded roundtable, pass its " +
+    "available_agents first to learn the agent names. Seats can be given sides to argue " +
+    "(sides), and dryRun previews the plan and its cost without running it. To continue a concluded roundtable, pass its " +
     "sessionID (and no agents). Problems are returned as text starting with \"Error:\" that names " +
     "the bad argument.",
   args: buildArgs(await loadZod()),

@@ -1,0 +1,78 @@
+"""The shell of a dry run (``dryRun``, ``roundtabled start --dry-run``): read the server, estimate.
+
+Reads the agents (their prompts and models), the server's configuration (its default model) and
+its providers (the models' prices) for the call's directory, checks the seats as a start would,
+and hands the figures to the pure estimate (:mod:`roundtabled.core.estimate`). Creates no
+session and writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from roundtabled.core import wire
+from roundtabled.core.estimate import Price, Seat, estimate, plan_json, plan_text
+from roundtabled.core.state import BUILTIN_OBSERVER, OBSERVER_AGENT
+from roundtabled.core.validation import RoundtableRequest, check_agents
+from roundtabled.engine.launch import read_parent, seat_models
+from roundtabled.errors import RoundtableError
+from roundtabled.opencode.client import OpenCodeClient
+
+
+async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, Any]:
+    """The plan of ``req`` (a new roundtable, preset applied) without running it.
+
+    Returns:
+        ``{"dryRun": true, "plan": …, "text": …}``: the plan as JSON
+        (:func:`roundtabled.core.estimate.plan_json`, with ``full`` and ``recent`` estimates)
+        and in words (:func:`roundtabled.core.estimate.plan_text`).
+
+    Raises:
+        ValidationFailed: the seats or the observer as a start would refuse them.
+        TransportError: the server could not be reached.
+    """
+    assert req.agents is not None
+    directory = req.directory
+    if directory is None and req.parent_session_id:
+        directory = wire.session_directory(await read_parent(client, req.parent_session_id))
+    available = await client.agents(directory)
+    config = await client.config(directory)
+    providers: dict[str, Any] = {}
+    with contextlib.suppress(RoundtableError):  # no listing: every price is unknown
+        providers = await client.providers(directory)
+    observer = req.observer or BUILTIN_OBSERVER
+    check_agents(req.agents, req.observer, available)
+    models = seat_models(req.agents, observer, available, config)
+    prompt_of = {str(a.get("name")): a.get("prompt") for a in available}
+    sides = req.sides or {}
+
+    def seat(name: str) -> Seat:
+        text = prompt_of.get(name)
+        return Seat(
+            agent=name,
+            model=models[name].label(),
+            prompt_chars=len(text) if isinstance(text, str) else 0,
+            side=sides.get(name),
+        )
+
+    seats = [seat(a) for a in req.agents]
+    obs = seat(observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT)
+    prices = {k: Price(i, o) for k, (i, o) in wire.model_prices(providers).items()}
+    estimates = [
+        estimate(
+            seats,
+            obs,
+            rounds=req.rounds,
+            topic_chars=len(req.prompt),
+            context=context,
+            prices=prices,
+            budget=req.budget,
+        )
+        for context in ("full", "recent")
+    ]
+    return {
+        "dryRun": True,
+        "plan": plan_json(seats, obs, req.rounds, prices, estimates),
+        "text": plan_text(seats, obs, req.rounds, prices, estimates, req.context or "full"),
+    }
