@@ -136,10 +136,10 @@ def read_confidence(text: str) -> tuple[float | None, tuple[int, int] | None]:
     """The confidence stated in ``text`` and where, read leniently.
 
     Accepted: ``confidence 7/10``, ``(confidence: 70%)``, ``confidence 0.7``, ``conf 7``,
-    ``confidence: seven out of ten``, ``certainty 8 of 10``, ``70% confident``, and a bare trailing ``(7/10)`` /
-    ``(70%)`` / `` — 7/10``. A bare number is read as a fraction up to 1, tenths up to 10,
-    hundredths up to 100. Nothing found (or a value outside 0–1 once scaled) → ``(None, …)``:
-    an absent confidence is unknown, never a default.
+    ``confidence: seven out of ten``, ``certainty 8 of 10``, ``70% confident``, and a bare
+    trailing ``(7/10)`` / ``(70%)`` / `` — 7/10``. A bare number is read as a fraction up to
+    1, tenths up to 10, hundredths up to 100. Nothing found (or a value outside 0–1 once
+    scaled) → ``(None, …)``: an absent confidence is unknown, never a default.
 
     Returns:
         ``(value in [0, 1] or None, (start, end) of the matched text or None)``.

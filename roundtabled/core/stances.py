@@ -11,7 +11,8 @@ compare *stances*: groups of labels that name the same thing. A label's folded f
   not ``split payments``), **and**
 - the numbers they contain are the same numbers, compared as numbers (``12`` is never ``112``,
   ``12.0`` is ``12``), **and**
-- their folded forms are equal, or one's words are all among the other's (*containment*: the
+- their folded forms are equal, or their words are, filler aside (``go with``, ``we should``),
+  or one's words are all among the other's (*containment*: the
   shorter has at least :data:`CONTAINMENT_MIN_WORDS` words and the longer adds no qualifier such
   as ``later``, ``only``, ``partially``), or their character-bigram similarity
   (:func:`roundtabled.core.similarity.jaccard_bigrams`) is at least :data:`SIMILARITY_THRESHOLD`.
@@ -107,6 +108,14 @@ _QUALIFIERS = frozenset(
         *_NEGATORS,
     }
 )
+# Words that carry no stance of their own ("go with microservices" is "microservices").
+_FILLER = frozenset(
+    {
+        "we", "should", "would", "i", "recommend", "go", "with", "choose", "opt", "for", "let",
+        "lets", "us", "to", "of", "approach", "strategy", "plan", "option", "do", "our", "my",
+        "stay", "adopt", "pick",
+    }
+)  # fmt: skip
 # Words around a bare answer: "the answer is 12" is the stance "12".
 _ANSWER_WORDS = frozenset(
     {"answer", "final", "result", "is", "equals", "equal", "total", "value", "x", "it"}
@@ -178,26 +187,38 @@ def stance_key(label: str) -> str:
     Unicode NFKC, case-folded, markdown emphasis and punctuation dropped, articles (``a``,
     ``an``, ``the``) and hedges (``for now``, ``first``, ``initially``, ``to start`` …) removed,
     words separated by one space. A label that is a number with words around it (``the answer is
-    12``, ``x = 12.0``) folds to the number alone (``12``).
+    12``, ``x = 12.0``) folds to the number alone (``12``); a label that is only an article or a
+    hedge (the choice ``A``) keeps its words.
     """
     text = _THOUSANDS.sub("", _fold(label)).replace("−", "-")
     nums = numbers(label)
     words = _words(text)
     if nums:
         rest = [w for w in words if not w.replace(".", "").isdigit() and w not in _ANSWER_WORDS]
-        rest = [w for w in rest if w not in _ARTICLES]
+        rest = [w for w in rest if w not in _ARTICLES]  # "the 12" is 12
         if not rest:
             return " ".join(nums)
     joined = " " + " ".join(words) + " "
     for hedge in _HEDGES:
         joined = joined.replace(f" {hedge} ", " ")
-    return " ".join(w for w in joined.split() if w not in _ARTICLES)
+    kept = joined.split()
+    # An article precedes a word; a last "a" is a letter (``option A``).
+    folded = " ".join(w for i, w in enumerate(kept) if w not in _ARTICLES or i == len(kept) - 1)
+    # A label that is only an article or a hedge ("A" as a choice, "First") is that word.
+    return folded or " ".join(words)
 
 
 def _stem(word: str) -> str:
     if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
         return word[:-1]
     return word
+
+
+def _content(key: str) -> set[str]:
+    """The stemmed words of a folded label without filler (``go with``, ``we should``); all
+    its stemmed words when that leaves none."""
+    words = {_stem(w) for w in key.split()}
+    return (words - _FILLER) or words
 
 
 def _negated(key: str) -> bool:
@@ -220,14 +241,21 @@ def _same_units(ua: _Unit, ub: _Unit) -> bool:
         return False
     if ka == kb:
         return True
-    wa = {_stem(w) for w in ka.split()}
-    wb = {_stem(w) for w in kb.split()}
+    wa, wb = _content(ka), _content(kb)
     if wa == wb:
         return True
     small, large = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
     if len(small) >= CONTAINMENT_MIN_WORDS and small <= large and not (large - small) & _QUALIFIERS:
         return True
     if (wa ^ wb) & _QUALIFIERS:
+        return False
+    if ka.replace(" ", "") == kb.replace(" ", ""):
+        return True  # micro-services / microservices
+    # Otherwise only spelling variants: every word the two do not share has a near twin.
+    only_a, only_b = wa - wb, wb - wa
+    if not all(any(jaccard_bigrams(x, y) >= 0.5 for y in only_b) for x in only_a):
+        return False
+    if not all(any(jaccard_bigrams(y, x) >= 0.5 for x in only_a) for y in only_b):
         return False
     return jaccard_bigrams(ka, kb) >= SIMILARITY_THRESHOLD
 
@@ -258,7 +286,8 @@ def group(labels: Iterable[str]) -> dict[str, str]:
         are left out). A stance is named by one of its labels, cleaned for display
         (surrounding emphasis, quotes and periods removed): the folded form held most often,
         then the shortest, then the first in Unicode order; among the labels with that form, the
-        shortest cleaned label, then the first in Unicode order. Depends only on the multiset of ``labels``.
+        shortest cleaned label, then the first in Unicode order. Depends only on the multiset
+        of ``labels``.
     """
     counts = Counter(label for label in labels if stance_key(label))
     units = sorted({_unit(label) for label in counts})
