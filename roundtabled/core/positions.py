@@ -21,6 +21,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from roundtabled.core.stances import same_stance
+
 LABEL_MAX = 80
 """Characters of a label kept (a longer one is cut: labels are meant to be short)."""
 POSITION_MAX = 400
@@ -325,10 +327,12 @@ def seat_turns(history: Sequence[LedgerEntry], agent: str) -> list[LedgerEntry]:
 def changes(history: Sequence[LedgerEntry], agent: str) -> list[Change]:
     """Every label change of ``agent``, oldest first, with the seat's reason where it gave one.
 
-    A change compares a turn's label with the seat's last *stated* label (a turn without a
-    ``Position:`` line changes nothing: it is unknown, not a new position). The reason is the
-    ``Changed:`` line of the changing turn, else of the seat's next answered turn (whose prompt
-    asks for it, see :func:`unexplained_change`); a reason is used for one change only.
+    A change compares a turn's label with the seat's last *stated* label as stances (a
+    rephrasing of the same stance, :func:`roundtabled.core.stances.same_stance`, is no change;
+    a turn without a ``Position:`` line changes nothing: it is unknown, not a new position).
+    The reason is the ``Changed:`` line of the changing turn, else of the seat's next answered
+    turn (whose prompt asks for it, see :func:`unexplained_change`); a reason is used for one
+    change only.
     """
     turns = [e for e in seat_turns(history, agent) if spoke(e)]
     out: list[Change] = []
@@ -338,7 +342,7 @@ def changes(history: Sequence[LedgerEntry], agent: str) -> list[Change]:
         pos = position_of(entry)
         if pos is None:
             continue
-        if last is not None and pos.key != last.key:
+        if last is not None and not same_stance(pos.label, last.label):
             why = None
             if i not in used and (why := _changed_of(entry)) is not None:
                 used.add(i)

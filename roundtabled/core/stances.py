@@ -286,14 +286,19 @@ def group(labels: Iterable[str]) -> dict[str, str]:
         are left out). A stance is named by one of its labels, cleaned for display
         (surrounding emphasis, quotes and periods removed): the folded form held most often,
         then the shortest, then the first in Unicode order; among the labels with that form, the
-        shortest cleaned label, then the first in Unicode order. Depends only on the multiset
-        of ``labels``.
+        cleaned label written most often, then the shortest, then the first in Unicode order.
+        Depends only on the multiset of ``labels``.
     """
     counts = Counter(label for label in labels if stance_key(label))
     units = sorted({_unit(label) for label in counts})
     of = {label: _unit(label) for label in counts}
+    shown = Counter({c: 0 for c in map(_clean, counts)})
+    for label, n in counts.items():
+        shown[_clean(label)] += n
     rep_label = {
-        u: min((_clean(lbl) for lbl in counts if of[lbl] == u), key=lambda t: (len(t), t))
+        u: min(
+            {_clean(lbl) for lbl in counts if of[lbl] == u}, key=lambda t: (-shown[t], len(t), t)
+        )
         for u in units
     }
     held = Counter({u: sum(n for lbl, n in counts.items() if of[lbl] == u) for u in units})

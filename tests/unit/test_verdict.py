@@ -147,8 +147,9 @@ def test_healthy_debate_positions_tally_and_no_header() -> None:
     assert [(p.agent, p.label, p.confidence) for p in v.positions] == [
         ("pm", "modular monolith", 0.8),
         ("dev", "Modular  Monolith", 0.6),
-        ("rv", "modular monolith.", 0.9),
+        ("rv", "modular monolith", 0.9),  # a trailing period is punctuation, not the label
     ]
+    assert {p.stance for p in v.positions} == {"modular monolith"}
     assert len(v.tally) == 1
     assert v.tally[0].seats == ["pm", "dev", "rv"] and v.tally[0].weight == pytest.approx(2.3)
     assert v.consensus == "unanimous" and v.tally_consensus == "unanimous"
