@@ -29,7 +29,7 @@ from roundtabled.core.state import (
     RoundtableState,
     Usage,
 )
-from roundtabled.core.verdict import build_status, build_usage, build_verdict, positions
+from roundtabled.core.verdict import build_status, build_usage, build_verdict, positions, tally
 
 # -------------------------------------------------------------------------------------------------
 # Texts built from a debate's history: the observer's prompt and what the caller receives.
@@ -129,15 +129,32 @@ def _failed_round(state: RoundtableState) -> int:
 def _position_text(state: RoundtableState) -> list[str]:
     """One line per seat: its last stated position, as the daemon parsed it."""
     out = []
-    for p in positions(state):
+    seats = positions(state)
+    for p in seats:
         if p.label is None:
             what = "no Position line in its last answer" if p.round else "never gave an answer"
             out.append(f"- {p.agent}: {what}")
             continue
+        if p.no_stance is not None:
+            out.append(
+                f"- {p.agent} (round {p.round}): its label “{p.label}” is {p.no_stance}: no "
+                "position"
+            )
+            continue
         conf = f" (confidence {round(p.confidence * 10)}/10)" if p.confidence is not None else ""
         sentence = f" — {p.position}" if p.position else ""
         changed = f"; changed {len(p.changes)} time(s)" if p.changes else ""
-        out.append(f"- {p.agent} (round {p.round}): {p.label}{sentence}{conf}{changed}")
+        kept = " (kept from before the extension)" if p.carried else ""
+        out.append(f"- {p.agent} (round {p.round}): {p.label}{sentence}{conf}{changed}{kept}")
+    items = tally(seats)
+    if items:
+        out.append(
+            "Stances (the daemon groups labels that name the same position; the tally and "
+            "convergence use this grouping — if you read it differently, say so in `stances`):"
+        )
+        for t in items:
+            words = "; ".join(f"“{lbl}”" for lbl in t.labels)
+            out.append(f"- “{t.label}”: {', '.join(t.seats)} (their labels: {words})")
     return out
 
 

@@ -114,6 +114,16 @@ class Disagreement(_M):
     view: str = ""
 
 
+class ObserverStance(_M):
+    """The observer's reading of the daemon's stances where it differs: ``action`` ``merge``
+    (these stances are one) or ``split`` (this stance holds several), ``why`` its one line.
+    Shown beside the tally, which keeps the daemon's grouping."""
+
+    action: Literal["merge", "split"]
+    stances: list[str]
+    why: str = ""
+
+
 class Verdict(_M):
     """The outcome. ``decision``/``consensus``/``confidence`` come from the observer's verdict
     (``source: observer``) or, when it was unusable, from the ledger (``source: ledger``);
@@ -130,6 +140,7 @@ class Verdict(_M):
     disagreements: list[Disagreement] = Field(default_factory=list)
     open_questions: list[str] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
+    observer_stances: list[ObserverStance] = Field(default_factory=list)
 
 
 class AgentUsage(_M):

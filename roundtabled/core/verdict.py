@@ -38,6 +38,7 @@ from roundtabled.core.result_model import (
     Consensus,
     Disagreement,
     ObserverOutcome,
+    ObserverStance,
     PositionChange,
     ResultUsage,
     SeatPosition,
@@ -350,6 +351,15 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
             f"the observer's verdict ({consensus}) and the tally of stated positions "
             f"({base.tally_consensus}) disagree: both are shown"
         )
+    edits = [ObserverStance.model_validate(e) for e in data.get("stances") or []]
+    for e in edits:
+        named = " and ".join(f"“{x}”" for x in e.stances)
+        verb = "merge" if e.action == "merge" else "split"
+        why = f" ({e.why})" if e.why else ""
+        notes.append(
+            f"the observer would {verb} the stances {named}{why}: the tally keeps the daemon's "
+            "grouping; both are shown"
+        )
     conf = data.get("confidence")
     cap = confidence_cap(state)
     if isinstance(conf, int | float) and silent and conf > cap:
@@ -369,6 +379,7 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
             ],
             "open_questions": list(data.get("openQuestions") or []),
             "next_steps": list(data.get("nextSteps") or []),
+            "observer_stances": edits,
         }
     )
     return verdict, notes

@@ -8,6 +8,7 @@ absence for a healthy debate, the digest of a failed observer and the size cap.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -16,7 +17,6 @@ from hypothesis import strategies as st
 
 from roundtabled.core.observer_verdict import (
     VERDICT_EXAMPLE,
-    ObserverVerdict,
     parse_reply,
     repair_prompt,
     verdict_schema,
@@ -482,8 +482,40 @@ def test_schema_is_published_and_the_example_validates() -> None:
     schema = verdict_schema()
     assert set(schema["required"]) == {"decision", "consensus"}
     assert schema["properties"]["consensus"]["enum"] == ["unanimous", "majority", "split", "none"]
-    assert "openQuestions" in schema["properties"]
-    ObserverVerdict.model_validate_json(VERDICT_EXAMPLE)
+    assert "openQuestions" in schema["properties"] and "stances" in schema["properties"]
+
+
+def test_the_shape_has_placeholders_only_and_a_copied_placeholder_is_unusable() -> None:
+    # Every string value of the shape is a <placeholder>: nothing an observer could copy as a
+    # decision that reads like one.
+    def strings(node: object) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [x for v in node.values() for x in strings(v)]
+        if isinstance(node, list):
+            return [x for v in node for x in strings(v)]
+        return []
+
+    shape = json.loads(VERDICT_EXAMPLE.replace("<0.0 to 1.0>", "0.5"))
+    values = strings(shape)
+    assert len(values) >= 10 and all(re.fullmatch(r"<[^<>]+>", v) for v in values)
+    copied = (
+        VERDICT_EXAMPLE.replace("<0.0 to 1.0>", "0.6")
+        .replace("<unanimous | majority | split | none>", "majority")
+        .replace("<merge | split>", "merge")
+    )
+    reply = f"1. Executive summary: fine.\n```json\n{copied}\n```"
+    _, verdict, error = parse_reply(reply, ["pm", "dev"])
+    assert verdict is None and error is not None and "placeholder" in error
+    filled = copied.replace('"<what the panel decided, or null>"', '"<keep it>"')
+    assert parse_reply(f"```json\n{filled}\n```", ["pm"])[1] is None
+    own = copied.replace('"<what the panel decided, or null>"', '"keep the monolith"').replace(
+        '"<seat name>"', '"pm"'
+    )
+    _, verdict, error = parse_reply(f"```json\n{own}\n```", ["pm"])
+    assert error is None and verdict is not None and verdict.decision == "keep the monolith"
+    assert verdict.stances[0].action == "merge"
 
 
 def test_fallback_verdict_from_the_ledger_is_noted() -> None:
