@@ -113,7 +113,7 @@ _FILLER = frozenset(
     {
         "we", "should", "would", "i", "recommend", "go", "with", "choose", "opt", "for", "let",
         "lets", "us", "to", "of", "approach", "strategy", "plan", "option", "do", "our", "my",
-        "stay", "adopt", "pick",
+        "stay", "adopt", "pick", "use",
     }
 )  # fmt: skip
 # Words around a bare answer: "the answer is 12" is the stance "12".
@@ -146,17 +146,21 @@ _SLOT_WORDS = frozenset(
 )
 
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_NUMBER_CLEAN = re.compile(r"(?<![\w.])[-−]?\d+(?:\.\d+)?")
+_NUMBER_CLEAN = re.compile(r"(?<!\.)(?<![^\W_])[-−]?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[^\W_]+")
 _PLACEHOLDER = re.compile(r"^<[^<>]*>$|^\[[^\[\]]*\]$|^\{[^{}]*\}$")
 
 
 def _fold(label: str) -> str:
-    """NFKC, case-folded, apostrophes joined (``don't`` → ``dont``), whitespace collapsed."""
+    """NFKC, case-folded, negations spelled out (``don't`` → ``do not``), other apostrophes
+    joined (``team's`` → ``teams``), whitespace collapsed."""
     text = unicodedata.normalize("NFKC", label).casefold()
     text = text.replace("’", "'").replace("‘", "'")
+    text = re.sub(r"\b(?:won't|wont)\b", "will not", text)
+    text = re.sub(r"\b(?:can't|cant|cannot)\b", "can not", text)
+    text = re.sub(r"\b(\w+)n't\b", r"\1 not", text)
+    text = re.sub(r"\b(do|does|did|should|would|is|are)nt\b", r"\1 not", text)
     text = re.sub(r"(\w)'(\w)", r"\1\2", text)
-    text = re.sub(r"\bcannot\b", "can not", text)
     return " ".join(text.split())
 
 
@@ -230,7 +234,9 @@ _Unit = tuple[str, tuple[str, ...]]
 
 
 def _unit(label: str) -> _Unit:
-    return stance_key(label), numbers(label)
+    # Of the label as displayed: a stance's name then has the unit of the labels it names.
+    shown = _clean(label)
+    return stance_key(shown), numbers(shown)
 
 
 def _same_units(ua: _Unit, ub: _Unit) -> bool:
@@ -332,9 +338,9 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
         label: the label as written.
         seats: every seat's agent name (a label that is a seat's name, with or without
             ``'s position``, names the speaker, not a stance).
-        topic: the roundtable's topic in force (a label that copies it — equal once folded, or a
-            label of four words or more that is 80 % or more of the topic's words — names the
-            question, not an answer).
+        topic: the roundtable's topic in force (a label that copies it names the question, not
+            an answer: equal once folded, or four words or more, 90 % of them the topic's,
+            holding 70 % of the topic's words).
 
     Returns:
         ``"the seat's name"`` / ``"the word “position”"``-style reason, ``"a placeholder"``, ``"the
@@ -357,8 +363,9 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
         key = stance_key(label)
         if key == topic_key:
             return "the topic copied"
-        tw, lw = topic_key.split(), key.split()
-        if len(lw) >= 4 and len(set(lw) & set(tw)) >= 0.8 * len(set(tw)):
+        tw, lw = set(topic_key.split()), set(key.split())
+        shared = len(lw & tw)
+        if len(lw) >= 4 and shared >= 0.9 * len(lw) and shared >= 0.7 * len(tw):
             return "the topic copied"
     return None
 
