@@ -626,3 +626,107 @@ def test_payload_of_a_closed_session_keeps_the_exact_interruption_header_first()
         assert "keep" in text
     assert contract["status"]["endReason"] == "session-deleted"
     assert data["result"] == contract
+
+
+# ── stances ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_seats_that_agree_in_different_words_are_one_stance_in_the_tally() -> None:
+    history = [
+        turn("pm", 1, pos("modular monolith", 7)),
+        turn("dev", 1, pos("Modular monolith first", 6)),
+        turn("rv", 1, pos("a modular monolith, for now", 8)),
+    ]
+    v = ledger_verdict(state(history, total_rounds=1, summary=""))
+    assert [p.label for p in v.positions] == [
+        "modular monolith",
+        "Modular monolith first",
+        "a modular monolith, for now",
+    ]  # the seats' own words are kept
+    assert {p.stance for p in v.positions} == {"modular monolith"}
+    assert len(v.tally) == 1 and v.tally[0].seats == AGENTS
+    assert v.tally[0].labels == [p.label for p in v.positions]
+    assert v.consensus == "unanimous" and v.decision == "modular monolith"
+
+
+def test_a_label_that_is_a_seat_name_counts_as_no_position_and_is_said() -> None:
+    history = [
+        turn("pm", 1, pos("PM", 7)),
+        turn("dev", 1, pos("Dev", 6)),
+        turn("rv", 1, pos("keep the monolith", 8)),
+    ]
+    r = build_result(state(history, total_rounds=1, summary=""))
+    v = r.verdict
+    assert [(p.label, p.stance, p.no_stance) for p in v.positions][:2] == [
+        ("PM", None, "the seat's name"),
+        ("Dev", None, "the seat's name"),
+    ]
+    assert v.decision is None and v.tally_consensus == "unknown"  # never "Decision: Dev"
+    assert any("“PM”, is the seat's name, not a stance" in n for n in r.status.notes)
+
+
+def test_two_position_lines_and_a_turn_that_is_only_its_closing_line_are_said() -> None:
+    history = [
+        turn("pm", 1, "Position: split — first\nthen\n" + pos("keep", 7)),
+        turn("dev", 1, "Position: keep — yes (confidence 6/10)"),
+        turn("rv", 1, pos("keep", 8)),
+    ]
+    r = build_result(state(history, total_rounds=1, summary=""))
+    assert "pm wrote 2 Position lines in round 1: the last one counts" in r.status.notes
+    dev = next(s for s in r.status.seats if s.agent == "dev")
+    assert "round 1: only the closing line, no argument" in dev.notes
+    assert r.verdict.tally_consensus == "unanimous"
+
+
+def test_an_extension_without_a_position_keeps_the_earlier_one_and_the_decision() -> None:
+    history = [
+        *[turn(a, 1, pos("keep the monolith", 7)) for a in AGENTS],
+        *[turn(a, 2, pos("Keep the monolith.", 8)) for a in AGENTS],
+        # the extension (rounds 3): pm states nothing, dev names itself, rv restates
+        turn("pm", 3, "More thoughts, but no closing line."),
+        turn("dev", 3, pos("Dev", 6)),
+        turn("rv", 3, pos("keep the monolith", 9)),
+    ]
+    opts = Options(call_from_round=2)
+    r = build_result(state(history, total_rounds=3, options=opts, summary=""))
+    v = r.verdict
+    got = {p.agent: (p.label, p.round, p.carried, p.stance) for p in v.positions}
+    # The stance is named by the label written most often (pm's and dev's, kept).
+    assert got["pm"] == ("Keep the monolith", 2, True, "Keep the monolith")
+    assert got["dev"] == ("Keep the monolith", 2, True, "Keep the monolith")
+    assert got["rv"][1:3] == (3, False)
+    assert v.tally_consensus == "unanimous" and v.decision == "Keep the monolith"
+    assert any(
+        "pm stated no position in the extension (from round 3): its position from round 2" in n
+        for n in r.status.notes
+    )
+    # Without the extension the same silent last turn is unknown (an older label may have been
+    # abandoned).
+    plain = ledger_verdict(state(history, total_rounds=3, summary=""))
+    assert next(p for p in plain.positions if p.agent == "pm").label is None
+
+
+def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
+    history = [
+        turn("pm", 1, pos("split now", 7)),
+        turn("dev", 1, pos("split immediately", 6)),
+        turn("rv", 1, pos("keep", 8)),
+    ]
+    data = {
+        **VALID,
+        "consensus": "majority",
+        "stances": [
+            {"action": "merge", "stances": ["split now", "split immediately"], "why": "same"}
+        ],
+    }
+    r = build_result(state(history, total_rounds=1, verdict=VerdictRecord(data=data)))
+    assert len(r.verdict.tally) == 3  # the daemon's grouping drives the tally
+    assert r.verdict.observer_stances[0].action == "merge"
+    assert any(
+        "the observer would merge the stances “split now” and “split immediately” (same)" in n
+        for n in r.status.notes
+    )
+    assert r.dump()["verdict"]["observerStances"][0]["stances"] == [
+        "split now",
+        "split immediately",
+    ]
