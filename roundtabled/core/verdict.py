@@ -20,7 +20,7 @@ Honesty rules (docs/result.md, "Honesty"):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from roundtabled.core.observer_verdict import is_repair
 from roundtabled.core.positions import (
@@ -251,6 +251,22 @@ def tally(seats: Sequence[SeatPosition]) -> list[TallyItem]:
             if s.label not in item.labels:
                 item.labels.append(s.label)
     return sorted(groups.values(), key=lambda t: (-len(t.seats), -t.weight, t.label.casefold()))
+
+
+def counted_tally(
+    state: RoundtableState, counted: Iterable[str] | None = None
+) -> tuple[list[TallyItem], Consensus]:
+    """The tally and its consensus over the ``counted`` seats only (``None``: every seat).
+
+    Stances are grouped over every seat's final label (:func:`positions`), so a stance has the
+    same name whichever seats are counted; the consensus is taken over the counted seats (a
+    counted seat without a stance counts against every group, :func:`tally_consensus`). For a
+    caller that leaves some seats out of the count (e.g. seats bound to a side).
+    """
+    keep = set(state.agents if counted is None else counted)
+    seats = [p for p in positions(state) if p.agent in keep]
+    items = tally(seats)
+    return items, tally_consensus(items, len(seats))
 
 
 def tally_consensus(items: Sequence[TallyItem], n_seats: int) -> Consensus:

@@ -730,3 +730,18 @@ def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
         "split now",
         "split immediately",
     ]
+
+
+def test_a_tally_over_some_seats_only() -> None:
+    from roundtabled.core.verdict import counted_tally
+
+    history = [
+        turn("pm", 1, pos("keep the monolith", 7)),
+        turn("dev", 1, pos("Keep the monolith first", 6)),
+        turn("rv", 1, pos("split now", 8)),
+    ]
+    st_ = state(history, total_rounds=1, summary="")
+    items, cons = counted_tally(st_)
+    assert cons == "majority" and [t.seats for t in items] == [["pm", "dev"], ["rv"]]
+    items, cons = counted_tally(st_, ["pm", "dev"])
+    assert cons == "unanimous" and [t.seats for t in items] == [["pm", "dev"]]
