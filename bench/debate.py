@@ -29,6 +29,7 @@ from typing import Any
 
 from roundtabled import ids
 from roundtabled.core.card import CARD_FOOTER
+from roundtabled.core.prompts import TURN_ORCHESTRATION_BUDGET
 from roundtabled.core.state import (
     META_KEY,
     OBSERVER_AGENT,
@@ -371,8 +372,8 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         },
         "bytes": {
             **fig3,
-            "target_bytes": 1536,
-            "met": (fig3["max_orchestration_bytes"] or 0) <= 1536
+            "target_bytes": TURN_ORCHESTRATION_BUDGET,
+            "met": (fig3["max_orchestration_bytes"] or 0) <= TURN_ORCHESTRATION_BUDGET
             and fig3["state_block_bytes_total"] == 0
             and fig3["growth_round2_to_second_last_bytes"] <= 32,
         },

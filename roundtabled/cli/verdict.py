@@ -16,7 +16,7 @@ from roundtabled.core.verdict import consensus_text
 
 WARNING = "\x1b[1;33m"
 RESET = "\x1b[0m"
-LABEL_CHARS = 40
+LABEL_CHARS = 64
 """Characters of a label shown in the table."""
 
 
@@ -66,13 +66,23 @@ def turns_text(turns: object, result: dict[str, Any] | None) -> str:
 
 
 def positions_table(verdict: dict[str, Any]) -> list[str]:
-    """The positions table: one row per seat (``—`` for no stated position); a seat with an
-    assigned side is marked ``(side: …)`` (its position is not counted, docs/result.md)."""
+    """The positions table: one row per seat, its label in its own words with the stance it
+    belongs to where the words differ, why a label counts as no position, and a position kept
+    from before an extension; a seat with an assigned side is marked ``(side: …)`` (its position
+    is not counted, docs/result.md)."""
     rows = [("agent", "position", "confidence", "changed?")]
     for p in verdict.get("positions") or []:
         label = p.get("label")
         if label is None:
             label = "(no position stated)" if p.get("round") else "(did not speak)"
+        elif p.get("noStance"):
+            label = f"{label} (no position: {p['noStance']})"
+        else:
+            stance = p.get("stance")
+            if stance and str(stance).casefold() != str(label).casefold():
+                label = f"{label} (stance: {stance})"
+            if p.get("carried"):
+                label = f"{label} (kept from round {p.get('round')})"
         changes = p.get("changes") or []
         changed = "no"
         if changes:

@@ -12,13 +12,14 @@ Convergence (``until: "converged"``), checked after each complete round:
 - A seat *spoke* in a round when its turn stored a reply without an error (a failed, cut-off or
   timed-out turn did not speak). At least :data:`MIN_SPEAKERS` seats must have spoken.
 - A speaking seat without a label blocks convergence (never guessed).
-- A label *changed* when the seat stated a label in the previous round and states a different
-  one now (labels compared normalised, :func:`~roundtabled.core.positions.normalise_label`).
+- A label *changed* when the seat stated a label in the previous round and states one of a
+  different *stance* now (:mod:`roundtabled.core.stances`: the two rounds' labels grouped
+  together; a label naming no stance — a seat's name, the topic copied — is no label).
   Convergence never fires on a round in which any label changed: a seat that just moved to the
   others' label is heard once more before the panel counts as settled.
 - Then the panel converged when every speaking seat holds the label it held in the previous round
   (rule ``unchanged``), or all speaking seats hold one label (rule ``unanimous``: it also covers a
-  seat whose previous round had no label).
+  seat whose previous round had no label): all speaking seats hold one stance.
 - Only free seats count: the turns of a seat with an assigned side
   (:mod:`roundtabled.core.sides`) are left out before the rule reads the round.
 - It is checked from the second round of the current call on (a start or an ``extend``: an
@@ -50,6 +51,7 @@ from typing import Literal
 from roundtabled.core.positions import Position, normalise_label, parse_position
 from roundtabled.core.sides import free_history
 from roundtabled.core.similarity import jaccard_bigrams
+from roundtabled.core.stances import seat_stances
 from roundtabled.core.state import (
     Budget,
     EndReason,
@@ -131,12 +133,28 @@ class Convergence:
     reason: str
 
 
+def _stance_map(
+    now: Mapping[str, str | None],
+    before: Mapping[str, str | None],
+    seats: Sequence[str],
+    topic: str,
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The stances of two rounds' labels, grouped together so that they compare
+    (:func:`roundtabled.core.stances.seat_stances`); a label naming no stance is ``None``."""
+    cur = seat_stances(now, seats=seats, topic=topic, also=[v for v in before.values() if v])
+    prev = seat_stances(before, seats=seats, topic=topic, also=[v for v in now.values() if v])
+    return {a: s.stance for a, s in cur.items()}, {a: s.stance for a, s in prev.items()}
+
+
 def check_convergence(
     history: Sequence[HistoryEntry],
     round_number: int,
     *,
     first_round: int = 1,
     independent_opening: bool = False,
+    seats: Sequence[str] = (),
+    topic: str = "",
+    counted: Iterable[str] | None = None,
 ) -> Convergence:
     """Whether the panel converged in the complete 1-based round ``round_number``.
 
@@ -147,11 +165,18 @@ def check_convergence(
             first new round). Only rounds after it can converge, except an independent opening.
         independent_opening: round ``round_number`` is an opening whose seats answered
             independently (then unanimity alone converges it).
+        seats: every seat's name (a label that is a seat's name names no stance).
+        topic: the topic in force (a label that copies it names no stance).
+        counted: the seats whose stances count (``None``: every seat that took a turn).
 
     Returns:
-        A :class:`Convergence`; see the module docstring for the rules.
+        A :class:`Convergence`; see the module docstring for the rules. Labels are compared as
+        stances (:mod:`roundtabled.core.stances`), two rounds grouped together.
     """
     now = round_turns(history, round_number)
+    if counted is not None:
+        keep = set(counted)
+        now = {a: e for a, e in now.items() if a in keep}
     speaking = {a: e for a, e in now.items() if spoke(e)}
     labels = {a: (p.label if (p := position_of(e)) is not None else None) for a, e in now.items()}
     labels = {a: labels[a] for a in speaking}
@@ -168,24 +193,25 @@ def check_convergence(
         return no(f"round {round_number} is the first round of this call")
     if len(speaking) < MIN_SPEAKERS:
         return no(f"only {len(speaking)} seat(s) spoke in round {round_number}")
-    missing = [a for a, label in labels.items() if label is None]
-    if missing:
-        return no(f"{', '.join(missing)} stated no position in round {round_number}")
-    keys = {a: normalise_label(label or "") for a, label in labels.items()}
-    unanimous = len(set(keys.values())) == 1
-    if opening:
-        if unanimous:
-            label = next(iter(labels.values()))
-            return yes(
-                "unanimous", f"every seat opened independently with the same position ({label!r})"
-            )
-        return no("the independent openings differ")
     before = round_turns(history, round_number - 1)
-    previous: dict[str, str | None] = {}
+    before_labels: dict[str, str | None] = {}
     for agent in speaking:
         e = before.get(agent)
         p = position_of(e) if e is not None and spoke(e) else None
-        previous[agent] = p.key if p is not None else None
+        before_labels[agent] = p.label if p is not None else None
+    keys, previous = _stance_map(labels, before_labels, seats, topic)
+    missing = [a for a in labels if keys[a] is None]
+    if missing:
+        return no(f"{', '.join(missing)} stated no position in round {round_number}")
+    unanimous = len(set(keys.values())) == 1
+    if opening:
+        if unanimous:
+            stance = next(iter(keys.values()))
+            return yes(
+                "unanimous",
+                f"every seat opened independently with the same position ({stance!r})",
+            )
+        return no("the independent openings differ")
     changed = tuple(a for a in speaking if previous[a] is not None and previous[a] != keys[a])
     if changed:
         return no(f"{', '.join(changed)} changed position in round {round_number}", changed)
@@ -196,10 +222,10 @@ def check_convergence(
             f"round {round_number}",
         )
     if unanimous:
-        label = next(iter(labels.values()))
+        stance = next(iter(keys.values()))
         return yes(
             "unanimous",
-            f"every seat that spoke in round {round_number} holds the same position ({label!r})",
+            f"every seat that spoke in round {round_number} holds the same position ({stance!r})",
         )
     fresh = [a for a in speaking if previous[a] is None]
     return no(f"{', '.join(fresh)} stated no position in round {round_number - 1} to compare with")
@@ -436,6 +462,8 @@ def stop_after_seat_turn(
             done,
             first_round=opts.call_from_round + 1,
             independent_opening=opts.opening == "independent" and done == 1,
+            seats=state.agents,
+            topic=_topic(state, done - 1),
         )
         if c.converged:
             return Stop(
@@ -446,6 +474,16 @@ def stop_after_seat_turn(
     if check is not None and check.stop:
         return Stop(EndReason.BUDGET, check.note)
     return None
+
+
+def _topic(state: RoundtableState, round_index: int) -> str:
+    """The topic text in force in 0-indexed round ``round_index`` (the latest extension's prompt
+    from that round on, else the roundtable's prompt): what a copied label is compared with."""
+    topic = state.prompt
+    for ext in sorted(state.extensions, key=lambda e: e.from_round):
+        if ext.from_round <= round_index:
+            topic = ext.prompt
+    return topic
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,18 @@ class ObserverDisagreement(BaseModel):
     view: str = ""
 
 
+class StanceEdit(BaseModel):
+    """The observer's judgement on the daemon's grouping of labels into stances: ``merge`` two
+    or more stances it reads as one, or ``split`` one it reads as several; ``why`` one line.
+    Recorded and shown beside the daemon's grouping, which alone drives the tally."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: Literal["merge", "split"]
+    stances: list[str] = Field(min_length=1)
+    why: str = ""
+
+
 class ObserverVerdict(BaseModel):
     """The JSON the observer ends its reply with.
 
@@ -65,6 +77,7 @@ class ObserverVerdict(BaseModel):
     disagreements: list[ObserverDisagreement] = Field(default_factory=list)
     open_questions: list[str] = Field(default_factory=list, alias="openQuestions")
     next_steps: list[str] = Field(default_factory=list, alias="nextSteps")
+    stances: list[StanceEdit] = Field(default_factory=list)
 
     @field_validator("confidence", mode="before")
     @classmethod
@@ -95,6 +108,14 @@ class ObserverVerdict(BaseModel):
             {"point": cut(d["point"]), "minority": d["minority"], "view": cut(d["view"])}
             for d in data["disagreements"][:ITEMS_MAX]
         ]
+        data["stances"] = [
+            {
+                "action": e["action"],
+                "stances": [cut(x) for x in e["stances"][:ITEMS_MAX]],
+                "why": cut(e["why"]),
+            }
+            for e in data["stances"][:ITEMS_MAX]
+        ]
         return data
 
 
@@ -111,21 +132,39 @@ def verdict_schema() -> dict[str, Any]:
 
 
 VERDICT_EXAMPLE = (
-    '{"decision": "keep the monolith, split billing next quarter", "confidence": 0.7, '
-    '"consensus": "majority", "agreements": ["…"], '
-    '"disagreements": [{"point": "…", "minority": ["rv"], "view": "…"}], '
-    '"openQuestions": ["…"], "nextSteps": ["…"]}'
+    '{"decision": "<what the panel decided, or null>", "confidence": <0.0 to 1.0>, '
+    '"consensus": "<unanimous | majority | split | none>", "agreements": ["<point>"], '
+    '"disagreements": [{"point": "<point>", "minority": ["<seat name>"], "view": "<view>"}], '
+    '"openQuestions": ["<question>"], "nextSteps": ["<step>"], '
+    '"stances": [{"action": "<merge | split>", "stances": ["<stance label>"], '
+    '"why": "<one line>"}]}'
 )
+"""The verdict's shape, with placeholders only: an observer that copies an example value into
+its verdict would report a decision nobody took (a decision that repeats a placeholder is
+unusable, :func:`parse_reply`)."""
 
 VERDICT_INSTRUCTION = (
     "6. **Verdict** — end your reply with exactly one fenced ```json block, after the five "
-    "sections:\n"
+    "sections, in this shape (replace every <…> with your own words or values):\n"
     f"```json\n{VERDICT_EXAMPLE}\n```\n"
     "decision: what the panel decided, or null if it decided nothing; confidence 0.0–1.0; "
     "consensus: unanimous | majority | split | none — count only seats that spoke (a seat that "
-    "failed or was silent agrees with nobody); minority: seat names."
+    "failed or was silent agrees with nobody); minority: seat names; stances: only where you "
+    "read the daemon's grouping of the stated positions differently (merge stances that say "
+    "the same thing, split one that holds different things), with a one-line reason; else []."
 )
 """The line added to the observer's sections (its words are also in docs/result.md)."""
+
+_PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
+
+
+def _placeholder(text: str) -> bool:
+    """True when ``text`` is one of :data:`VERDICT_EXAMPLE`'s placeholders (``<…>``) or repeats
+    one of them."""
+    if _PLACEHOLDER.match(text):
+        return True
+    folded = " ".join(text.casefold().split())
+    return any(folded == p.casefold() for p in re.findall(r"<[^<>]*>", VERDICT_EXAMPLE))
 
 
 def repair_prompt(error: str) -> str:
@@ -139,7 +178,7 @@ def repair_prompt(error: str) -> str:
         "Reply with only the corrected JSON (no prose, no other text), in this shape:\n"
         f"{VERDICT_EXAMPLE}\n"
         "consensus is one of unanimous, majority, split, none; confidence 0.0–1.0; decision a "
-        "string or null."
+        "string in your own words or null; replace every <…>."
     )
 
 
@@ -187,7 +226,8 @@ def parse_reply(text: str, agents: Sequence[str]) -> tuple[str, ObserverVerdict 
 
     Returns:
         ``(prose, verdict, error)``: ``verdict`` ``None`` with ``error`` saying what was wrong
-        (no JSON block, invalid JSON with line/column, a field and its problem, an unknown seat).
+        (no JSON block, invalid JSON with line/column, a field and its problem, an unknown seat,
+        a decision that repeats a placeholder of :data:`VERDICT_EXAMPLE`).
     """
     found = _locate(text)
     if found is None:
@@ -203,6 +243,13 @@ def parse_reply(text: str, agents: Sequence[str]) -> tuple[str, ObserverVerdict 
         verdict = ObserverVerdict.model_validate(data)
     except ValidationError as exc:
         return prose, None, _describe(exc)
+    if verdict.decision is not None and _placeholder(verdict.decision):
+        return (
+            prose,
+            None,
+            f"decision: {verdict.decision!r} repeats the shape's placeholder; write what the "
+            "panel decided, or null",
+        )
     seats = {a.casefold(): a for a in agents}
     fixed = []
     for i, d in enumerate(verdict.disagreements):

@@ -17,22 +17,52 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from roundtabled.core.stances import same_stance
 
 LABEL_MAX = 80
 """Characters of a label kept (a longer one is cut: labels are meant to be short)."""
 POSITION_MAX = 400
 """Characters of the one-sentence position kept."""
 
-_LINE = re.compile(r"^[\s>*_#`-]*position\s*[:：]\s*(?P<rest>.+?)\s*$", re.IGNORECASE)
-_CONFIDENCE = re.compile(
-    r"[\(\[]?\s*(?:confidence|conf\.?)\s*[:=]?\s*"
-    r"(?P<num>\d+(?:[.,]\d+)?)\s*(?P<scale>/\s*10|/\s*100|%)?\s*[\)\]]?\s*[.*_`]*\s*$",
+PositionSource = Literal["position", "answer", "boxed"]
+
+_LINE = re.compile(
+    r"^[\s>*_#`-]*(?:(?:final|my|our|closing|current)\s+)?position\s*[*_]*\s*"
+    r"(?:[:：—–]|\s-\s|-{1,2}(?=\s))[*_]*\s*(?P<rest>.+?)\s*$",
     re.IGNORECASE,
 )
-_SPLIT = re.compile(r"\s+[—–-]{1,2}\s+|\s*[—–]\s*|\s+-\s+|\s*:\s+")
+_ANSWER = re.compile(
+    r"^[\s>*_#`-]*(?:(?:final|my|the)\s+)?answer\s*[*_]*\s*(?:[:：=—–]|is\b)[*_]*\s*"
+    r"(?P<rest>.+?)\s*$",
+    re.IGNORECASE,
+)
+_BOXED = re.compile(r"\\boxed\s*\{(?P<rest>[^{}\n]{1,200})\}")
+_NUM_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10,
+}  # fmt: skip
+_N = r"(?:\d+(?:[.,]\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten)"
+_CONF_VALUE = rf"(?P<num>{_N})\s*(?:(?P<per>/|out\s+of|of)\s*(?P<den>{_N})|(?P<pct>%|percent))?"
+_CONFIDENCE = re.compile(
+    rf"[\(\[,;]?\s*(?:confidence|conf\.?|certainty)(?:\s+level)?\s*[*_]*\s*"
+    rf"(?:[:=]|is|of)?\s*[*_]*\s*{_CONF_VALUE}\s*[\)\]]?",
+    re.IGNORECASE,
+)
+_CONFIDENT = re.compile(
+    rf"[\(\[,;]?\s*{_CONF_VALUE}\s*(?:confident|sure|certain)\b\s*[\)\]]?", re.IGNORECASE
+)
+_TRAILING_SCORE = re.compile(
+    rf"[\(\[]\s*{_CONF_VALUE}\s*[\)\]]\s*[.*_`]*\s*$|"
+    rf"\s[—–-]\s*(?P<num2>\d+)\s*/\s*10\s*[.*_`]*\s*$",
+    re.IGNORECASE,
+)
+_SPLIT = re.compile(r"[.!?]?[*_]{2}\s+|\s+[—–-]{1,2}\s+|\s*[—–]\s*|\s+-\s+|\s*:\s+")
+_SENTENCE = re.compile(r"(?<=[^\s.])[.!?]\s+(?=\S)")
+_CHANGED_LINE = re.compile(r"^[\s>*_#`-]*(?:changed|what changed(?: my mind)?)\s*[:：]", re.I)
 
 
 class Position(BaseModel):
@@ -40,7 +70,11 @@ class Position(BaseModel):
 
     ``label``: the short label as written (trimmed, at most ``LABEL_MAX`` characters);
     ``position``: the one sentence ('' when the line had only a label);
-    ``confidence``: 0.0–1.0, ``None`` when the line states none.
+    ``confidence``: 0.0–1.0, ``None`` when the line states none;
+    ``source``: where it was read (``position``: a ``Position:`` line; ``answer``: an
+    ``Answer:`` line; ``boxed``: a ``\\boxed{…}`` answer);
+    ``lines``: how many ``Position:`` lines the reply had (the last one counts);
+    ``only_line``: the reply was that line alone (no argument before it).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -48,6 +82,9 @@ class Position(BaseModel):
     label: str = Field(min_length=1)
     position: str = ""
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    source: PositionSource = "position"
+    lines: int = 1
+    only_line: bool = False
 
     @property
     def key(self) -> str:
@@ -63,52 +100,144 @@ def normalise_label(label: str) -> str:
     return text.strip(" \t\"'`*_.,;:!?()[]{}«»“”‘’")
 
 
-def _confidence(raw: str, scale: str | None) -> float | None:
+def _number(raw: str) -> float | None:
+    word = _NUM_WORDS.get(raw.casefold())
+    if word is not None:
+        return float(word)
     try:
-        value = float(raw.replace(",", "."))
+        return float(raw.replace(",", "."))
     except ValueError:
         return None
-    scale = (scale or "").replace(" ", "")
-    if scale == "/100" or scale == "%":
-        value /= 100.0
-    elif scale == "/10" or value > 1.0:
-        value /= 10.0
-    if not 0.0 <= value <= 1.0:
+
+
+def _confidence_value(m: re.Match[str]) -> float | None:
+    groups = m.groupdict()
+    if groups.get("num2"):
+        value = _number(groups["num2"])
+        return None if value is None or value > 10 else round(value / 10, 3)
+    num = _number(groups["num"] or "")
+    if num is None:
         return None
-    return round(value, 3)
+    if groups.get("den"):
+        den = _number(groups["den"])
+        if not den:
+            return None
+        value = num / den
+    elif groups.get("pct"):
+        value = num / 100.0
+    elif num <= 1.0:
+        value = num
+    elif num <= 10.0:
+        value = num / 10.0
+    else:
+        value = num / 100.0
+    return round(value, 3) if 0.0 <= value <= 1.0 else None
+
+
+def read_confidence(text: str) -> tuple[float | None, tuple[int, int] | None]:
+    """The confidence stated in ``text`` and where, read leniently.
+
+    Accepted: ``confidence 7/10``, ``(confidence: 70%)``, ``confidence 0.7``, ``conf 7``,
+    ``confidence: seven out of ten``, ``certainty 8 of 10``, ``70% confident``, and a bare
+    trailing ``(7/10)`` / ``(70%)`` / `` — 7/10``. A bare number is read as a fraction up to
+    1, tenths up to 10, hundredths up to 100. Nothing found (or a value outside 0–1 once
+    scaled) → ``(None, …)``: an absent confidence is unknown, never a default.
+
+    Returns:
+        ``(value in [0, 1] or None, (start, end) of the matched text or None)``.
+    """
+    found: re.Match[str] | None = None
+    for m in _CONFIDENCE.finditer(text):
+        found = m
+    if found is None:
+        found = _CONFIDENT.search(text) or _TRAILING_SCORE.search(text)
+    if found is None:
+        return None, None
+    return _confidence_value(found), found.span()
+
+
+def _label_and_sentence(rest: str) -> tuple[str, str, float | None]:
+    rest = rest.strip().strip("*_`").strip()
+    confidence, span = read_confidence(rest)
+    if span is not None:
+        rest = (rest[: span[0]] + " " + rest[span[1] :]).strip()
+        rest = rest.rstrip(" ,;.([—–-*_`").strip()
+    parts = _SPLIT.split(rest, maxsplit=1)
+    if len(parts) == 1:
+        # No dash: a multi-sentence position's first sentence is its label.
+        parts = _SENTENCE.split(rest, maxsplit=1)
+    label = parts[0].strip().strip("*_`\"'").strip().rstrip(".").strip("*_` ")
+    sentence = parts[1].strip().strip("*_`").lstrip("—–- ").strip() if len(parts) > 1 else ""
+    return label[:LABEL_MAX].strip(), sentence[:POSITION_MAX], confidence
+
+
+def _only_line(text: str, index: int | None) -> bool:
+    """True when every non-blank line of ``text`` other than line ``index`` (and a
+    ``Changed:`` line) is empty or markup."""
+    for i, line in enumerate(text.splitlines()):
+        if i == index or _CHANGED_LINE.match(line):
+            continue
+        if line.strip(" \t>*_#`-—–"):
+            return False
+    return True
 
 
 def parse_position(text: str) -> Position | None:
     """The position stated in a reply, or ``None`` when it states none.
 
     Args:
-        text: the reply's plain text (any length; only lines starting with ``Position:`` count).
+        text: the reply's plain text (any length).
 
     Returns:
-        The *last* ``Position:`` line's label, sentence and confidence. The label is the text
-        before the first dash (``—``, ``–``, `` - ``) or colon; the confidence is a trailing
-        ``(confidence N/10)`` (also ``N/100``, ``N%``, ``0.N``, ``conf N``).
+        From the *last* ``Position:`` line (also ``**Position:**``, ``Final position:``,
+        ``Position —``); without one, the last ``Answer:`` line (``Final answer: 12``); without
+        one, the last ``\\boxed{…}``. The label is the text before the first dash (``—``,
+        ``–``, `` - ``) or colon, else the first sentence; the confidence anywhere on the line
+        (:func:`read_confidence`). ``lines`` counts the ``Position:`` lines (the last wins);
+        ``only_line`` is true when the reply is that line alone.
     """
-    found: str | None = None
-    for line in text.splitlines():
+    lines = text.splitlines()
+    found: tuple[int, str] | None = None
+    count = 0
+    for i, line in enumerate(lines):
         m = _LINE.match(line)
         if m:
-            found = m.group("rest")
+            found = (i, m.group("rest"))
+            count += 1
+    source: PositionSource = "position"
+    if found is None:
+        source = "answer"
+        for i, line in enumerate(lines):
+            m = _ANSWER.match(line)
+            if m:
+                found = (i, m.group("rest"))
+    if found is None:
+        source = "boxed"
+        boxed = list(_BOXED.finditer(text))
+        if boxed:
+            b = boxed[-1]
+            line_no = text.count("\n", 0, b.start())
+            only = _only_line(text, line_no) and lines[line_no].strip().startswith(
+                ("\\boxed", "$\\boxed", "\\[\\boxed", "$$\\boxed")
+            )
+            label = b.group("rest").strip().strip("$ ")[:LABEL_MAX].strip()
+            if not normalise_label(label):
+                return None
+            return Position(label=label, source="boxed", lines=0, only_line=only)
     if found is None:
         return None
-    rest = found.strip().strip("*_`").strip()
-    confidence: float | None = None
-    cm = _CONFIDENCE.search(rest)
-    if cm:
-        confidence = _confidence(cm.group("num"), cm.group("scale"))
-        rest = rest[: cm.start()].rstrip(" ,;.([—–-")
-    parts = _SPLIT.split(rest, maxsplit=1)
-    label = parts[0].strip().strip("*_`\"'").strip()
-    sentence = parts[1].strip().strip("*_`").strip() if len(parts) > 1 else ""
-    label = label[:LABEL_MAX].strip()
+    index, rest = found
+    label, sentence, confidence = _label_and_sentence(rest)
     if not normalise_label(label):
         return None
-    return Position(label=label, position=sentence[:POSITION_MAX], confidence=confidence)
+    return Position(
+        label=label,
+        position=sentence,
+        confidence=confidence,
+        source=source,
+        lines=count if source == "position" else 0,
+        only_line=_only_line(text, index),
+    )
 
 
 # ── the position ledger (per seat, per round) ──────────────────────────────────────────────────
@@ -198,10 +327,12 @@ def seat_turns(history: Sequence[LedgerEntry], agent: str) -> list[LedgerEntry]:
 def changes(history: Sequence[LedgerEntry], agent: str) -> list[Change]:
     """Every label change of ``agent``, oldest first, with the seat's reason where it gave one.
 
-    A change compares a turn's label with the seat's last *stated* label (a turn without a
-    ``Position:`` line changes nothing: it is unknown, not a new position). The reason is the
-    ``Changed:`` line of the changing turn, else of the seat's next answered turn (whose prompt
-    asks for it, see :func:`unexplained_change`); a reason is used for one change only.
+    A change compares a turn's label with the seat's last *stated* label as stances (a
+    rephrasing of the same stance, :func:`roundtabled.core.stances.same_stance`, is no change;
+    a turn without a ``Position:`` line changes nothing: it is unknown, not a new position).
+    The reason is the ``Changed:`` line of the changing turn, else of the seat's next answered
+    turn (whose prompt asks for it, see :func:`unexplained_change`); a reason is used for one
+    change only.
     """
     turns = [e for e in seat_turns(history, agent) if spoke(e)]
     out: list[Change] = []
@@ -211,7 +342,7 @@ def changes(history: Sequence[LedgerEntry], agent: str) -> list[Change]:
         pos = position_of(entry)
         if pos is None:
             continue
-        if last is not None and pos.key != last.key:
+        if last is not None and not same_stance(pos.label, last.label):
             why = None
             if i not in used and (why := _changed_of(entry)) is not None:
                 used.add(i)

@@ -26,28 +26,36 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Literal
 
-from roundtabled.core.positions import Change
+from roundtabled.core.positions import Change, position_of, spoke
 from roundtabled.core.result import (
     cut_text,
     one_line,
 )
 from roundtabled.core.sides import side_instruction
+from roundtabled.core.stances import group
 from roundtabled.core.state import HistoryEntry, RoundtableState
+from roundtabled.core.verdict import no_stance
 
 __all__ = [
     "ATTRIBUTION_MAX_ENTRIES",
     "ATTRIBUTION_QUOTE_CHARS",
+    "CLOSING_FORMS",
     "CLOSING_LINE",
+    "DEFAULT_CLOSING_FORM",
     "EXTEND_CONTINUATION_PREFIXES",
+    "STANCES_BLOCK_BYTES",
+    "STANCE_LABEL_BYTES",
     "TITLE_PREFIX",
     "TITLE_PROMPT_CHARS",
     "TURN_ORCHESTRATION_BUDGET",
     "ExtendMode",
+    "closing_line",
     "default_title",
     "effective_topic",
     "extend_topic",
     "failure_toast",
     "infer_extend_mode",
+    "stances_block",
     "turn_prompt",
 ]
 
@@ -59,8 +67,10 @@ TITLE_PROMPT_CHARS = 80
 """Characters of the prompt kept in a generated title, cut at a word boundary (docs/behaviour.md,
 'The call')."""
 
-TURN_ORCHESTRATION_BUDGET = 1500
-"""Bytes (UTF-8) of a turn prompt outside the topic text, for ≤ 6 agents with ≤ 100-byte names.
+TURN_ORCHESTRATION_BUDGET = 2048
+"""Bytes (UTF-8) of a turn prompt outside the topic text, for ≤ 6 agents with ≤ 100-byte names,
+every block included (the stances on the table, :data:`STANCES_BLOCK_BYTES` at most; the
+attribution block gets the bytes left).
 
 With longer names the attribution block shrinks to one counting line, and only the names (which
 the roster and the "You are X" lines must repeat) can push the prompt past the budget."""
@@ -221,10 +231,39 @@ def effective_topic(state: RoundtableState, round_index: int) -> str:
 
 # ── turn prompt (docs/behaviour.md, 'What each seat sees') ────────────────────────────────────────
 
-CLOSING_LINE = (
-    "End your reply with one line: Position: <short label> — <one sentence> (confidence N/10)"
-)
-"""The closing request of every turn prompt: the daemon records the line (docs/result.md)."""
+CLOSING_FORMS: dict[str, str] = {
+    "argue-then-position": (
+        "Make your argument first, reasoning it through in full. Then, as the very last line "
+        "of your reply, write: Position: <short label> — <one sentence> (confidence N/10)"
+    ),
+    "position-line": (
+        "End your reply with one line: Position: <short label> — <one sentence> (confidence N/10)"
+    ),
+}
+"""The closing request's forms, by name. A seat asked only for the one-line form tends to write
+that line alone, without working the question out (docs/deliberation.md, "The closing line");
+the default asks for the argument first and the line last."""
+DEFAULT_CLOSING_FORM = "argue-then-position"
+"""The form every turn prompt uses (:func:`closing_line`)."""
+
+
+def closing_line(form: str = DEFAULT_CLOSING_FORM) -> str:
+    """The closing request of a turn prompt in ``form`` (a key of :data:`CLOSING_FORMS`).
+
+    Raises:
+        KeyError: ``form`` is not a known form.
+    """
+    return CLOSING_FORMS[form]
+
+
+CLOSING_LINE = closing_line()
+"""The closing request of every turn prompt, last in the prompt: the daemon records the line
+(docs/result.md)."""
+STANCES_BLOCK_BYTES = 420
+"""UTF-8 bytes of the "Stances on the table" block at most (stances held by most seats first,
+the rest counted: "… and N more")."""
+STANCE_LABEL_BYTES = 60
+"""UTF-8 bytes of each stance's label quoted in that block."""
 CHANGE_LABEL_BYTES = 24
 """UTF-8 bytes of each label quoted in the change question: with them the question is never
 longer than the opening note, which it replaces (an opening turn has no earlier position)."""
@@ -332,6 +371,65 @@ def _since_block(since: Sequence[HistoryEntry], opening: bool, budget: int) -> s
     return f"{total} contribution(s) since your last turn: see the conversation above."
 
 
+_STANCES_HEAD = (
+    "Stances on the table (seats holding each). If you hold one of them, reuse its label "
+    "exactly in your Position line; otherwise name a new one:"
+)
+
+
+def _table(state: RoundtableState) -> list[tuple[str, list[str]]]:
+    """``[(stance, seats)]``: each seat's latest stated position (a label naming no stance is
+    skipped), grouped by stance, held by most seats first, then by name."""
+    latest: dict[str, str] = {}
+    for e in state.history:
+        if e.kind != "turn" or not spoke(e):
+            continue
+        pos = position_of(e)
+        if pos is not None and no_stance(state, pos.label) is None:
+            latest[e.agent] = pos.label
+    names = group(latest.values())
+    held: dict[str, list[str]] = {}
+    for agent in state.agents:
+        if agent in latest:
+            held.setdefault(names[latest[agent]], []).append(agent)
+    return sorted(held.items(), key=lambda kv: (-len(kv[1]), kv[0].casefold(), kv[0]))
+
+
+def stances_block(state: RoundtableState, max_bytes: int = STANCES_BLOCK_BYTES) -> str:
+    """The "Stances on the table" block of a turn prompt ('' when no seat stated a stance).
+
+    Args:
+        state: the roundtable (its history's stated positions, its seats and topic).
+        max_bytes: UTF-8 bytes of the block at most (:data:`STANCES_BLOCK_BYTES`).
+
+    Returns:
+        The head line, then one line per stance, ``- “label”: pm, dev`` (labels cut at
+        :data:`STANCE_LABEL_BYTES`; a line longer than the room is cut), held by most seats
+        first; the stances that do not fit are counted (``… and N more``).
+    """
+    table = _table(state)
+    if not table:
+        return ""
+    lines = [_STANCES_HEAD]
+    for i, (stance, seats) in enumerate(table):
+        label = one_line(stance)
+        if _utf8_len(label) > STANCE_LABEL_BYTES:
+            label = _clip_bytes(label, STANCE_LABEL_BYTES - 3).rstrip() + "…"
+        line = f"- “{label}”: {', '.join(one_line(a) for a in seats)}"
+        rest = len(table) - i - 1
+        more = f"… and {rest} more" if rest else ""
+        room = max_bytes - _utf8_len("\n".join(lines)) - 1 - (_utf8_len(more) + 1 if more else 0)
+        if _utf8_len(line) > room:
+            if room >= 24 and i == 0:
+                lines.append(_clip_bytes(line, room - 3).rstrip() + "…")
+                continue
+            lines.append(f"… and {len(table) - i} more")
+            break
+        lines.append(line)
+    text = "\n".join(lines)
+    return text if _utf8_len(text) <= max_bytes else _clip_bytes(text, max_bytes)
+
+
 def turn_prompt(
     state: RoundtableState,
     *,
@@ -359,8 +457,9 @@ def turn_prompt(
     Layout: roster line, ``[Topic]`` (:func:`effective_topic`), ``Round N/M | Current agent: X``,
     ``You are X. Speak only as X.``, the seat's assigned side when it has one
     (:func:`roundtabled.core.sides.side_instruction`), the change question (when ``change``), the
-    attribution
-    block, the last-round line in the last round only, and the closing ``Position:`` request.
+    attribution block, from round 2 on the stances on the table (:func:`stances_block`), the
+    last-round line in the last round only, and last the closing request (:data:`CLOSING_LINE`:
+    the argument first, the ``Position:`` line last).
     The orchestration text is bounded (:data:`TURN_ORCHESTRATION_BUDGET`, see the
     module docstring); the topic is not.
     """
@@ -382,7 +481,10 @@ def turn_prompt(
         position.append(_OPENING_NOTE)
     elif change is not None:
         position.append(_change_question(change))
-    tail = [_LAST_ROUND] if round_index + 1 >= total else []
+    table = stances_block(state) if round_index >= 1 else ""
+    tail = [table] if table else []
+    if round_index + 1 >= total:
+        tail.append(_LAST_ROUND)
     tail.append(CLOSING_LINE)
 
     end = ["", *tail] if tail else []

@@ -32,7 +32,14 @@ from roundtabled.core.state import (
     RoundtableState,
     Usage,
 )
-from roundtabled.core.verdict import build_status, build_usage, build_verdict, positions
+from roundtabled.core.verdict import (
+    build_status,
+    build_usage,
+    build_verdict,
+    counted,
+    positions,
+    tally,
+)
 
 # ── fixed texts and text helpers (also the prompts') ────────────────────────────────────────────
 
@@ -124,16 +131,32 @@ def _failed_round(state: RoundtableState) -> int:
 def _position_text(state: RoundtableState) -> list[str]:
     """One line per seat: its last stated position, as the daemon parsed it."""
     out = []
-    for p in positions(state):
+    seats = positions(state)
+    for p in seats:
         who = p.agent + (f" [assigned side: {p.side}; not counted]" if p.side is not None else "")
         if p.label is None:
             what = "no Position line in its last answer" if p.round else "never gave an answer"
             out.append(f"- {who}: {what}")
             continue
+        if p.no_stance is not None:
+            out.append(
+                f"- {who} (round {p.round}): its label “{p.label}” is {p.no_stance}: no position"
+            )
+            continue
         conf = f" (confidence {round(p.confidence * 10)}/10)" if p.confidence is not None else ""
         sentence = f" — {p.position}" if p.position else ""
         changed = f"; changed {len(p.changes)} time(s)" if p.changes else ""
-        out.append(f"- {who} (round {p.round}): {p.label}{sentence}{conf}{changed}")
+        kept = " (kept from before the extension)" if p.carried else ""
+        out.append(f"- {who} (round {p.round}): {p.label}{sentence}{conf}{changed}{kept}")
+    items = tally(counted(seats))
+    if items:
+        out.append(
+            "Stances (the daemon groups labels that name the same position; the tally and "
+            "convergence use this grouping — if you read it differently, say so in `stances`):"
+        )
+        for t in items:
+            words = "; ".join(f"“{lbl}”" for lbl in t.labels)
+            out.append(f"- “{t.label}”: {', '.join(t.seats)} (their labels: {words})")
     return out
 
 

@@ -77,14 +77,22 @@ class PositionChange(_M):
 
 
 class SeatPosition(_M):
-    """A seat's final stated position (its last answer's ``Position:`` line); ``round`` is the
-    round of that answer. ``label`` ``None``: the seat stated none (or never spoke)."""
+    """A seat's final stated position (its last answer's ``Position:`` line, in its own words);
+    ``round`` is the round of that answer. ``label`` ``None``: the seat stated none (or never
+    spoke). ``stance``: the stance its label belongs to (``roundtabled.core.stances``), ``None``
+    when it has none; ``noStance``: why a stated label counts as no position (it is the seat's
+    name, the word "position", a placeholder, the topic copied); ``carried``: the seat stated no
+    position in the last call (an ``extend``), so its last one before it is kept, with that
+    round."""
 
     agent: str
     label: str | None = None
     position: str | None = None
     confidence: float | None = None
     round: int | None = None
+    stance: str | None = None
+    no_stance: str | None = None
+    carried: bool = False
     changes: list[PositionChange] = Field(default_factory=list)
     side: str | None = None
     """The seat's assigned side (``for`` | ``against`` | ``neutral`` | a brief; ``None``: a free
@@ -92,11 +100,13 @@ class SeatPosition(_M):
 
 
 class TallyItem(_M):
-    """Seats holding one (normalised) label and their summed confidence."""
+    """Seats holding one stance and their summed confidence: ``label`` names the stance,
+    ``labels`` are the seats' own labels grouped in it (as written, distinct, in seat order)."""
 
     label: str
     seats: list[str]
     weight: float
+    labels: list[str] = Field(default_factory=list)
 
 
 class Disagreement(_M):
@@ -105,6 +115,16 @@ class Disagreement(_M):
     point: str
     minority: list[str] = Field(default_factory=list)
     view: str = ""
+
+
+class ObserverStance(_M):
+    """The observer's reading of the daemon's stances where it differs: ``action`` ``merge``
+    (these stances are one) or ``split`` (this stance holds several), ``why`` its one line.
+    Shown beside the tally, which keeps the daemon's grouping."""
+
+    action: Literal["merge", "split"]
+    stances: list[str]
+    why: str = ""
 
 
 class Verdict(_M):
@@ -123,6 +143,7 @@ class Verdict(_M):
     disagreements: list[Disagreement] = Field(default_factory=list)
     open_questions: list[str] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
+    observer_stances: list[ObserverStance] = Field(default_factory=list)
 
 
 class AgentUsage(_M):

@@ -21,15 +21,15 @@ Honesty rules (docs/result.md, "Honesty"):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from roundtabled.core.observer_verdict import is_repair
 from roundtabled.core.positions import (
     Change,
+    Position,
     changes,
     final_position,
-    normalise_label,
     position_of,
     spoke,
 )
@@ -40,6 +40,7 @@ from roundtabled.core.result_model import (
     Consensus,
     Disagreement,
     ObserverOutcome,
+    ObserverStance,
     PositionChange,
     ResultUsage,
     SeatPosition,
@@ -49,6 +50,7 @@ from roundtabled.core.result_model import (
     TurnKind,
     Verdict,
 )
+from roundtabled.core.stances import group, no_stance_reason
 from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState
 
 # ── per-seat status ─────────────────────────────────────────────────────────────────────────────
@@ -86,8 +88,11 @@ def _turn_note(entry: HistoryEntry, kind: TurnKind) -> str | None:
         return f"{r}: {_short(entry.error or 'timed out')} and was skipped{partial}"
     if kind == "cancelled":
         return f"{r}: cut off by the cancel{partial}"
-    if position_of(entry) is None:
+    pos = position_of(entry)
+    if pos is None:
         return f"{r}: no Position line"
+    if pos.only_line:
+        return f"{r}: only the closing line, no argument"
     return None
 
 
@@ -147,11 +152,66 @@ def _change(c: Change) -> PositionChange:
     return PositionChange(round=c.round, from_=c.from_label, to=c.to_label, why=c.why)
 
 
+def _topics(state: RoundtableState) -> list[str]:
+    """Every topic text of the roundtable (its prompt, each extension's): a label copying one
+    names no stance."""
+    return [state.prompt, *(ext.prompt for ext in state.extensions)]
+
+
+def no_stance(state: RoundtableState, label: str) -> str | None:
+    """Why ``label`` names no stance in ``state`` (a seat's name, the word "position", a
+    placeholder, a topic copied: :func:`roundtabled.core.stances.no_stance_reason`), else
+    ``None``."""
+    for topic in _topics(state):
+        reason = no_stance_reason(label, seats=state.agents, topic=topic)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _stated(state: RoundtableState, entry: HistoryEntry) -> Position | None:
+    pos = position_of(entry)
+    return pos if pos is not None and no_stance(state, pos.label) is None else None
+
+
+def final_stated(state: RoundtableState, agent: str) -> tuple[int | None, Position | None, bool]:
+    """``(round, position, carried)`` of ``agent``'s final position.
+
+    The position of its last turn that spoke (:func:`roundtabled.core.positions.final_position`:
+    ``None`` when that turn states none — an older label may have been abandoned), except after
+    an ``extend``: a seat that stated no position in any turn of the last call keeps its last
+    position from before that call, with that position's round (``carried`` true).
+    """
+    rnd, pos = final_position(state.history, agent)
+    start = state.options.call_from_round  # 0-indexed first round of the last call
+    if start <= 0 or rnd is None or rnd <= start:
+        return rnd, pos, False
+    if pos is not None and no_stance(state, pos.label) is None:
+        return rnd, pos, False
+    turns = [e for e in state.history if e.kind == "turn" and e.agent == agent and spoke(e)]
+    if any(_stated(state, e) is not None for e in turns if e.round > start):
+        return rnd, pos, False
+    before = [e for e in turns if e.round <= start and _stated(state, e) is not None]
+    if not before:
+        return rnd, pos, False
+    return before[-1].round, position_of(before[-1]), True
+
+
 def positions(state: RoundtableState) -> list[SeatPosition]:
-    """Each seat's final stated position and its changes over all rounds (extensions too)."""
+    """Each seat's final stated position (:func:`final_stated`), its stance among the seats'
+    final labels (:func:`roundtabled.core.stances.group`) and its changes over all rounds
+    (extensions too)."""
+    finals = {agent: final_stated(state, agent) for agent in state.agents}
+    reasons = {
+        a: no_stance(state, pos.label) if pos is not None else None
+        for a, (_, pos, _) in finals.items()
+    }
+    names = group(
+        pos.label for a, (_, pos, _) in finals.items() if pos is not None and reasons[a] is None
+    )
     out: list[SeatPosition] = []
-    for agent in state.agents:
-        rnd, pos = final_position(state.history, agent)
+    for agent, (rnd, pos, carried) in finals.items():
+        reason = reasons[agent]
         out.append(
             SeatPosition(
                 agent=agent,
@@ -159,6 +219,9 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
                 position=(pos.position or None) if pos else None,
                 confidence=pos.confidence if pos else None,
                 round=rnd,
+                stance=names.get(pos.label) if pos is not None and reason is None else None,
+                no_stance=reason,
+                carried=carried,
                 changes=[_change(c) for c in changes(state.history, agent)],
                 side=state.options.sides.get(agent),
             )
@@ -173,22 +236,46 @@ def counted(seats: Sequence[SeatPosition]) -> list[SeatPosition]:
 
 
 def tally(seats: Sequence[SeatPosition]) -> list[TallyItem]:
-    """Final labels grouped by their normalised form, heaviest first. Weight = sum of the
-    confidences (``UNKNOWN_CONFIDENCE_WEIGHT`` for a label without one); a seat without a label
-    (silent, or no ``Position:`` line) is in no group."""
+    """Final positions grouped by stance, heaviest first. Weight = sum of the confidences
+    (``UNKNOWN_CONFIDENCE_WEIGHT`` for a label without one); a seat without a stance (silent, no
+    ``Position:`` line, or a label that names no stance) is in no group. A seat given without
+    its ``stance`` (and without a ``noStance`` reason) is grouped here among such seats."""
+    names = group(s.label for s in seats if s.stance is None and s.no_stance is None and s.label)
     groups: dict[str, TallyItem] = {}
     for s in seats:
-        if s.label is None:
+        if s.label is None or s.no_stance is not None:
             continue
-        key = normalise_label(s.label)
+        key = s.stance if s.stance is not None else names.get(s.label)
+        if key is None:
+            continue
         w = s.confidence if s.confidence is not None else UNKNOWN_CONFIDENCE_WEIGHT
         item = groups.get(key)
         if item is None:
-            groups[key] = TallyItem(label=s.label, seats=[s.agent], weight=round(w, 3))
+            groups[key] = TallyItem(
+                label=key, seats=[s.agent], weight=round(w, 3), labels=[s.label]
+            )
         else:
             item.seats.append(s.agent)
             item.weight = round(item.weight + w, 3)
+            if s.label not in item.labels:
+                item.labels.append(s.label)
     return sorted(groups.values(), key=lambda t: (-len(t.seats), -t.weight, t.label.casefold()))
+
+
+def counted_tally(
+    state: RoundtableState, counted: Iterable[str] | None = None
+) -> tuple[list[TallyItem], Consensus]:
+    """The tally and its consensus over the ``counted`` seats only (``None``: every seat).
+
+    Stances are grouped over every seat's final label (:func:`positions`), so a stance has the
+    same name whichever seats are counted; the consensus is taken over the counted seats (a
+    counted seat without a stance counts against every group, :func:`tally_consensus`). For a
+    caller that leaves some seats out of the count (e.g. seats bound to a side).
+    """
+    keep = set(state.agents if counted is None else counted)
+    seats = [p for p in positions(state) if p.agent in keep]
+    items = tally(seats)
+    return items, tally_consensus(items, len(seats))
 
 
 def tally_consensus(items: Sequence[TallyItem], n_seats: int) -> Consensus:
@@ -290,6 +377,15 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
             f"the observer's verdict ({consensus}) and the tally of stated positions "
             f"({base.tally_consensus}) disagree: both are shown"
         )
+    edits = [ObserverStance.model_validate(e) for e in data.get("stances") or []]
+    for e in edits:
+        named = " and ".join(f"“{x}”" for x in e.stances)
+        verb = "merge" if e.action == "merge" else "split"
+        why = f" ({e.why})" if e.why else ""
+        notes.append(
+            f"the observer would {verb} the stances {named}{why}: the tally keeps the daemon's "
+            "grouping; both are shown"
+        )
     conf = data.get("confidence")
     cap = confidence_cap(state)
     if isinstance(conf, int | float) and silent and conf > cap:
@@ -309,6 +405,7 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
             ],
             "open_questions": list(data.get("openQuestions") or []),
             "next_steps": list(data.get("nextSteps") or []),
+            "observer_stances": edits,
         }
     )
     return verdict, notes
@@ -472,10 +569,21 @@ def _verdict_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[str
     return []
 
 
-def _position_notes(seats: Sequence[SeatPosition]) -> list[str]:
+def _position_notes(state: RoundtableState, seats: Sequence[SeatPosition]) -> list[str]:
     out = []
+    start = state.options.call_from_round
     for s in seats:
-        if s.label is None and s.round is not None:
+        if s.carried:
+            out.append(
+                f"{s.agent} stated no position in the extension (from round {start + 1}): its "
+                f"position from round {s.round} (“{s.label}”) is kept"
+            )
+        elif s.label is not None and s.no_stance is not None:
+            out.append(
+                f"{s.agent}'s label in its last answer (round {s.round}), “{s.label}”, is "
+                f"{s.no_stance}, not a stance: counted as no position"
+            )
+        elif s.label is None and s.round is not None:
             out.append(
                 f"{s.agent} stated no Position line in its last answer (round {s.round}): its "
                 "position is unknown, not guessed"
@@ -486,6 +594,13 @@ def _position_notes(seats: Sequence[SeatPosition]) -> list[str]:
                     f"{s.agent} changed its position in round {c.round} (from “{c.from_}” to "
                     f"“{c.to}”) without giving a reason"
                 )
+    for e in state.history:
+        pos = position_of(e) if e.kind == "turn" else None
+        if pos is not None and pos.lines > 1:
+            out.append(
+                f"{e.agent} wrote {pos.lines} Position lines in round {e.round}: the last one "
+                "counts"
+            )
     return out
 
 
@@ -520,7 +635,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         *info,
         *verdict_notes,
         *_side_notes(seated),
-        *_position_notes(seated),
+        *_position_notes(state, seated),
         *state.notes,
     ]
     return Status(

@@ -406,7 +406,7 @@ export default {
     "the debate ends and returns JSON: status (endReason; degraded; roundsCompleted/roundsPlanned; " +
     "per seat: turns answered/failed/empty/truncated/timedOut; notes), verdict (decision or null, " +
     "confidence 0-1, consensus unanimous|majority|split|none|unknown, each seat's final position " +
-    "with label, confidence and changes with why, tally of labels, agreements, disagreements with " +
+    "with label, confidence and changes with why, tally of stances, agreements, disagreements with " +
     "the minority's view, openQuestions, nextSteps), summary (the observer's text), usage, and " +
     "where the full transcript is. If status.degraded is true the debate did not run as asked " +
     "(failed, empty, cut or skipped turns, an early stop, a failed observer): you must tell the " +

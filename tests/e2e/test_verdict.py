@@ -107,10 +107,17 @@ async def test_healthy_three_by_two_positions_and_tally_exact_no_header(rt: RT) 
     assert [(p["agent"], p["label"], p["confidence"]) for p in v["positions"]] == [
         ("pm", "Modular Monolith", 0.8),
         ("dev", "modular monolith", 0.6),
-        ("rv", "modular monolith.", 0.9),
+        ("rv", "modular monolith", 0.9),  # the trailing period is punctuation
     ]
+    # One stance, named by the label written most often; each seat's own label is listed.
+    assert {p["stance"] for p in v["positions"]} == {"modular monolith"}
     assert v["tally"] == [
-        {"label": "Modular Monolith", "seats": ["pm", "dev", "rv"], "weight": 2.3}
+        {
+            "label": "modular monolith",
+            "seats": ["pm", "dev", "rv"],
+            "weight": 2.3,
+            "labels": ["Modular Monolith", "modular monolith"],
+        }
     ]
     assert (v["consensus"], v["tallyConsensus"], v["source"]) == (
         "unanimous",

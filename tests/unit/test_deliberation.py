@@ -404,3 +404,35 @@ def test_next_call_continues_right_after_any_early_stop(reason: EndReason) -> No
     assert start == 1 and opts.call_from_round == 1
     # stopped before any seat spoke: the extension starts at round 1
     assert dl.next_call(st_.model_copy(update={"history": []}), None, 7_000)[0] == 0
+
+
+# ── convergence on stances ─────────────────────────────────────────────────────────────────────
+
+
+def test_rephrasings_of_one_stance_converge() -> None:
+    h = rounds(
+        ["modular monolith", "Modular monolith first", "a modular monolith, for now"],
+        ["**Modular monolith.**", "go with a modular monolith", "the modular monolith"],
+    )
+    c = dl.check_convergence(h, 2, seats=AGENTS, topic="Split?")
+    assert c.converged and c.rule == "unchanged" and c.changed == ()
+
+
+def test_a_negation_or_another_number_is_a_change() -> None:
+    h = rounds(["split payments", "12", "x"], ["do not split payments", "12.0", "x"])
+    c = dl.check_convergence(h, 2, seats=AGENTS)
+    assert not c.converged and c.changed == ("pm",)
+    h = rounds(["a", "12", "x"], ["a", "112", "x"])
+    assert dl.check_convergence(h, 2, seats=AGENTS).changed == ("dev",)
+
+
+def test_a_seat_name_as_label_blocks_like_no_label() -> None:
+    h = rounds(["keep", "keep", "keep"], ["keep", "Dev", "keep"])
+    c = dl.check_convergence(h, 2, seats=AGENTS)
+    assert not c.converged and "dev stated no position in round 2" in c.reason
+
+
+def test_only_the_counted_seats_decide() -> None:
+    h = rounds(["keep", "keep", "split"], ["keep", "keep", "split now"])
+    assert not dl.check_convergence(h, 2, seats=AGENTS).converged
+    assert dl.check_convergence(h, 2, seats=AGENTS, counted=["pm", "dev"]).converged

@@ -36,7 +36,11 @@ def test_closing_lines_parse(
     text: str, label: str, sentence: str, confidence: float | None
 ) -> None:
     pos = parse_position(text)
-    assert pos == Position(label=label, position=sentence, confidence=confidence)
+    assert pos is not None
+    assert (pos.label, pos.position, pos.confidence) == (label, sentence, confidence)
+    # Only the first reply argues before its closing line.
+    assert pos.only_line is (not text.startswith("We should wait."))
+    assert (pos.source, pos.lines) == ("position", 1)
 
 
 @pytest.mark.parametrize(

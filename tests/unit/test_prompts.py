@@ -9,15 +9,20 @@ from hypothesis import strategies as st
 from roundtabled.core.positions import Change
 from roundtabled.core.prompts import (
     ATTRIBUTION_MAX_ENTRIES,
+    CLOSING_FORMS,
     CLOSING_LINE,
+    DEFAULT_CLOSING_FORM,
     EXTEND_CONTINUATION_PREFIXES,
+    STANCES_BLOCK_BYTES,
     TITLE_PREFIX,
     TURN_ORCHESTRATION_BUDGET,
+    closing_line,
     default_title,
     effective_topic,
     extend_topic,
     failure_toast,
     infer_extend_mode,
+    stances_block,
     turn_prompt,
 )
 from roundtabled.core.result import (
@@ -281,6 +286,10 @@ _entry = st.builds(
         st.text(min_size=1, max_size=80),
         st.text(min_size=1, max_size=80),
     ),
+    labels=st.lists(
+        st.tuples(st.integers(0, 5), st.text(alphabet="ab 12界😀-", min_size=1, max_size=80)),
+        max_size=12,
+    ),
 )
 def test_turn_prompt_orchestration_is_bounded(
     agents: list[str],
@@ -290,8 +299,14 @@ def test_turn_prompt_orchestration_is_bounded(
     opening: bool,
     topic: str,
     change: Change | None,
+    labels: list[tuple[int, str]],
 ) -> None:
-    state = make_state(agents=agents, total_rounds=rounds, prompt=topic)
+    # Every seat has stated a position: the stances block is as full as it gets.
+    history = [
+        HistoryEntry(agent=agents[i % len(agents)], round=1, response=f"x\nPosition: {label} — y")
+        for i, label in labels
+    ]
+    state = make_state(agents=agents, total_rounds=rounds, prompt=topic, history=history)
     round_index = data.draw(st.integers(0, rounds - 1))
     seat = data.draw(st.integers(0, len(agents) - 1))
     text = turn_prompt(
@@ -306,13 +321,18 @@ def test_turn_prompt_worst_case_names_and_entries() -> None:
     agents = [chr(ord("a") + i) * 100 for i in range(6)]  # 100-byte names
     since = [turn(agents[i % 6], 50, "長" * 500, cut_off=bool(i % 2)) for i in range(40)]
     since += [turn("me", 50, "😀" * 300, kind="user")]
-    state = make_state(agents=agents, total_rounds=50, prompt="t")
+    history = [
+        turn(agents[i], 49, f"x\nPosition: {chr(0x4E00 + i) * 80} — y (confidence 7/10)")
+        for i in range(6)
+    ]
+    state = make_state(agents=agents, total_rounds=50, prompt="t", history=history)
     change = Change(round=49, from_label="界" * 80, to_label="😀" * 80)
     text = turn_prompt(state, round_index=49, seat=0, since=since, opening=False, change=change)
     assert len(text.encode()) - 1 <= TURN_ORCHESTRATION_BUDGET
     assert "begin with: Changed:" in text and text.endswith(CLOSING_LINE)
     assert f"You are {agents[0]}." in text
     assert "last prompt" in text
+    assert "Stances on the table" in text and "more" in text
     opening = turn_prompt(state, round_index=49, seat=0, since=since, opening=True, change=change)
     assert len(opening.encode()) - 1 <= TURN_ORCHESTRATION_BUDGET
     assert "Changed:" not in opening and opening.endswith(CLOSING_LINE)
@@ -475,3 +495,56 @@ def test_usage_table() -> None:
     assert table["perRound"][1] == Usage(input=30, output=3, cost=0.5)
     assert table["perRound"][2] == Usage(input=30, output=3, reasoning=4, cost=0.25)
     assert table["total"] == Usage(input=60, output=6, reasoning=4, cost=0.75)
+
+
+# ── the stances on the table and the closing line ──────────────────────────────────────────────
+
+
+def _stated(agent: str, rnd: int, label: str) -> HistoryEntry:
+    return turn(agent, rnd, f"Because.\nPosition: {label} — why (confidence 7/10)")
+
+
+def test_stances_on_the_table_from_round_two_most_held_first() -> None:
+    history = [
+        _stated("pm", 1, "Modular monolith first"),
+        _stated("dev", 1, "split now"),
+        _stated("rv", 1, "a modular monolith, for now"),
+    ]
+    state = make_state(history=history)
+    assert "Stances on the table" not in turn_prompt(
+        state, round_index=0, seat=1, since=history[:1], opening=False
+    )
+    text = turn_prompt(state, round_index=1, seat=0, since=history[1:], opening=False)
+    block = text[text.index("Stances on the table") :]
+    lines = block.splitlines()
+    assert "reuse its label exactly" in lines[0]
+    assert lines[1] == "- “Modular monolith first”: pm, rv"
+    assert lines[2] == "- “split now”: dev"
+    # The closing request is last, after the stances.
+    assert text.endswith(CLOSING_LINE) and text.index("Stances") < text.index(CLOSING_LINE)
+
+
+def test_a_label_that_names_no_stance_is_not_on_the_table() -> None:
+    history = [_stated("pm", 1, "PM"), _stated("dev", 1, "split now")]
+    block = stances_block(make_state(history=history))
+    assert "“PM”" not in block and "“split now”: dev" in block
+
+
+def test_stances_block_is_capped_with_a_count_of_the_rest() -> None:
+    agents = [f"seat{i}" for i in range(6)]
+    history = [_stated(a, 1, f"stance number {i} " + "w" * 50) for i, a in enumerate(agents)]
+    block = stances_block(make_state(agents=agents, history=history))
+    assert len(block.encode()) <= STANCES_BLOCK_BYTES
+    assert block.splitlines()[-1].startswith("… and ") and block.endswith(" more")
+    shown = len(block.splitlines()) - 2
+    assert block.endswith(f"… and {6 - shown} more")
+
+
+def test_closing_line_asks_for_the_argument_first_and_the_line_last() -> None:
+    assert closing_line(DEFAULT_CLOSING_FORM) == CLOSING_LINE
+    assert CLOSING_LINE.index("argument") < CLOSING_LINE.index("Position:")
+    assert "very last line" in CLOSING_LINE
+    assert set(CLOSING_FORMS) >= {"argue-then-position", "position-line"}
+    assert all("Position: <short label>" in form for form in CLOSING_FORMS.values())
+    with pytest.raises(KeyError):
+        closing_line("no-such-form")

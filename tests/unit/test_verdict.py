@@ -8,6 +8,7 @@ absence for a healthy debate, the digest of a failed observer and the size cap.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -16,7 +17,6 @@ from hypothesis import strategies as st
 
 from roundtabled.core.observer_verdict import (
     VERDICT_EXAMPLE,
-    ObserverVerdict,
     parse_reply,
     repair_prompt,
     verdict_schema,
@@ -147,8 +147,9 @@ def test_healthy_debate_positions_tally_and_no_header() -> None:
     assert [(p.agent, p.label, p.confidence) for p in v.positions] == [
         ("pm", "modular monolith", 0.8),
         ("dev", "Modular  Monolith", 0.6),
-        ("rv", "modular monolith.", 0.9),
+        ("rv", "modular monolith", 0.9),  # a trailing period is punctuation, not the label
     ]
+    assert {p.stance for p in v.positions} == {"modular monolith"}
     assert len(v.tally) == 1
     assert v.tally[0].seats == ["pm", "dev", "rv"] and v.tally[0].weight == pytest.approx(2.3)
     assert v.consensus == "unanimous" and v.tally_consensus == "unanimous"
@@ -481,8 +482,40 @@ def test_schema_is_published_and_the_example_validates() -> None:
     schema = verdict_schema()
     assert set(schema["required"]) == {"decision", "consensus"}
     assert schema["properties"]["consensus"]["enum"] == ["unanimous", "majority", "split", "none"]
-    assert "openQuestions" in schema["properties"]
-    ObserverVerdict.model_validate_json(VERDICT_EXAMPLE)
+    assert "openQuestions" in schema["properties"] and "stances" in schema["properties"]
+
+
+def test_the_shape_has_placeholders_only_and_a_copied_placeholder_is_unusable() -> None:
+    # Every string value of the shape is a <placeholder>: nothing an observer could copy as a
+    # decision that reads like one.
+    def strings(node: object) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [x for v in node.values() for x in strings(v)]
+        if isinstance(node, list):
+            return [x for v in node for x in strings(v)]
+        return []
+
+    shape = json.loads(VERDICT_EXAMPLE.replace("<0.0 to 1.0>", "0.5"))
+    values = strings(shape)
+    assert len(values) >= 10 and all(re.fullmatch(r"<[^<>]+>", v) for v in values)
+    copied = (
+        VERDICT_EXAMPLE.replace("<0.0 to 1.0>", "0.6")
+        .replace("<unanimous | majority | split | none>", "majority")
+        .replace("<merge | split>", "merge")
+    )
+    reply = f"1. Executive summary: fine.\n```json\n{copied}\n```"
+    _, verdict, error = parse_reply(reply, ["pm", "dev"])
+    assert verdict is None and error is not None and "placeholder" in error
+    filled = copied.replace('"<what the panel decided, or null>"', '"<keep it>"')
+    assert parse_reply(f"```json\n{filled}\n```", ["pm"])[1] is None
+    own = copied.replace('"<what the panel decided, or null>"', '"keep the monolith"').replace(
+        '"<seat name>"', '"pm"'
+    )
+    _, verdict, error = parse_reply(f"```json\n{own}\n```", ["pm"])
+    assert error is None and verdict is not None and verdict.decision == "keep the monolith"
+    assert verdict.stances[0].action == "merge"
 
 
 def test_fallback_verdict_from_the_ledger_is_noted() -> None:
@@ -592,3 +625,122 @@ def test_payload_of_a_closed_session_keeps_the_exact_interruption_header_first()
         assert "keep" in text
     assert contract["status"]["endReason"] == "session-deleted"
     assert data["result"] == contract
+
+
+# ── stances ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_seats_that_agree_in_different_words_are_one_stance_in_the_tally() -> None:
+    history = [
+        turn("pm", 1, pos("modular monolith", 7)),
+        turn("dev", 1, pos("Modular monolith first", 6)),
+        turn("rv", 1, pos("a modular monolith, for now", 8)),
+    ]
+    v = ledger_verdict(state(history, total_rounds=1, summary=""))
+    assert [p.label for p in v.positions] == [
+        "modular monolith",
+        "Modular monolith first",
+        "a modular monolith, for now",
+    ]  # the seats' own words are kept
+    assert {p.stance for p in v.positions} == {"modular monolith"}
+    assert len(v.tally) == 1 and v.tally[0].seats == AGENTS
+    assert v.tally[0].labels == [p.label for p in v.positions]
+    assert v.consensus == "unanimous" and v.decision == "modular monolith"
+
+
+def test_a_label_that_is_a_seat_name_counts_as_no_position_and_is_said() -> None:
+    history = [
+        turn("pm", 1, pos("PM", 7)),
+        turn("dev", 1, pos("Dev", 6)),
+        turn("rv", 1, pos("keep the monolith", 8)),
+    ]
+    r = build_result(state(history, total_rounds=1, summary=""))
+    v = r.verdict
+    assert [(p.label, p.stance, p.no_stance) for p in v.positions][:2] == [
+        ("PM", None, "the seat's name"),
+        ("Dev", None, "the seat's name"),
+    ]
+    assert v.decision is None and v.tally_consensus == "unknown"  # never "Decision: Dev"
+    assert any("“PM”, is the seat's name, not a stance" in n for n in r.status.notes)
+
+
+def test_two_position_lines_and_a_turn_that_is_only_its_closing_line_are_said() -> None:
+    history = [
+        turn("pm", 1, "Position: split — first\nthen\n" + pos("keep", 7)),
+        turn("dev", 1, "Position: keep — yes (confidence 6/10)"),
+        turn("rv", 1, pos("keep", 8)),
+    ]
+    r = build_result(state(history, total_rounds=1, summary=""))
+    assert "pm wrote 2 Position lines in round 1: the last one counts" in r.status.notes
+    dev = next(s for s in r.status.seats if s.agent == "dev")
+    assert "round 1: only the closing line, no argument" in dev.notes
+    assert r.verdict.tally_consensus == "unanimous"
+
+
+def test_an_extension_without_a_position_keeps_the_earlier_one_and_the_decision() -> None:
+    history = [
+        *[turn(a, 1, pos("keep the monolith", 7)) for a in AGENTS],
+        *[turn(a, 2, pos("Keep the monolith.", 8)) for a in AGENTS],
+        # the extension (rounds 3): pm states nothing, dev names itself, rv restates
+        turn("pm", 3, "More thoughts, but no closing line."),
+        turn("dev", 3, pos("Dev", 6)),
+        turn("rv", 3, pos("keep the monolith", 9)),
+    ]
+    opts = Options(call_from_round=2)
+    r = build_result(state(history, total_rounds=3, options=opts, summary=""))
+    v = r.verdict
+    got = {p.agent: (p.label, p.round, p.carried, p.stance) for p in v.positions}
+    # The stance is named by the label written most often (pm's and dev's, kept).
+    assert got["pm"] == ("Keep the monolith", 2, True, "Keep the monolith")
+    assert got["dev"] == ("Keep the monolith", 2, True, "Keep the monolith")
+    assert got["rv"][1:3] == (3, False)
+    assert v.tally_consensus == "unanimous" and v.decision == "Keep the monolith"
+    assert any(
+        "pm stated no position in the extension (from round 3): its position from round 2" in n
+        for n in r.status.notes
+    )
+    # Without the extension the same silent last turn is unknown (an older label may have been
+    # abandoned).
+    plain = ledger_verdict(state(history, total_rounds=3, summary=""))
+    assert next(p for p in plain.positions if p.agent == "pm").label is None
+
+
+def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
+    history = [
+        turn("pm", 1, pos("split now", 7)),
+        turn("dev", 1, pos("split immediately", 6)),
+        turn("rv", 1, pos("keep", 8)),
+    ]
+    data = {
+        **VALID,
+        "consensus": "majority",
+        "stances": [
+            {"action": "merge", "stances": ["split now", "split immediately"], "why": "same"}
+        ],
+    }
+    r = build_result(state(history, total_rounds=1, verdict=VerdictRecord(data=data)))
+    assert len(r.verdict.tally) == 3  # the daemon's grouping drives the tally
+    assert r.verdict.observer_stances[0].action == "merge"
+    assert any(
+        "the observer would merge the stances “split now” and “split immediately” (same)" in n
+        for n in r.status.notes
+    )
+    assert r.dump()["verdict"]["observerStances"][0]["stances"] == [
+        "split now",
+        "split immediately",
+    ]
+
+
+def test_a_tally_over_some_seats_only() -> None:
+    from roundtabled.core.verdict import counted_tally
+
+    history = [
+        turn("pm", 1, pos("keep the monolith", 7)),
+        turn("dev", 1, pos("Keep the monolith first", 6)),
+        turn("rv", 1, pos("split now", 8)),
+    ]
+    st_ = state(history, total_rounds=1, summary="")
+    items, cons = counted_tally(st_)
+    assert cons == "majority" and [t.seats for t in items] == [["pm", "dev"], ["rv"]]
+    items, cons = counted_tally(st_, ["pm", "dev"])
+    assert cons == "unanimous" and [t.seats for t in items] == [["pm", "dev"]]

@@ -128,3 +128,22 @@ def test_status_says_degraded_after_the_phase_and_what_the_turns_were() -> None:
     # a healthy or running roundtable: no warning line, the bare count
     running = status_lines({**st_, "result": None}, tty=True)
     assert "DEGRADED" not in "\n".join(running) and running[-1].endswith("turns: 6")
+
+
+def test_positions_table_shows_the_stance_no_stance_and_a_kept_position() -> None:
+    from roundtabled.cli.verdict import positions_table
+
+    rows = positions_table(
+        {
+            "positions": [
+                {"agent": "pm", "label": "Modular monolith first", "stance": "modular monolith",
+                 "round": 2, "confidence": 0.7},
+                {"agent": "dev", "label": "Dev", "noStance": "the seat's name", "round": 2},
+                {"agent": "rv", "label": "modular monolith", "stance": "modular monolith",
+                 "round": 1, "carried": True},
+            ]
+        }
+    )  # fmt: skip
+    assert "(stance: modular monolith)" in rows[1]
+    assert "Dev (no position: the seat's name)" in rows[2]
+    assert "(kept from round 1)" in rows[3] and "stance:" not in rows[3]
