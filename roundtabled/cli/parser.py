@@ -11,6 +11,7 @@ import argparse
 
 from roundtabled import __version__
 from roundtabled.cli import admin, debate, show
+from roundtabled.cli.usage import UsageParser
 
 
 def add_session(s: argparse.ArgumentParser) -> None:
@@ -223,8 +224,9 @@ def add_install_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (every command has ``--help``)."""
-    p = argparse.ArgumentParser(
+    """The argument parser (every command has ``--help``; usage errors are one line, see
+    :mod:`roundtabled.cli.usage`)."""
+    p = UsageParser(
         prog="roundtabled",
         description="Multi-agent roundtable debates for OpenCode: a daemon beside `opencode "
         "serve` and the commands that drive it.",
