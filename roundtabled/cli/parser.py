@@ -226,7 +226,7 @@ def add_install_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (every command has ``--help``; usage errors are one line, see
     :mod:`roundtabled.cli.usage`)."""
-    p = UsageParser(
+    p: argparse.ArgumentParser = UsageParser(
         prog="roundtabled",
         description="Multi-agent roundtable debates for OpenCode: a daemon beside `opencode "
         "serve` and the commands that drive it.",
