@@ -533,11 +533,19 @@ def _position_line(p: SeatPosition) -> str:
     return f"{p.agent}: {p.label}{_conf(p.confidence)}{changed}"
 
 
+VERDICT_SOURCE_WORDS = {
+    "observer": "by the observer",
+    "ledger": "from the seats' stated positions",
+}
+"""Who the verdict is from, in words (``source`` of docs/result.md: ``ledger`` is the positions
+the seats stated, used when the observer gave no readable verdict)."""
+
+
 def verdict_lines(result: RoundtableResult) -> list[str]:
     """The verdict in a few plain lines (noReply text, CLI fallbacks)."""
     v = result.verdict
     lines = [
-        f"Verdict ({v.source}): consensus {v.consensus}"
+        f"Verdict ({VERDICT_SOURCE_WORDS[v.source]}): consensus {v.consensus}"
         + (f", tally {v.tally_consensus}" if v.tally_consensus != v.consensus else "")
         + (f" · decision: {v.decision}" if v.decision else " · no decision")
         + (f" · confidence {v.confidence:g}" if v.confidence is not None else ""),
