@@ -122,6 +122,13 @@ async def _serve_ready(tmp_path: Path) -> tuple[asyncio.subprocess.Process, list
     return proc, lines
 
 
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Stop a demo a failed assertion left running (SIGTERM: its own clean-up)."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), 30)
+
+
 def _pid_gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -195,7 +202,10 @@ async def test_demo_serve_stops_everything_on_a_hang_up(tmp_path: Path) -> None:
     children = _children(proc.pid)
     assert children, "the demo started no processes"
     proc.send_signal(signal.SIGHUP)
-    rest, _ = await asyncio.wait_for(proc.communicate(), 30)
+    try:
+        rest, _ = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        await _stop(proc)
     text = "".join(lines) + rest.decode()
     assert proc.returncode == 0, text
     assert "demo: SIGHUP (the terminal closed): stopping OpenCode and roundtabled" in text
@@ -211,9 +221,12 @@ async def test_demo_serve_says_when_its_daemon_dies_and_stops_the_rest(tmp_path:
     proc, lines = await _serve_ready(tmp_path)
     text = "".join(lines)
     daemon = re.search(r"roundtabled serve is up \(pid (\d+),", text)
-    assert daemon, text
-    os.kill(int(daemon.group(1)), signal.SIGKILL)
-    rest, _ = await asyncio.wait_for(proc.communicate(), 60)
+    try:
+        assert daemon, text
+        os.kill(int(daemon.group(1)), signal.SIGKILL)
+        rest, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        await _stop(proc)
     text += rest.decode()
     assert proc.returncode == 1, text
     assert "demo: roundtabled serve exited on its own (exit code -9); stopping the rest." in text
