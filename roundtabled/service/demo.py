@@ -164,9 +164,12 @@ async def _offline_model(
     config pointing at it. Imports the test harness here, so ``roundtabled.service.demo`` alone
     does not."""
     from roundtabled.offline.opencode_server import offline_config
+    from roundtabled.offline.orchestrator import orchestrator_reply
     from roundtabled.offline.scripted_llm import HttpError, ScriptedLLM, Text
 
     llm = ScriptedLLM()
+    # `build` answers "convene a roundtable with pm, dev and rv about …" with the tool call.
+    llm.responder = orchestrator_reply
     await llm.start()
     config = offline_config(llm.base_url)
     for name in ("pm", "dev", "rv"):
@@ -454,8 +457,9 @@ async def serve_async(args: argparse.Namespace) -> int:
             f"  {bin_dir / 'roundtabled'} list\n"
             f"The OpenCode TUI on this server: {opencode} attach {demo.server.url} "
             f"--dir {demo.server.project_dir}\n"
-            "The offline model answers the first pm/dev/rv debate with the demo's script, any "
-            "other turn with filler text.\n"
+            "In the TUI ask: convene a roundtable with pm, dev and rv about <your topic> — the "
+            "offline orchestrator calls the roundtable tool; the offline model answers the "
+            "first pm/dev/rv debate with the demo's script, any other turn with filler text.\n"
             "Ctrl-C here stops everything (so does closing this terminal); if the daemon or "
             "the server ends on its own, this says so and stops the rest.",
             flush=True,

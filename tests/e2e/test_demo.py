@@ -234,3 +234,66 @@ async def test_demo_serve_says_when_its_daemon_dies_and_stops_the_rest(tmp_path:
     server = re.search(r"demo: OpenCode (http://\S+)", text)
     assert server, text
     await _server_down(server.group(1))
+
+
+async def test_demo_serve_build_convenes_a_roundtable_when_asked(tmp_path: Path) -> None:
+    """The offline ``build`` agent answered "convene a roundtable with pm, dev and rv about …"
+    with filler, so the TUI path could not be tried offline. Asked as a person asks in the TUI
+    (a prompt to ``build`` on the demo's real server), it calls the ``roundtable`` tool, the
+    daemon runs the debate, and ``build`` relays the result."""
+    proc, lines = await _serve_ready(tmp_path)
+    try:
+        text = "".join(lines)
+        server = re.search(r"demo: OpenCode (http://\S+)", text)
+        project = re.search(r"\(project (\S+)\)", text)
+        assert server and project, text
+        assert "In the TUI ask: convene a roundtable with pm, dev and rv about" in text
+        base = server.group(1)
+        async with aiohttp.ClientSession() as http:
+            q = {"directory": project.group(1)}
+            async with http.post(base + "/session", params=q, json={}) as r:
+                s1 = (await r.json())["id"]
+            ask = "convene a roundtable with pm, dev and rv about splitting the payments monolith"
+            async with http.post(
+                f"{base}/session/{s1}/prompt_async",
+                params=q,
+                json={"agent": "build", "parts": [{"type": "text", "text": ask}]},
+            ) as r:
+                assert r.status < 300, await r.text()
+
+            async def replies() -> list[dict[str, object]]:
+                async with http.get(f"{base}/session/{s1}/message", params=q) as r:
+                    return [
+                        p
+                        for m in await r.json()
+                        if m["info"]["role"] == "assistant"
+                        for p in m["parts"]
+                    ]
+
+            deadline = asyncio.get_running_loop().time() + 180
+            relay = ""
+            while not relay:
+                assert asyncio.get_running_loop().time() < deadline, await replies()
+                parts = await replies()
+                relay = next(
+                    (
+                        str(p["text"])
+                        for p in parts
+                        if p["type"] == "text" and "The roundtable concluded" in str(p["text"])
+                    ),
+                    "",
+                )
+                await asyncio.sleep(0.5)
+        calls = [p for p in parts if p["type"] == "tool" and p.get("tool") == "roundtable"]
+        assert len(calls) == 1, parts
+        state = calls[0]["state"]
+        assert isinstance(state, dict) and state["status"] == "completed", state
+        assert state["input"] == {
+            "agents": ["pm", "dev", "rv"],
+            "prompt": "splitting the payments monolith",
+            "rounds": 2,
+        }
+        assert relay.startswith("The roundtable concluded: keep a modular monolith"), relay
+        assert "Consensus: unanimous." in relay
+    finally:
+        await _stop(proc)
