@@ -124,7 +124,8 @@ async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_deli
         text = await wait_screen(name, "━━━ Roundtable Concluded ━━━", 30)
         (tmp_path / "child-screen.txt").write_text(text)
         # The state block reads as a card (no JSON), before the first turn.
-        card_at = text.find(f"{CARD_HEADER} · Ship the small scope first?")
+        # Its first line says whether it runs (here: over), before the title.
+        card_at = text.find(f"{CARD_HEADER} · CONCLUDED · Ship the small scope first?")
         assert card_at >= 0, text
         assert "Seats in order: 1. pm (scripted/debater-1), 2. dev (scripted/debater-2)" in text
         assert CARD_FOOTER in text and "Phase: done (completed)" in text
