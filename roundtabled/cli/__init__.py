@@ -38,28 +38,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def unknown_arguments_error(parser: argparse.ArgumentParser, args: Any, extras: list[str]) -> None:
-    """Report ``extras`` (arguments no parser took) with the usage of the command they were
-    given to and a ``did you mean`` for a mistyped flag (closest option of that command).
+    """Report ``extras`` (arguments no parser took) in one line for the command they were given
+    to, with a ``did you mean`` for a mistyped flag (:mod:`roundtabled.cli.usage`).
 
     Raises:
-        SystemExit: (exit 2) always, through ``ArgumentParser.error``.
+        SystemExit: (exit 2) always.
     """
     import argparse
-    import difflib
+
+    from roundtabled.cli.usage import UsageParser
 
     target = parser
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and args.command in action.choices:
             target = action.choices[args.command]
-    flags = [x for x in extras if x.startswith("-")] or extras
-    options = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
-    message = "unrecognized arguments: " + " ".join(flags)
-    for flag in flags:
-        close = difflib.get_close_matches(flag.split("=", 1)[0], options, n=1)
-        if close:
-            message += f"; did you mean {close[0]}?"
-            break
-    target.error(message)
+    if isinstance(target, UsageParser):
+        target.unknown_arguments(extras)
+    target.error("unrecognized arguments: " + " ".join(extras))
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -21,6 +21,17 @@ def cmd_config(args: argparse.Namespace, settings: cfg.Settings) -> int:
     return EXIT_OK
 
 
+PRESET_EXAMPLE = """\
+[presets.design-review]
+agents = ["pm", "dev", "rv"]
+rounds = 4
+until = "converged"
+budget = { tokens = 150000 }
+title_prefix = "[design] \""""
+"""A preset as the config file has it (the one of examples/config.toml in the repository,
+which an installed wheel does not carry): printed where none is configured."""
+
+
 def cmd_presets(args: argparse.Namespace, settings: cfg.Settings) -> int:
     """List the configured presets (``[presets.NAME]`` of config.toml), one line each."""
     data = settings.masked()["presets"]
@@ -30,7 +41,7 @@ def cmd_presets(args: argparse.Namespace, settings: cfg.Settings) -> int:
     if not data:
         print(
             "No presets configured. Add [presets.NAME] tables to "
-            f"{args.config or cfg.default_config_file()} (see examples/config.toml)."
+            f"{args.config or cfg.default_config_file()}, for example:\n\n{PRESET_EXAMPLE}"
         )
         return EXIT_OK
     for name, spec in sorted(data.items()):

@@ -98,6 +98,14 @@ class ControlClient:
     async def __aenter__(self) -> ControlClient:
         try:
             token = self.token_file.read_text().strip()
+        except FileNotFoundError:
+            # The daemon writes its token file when it first starts: none means no daemon has
+            # run with this configuration, which a person reads as "it is not running".
+            raise CliError(
+                f"Error: roundtabled is not running (no daemon has started with this "
+                f"configuration: its token file {self.token_file} does not exist). Start it "
+                "with: roundtabled serve  (or: systemctl --user start roundtabled)"
+            ) from None
         except OSError as exc:
             raise CliError(
                 f"cannot read the token file {self.token_file}: {exc.strerror}. "

@@ -17,11 +17,13 @@ from roundtabled.cli.client import (
     control_url,
     name_the_flag,
 )
-from roundtabled.cli.follow import exit_for, follow
+from roundtabled.cli.follow import exit_for, follow, turn_key
 from roundtabled.cli.render import project_line
 from roundtabled.cli.topic import read_topic
 from roundtabled.cli.verdict import print_verdict
 from roundtabled.core import validation
+from roundtabled.core.prompts import infer_extend_mode
+from roundtabled.core.result import CANCELLED_HEADER, INTERRUPTION_HEADER
 from roundtabled.errors import ValidationFailed
 from roundtabled.service import config as cfg
 
@@ -183,6 +185,14 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
         body["extendMode"] = args.mode
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         colors = await agent_colors(cc, None)
+        # The earlier debate is not printed again: only the turns this extension adds.
+        try:
+            past = await cc.call(
+                "GET", f"/v1/roundtables/{args.session}/export", params={"format": "json"}
+            )
+        except CliError:
+            past = {}
+        earlier = {turn_key(e) for e in past.get("turns") or []}
         try:
             await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
         except CliError as exc:
@@ -192,7 +202,13 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
                 ) from None
             raise
         args.following = args.session
-        result = await follow(cc, args.session, colors=colors, show_turns=not args.quiet)
+        mode = args.mode or infer_extend_mode(body["prompt"])
+        rounds = f"{args.rounds} more round{'s' if args.rounds != 1 else ''}"
+        print(f"Extending {args.session} by {rounds} ({mode}):", file=sys.stderr)
+        print("  " + "\n  ".join(str(body["prompt"]).splitlines() or [""]), file=sys.stderr)
+        result = await follow(
+            cc, args.session, colors=colors, show_turns=not args.quiet, skip=earlier
+        )
         print(result.get("text") or result.get("summary") or "")
         print_verdict(result)
         return exit_for(result)
@@ -247,8 +263,43 @@ async def cmd_cancel(args: argparse.Namespace, settings: cfg.Settings) -> int:
             )
             if result.get("done") or time.monotonic() > deadline:
                 break
-    if not result.get("done"):
-        print(f"cancel requested; the roundtable is still {result.get('phase')}", file=sys.stderr)
-        return EXIT_ERROR
-    print(result.get("text") or result.get("summary") or "cancelled")
+        if not result.get("done"):
+            print(
+                f"cancel requested; the roundtable is still {result.get('phase')}",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+        try:
+            st = await cc.call("GET", f"/v1/roundtables/{args.session}")
+        except CliError:
+            st = {}
+    print(cancel_effect(args.session, st))
+    print(result_head(str(result.get("text") or result.get("summary") or "")))
     return EXIT_OK
+
+
+PARTIAL_HISTORY = (
+    CANCELLED_HEADER,
+    INTERRUPTION_HEADER,
+    "No consolidated summary. Partial history:",
+)
+"""The lines after which a result text pastes the debate itself (core.result)."""
+
+
+def cancel_effect(ses: str, status: dict[str, Any]) -> str:
+    """What a cancel did, in one line, from the roundtable's status after it (``round``,
+    ``totalRounds``, ``turns``; a line without the numbers when the status is unknown)."""
+    if not status:
+        return f"Cancelled roundtable {ses}."
+    where = f"in round {status.get('round')} of {status.get('totalRounds')}"
+    return (
+        f"Cancelled roundtable {ses} {where}; {status.get('turns', 0)} turn(s) kept "
+        f"(the whole debate: roundtabled export {ses})."
+    )
+
+
+def result_head(text: str) -> str:
+    """``text`` (a result text, core.result) without the partial history a result without a
+    summary carries: its title and end lines, and the summary where there is one."""
+    cut = min((i for i in (text.find(h) for h in PARTIAL_HISTORY) if i >= 0), default=-1)
+    return text[:cut].rstrip() if cut >= 0 else text

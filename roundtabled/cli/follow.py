@@ -25,6 +25,12 @@ REATTACH_PAUSE_S = 1.0
 """Pause between two reattach attempts (s)."""
 
 
+def turn_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies one history entry of the export or the feed (kind, agent, round,
+    message): a turn is printed once."""
+    return (entry.get("kind"), entry.get("agent"), entry.get("round"), entry.get("messageID"))
+
+
 async def follow(
     cc: ControlClient,
     ses: str,
@@ -32,6 +38,7 @@ async def follow(
     colors: dict[str, str],
     show_turns: bool = True,
     reattach_s: float = REATTACH_S,
+    skip: set[tuple[Any, ...]] | None = None,
 ) -> dict[str, Any]:
     """Print the turns of ``ses`` as they finish until it is done; returns the final result.
 
@@ -44,10 +51,12 @@ async def follow(
     from S2), printing no turn twice. A roundtable the daemon no longer holds in memory because
     it concluded before a restart is answered from its stored status.
 
+    ``skip``: the :func:`turn_key` of turns not to print (``extend``: the earlier debate).
+
     Raises:
         CliError: the roundtable is unknown, or the daemon did not come back in time.
     """
-    printed: set[tuple[Any, ...]] = set()
+    printed: set[tuple[Any, ...]] = set(skip or ())
     lost_at: float | None = None
     while True:
         try:
@@ -149,8 +158,7 @@ async def _follow_once(
             opened.set()
             await queue.put(None)
 
-    def key(entry: dict[str, Any]) -> tuple[Any, ...]:
-        return (entry.get("kind"), entry.get("agent"), entry.get("round"), entry.get("messageID"))
+    key = turn_key
 
     pumper = asyncio.create_task(pump())
     await opened.wait()

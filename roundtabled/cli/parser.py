@@ -11,6 +11,7 @@ import argparse
 
 from roundtabled import __version__
 from roundtabled.cli import admin, debate, show
+from roundtabled.cli.usage import UsageParser
 
 
 def add_session(s: argparse.ArgumentParser) -> None:
@@ -113,7 +114,11 @@ def add_extend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     s.add_argument("prompt", help="what to discuss next; - for standard input, @FILE for a file")
     s.add_argument("--rounds", type=int, default=1, help="rounds to add (default 1)")
     s.add_argument(
-        "--mode", choices=["continuation", "new-topic"], help="override the prefix heuristic"
+        "--mode",
+        choices=["continuation", "new-topic"],
+        help="continuation: the same question, taken further; new-topic: PROMPT is a new "
+        "question for the same panel (default: continuation when PROMPT starts with words such "
+        "as 'continue', 'dig deeper' or 'keep going', else new-topic)",
     )
     add_deliberation_flags(s)
     s.add_argument("-q", "--quiet", action="store_true", help="print only the result")
@@ -235,8 +240,9 @@ def add_install_service(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (every command has ``--help``)."""
-    p = argparse.ArgumentParser(
+    """The argument parser (every command has ``--help``; usage errors are one line, see
+    :mod:`roundtabled.cli.usage`)."""
+    p: argparse.ArgumentParser = UsageParser(
         prog="roundtabled",
         description="Multi-agent roundtable debates for OpenCode: a daemon beside `opencode "
         "serve` and the commands that drive it.",

@@ -12,6 +12,7 @@ from roundtabled.cli.admin import existing_directory
 from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
 from roundtabled.cli.render import color, fmt_elapsed, project_line
 from roundtabled.cli.verdict import degraded_line, print_verdict, turns_text
+from roundtabled.core.prompts import default_title
 from roundtabled.service import config as cfg
 
 
@@ -65,6 +66,21 @@ def agents_table(agents: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def list_label(row: dict[str, Any]) -> str:
+    """What ``list`` names a roundtable by: the ``--title`` given at its start, or its topic
+    when none was (the generated title is ``(Roundtable) - `` and the topic's start, so the
+    topic says the same without the prefix). Whitespace is collapsed to single spaces.
+
+    Args:
+        row: one row of ``GET /v1/roundtables`` (``title``, ``prompt``; either may be absent).
+    """
+    prompt = str(row.get("prompt") or "")
+    title = str(row.get("title") or "")
+    if title and (not prompt or not title.startswith(default_title(prompt))):
+        return " ".join(title.split())
+    return " ".join((prompt or title).split())
+
+
 async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
     params = {"all": "true"} if args.all else {"limit": str(args.limit)}
     async with ControlClient(control_url(settings), settings.token_file) as cc:
@@ -77,9 +93,9 @@ async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
     if not rows:
         print("No roundtables.")
         return EXIT_OK
-    print(f"{'SESSION':32} {'PHASE':10} {'ROUND':7} {'AGENT':12} {'ELAPSED':8} TOPIC")
+    print(f"{'SESSION':32} {'PHASE':10} {'ROUND':7} {'AGENT':12} {'ELAPSED':8} TITLE")
     for r in rows:
-        topic = " ".join(str(r.get("prompt") or r.get("title")).split())[:50]
+        topic = list_label(r)[:50]
         print(
             f"{r['sessionID']:32} {r['phase']:10} {r['round']!s:>3}/{r['totalRounds']!s:3} "
             f"{r.get('agent') or '-'!s:12} {fmt_elapsed(r.get('elapsed')):8} {topic}"

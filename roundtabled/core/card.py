@@ -12,7 +12,7 @@ from __future__ import annotations
 from roundtabled.core.progress import round_position
 from roundtabled.core.prompts import TITLE_PREFIX
 from roundtabled.core.result import build_result
-from roundtabled.core.state import BUILTIN_OBSERVER, Phase, RoundtableState
+from roundtabled.core.state import BUILTIN_OBSERVER, EndReason, Phase, RoundtableState
 
 _RUNNING = (Phase.ACTIVE, Phase.OBSERVING)
 """Phases without a result yet."""
@@ -56,15 +56,35 @@ def _phase(state: RoundtableState) -> str:
     return f"Phase: {state.phase.value} ({reason}) — {pos.text()}"
 
 
+def live_state(state: RoundtableState) -> str:
+    """Whether the roundtable runs, in one capitalised word and where it is: ``LIVE round 2/3``,
+    ``LIVE observer after round 3/3``, ``STOPPING``, ``CONCLUDED``, ``CANCELLED``, ``ENDED``
+    (any other end) or ``ABORTED``. It opens the card, so that among several roundtables under
+    one session (the TUI's child sessions) the live one is told at a glance."""
+    pos = round_position(state)
+    if state.phase == Phase.ACTIVE:
+        return "STOPPING" if state.end_reason is not None else f"LIVE {pos.text()}"
+    if state.phase == Phase.OBSERVING:
+        return f"LIVE {pos.text()}"
+    if state.phase == Phase.ABORTED:
+        return "ABORTED"
+    if state.end_reason == EndReason.CANCELLED:
+        return "CANCELLED"
+    if state.end_reason in (None, EndReason.COMPLETED, EndReason.CONVERGED):
+        return "CONCLUDED"
+    return "ENDED"
+
+
 def state_card(state: RoundtableState) -> str:
-    """The card of ``state``: title, seats in order with their models (and assigned sides),
-    rounds and observer, phase with the round and end reason, and what the block is (≤ 8
-    lines)."""
+    """The card of ``state``: its live state (:func:`live_state`) and title, seats in order
+    with their models (and assigned sides), rounds and observer, phase with the round and end
+    reason, and what the block is (≤ 8 lines)."""
     observer = "built-in" if state.observer == BUILTIN_OBSERVER else state.observer
     extended = f", {len(state.extensions)} extension(s)" if state.extensions else ""
     lines = [
         # The generated title's own "(Roundtable) - " prefix would repeat the header.
-        f"{CARD_HEADER} · {state.title.removeprefix(TITLE_PREFIX) or state.title}",
+        f"{CARD_HEADER} · {live_state(state)} · "
+        f"{state.title.removeprefix(TITLE_PREFIX) or state.title}",
         _seats(state),
         f"Rounds: {state.total_rounds}{extended} · observer: {observer}",
         _phase(state),

@@ -17,6 +17,7 @@ Pure and deterministic: no I/O, no clock. Rounds in texts are 1-based."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -481,7 +482,9 @@ def build_result(state: RoundtableState) -> RoundtableResult:
     status = build_status(state, verdict_notes)
     status, verdict = _cap_lists(status, verdict)
     header = honesty_header(status)
-    body = _observer_summary(state)
+    # Plain text: the TUI shows the tool's output as it is, and the CLI prints it to a
+    # terminal; the observer's own markdown stays in the export (``observerSummary``).
+    body = plain_text(_observer_summary(state))
     summary = f"{header}\n\n{body}" if header else body
     return RoundtableResult(
         session_id=state.session_id,
@@ -525,6 +528,26 @@ def capped(result: RoundtableResult) -> RoundtableResult:
     return result.model_copy(update={"summary": (text if cut > 0 else "") + mark})
 
 
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", re.DOTALL)
+_EMPHASIS = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])")
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)
+_STAR_BULLET = re.compile(r"^([ \t]*)\*[ \t]+", re.MULTILINE)
+
+
+def plain_text(markdown: str) -> str:
+    """``markdown`` as plain text for the tool's output, which the TUI shows as it is: bold and
+    italic markers (``**x**``, ``__x__``, ``*x*``) and heading hashes are dropped, ``* `` bullets
+    become ``- ``; the words, lines and everything else (code, lists, numbers) are unchanged.
+
+    >>> plain_text("**Executive summary.** *pm*: ship it")
+    'Executive summary. pm: ship it'
+    """
+    text = _STAR_BULLET.sub(r"\1- ", markdown)
+    text = _HEADING.sub("", text)
+    text = _STRONG.sub(r"\2", text)
+    return _EMPHASIS.sub(r"\1", text)
+
+
 def result_json(result: RoundtableResult) -> str:
     """The tool's output: the contract as indented JSON, status first, size-capped."""
     return _dumps(capped(result).dump()).decode()
@@ -538,11 +561,19 @@ def _position_line(p: SeatPosition) -> str:
     return f"{who}: {p.label}{_conf(p.confidence)}{changed}"
 
 
+VERDICT_SOURCE_WORDS = {
+    "observer": "by the observer",
+    "ledger": "from the seats' stated positions",
+}
+"""Who the verdict is from, in words (``source`` of docs/result.md: ``ledger`` is the positions
+the seats stated, used when the observer gave no readable verdict)."""
+
+
 def verdict_lines(result: RoundtableResult) -> list[str]:
     """The verdict in a few plain lines (noReply text, CLI fallbacks)."""
     v = result.verdict
     lines = [
-        f"Verdict ({v.source}): consensus {v.consensus}"
+        f"Verdict ({VERDICT_SOURCE_WORDS[v.source]}): consensus {v.consensus}"
         + (f", tally {v.tally_consensus}" if v.tally_consensus != v.consensus else "")
         + (f" · decision: {v.decision}" if v.decision else " · no decision")
         + (f" · confidence {v.confidence:g}" if v.confidence is not None else ""),

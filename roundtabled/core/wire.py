@@ -274,8 +274,13 @@ def prompt_body(
     """The body of ``POST /session/{id}/prompt_async`` for a seat's or the observer's turn: the
     prompt ``text`` the model reads, then the ``ignored`` ``label`` people read, carrying the
     signed ``marker`` metadata. ``model`` is sticky per session on the server
-    (``docs/opencode-server.md``, "sticky model"): the seat's own is always sent."""
-    parts = [text_part(text), label_part(label, marker)]
+    (``docs/opencode-server.md``, "sticky model"): the seat's own is always sent.
+
+    The prompt is ``synthetic``: the server sends synthetic text to the model like any other
+    (only ``ignored`` parts stay out of its requests), while the pinned TUI does not show it in
+    a user message, so a person reading the child session sees one header line per turn (the
+    label), not the instructions (docs/design.md, "What the TUI shows")."""
+    parts = [{**text_part(text), "synthetic": True}, label_part(label, marker)]
     body: dict[str, Any] = {"messageID": message_id, "agent": agent, "parts": parts}
     if model is not None:
         body["model"] = {"providerID": model.provider_id, "modelID": model.model_id}

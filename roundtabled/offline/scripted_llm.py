@@ -56,6 +56,7 @@ import hashlib
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -84,6 +85,10 @@ TITLE_MARKER = "You are a title generator"
 COMPACTION_MARKER = "You are a context summarization agent"
 
 Kind = Literal["turn", "tool-followup", "title", "compaction"]
+
+Responder = Callable[[Kind, str | None, list[str], list[dict[str, Any]], str], Action | None]
+"""``(kind, agent, tool names, messages, last user text) -> action or None``: see
+:attr:`ScriptedLLM.responder`."""
 
 DEFAULT_TITLE = "Scripted roundtable title"
 DEFAULT_SUMMARY = (
@@ -220,6 +225,9 @@ class ScriptedLLM:
         #: every chat-completions request, in arrival order.
         self.requests: list[RecordedRequest] = []
         self._queues: dict[QueueKey, deque[Action]] = {}
+        #: answers a request nothing is queued for, before the default filler (``None`` from it:
+        #: the default); e.g. :func:`roundtabled.offline.orchestrator.orchestrator_reply`.
+        self.responder: Responder | None = None
         self._counts: dict[tuple[str | None, str | None], int] = {}
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
@@ -392,6 +400,8 @@ class ScriptedLLM:
         self._counts[count_key] = n + 1
 
         action = self._pop(kind, session, agent)
+        if action is None and self.responder is not None:
+            action = self.responder(kind, agent, rec.tools, messages, last_user)
         if action is None:
             rec.action = "default"
             if kind == "title":

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
+from roundtabled.offline.orchestrator import orchestrator_reply
 from roundtabled.offline.scripted_actions import HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
@@ -164,6 +165,8 @@ async def _offline_model(
     config pointing at it."""
 
     llm = ScriptedLLM()
+    # `build` answers "convene a roundtable with pm, dev and rv about …" with the tool call.
+    llm.responder = orchestrator_reply
     await llm.start()
     config = offline_config(llm.base_url)
     for name in ("pm", "dev", "rv"):
@@ -201,6 +204,40 @@ class DemoEnv:
     """The environment for ``roundtabled`` commands that talk to this daemon."""
     control_port: int
     token_file: Path
+    config_file: Path
+    """The daemon's configuration file: ``ROUNDTABLED_CONFIG`` of every command run on it."""
+    daemon: subprocess.Popen[bytes]
+
+
+def write_config(path: Path, work: Path, *, server_url: str, port: int, token_file: Path) -> None:
+    """The demo daemon's own configuration file (docs: README, "Configuration"): where the
+    server and the control API are, its token file and state, and a ``demo`` preset of the
+    example panel. Every command that sets ``ROUNDTABLED_CONFIG`` to it (the ``export`` line of
+    ``--serve``) reads what the daemon reads, so ``roundtabled config`` and ``presets`` describe
+    this daemon, not ``~/.config/roundtabled``.
+
+    Args:
+        path: the file to write (its directory is created).
+        work: the demo's work directory (the state directory and the signing key go there).
+        server_url: the demo's ``opencode serve``.
+        port: the control API's TCP port.
+        token_file: the daemon's token file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # JSON strings are TOML basic strings (the same escapes), so json.dumps quotes them.
+    q = json.dumps
+    path.write_text(
+        "# Written by scripts/demo for its own daemon.\n"
+        f"server_url = {q(server_url)}\n"
+        'control_host = "127.0.0.1"\n'
+        f"control_port = {port}\n"
+        f"token_file = {q(str(token_file))}\n"
+        f"key_file = {q(str(token_file.parent / 'signing-key'))}\n"
+        f"state_dir = {q(str(work / 'roundtabled-state' / 'roundtabled'))}\n"
+        "\n[presets.demo]\n"
+        'agents = ["pm", "dev", "rv"]\n'
+        "rounds = 2\n"
+    )
 
 
 @contextlib.asynccontextmanager
@@ -237,11 +274,12 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
 
     port = free_port()
     rt_env = dict(os.environ)
+    config_file = work / "roundtabled-config" / "roundtabled" / "config.toml"
     rt_env.update(
         {
             "XDG_CONFIG_HOME": str(work / "roundtabled-config"),
             "XDG_STATE_HOME": str(work / "roundtabled-state"),
-            "ROUNDTABLED_CONTROL_PORT": str(port),
+            "ROUNDTABLED_CONFIG": str(config_file),
         }
     )
     token_file = work / "roundtabled-config" / "roundtabled" / "token"
@@ -262,6 +300,7 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
         await server.start()
         print(f"demo: OpenCode {server.url} (project {server.project_dir})")
         rt_env["ROUNDTABLED_SERVER_URL"] = server.url
+        write_config(config_file, work, server_url=server.url, port=port, token_file=token_file)
         log = await asyncio.to_thread(open, work / "roundtabled.log", "wb")
         daemon = await asyncio.to_thread(
             subprocess.Popen,
@@ -281,10 +320,11 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
                     pass
             await asyncio.sleep(0.1)
         print(
-            f"demo: roundtabled serve is up (control API http://127.0.0.1:{port}, log "
+            f"demo: roundtabled serve is up (pid {daemon.pid}, control API "
+            f"http://127.0.0.1:{port}, log "
             f"{work / 'roundtabled.log'})"
         )
-        yield DemoEnv(work, server, rt_env, port, token_file)
+        yield DemoEnv(work, server, rt_env, port, token_file, config_file, daemon)
     finally:
         if daemon is not None:
             daemon.terminate()
@@ -310,12 +350,32 @@ def transcript_path(args: argparse.Namespace, work: Path) -> Path:
     return work.parent / f"{work.name}-transcript.md"
 
 
+STOP_SIGNALS = {
+    signal.SIGTERM: "a kill or a timeout",
+    signal.SIGHUP: "the terminal closed",
+}
+"""Signals that stop the demo like Ctrl-C does, and what usually sends them. Their default
+action would end the demo at once and leave the servers it started running (``opencode serve``
+is in its own process group, so a hang-up never reaches it)."""
+
+
+def _say(text: str) -> None:
+    # After a hang-up the terminal may be gone: the clean-up must run all the same.
+    with contextlib.suppress(OSError, ValueError):
+        print(text, flush=True)
+
+
+def _stop_on(task: asyncio.Task[Any], signum: signal.Signals) -> None:
+    _say(f"\ndemo: {signum.name} ({STOP_SIGNALS[signum]}): stopping OpenCode and roundtabled")
+    task.cancel()
+
+
 async def main_async(args: argparse.Namespace) -> int:
-    # SIGTERM (`kill`, a timeout) stops the demo like Ctrl-C: through the clean-up that stops the
-    # server and the daemon it started (the default would leave them running).
     task = asyncio.current_task()
     if task is not None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        loop = asyncio.get_running_loop()
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, _stop_on, task, signum)
     if args.serve:
         return await serve_async(args)
     started = time.monotonic()
@@ -383,23 +443,51 @@ async def serve_async(args: argparse.Namespace) -> int:
         opencode = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "opencode"
         print(
             "\ndemo: ready. In another shell (same checkout):\n"
-            f"  export ROUNDTABLED_URL=http://127.0.0.1:{demo.control_port} "
-            f"ROUNDTABLED_TOKEN_FILE={demo.token_file} "
-            f"ROUNDTABLED_SERVER_URL={demo.server.url}\n"
+            f"  export ROUNDTABLED_CONFIG={demo.config_file}\n"
             f"  {bin_dir / 'roundtabled'} agents --directory {demo.server.project_dir}\n"
             f"  {bin_dir / 'roundtabled'} start --agents pm,dev,rv --rounds 2 "
             f'--directory {demo.server.project_dir} "Should we split the payments monolith?"\n'
             f"  {bin_dir / 'roundtabled'} list\n"
             f"The OpenCode TUI on this server: {opencode} attach {demo.server.url} "
             f"--dir {demo.server.project_dir}\n"
-            "The offline model answers the first pm/dev/rv debate with the demo's script, any "
-            "other turn with filler text.\n"
-            "Ctrl-C here stops everything.",
+            "In the TUI ask: convene a roundtable with pm, dev and rv about <your topic> — the "
+            "offline orchestrator calls the roundtable tool; the offline model answers the "
+            "first pm/dev/rv debate with the demo's script, any other turn with filler text.\n"
+            "Ctrl-C here stops everything (so does closing this terminal); if the daemon or "
+            "the server ends on its own, this says so and stops the rest.",
             flush=True,
         )
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.Event().wait()
-    return 0
+        try:
+            ended = await first_child_exit(demo)
+        except asyncio.CancelledError:
+            return 0
+        log = demo.work / "roundtabled.log"
+        _say(f"\ndemo: {ended}; stopping the rest.")
+        with contextlib.suppress(OSError):
+            tail = log.read_text(errors="replace").splitlines()[-10:]
+            if tail:
+                _say("demo: the last lines of roundtabled's log:\n  " + "\n  ".join(tail))
+    return 1
+
+
+CHILD_POLL_S = 0.5
+"""How often ``--serve`` looks at the processes it started (seconds)."""
+
+
+async def first_child_exit(demo: DemoEnv) -> str:
+    """Wait until the daemon or the OpenCode server the demo started exits on its own; returns
+    what happened in words (which one, and its exit code).
+
+    Raises:
+        asyncio.CancelledError: the demo is being stopped (Ctrl-C, a stop signal).
+    """
+    while True:
+        code = demo.daemon.poll()
+        if code is not None:
+            return f"roundtabled serve exited on its own (exit code {code})"
+        if not demo.server.running:
+            return f"opencode serve ({demo.server.url}) exited on its own"
+        await asyncio.sleep(CHILD_POLL_S)
 
 
 def main() -> int:

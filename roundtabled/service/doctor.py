@@ -88,11 +88,24 @@ def _auth(settings: cfg.Settings) -> aiohttp.BasicAuth | None:
 
 
 def _start_server_hint(settings: cfg.Settings) -> str:
-    return (
+    """How to get the server up: start it, and first install OpenCode where it is not found
+    (after ``pip install`` alone there is none: it is an npm package)."""
+    from roundtabled.opencode.binary import OPENCODE_VERSION, find_opencode_binary
+
+    hint = (
         f"start the OpenCode server: `opencode serve --port {_port(settings.server_url)}` "
         "(or `systemctl --user start opencode-serve`), or point server_url / "
         "ROUNDTABLED_SERVER_URL at the running one"
     )
+    try:
+        find_opencode_binary()
+    except FileNotFoundError:
+        hint = (
+            "OpenCode is not installed here: install it with `npm install -g "
+            f"opencode-ai@{OPENCODE_VERSION}` (Node.js's npm; see https://opencode.ai), then "
+            + hint
+        )
+    return hint
 
 
 def _port(url: str) -> int:

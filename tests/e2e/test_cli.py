@@ -429,9 +429,9 @@ async def test_cancel_aborts_the_turn_within_2s_without_another_model_request(rt
     assert dev_req.disconnected_at is not None
     assert dev_req.disconnected_at - called[0] < 2.0  # from the daemon receiving the cancel
 
-    # the result: cancelled, with the partial history, and no observer request
-    assert "cancel" in run.out.lower()
-    assert "PM finished its turn." in run.out
+    # what the cancel did and the result's head (not the partial history), no observer request
+    assert run.out.startswith(f"Cancelled roundtable {s2} in round ")
+    assert "── pm · round 1 ──" not in run.out
     await asyncio.sleep(1.0)
     assert [r.agent for r in rt.llm.requests_for(session=s2)] == ["pm", "dev"]
     st = json.loads((await cli(rt, "status", "--json", s2)).out)

@@ -98,3 +98,202 @@ async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> N
     with pytest.raises(aiohttp.ClientConnectionError):  # the demo's server was stopped
         async with aiohttp.ClientSession() as http, http.get(server.group(1) + "/global/health"):
             pass
+
+
+async def _serve_ready(tmp_path: Path) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """``demo --serve`` started and ready (its instructions printed): the process and its lines."""
+    proc = await asyncio.create_subprocess_exec(
+        PY,
+        "-m",
+        "roundtabled.service.demo",
+        "--serve",
+        "--keep",
+        env=_env(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not any("Ctrl-C here stops everything" in line for line in lines):
+        raw = await asyncio.wait_for(proc.stdout.readline(), 120)
+        if not raw:
+            pytest.fail("demo --serve ended early:\n" + "".join(lines))
+        lines.append(raw.decode())
+    return proc, lines
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Stop a demo a failed assertion left running (SIGTERM: its own clean-up)."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), 30)
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie child of init counts as gone only once reaped; /proc says which.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z")
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (read from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().split(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+async def _server_down(url: str) -> None:
+    with pytest.raises(aiohttp.ClientConnectionError):
+        async with aiohttp.ClientSession() as http, http.get(url + "/global/health"):
+            pass
+
+
+async def test_the_export_line_makes_config_and_presets_describe_the_demo_daemon(
+    tmp_path: Path,
+) -> None:
+    """``roundtabled config`` and ``presets`` under the demo's ``export`` line described
+    ``~/.config/roundtabled/config.toml`` and port 4747, not the daemon the demo runs."""
+    proc, lines = await _serve_ready(tmp_path)
+    try:
+        export = next(line for line in lines if line.strip().startswith("export "))
+        env = _env(tmp_path)
+        env["HOME"] = str(tmp_path / "home")  # a user config, if any, must not be what is read
+        for assignment in shlex.split(export.strip())[1:]:
+            key, _, value = assignment.partition("=")
+            env[key] = value
+        assert list(env).count("ROUNDTABLED_CONFIG") == 1
+        server = re.search(r"demo: OpenCode (http://\S+)", "".join(lines))
+        control = re.search(r"control API http://127\.0\.0\.1:(\d+)", "".join(lines))
+        assert server and control, lines
+
+        async def run(*argv: str) -> str:
+            p = await asyncio.create_subprocess_exec(
+                RT_BIN, *argv, env=env, stdout=asyncio.subprocess.PIPE
+            )
+            out, _ = await asyncio.wait_for(p.communicate(), 60)
+            assert p.returncode == 0, out
+            return out.decode()
+
+        import json
+
+        config = json.loads(await run("config"))
+        assert config["control_port"] == int(control.group(1))
+        assert config["server_url"] == server.group(1)
+        assert await run("presets") == "demo: agents=pm,dev,rv rounds=2\n"
+        assert "pm" in await run("agents")  # the same shell reaches the daemon itself
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), 30)
+
+
+async def test_demo_serve_stops_everything_on_a_hang_up(tmp_path: Path) -> None:
+    """SIGHUP (the terminal closed) left ``opencode serve`` running with parent 1."""
+    proc, lines = await _serve_ready(tmp_path)
+    children = _children(proc.pid)
+    assert children, "the demo started no processes"
+    proc.send_signal(signal.SIGHUP)
+    try:
+        rest, _ = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        await _stop(proc)
+    text = "".join(lines) + rest.decode()
+    assert proc.returncode == 0, text
+    assert "demo: SIGHUP (the terminal closed): stopping OpenCode and roundtabled" in text
+    assert "Traceback" not in text
+    assert all(_pid_gone(pid) for pid in children), (children, text)
+    server = re.search(r"demo: OpenCode (http://\S+)", text)
+    assert server, text
+    await _server_down(server.group(1))
+
+
+async def test_demo_serve_says_when_its_daemon_dies_and_stops_the_rest(tmp_path: Path) -> None:
+    """``--serve`` did not notice its own daemon's death and went on waiting."""
+    proc, lines = await _serve_ready(tmp_path)
+    text = "".join(lines)
+    daemon = re.search(r"roundtabled serve is up \(pid (\d+),", text)
+    try:
+        assert daemon, text
+        os.kill(int(daemon.group(1)), signal.SIGKILL)
+        rest, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        await _stop(proc)
+    text += rest.decode()
+    assert proc.returncode == 1, text
+    assert "demo: roundtabled serve exited on its own (exit code -9); stopping the rest." in text
+    assert "Traceback" not in text
+    server = re.search(r"demo: OpenCode (http://\S+)", text)
+    assert server, text
+    await _server_down(server.group(1))
+
+
+async def test_demo_serve_build_convenes_a_roundtable_when_asked(tmp_path: Path) -> None:
+    """The offline ``build`` agent answered "convene a roundtable with pm, dev and rv about …"
+    with filler, so the TUI path could not be tried offline. Asked as a person asks in the TUI
+    (a prompt to ``build`` on the demo's real server), it calls the ``roundtable`` tool, the
+    daemon runs the debate, and ``build`` relays the result."""
+    proc, lines = await _serve_ready(tmp_path)
+    try:
+        text = "".join(lines)
+        server = re.search(r"demo: OpenCode (http://\S+)", text)
+        project = re.search(r"\(project (\S+)\)", text)
+        assert server and project, text
+        assert "In the TUI ask: convene a roundtable with pm, dev and rv about" in text
+        base = server.group(1)
+        async with aiohttp.ClientSession() as http:
+            q = {"directory": project.group(1)}
+            async with http.post(base + "/session", params=q, json={}) as r:
+                s1 = (await r.json())["id"]
+            ask = "convene a roundtable with pm, dev and rv about splitting the payments monolith"
+            async with http.post(
+                f"{base}/session/{s1}/prompt_async",
+                params=q,
+                json={"agent": "build", "parts": [{"type": "text", "text": ask}]},
+            ) as r:
+                assert r.status < 300, await r.text()
+
+            async def replies() -> list[dict[str, object]]:
+                async with http.get(f"{base}/session/{s1}/message", params=q) as r:
+                    return [
+                        p
+                        for m in await r.json()
+                        if m["info"]["role"] == "assistant"
+                        for p in m["parts"]
+                    ]
+
+            deadline = asyncio.get_running_loop().time() + 180
+            relay = ""
+            while not relay:
+                assert asyncio.get_running_loop().time() < deadline, await replies()
+                parts = await replies()
+                relay = next(
+                    (
+                        str(p["text"])
+                        for p in parts
+                        if p["type"] == "text" and "The roundtable concluded" in str(p["text"])
+                    ),
+                    "",
+                )
+                await asyncio.sleep(0.5)
+        calls = [p for p in parts if p["type"] == "tool" and p.get("tool") == "roundtable"]
+        assert len(calls) == 1, parts
+        state = calls[0]["state"]
+        assert isinstance(state, dict) and state["status"] == "completed", state
+        assert state["input"] == {
+            "agents": ["pm", "dev", "rv"],
+            "prompt": "splitting the payments monolith",
+            "rounds": 2,
+        }
+        assert relay.startswith("The roundtable concluded: keep a modular monolith"), relay
+        assert "Consensus: unanimous." in relay
+    finally:
+        await _stop(proc)

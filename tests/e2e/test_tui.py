@@ -1,9 +1,10 @@
 """The roundtable in a real OpenCode TUI (slow suite): ``opencode attach`` to the test server
 inside tmux, the orchestrator (``build``, scripted) calls the ``roundtable`` tool, then the keys
 of the pinned OpenCode open the child session (``ctrl+x`` then ``↓``; docs/opencode-server.md).
-Asserted from ``tmux capture-pane``: the state card (no JSON), each seat's reply under its name
-and the delimiter are on screen, the TUI names the keys to move between sessions, and ``↑``
-returns to the parent.
+Asserted from ``tmux capture-pane``: the state card (no JSON, its first line saying the
+roundtable is over), one header line per turn above each seat's reply (not the instructions the
+model reads), each reply under its name and the delimiter are on screen, the TUI names the keys
+to move between sessions, and ``↑`` returns to the parent.
 
 tmux is installed by ``scripts/setup`` where missing; without it the test is skipped (reason
 given).
@@ -60,15 +61,17 @@ async def screen(name: str) -> str:
     return await tmux(name, "capture-pane", "-p", "-t", name)
 
 
-async def wait_screen(name: str, needle: str, timeout: float) -> str:
+async def wait_screen(name: str, needle: str, timeout: float, *more: str) -> str:
+    """The screen once ``needle`` and every one of ``more`` are on it (the TUI draws a
+    session's messages over several frames: the last one can come before an earlier reply)."""
     deadline = time.monotonic() + timeout
     text = ""
     while time.monotonic() < deadline:
         text = await screen(name)
-        if needle in text:
+        if all(n in text for n in (needle, *more)):
             return text
         await asyncio.sleep(0.3)
-    raise AssertionError(f"{needle!r} not on screen after {timeout} s:\n{text}")
+    raise AssertionError(f"{(needle, *more)!r} not on screen after {timeout} s:\n{text}")
 
 
 async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_delimiter(
@@ -121,10 +124,13 @@ async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_deli
         await tmux(name, "send-keys", "-t", name, "C-x")
         await asyncio.sleep(0.3)
         await tmux(name, "send-keys", "-t", name, "Down")
-        text = await wait_screen(name, "━━━ Roundtable Concluded ━━━", 30)
+        text = await wait_screen(
+            name, "━━━ Roundtable Concluded ━━━", 30, "PM-SEAT says", "DEV-SEAT says"
+        )
         (tmp_path / "child-screen.txt").write_text(text)
         # The state block reads as a card (no JSON), before the first turn.
-        card_at = text.find(f"{CARD_HEADER} · Ship the small scope first?")
+        # Its first line says whether it runs (here: over), before the title.
+        card_at = text.find(f"{CARD_HEADER} · CONCLUDED · Ship the small scope first?")
         assert card_at >= 0, text
         assert "Seats in order: 1. pm (scripted/debater-1), 2. dev (scripted/debater-2)" in text
         assert CARD_FOOTER in text and "Phase: done (completed)" in text
@@ -134,6 +140,21 @@ async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_deli
         assert card_at < pm_at < dev_at < text.index("━━━ Roundtable Concluded ━━━"), text
         assert "PM-SEAT says" in text[:pm_at] and "DEV-SEAT says" in text[pm_at:dev_at]
         assert "── roundtable concluded ──" in text
+        # One header line per turn: the seat prompt's instructions are a synthetic part, which
+        # the pinned TUI does not show in a user message, so the label (an ignored part) stands
+        # alone above each reply; the model still gets the instructions.
+        rows = [row.strip(" ┃") for row in text.splitlines()]
+        pm_head = rows.index("── pm · round 1 ──")
+        first_after = next(r for r in rows[pm_head + 1 :] if r)
+        assert first_after == "PM-SEAT says: ship the small scope first."
+        assert "── dev · round 1 ──" in rows and "── observer · roundtable-observer ──" in rows
+        assert "[System]" not in text and "You are participating" not in text
+        assert "Position: <short label>" not in text
+        pm_req = next(r for r in rt.llm.requests if r.agent == "pm")
+        assert pm_req.last_user_text.startswith(
+            "[System] You are participating in a roundtable debate."
+        )
+        assert "── pm · round 1 ──" not in pm_req.last_user_text  # the label stays out
         # The keys the README names, as the pinned TUI itself shows them in the child session.
         assert "Parent up" in text and "Prev left" in text and "Next right" in text
         # ↑ goes back to the parent session.

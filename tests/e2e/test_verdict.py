@@ -128,7 +128,8 @@ async def test_healthy_three_by_two_positions_and_tally_exact_no_header(rt: RT) 
     assert position(c, "dev")["changes"] == [
         {"round": 2, "from": "split now", "to": "modular monolith", "why": "pm's costs"}
     ]
-    assert c["summary"] == "1. **Executive summary** keep it."  # prose only, no header
+    # prose only, no header, as plain text (the observer's markdown is in the export)
+    assert c["summary"] == "1. Executive summary keep it."
     assert HEADER_TITLE not in payload["text"]
     for req in rt.llm.requests_for(session=s2, kind="turn"):
         if req.agent != OBSERVER_AGENT:

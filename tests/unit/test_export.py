@@ -105,7 +105,7 @@ def test_json_export_holds_the_whole_debate() -> None:
     # The contract of docs/result.md: degraded (dev failed, then was cut off), said first.
     assert data["version"] == 1 and data["status"]["degraded"] is True
     assert data["summary"].startswith("⚠ DEGRADED ROUNDTABLE RESULT")
-    assert data["summary"].endswith("**Executive summary.** Modular monolith.")
+    assert data["summary"].endswith("\nExecutive summary. Modular monolith.")  # plain text
     assert "dev failed in round 1 (APIError: overloaded)" in data["status"]["notes"]
     assert [p["agent"] for p in data["verdict"]["positions"]] == ["pm", "dev"]
 

@@ -56,7 +56,7 @@ def test_the_card_has_title_seats_in_order_with_models_rounds_and_phase() -> Non
     card = state_card(st)
     lines = card.splitlines()
     assert 1 < len(lines) <= MAX_CARD_LINES
-    assert lines[0] == f"{CARD_HEADER} · Split the payments monolith?"
+    assert lines[0] == f"{CARD_HEADER} · LIVE round 2/3 · Split the payments monolith?"
     assert lines[1] == (
         "Seats in order: 1. pm (anthropic/claude-x), 2. dev (openai/gpt-y), "
         "3. rv (scripted/debater-3)"
@@ -169,3 +169,28 @@ def test_an_edited_body_or_another_session_is_forged() -> None:
     assert not is_state_part({"type": "text", "text": text})
     with pytest.raises(StateForgedError):
         decode_state(text, None, S2, SIGNER)
+
+
+def test_the_first_line_says_whether_the_roundtable_is_live() -> None:
+    """With several roundtables under one session, the live one is told by its card's first
+    line (the TUI opens the oldest child session first)."""
+
+    def first(**kw: object) -> str:
+        return state_card(_state(**kw)).splitlines()[0]
+
+    title = " · Split the payments monolith?"
+    assert first(current_round=1) == f"{CARD_HEADER} · LIVE round 2/3{title}"
+    assert first(phase=Phase.OBSERVING, current_round=3).startswith(f"{CARD_HEADER} · LIVE ")
+    assert first(end_reason=EndReason.BUDGET) == f"{CARD_HEADER} · STOPPING{title}"
+    assert first(phase=Phase.DONE, end_reason=EndReason.COMPLETED) == (
+        f"{CARD_HEADER} · CONCLUDED{title}"
+    )
+    assert first(phase=Phase.DONE, end_reason=EndReason.CANCELLED) == (
+        f"{CARD_HEADER} · CANCELLED{title}"
+    )
+    assert first(phase=Phase.DONE, end_reason=EndReason.REPETITION) == (
+        f"{CARD_HEADER} · ENDED{title}"
+    )
+    assert first(phase=Phase.ABORTED, end_reason=EndReason.SESSION_DELETED) == (
+        f"{CARD_HEADER} · ABORTED{title}"
+    )

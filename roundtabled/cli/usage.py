@@ -1,0 +1,123 @@
+"""Usage errors of the command line in one line, the way git reports them.
+
+A usage error (unknown flag, a value of the wrong type or outside its choices, a missing
+argument) prints exactly one line on stderr and exits 2 (the project's rule for bad input):
+``Error:``, the flag or argument as the user typed it, what it takes, a ``did you mean`` where a
+close spelling exists, and where the full usage is (``see roundtabled start --help``); the usage
+text itself is not printed, so the line that matters is not buried under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+EXIT_USAGE = 2
+"""Exit code of a usage error (the same as ``roundtabled.cli.client.EXIT_USAGE``)."""
+
+_TYPE_WORDS = {"int": "a whole number", "float": "a number"}
+"""What a value of a flag's type is called in the message (argparse names the Python type)."""
+
+_INVALID_VALUE = re.compile(r"argument (?P<arg>[^:]+): invalid (?P<type>\w+) value: (?P<v>.*)$")
+_INVALID_CHOICE = re.compile(
+    r"argument (?P<arg>[^:]+): invalid choice: (?P<v>.*?) \(choose from (?P<choices>.*)\)$"
+)
+_REQUIRED = re.compile(r"the following arguments are required: (?P<args>.*)$")
+_EXPECTED = re.compile(r"argument (?P<arg>[^:]+): expected (?P<what>.*)$")
+
+
+def _unquote(text: str) -> str:
+    return text.strip().strip("'\"")
+
+
+def _choices(text: str) -> list[str]:
+    return [_unquote(c) for c in text.split(",") if _unquote(c)]
+
+
+def _or_list(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _argument_name(arg: str) -> str:
+    """``--rounds/-r`` style names as argparse gives them → the long flag; a positional's
+    metavar as typed in the usage (``prompt`` → ``PROMPT``, ``COMMAND`` unchanged)."""
+    names = arg.split("/")
+    long = [n for n in names if n.startswith("--")]
+    if long:
+        return long[0]
+    if names[0].startswith("-"):
+        return names[0]
+    return names[0].upper()
+
+
+def one_line(message: str) -> str:
+    """The user's words for argparse's ``message``, without the trailing hint.
+
+    >>> one_line("argument --rounds: invalid int value: '2.5'")
+    "--rounds must be a whole number, not '2.5'"
+    """
+    m = _INVALID_VALUE.match(message)
+    if m:
+        what = _TYPE_WORDS.get(m["type"], f"a {m['type']}")
+        return f"{_argument_name(m['arg'])} must be {what}, not {m['v']}"
+    m = _INVALID_CHOICE.match(message)
+    if m:
+        choices, value = _choices(m["choices"]), _unquote(m["v"])
+        name = _argument_name(m["arg"])
+        if name == "COMMAND":
+            text = f"{value!r} is not a roundtabled command"
+        else:
+            text = f"{name} must be {_or_list(choices)}, not {value!r}"
+        close = difflib.get_close_matches(value, choices, n=1)
+        return text + (f"; did you mean {close[0]}?" if close else "")
+    m = _REQUIRED.match(message)
+    if m:
+        missing = [_argument_name(a.strip()) for a in m["args"].split(",")]
+        return f"missing {_or_list(missing).replace(' or ', ' and ')}"
+    m = _EXPECTED.match(message)
+    if m:
+        return f"{_argument_name(m['arg'])} needs a value"
+    m = re.match(r"argument (?P<a>[^:]+): not allowed with argument (?P<b>.*)$", message)
+    if m:
+        return f"{_argument_name(m['a'])} and {_argument_name(m['b'])} cannot be given together"
+    return message
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose usage errors are one line (module docstring).
+
+    Sub-parsers made by ``add_subparsers`` are of this class too (argparse makes them of the
+    parent's class), so every command reports its errors this way.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``Error: <what> ; see <prog> --help`` on stderr and exit 2.
+
+        Raises:
+            SystemExit: always, code 2.
+        """
+        sys.stderr.write(f"Error: {one_line(message)} (see {self.prog} --help)\n")
+        sys.exit(EXIT_USAGE)
+
+    def unknown_arguments(self, extras: Sequence[str]) -> NoReturn:
+        """Report ``extras`` (arguments no parser took): the unknown flags, and for the first
+        with a close spelling among this command's long options, ``did you mean``.
+
+        Raises:
+            SystemExit: always, code 2.
+        """
+        flags = [x for x in extras if x.startswith("-")]
+        options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        if not flags:
+            self.error(f"unexpected argument {' '.join(extras)!r}")
+        message = ("unknown flag " if len(flags) == 1 else "unknown flags ") + " ".join(flags)
+        for flag in flags:
+            close = difflib.get_close_matches(flag.split("=", 1)[0], options, n=1)
+            if close:
+                message += f"; did you mean {close[0]}?"
+                break
+        self.error(message)
