@@ -17,7 +17,7 @@ from typing import Any
 
 from roundtabled import faults, ids
 from roundtabled.core import events as ev
-from roundtabled.core import machine, wire
+from roundtabled.core import history, machine, wire
 from roundtabled.core.commands import (
     Abort,
     Decision,
@@ -85,10 +85,15 @@ class Handoff:
             # came between two steps (stale or duplicated): read S2.
             return None
         s2 = state.session_id
+        views = wire.message_views(raw, s2, self.shell.signer)
+        if not history.turn_is_final(history.answers_to(views, pend.message_id), idle=False):
+            # An idle event the mirror took while the seat's final step is not completed in it
+            # (stale, or ahead of the reply's last update): only a read of S2 decides this turn.
+            return None
         obs = Observation(
             now=self.shell.clock(),
             status="idle",
-            messages=wire.message_views(raw, s2, self.shell.signer),
+            messages=views,
             pending_found=True,
             new_id=ids.message_id(),
             accepted=True,
