@@ -273,6 +273,13 @@ FINISHING_WAIT_S = 30.0
 """How long an extend waits for the worker of a concluded roundtable to finish finalizing."""
 
 
+def describe_extension(rounds: int, prompt: str) -> str:
+    """How a refusal names an extension: ``+N round(s): "the prompt's start"``."""
+    head = " ".join(prompt.split())
+    head = head if len(head) <= 60 else head[:59] + "…"
+    return f'+{rounds} round(s): "{head}"'
+
+
 async def wait_concluded(s2: str, live: Table | None) -> None:
     """Before an extend of ``s2``: its roundtable in memory (``live``), if any, has concluded and
     its worker has finished finalizing (waited for up to :data:`FINISHING_WAIT_S` s: that worker
@@ -284,10 +291,18 @@ async def wait_concluded(s2: str, live: Table | None) -> None:
     if live is None:
         return
     if live.state.active:
+        st = live.state
+        last = st.extensions[-1] if st.extensions else None
+        running = (
+            f"; its extension {describe_extension(st.total_rounds - last.from_round, last.prompt)}"
+            " is running"
+            if last is not None
+            else ""
+        )
         raise ValidationFailed(
             "sessionID",
             f"roundtable {s2} is still active (round "
-            f"{live.state.current_round + 1}/{live.state.total_rounds}); wait for it to conclude",
+            f"{st.current_round + 1}/{st.total_rounds}){running}; wait for it to conclude",
         )
     if live.task is not None and not live.task.done():
         with contextlib.suppress(TimeoutError):

@@ -170,7 +170,7 @@ class OpeningRunner:
                 )
                 await self.worker.execute(table, machine.decide(table.state, gone))
                 return
-        cancel, table.cancel = table.cancel, None
+        cancel = table.take_cancel()
         obs = await self.observe(table)
         created = await self.decide_and_execute(table, obs, cancel)
         if created and table.cancel is None and not table.deleted_hint:

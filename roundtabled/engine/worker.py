@@ -169,7 +169,7 @@ class Worker:
         state = table.state
         s2 = state.session_id
         pend = state.pending
-        cancel, table.cancel = table.cancel, None
+        cancel = table.take_cancel()
         if cancel is not None and state.end_reason == EndReason.CANCELLED:
             cancel = None
         if table.deleted_hint:
