@@ -43,7 +43,7 @@ class CancelAnswer:
 
 def join_cancel(pending: Cancel | None, taken: Cancel | None, new: Cancel) -> CancelAnswer:
     """Decide one ``cancel`` request against the cancels already asked for a roundtable, so two
-    callers at once each get an honest answer (``docs/design.md``, "cancel").
+    callers at once each get an honest answer (``docs/design.md``, "Two callers at once").
 
     Args:
         pending: a cancel asked for and not yet taken by the roundtable's worker.

@@ -24,8 +24,6 @@ from roundtabled.core.commands import (
     Finalize,
     Observation,
     Prompt,
-    Toast,
-    TurnRecorded,
 )
 from roundtabled.core.state import sign_marker
 from roundtabled.core.wire import UserView
@@ -108,24 +106,6 @@ class Handoff:
         if any(isinstance(c, Finalize) for c in d.commands):
             return d
         return None
-
-    async def execute(self, table: Table, d: Decision) -> None:
-        """Execute a handoff decided from the mirror (its prompt has ``persist_first`` false)."""
-        shell = self.shell
-        prev = table.state
-        table.state = d.state
-        table.deadline_ms = d.wake_at
-        shell.metrics.fast_handoffs += 1
-        for cmd in d.commands:
-            if isinstance(cmd, TurnRecorded):
-                table.record_turn(cmd.entry)
-                faults.checkpoint("turn-recorded")
-            elif isinstance(cmd, Toast):
-                shell.show(table.state, cmd)
-            elif isinstance(cmd, Prompt):
-                await self.start_turn(table, cmd)
-        if prev.phase != table.state.phase:
-            shell.changed()
 
     async def start_turn(self, table: Table, cmd: Prompt) -> None:
         """Start a turn prompt first: hide, prompt, then write the intent.
