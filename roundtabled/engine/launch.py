@@ -57,11 +57,11 @@ async def new_state(
     if req.parent_session_id and directory is None:
         # The agents of S1's project, not of the server's own directory (a server started as a
         # service runs elsewhere): S1's directory first, then the reads made for it.
-        parent = await _parent(client, req.parent_session_id)
+        parent = await parent_session(client, req.parent_session_id)
         directory = wire.session_directory(parent)
     # The reads are independent: one round trip instead of three.
     parent_task = (
-        asyncio.ensure_future(_parent(client, req.parent_session_id))
+        asyncio.ensure_future(parent_session(client, req.parent_session_id))
         if req.parent_session_id and parent is None
         else None
     )
@@ -149,15 +149,35 @@ async def new_state(
     )
 
 
-async def _parent(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
-    """S1's session. Raises :class:`ValidationFailed` (field ``parentSessionID``) when it does
-    not exist."""
+async def parent_session(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
+    """S1's session.
+
+    Raises:
+        ValidationFailed: (field ``parentSessionID``) it does not exist, or it is a
+            roundtable's own session or a seat's session of an independent opening: a result
+            delivered there would become a part of that debate, fed to its seats on a later
+            extend.
+    """
     try:
-        return await client.get_session(session_id)
+        info = await client.get_session(session_id)
     except NotFound:
         raise ValidationFailed(
             "parentSessionID", f"parent session {session_id!r} does not exist"
         ) from None
+    if wire.session_index(info) is not None:
+        raise ValidationFailed(
+            "parentSessionID",
+            f"parent session {session_id!r} is a roundtable's own session; name the session "
+            "that convenes the roundtable (or none)",
+        )
+    owner = wire.opening_roundtable(info)
+    if owner is not None:
+        raise ValidationFailed(
+            "parentSessionID",
+            f"parent session {session_id!r} is a seat's session of roundtable {owner}'s "
+            "independent opening; name the session that convenes the roundtable (or none)",
+        )
+    return info
 
 
 def _check_directory(req: RoundtableRequest, directory: str | None, s1_dir: str | None) -> None:

@@ -291,6 +291,8 @@ class Engine:
                     "sessionID", f"roundtable {s2} is still active; wait for it to conclude"
                 )
         launch.check_extension(state, req)
+        if req.parent_session_id:
+            await launch.parent_session(self.client, req.parent_session_id)
         messages = await self.store.read_all(s2)
         warn_pasted_meta(s2, messages, state.state_message_id)
         if not state.history:
