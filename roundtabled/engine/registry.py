@@ -284,6 +284,7 @@ class Engine:
                     "recovering it to done",
                     s2,
                     state.phase.value,
+                    extra={"session_id": s2},
                 )
                 state = state.model_copy(update={"phase": Phase.DONE, "pending": None})
             else:
