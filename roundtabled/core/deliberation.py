@@ -41,7 +41,11 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Literal
 
-from roundtabled.core.positions import Position, normalise_label, parse_position
+from roundtabled.core.positions import (
+    normalise_label,
+    position_of,
+    spoke,
+)
 from roundtabled.core.similarity import jaccard_bigrams
 from roundtabled.core.state import (
     Budget,
@@ -86,21 +90,31 @@ longest reply)."""
 # ── the ledger ─────────────────────────────────────────────────────────────────────────────────
 
 
-def position_of(entry: HistoryEntry) -> Position | None:
-    """The position a seat turn stated: the recorded one, else parsed from its reply."""
-    if entry.position is not None:
-        return entry.position
-    return parse_position(entry.response) if entry.response else None
-
-
-def spoke(entry: HistoryEntry) -> bool:
-    """True for a seat turn that stored a reply without an error (the seat spoke)."""
-    return entry.kind == "turn" and not entry.has_error
-
-
 def round_turns(history: Iterable[HistoryEntry], round_number: int) -> dict[str, HistoryEntry]:
     """Seat turns of a 1-based round by agent (the last one when a seat appears twice)."""
     return {e.agent: e for e in history if e.kind == "turn" and e.round == round_number}
+
+
+def convergence_note(state: RoundtableState) -> str | None:
+    """For ``status.notes``: why ``until: "converged"`` never stopped a debate that is over, when
+    it is because seats gave no ``Position:`` line (convergence cannot be judged without one);
+    ``None`` otherwise (a debate still running, another ``until``, a converged stop, or every
+    speaking turn stated a position)."""
+    if (
+        state.active
+        or state.options.until != "converged"
+        or state.end_reason == EndReason.CONVERGED
+    ):
+        return None
+    turns = [e for e in state.seat_turns() if spoke(e)]
+    missing = [e for e in turns if position_of(e) is None]
+    if not missing:
+        return None
+    rounds = ", ".join(str(r) for r in sorted({e.round for e in missing}))
+    return (
+        f"until converged never stopped the debate: {len(missing)} of {len(turns)} seat turns "
+        f"gave no Position: line (rounds {rounds}), so convergence could not be judged"
+    )
 
 
 # ── convergence ────────────────────────────────────────────────────────────────────────────────

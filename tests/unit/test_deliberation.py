@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from roundtabled.core import deliberation as dl
 from roundtabled.core import deliberation as rc
-from roundtabled.core.positions import normalise_label
+from roundtabled.core.positions import normalise_label, parse_position, position_of
 from roundtabled.core.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
 
 AGENTS = ["pm", "dev", "rv"]
@@ -113,7 +113,7 @@ def test_an_extension_needs_two_rounds_of_its_own() -> None:
 
 def test_recorded_position_wins_over_the_text() -> None:
     h = rounds(["a", "b", "c"], ["a", "b", "c"])
-    h[3] = h[3].model_copy(update={"position": dl.parse_position("Position: z")})
+    h[3] = h[3].model_copy(update={"position": parse_position("Position: z")})
     assert not dl.check_convergence(h, 2).converged
 
 
@@ -142,10 +142,10 @@ def test_convergence_never_fires_on_a_round_where_any_label_changed(
         speaking = [a for a in AGENTS if not by[(r, a)].has_error]
         assert len(speaking) >= dl.MIN_SPEAKERS
         for a in speaking:
-            now = dl.position_of(by[(r, a)])
+            now = position_of(by[(r, a)])
             assert now is not None  # a seat without a label blocks
             prev = by.get((r - 1, a))
-            if prev is not None and not prev.has_error and (p := dl.position_of(prev)):
+            if prev is not None and not prev.has_error and (p := position_of(prev)):
                 assert normalise_label(p.label) == normalise_label(now.label)
 
 
