@@ -310,6 +310,40 @@ def observer_reserve(
     return Spent(tokens, usd, seconds)
 
 
+def usage_unreported(entry: HistoryEntry) -> bool:
+    """A seat turn that answered (it spoke) while the server recorded no usage for it: no
+    tokens and no cost. Such a turn's usage is unknown, not zero (a provider that sends no usage
+    in its stream, e.g. llama.cpp's OpenAI-compatible server)."""
+    u = entry.usage
+    return spoke(entry) and not (u.input or u.output or u.reasoning or u.cost)
+
+
+def unenforceable_budget_note(state: RoundtableState) -> str | None:
+    """For ``status.notes``: a token or USD budget of the current call that cannot be enforced,
+    said from the first answered turn whose usage the server did not report; ``None`` when the
+    call has no such budget or every answered turn reported usage. The seconds budget still
+    applies (it is measured by the daemon)."""
+    budget = state.options.budget
+    if budget is None:
+        return None
+    dims = [name for name, v in (("token", budget.tokens), ("USD", budget.usd)) if v is not None]
+    if not dims:
+        return None
+    turns = [
+        e for e in _call_entries(state.history, state.options.call_from_round) if e.kind == "turn"
+    ]
+    unknown = [e for e in turns if usage_unreported(e)]
+    if not unknown:
+        return None
+    first = unknown[0]
+    still = "; the seconds budget still applies" if budget.seconds is not None else ""
+    return (
+        f"the {' and '.join(dims)} budget cannot be enforced: the server reported no usage for "
+        f"{len(unknown)} answered turn(s), the first {first.agent}'s in round {first.round} "
+        f"(usage unknown, not 0){still}"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class BudgetCheck:
     """The outcome of :func:`budget_check` before one seat turn.
