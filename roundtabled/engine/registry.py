@@ -335,16 +335,13 @@ class Engine:
         the cancel, and a ``summarize`` that comes after a plain cancel was taken is refused.
 
         Raises:
-            ValidationFailed: no active roundtable with that id, nor one cancelled already
-                (``sessionID``); a summary asked for after a plain cancel was taken
+            ValidationFailed: no active roundtable with that id (``sessionID``: the first
+                cancel already ended it); a summary asked for after a plain cancel was taken
                 (``summarize``).
         """
         table = self.tables.get(s2)
         if table is None or not table.state.active:
-            ended = self._known(s2)
-            if ended is None or ended.state.end_reason != EndReason.CANCELLED:
-                raise ValidationFailed("sessionID", f"no active roundtable {s2!r}")
-            table = ended  # cancelled already: the request is answered against that cancel
+            raise ValidationFailed("sessionID", f"no active roundtable {s2!r}")
         st = table.state
         taken = table.cancel_taken
         if taken is None and st.end_reason == EndReason.CANCELLED:
@@ -353,7 +350,7 @@ class Engine:
         if answer.refusal is not None:
             table.log.info("cancel refused: %s", answer.refusal)
             raise ValidationFailed("summarize", answer.refusal)
-        if answer.pending is None or not st.active:
+        if answer.pending is None:
             return table.state  # joined the cancel the worker decided or is deciding on
         table.cancel = answer.pending
         async with table.control:

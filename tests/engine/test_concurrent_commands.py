@@ -125,14 +125,24 @@ async def test_cancel_and_cancel_summarize_at_once_both_get_honest_answers(
     outcomes = list(await asyncio.gather(first, second, return_exceptions=True))
     summarize_outcome = outcomes[0] if first_summarizes else outcomes[1]
     plain_outcome = outcomes[1] if first_summarizes else outcomes[0]
-    assert not isinstance(plain_outcome, BaseException), plain_outcome
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            # Refused, never silently dropped: the first cancel had ended the roundtable
+            # already, or a summary came after a plain cancel was taken.
+            assert isinstance(outcome, ValidationFailed), outcome
+            assert (outcome.field, outcome is summarize_outcome) in (
+                ("sessionID", True),
+                ("sessionID", False),
+                ("summarize", True),
+            ), outcome
+    if isinstance(plain_outcome, BaseException):
+        assert first_summarizes and "no active roundtable" in str(plain_outcome)
     result = await h.result(s2)
     assert result["endReason"] == "cancelled"
     observer_asked = h.prompted_agents(s2).count("roundtable-observer")
     if isinstance(summarize_outcome, BaseException):
-        assert isinstance(summarize_outcome, ValidationFailed), summarize_outcome
-        assert summarize_outcome.field == "summarize"
-        assert "observer will not run" in str(summarize_outcome)
+        said = str(summarize_outcome)
+        assert "observer will not run" in said or "no active roundtable" in said, said
         assert observer_asked == 0
     else:
         assert observer_asked == 1

@@ -3,8 +3,9 @@ summary was dropped ("the observer did not run").
 
 Proves, on the real ``opencode serve`` with the scripted model: with pm's turn running, the
 two requests (the bodies the CLI sends) sent at once: the plain one is granted; the summarize
-one either gets its observer (its summary in the result) or a 400 ``Error:`` naming
-``summarize`` that says the observer will not run, and then no observer runs.
+one either gets its observer (its summary in the result) or a 400 ``Error:`` that says the
+observer will not run (``summarize``) or that the roundtable is no longer active, and then no
+observer runs.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ async def test_cancel_and_cancel_summarize_at_once(rt: RT, summarize_first: bool
         assert len(observer) == 1, "a granted summary whose observer never ran"
         assert "OBSERVER: the gist so far." in result["text"]
     else:
-        assert ss == 400 and ds["field"] == "summarize", (ss, ds)
-        assert "observer will not run" in ds["error"], ds
+        # Refused: after the plain cancel was taken, or once it had ended the roundtable.
+        assert ss == 400 and ds["field"] in ("summarize", "sessionID"), (ss, ds)
+        assert "observer will not run" in ds["error"] or "no active" in ds["error"], ds
         assert observer == []
