@@ -61,7 +61,7 @@ def deliberation_body(args: argparse.Namespace) -> dict[str, Any]:
             validation.parse_budget(budget)
         except ValidationFailed as exc:
             key = next((k for k in budget if f"budget.{k} " in str(exc)), "")
-            raise CliError(name_the_flag(str(exc), f"budget.{key}")) from None
+            raise CliError(name_the_flag(str(exc), f"budget.{key}"), EXIT_USAGE) from None
         body["budget"] = budget
     if args.context:
         body["context"] = args.context

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from roundtabled.cli.client import EXIT_USAGE, CliError
+from roundtabled.cli.client import EXIT_USAGE, CliError, name_the_flag
+from roundtabled.core.validation import MAX_PROMPT_CHARS
 
 
 def read_topic(value: str) -> str:
@@ -13,8 +14,19 @@ def read_topic(value: str) -> str:
     ``@FILE`` for a UTF-8 file (a topic too long or multi-line for a shell argument).
 
     Raises:
-        CliError: the file cannot be read or is not UTF-8 (exit code 2, the field named).
+        CliError: the file cannot be read or is not UTF-8, or the topic is longer than the
+            daemon takes (:data:`MAX_PROMPT_CHARS`): exit code 2, ``PROMPT`` named. The length is
+            checked here, by the daemon's own rule, because a topic of a few hundred KB makes
+            a request body over the control API's size limit, refused before any field is read.
     """
+    topic = _read(value)
+    if len(topic) > MAX_PROMPT_CHARS:
+        message = f"prompt must be at most {MAX_PROMPT_CHARS} characters, got {len(topic)}"
+        raise CliError(name_the_flag(message, "prompt"), EXIT_USAGE)
+    return topic
+
+
+def _read(value: str) -> str:
     if value == "-":
         return sys.stdin.read()
     if value.startswith("@") and len(value) > 1:

@@ -27,6 +27,51 @@ class Cancel:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelAnswer:
+    """What one ``cancel`` request gets (:func:`join_cancel`).
+
+    ``pending``: the cancel the worker is to decide on next (``None``: leave it as it is);
+    ``refusal``: why the request is refused (the caller is told, in an ``Error:`` line naming
+    ``summarize``), ``None`` when it is granted; ``joined``: it joined a cancel already under
+    way (no second write, no second abort).
+    """
+
+    pending: Cancel | None
+    refusal: str | None = None
+    joined: bool = False
+
+
+def join_cancel(pending: Cancel | None, taken: Cancel | None, new: Cancel) -> CancelAnswer:
+    """Decide one ``cancel`` request against the cancels already asked for a roundtable, so two
+    callers at once each get an honest answer (``docs/design.md``, "Two callers at once").
+
+    Args:
+        pending: a cancel asked for and not yet taken by the roundtable's worker.
+        taken: a cancel the worker has taken (decided on, or deciding on now), or the one
+            recorded in the state (end reason ``cancelled``).
+        new: the request.
+
+    Rules: nothing under way → ``new`` is the pending cancel. A cancel still pending absorbs
+    ``new``: the observer runs if either asked for it (a plain cancel's caller still gets its
+    stop). Once a cancel is taken, a request asking no more than it asked joins it; a
+    ``summarize`` meeting a plain cancel already taken is refused (the observer will not run),
+    never dropped silently.
+    """
+    if taken is not None:
+        if new.summarize and not taken.summarize:
+            return CancelAnswer(
+                None,
+                refusal="summarize: the roundtable is already being cancelled without a "
+                "summary; the observer will not run",
+            )
+        return CancelAnswer(None, joined=True)
+    if pending is not None:
+        merged = Cancel(summarize=pending.summarize or new.summarize, reason=pending.reason)
+        return CancelAnswer(merged, joined=True)
+    return CancelAnswer(new)
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """What the engine read from the server for one decision.
 

@@ -48,7 +48,11 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Literal
 
-from roundtabled.core.positions import Position, normalise_label, parse_position
+from roundtabled.core.positions import (
+    normalise_label,
+    position_of,
+    spoke,
+)
 from roundtabled.core.sides import free_history
 from roundtabled.core.similarity import jaccard_bigrams
 from roundtabled.core.stances import seat_stances
@@ -95,21 +99,31 @@ longest reply)."""
 # ── the ledger ─────────────────────────────────────────────────────────────────────────────────
 
 
-def position_of(entry: HistoryEntry) -> Position | None:
-    """The position a seat turn stated: the recorded one, else parsed from its reply."""
-    if entry.position is not None:
-        return entry.position
-    return parse_position(entry.response) if entry.response else None
-
-
-def spoke(entry: HistoryEntry) -> bool:
-    """True for a seat turn that stored a reply without an error (the seat spoke)."""
-    return entry.kind == "turn" and not entry.has_error
-
-
 def round_turns(history: Iterable[HistoryEntry], round_number: int) -> dict[str, HistoryEntry]:
     """Seat turns of a 1-based round by agent (the last one when a seat appears twice)."""
     return {e.agent: e for e in history if e.kind == "turn" and e.round == round_number}
+
+
+def convergence_note(state: RoundtableState) -> str | None:
+    """For ``status.notes``: why ``until: "converged"`` never stopped a debate that is over, when
+    it is because seats gave no ``Position:`` line (convergence cannot be judged without one);
+    ``None`` otherwise (a debate still running, another ``until``, a converged stop, or every
+    speaking turn stated a position)."""
+    if (
+        state.active
+        or state.options.until != "converged"
+        or state.end_reason == EndReason.CONVERGED
+    ):
+        return None
+    turns = [e for e in state.seat_turns() if spoke(e)]
+    missing = [e for e in turns if position_of(e) is None]
+    if not missing:
+        return None
+    rounds = ", ".join(str(r) for r in sorted({e.round for e in missing}))
+    return (
+        f"until converged never stopped the debate: {len(missing)} of {len(turns)} seat turns "
+        f"gave no Position: line (rounds {rounds}), so convergence could not be judged"
+    )
 
 
 # ── convergence ────────────────────────────────────────────────────────────────────────────────
@@ -327,6 +341,40 @@ def observer_reserve(
         usd = 2 * max(e.usage.cost for e in turns)
     seconds = RESERVE_SECONDS_FACTOR * _mean_turn_seconds(history, from_round, started_at, now)
     return Spent(tokens, usd, seconds)
+
+
+def usage_unreported(entry: HistoryEntry) -> bool:
+    """A seat turn that answered (it spoke) while the server recorded no usage for it: no
+    tokens and no cost. Such a turn's usage is unknown, not zero (a provider that sends no usage
+    in its stream, e.g. llama.cpp's OpenAI-compatible server)."""
+    u = entry.usage
+    return spoke(entry) and not (u.input or u.output or u.reasoning or u.cost)
+
+
+def unenforceable_budget_note(state: RoundtableState) -> str | None:
+    """For ``status.notes``: a token or USD budget of the current call that cannot be enforced,
+    said from the first answered turn whose usage the server did not report; ``None`` when the
+    call has no such budget or every answered turn reported usage. The seconds budget still
+    applies (it is measured by the daemon)."""
+    budget = state.options.budget
+    if budget is None:
+        return None
+    dims = [name for name, v in (("token", budget.tokens), ("USD", budget.usd)) if v is not None]
+    if not dims:
+        return None
+    turns = [
+        e for e in _call_entries(state.history, state.options.call_from_round) if e.kind == "turn"
+    ]
+    unknown = [e for e in turns if usage_unreported(e)]
+    if not unknown:
+        return None
+    first = unknown[0]
+    still = "; the seconds budget still applies" if budget.seconds is not None else ""
+    return (
+        f"the {' and '.join(dims)} budget cannot be enforced: the server reported no usage for "
+        f"{len(unknown)} answered turn(s), the first {first.agent}'s in round {first.round} "
+        f"(usage unknown, not 0){still}"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,29 @@ def answers_to(messages: Sequence[MessageView], user_id: str) -> list[AnswerView
     ]
 
 
+def turn_is_final(answers: Sequence[AnswerView], *, idle: bool) -> bool:
+    """Whether ``answers`` (the steps answering one turn prompt, oldest first) hold the turn's
+    last step: every step completed, and the newest one ended the turn. The one rule of "this
+    turn is final" of the machine and of the independent opening (``docs/design.md``).
+
+    A step ends the turn when it failed (an error name), or finished ``stop``/``length`` (any
+    finish but ``tool-calls``, ``unknown`` or none: after those the server calls the model
+    again). A ``tool-calls`` step whose every tool was refused (the default
+    ``permission_policy = reject``, a rejected question) is the last one too, but only once the
+    session is known idle (``idle``): the server then stops its loop (regressions "permission
+    prompts nobody answers", "question tool in a seat"); while the session is busy, or from an
+    idle *event* that may be stale, it is not final.
+    """
+    if not answers or any(not a.completed for a in answers):
+        return False
+    last = answers[-1]
+    if last.error_name:
+        return True
+    if last.finish == "tool-calls" and last.tool_calls:
+        return idle and all(t.output_preview == "error" for t in last.tool_calls)
+    return last.finish not in ("tool-calls", None, "unknown")
+
+
 def entry_from_answers(
     answers: Sequence[AnswerView],
     *,

@@ -73,6 +73,7 @@ from roundtabled.core.history import (
     failed_entry,
     last_response_of_round,
     since_last_turn,
+    turn_is_final,
 )
 from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.positions import unexplained_change
@@ -120,18 +121,6 @@ def with_cancel(state: RoundtableState, cancel: Cancel) -> RoundtableState:
 
 
 # ── helpers ─────────────────────────────────────────────────────────────────────────────────────
-
-
-def _final(answers: Sequence[AnswerView]) -> bool:
-    if not answers or any(not a.completed for a in answers):
-        return False
-    last = answers[-1]
-    if last.finish == "tool-calls" and last.tool_calls:
-        # Called only when S2 is idle: the server stops the loop after a step whose tools were
-        # all refused (permission or question rejected), so that step is the turn's last one
-        # (regressions "permission prompts nobody answers", "question tool in a seat").
-        return all(t.output_preview == "error" for t in last.tool_calls)
-    return bool(last.error_name) or last.finish not in ("tool-calls", None, "unknown")
 
 
 # ── the transition function ─────────────────────────────────────────────────────────────────────
@@ -457,7 +446,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         and m.id != pend.message_id
         for m in obs.messages
     )
-    if ((idle and not others_running) or moved_on) and _final(answers):
+    if ((idle and not others_running) or moved_on) and turn_is_final(answers, idle=True):
         if unusable_busy_end(answers) and pend.reprompts < MAX_REPROMPTS:
             return _with(cmds, _reprompt(state, obs, turn_msg))  # the database was busy
         aborted = bool(answers[-1].error_name == "MessageAbortedError")

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from roundtabled.core import deliberation, machine, prompts
 from roundtabled.core.commands import Cancel, Decision, Finalize, Observation, PersistState, Prompt
-from roundtabled.core.history import answers_to, entry_from_answers
+from roundtabled.core.history import answers_to, entry_from_answers, turn_is_final
 from roundtabled.core.result import cancelled_text
 from roundtabled.core.state import (
     EndReason,
@@ -50,7 +50,7 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
 )
-from roundtabled.core.wire import AnswerView, MessageView, Status, UserView, opening_metadata
+from roundtabled.core.wire import MessageView, Status, UserView, opening_metadata
 
 # ── the round's rules ───────────────────────────────────────────────────────────────────────────
 
@@ -202,13 +202,6 @@ def record_text(entry: HistoryEntry) -> str:
     return f"{head}\n{entry.response.strip()}"
 
 
-def _final(answers: Sequence[AnswerView]) -> bool:
-    if not answers or any(not a.completed for a in answers):
-        return False
-    last = answers[-1]
-    return bool(last.error_name) or last.finish not in ("tool-calls", None, "unknown")
-
-
 def _settle(
     s: OpeningSeat, view: SeatView, now: int, setup: Setup, cancelled: bool
 ) -> tuple[OpeningSeat, list[OpeningCommand], int | None]:
@@ -236,7 +229,7 @@ def _settle(
         new = s.model_copy(update={"entry": entry})
         return new, [SeatSettled(entry)]
 
-    if view.found and idle and _final(answers):
+    if view.found and idle and turn_is_final(answers, idle=True):
         cut = answers[-1].error_name == "MessageAbortedError" and s.abort_requested_at is not None
         new, cmds = settle(cut)
         return new, cmds, None

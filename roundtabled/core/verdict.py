@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from roundtabled.core.deliberation import convergence_note, unenforceable_budget_note
 from roundtabled.core.observer_verdict import is_repair
 from roundtabled.core.positions import (
     Change,
@@ -626,6 +627,10 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         (info if state.end_reason == EndReason.CONVERGED else degradation).append(stop)
     degradation += _observer_notes(state, outcome)
     info += _verdict_notes(state, outcome)
+    if (unjudged := convergence_note(state)) is not None:
+        info.append(unjudged)
+    if (unenforced := unenforceable_budget_note(state)) is not None:
+        degradation.append(unenforced)
     degraded = bool(degradation) or (
         state.end_reason is not None and state.end_reason not in NATURAL_ENDS
     )

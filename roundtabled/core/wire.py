@@ -356,6 +356,14 @@ def opening_seat(session: dict[str, Any], roundtable: str) -> int | None:
     return seat if isinstance(seat, int) else None
 
 
+def opening_roundtable(session: dict[str, Any]) -> str | None:
+    """S2's id when ``session`` is a seat's session of that roundtable's independent opening,
+    else ``None``."""
+    meta = (session.get("metadata") or {}).get(OPENING_KEY)
+    owner = meta.get("roundtable") if isinstance(meta, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
 def index_metadata(
     phase: Phase, state_msg: str, state_part_id: str, *, finalized: bool
 ) -> dict[str, Any]:

@@ -17,15 +17,13 @@ from typing import Any
 
 from roundtabled import faults, ids
 from roundtabled.core import events as ev
-from roundtabled.core import machine, wire
+from roundtabled.core import history, machine, wire
 from roundtabled.core.commands import (
     Abort,
     Decision,
     Finalize,
     Observation,
     Prompt,
-    Toast,
-    TurnRecorded,
 )
 from roundtabled.core.sides import side_tag
 from roundtabled.core.state import sign_marker
@@ -86,10 +84,15 @@ class Handoff:
             # came between two steps (stale or duplicated): read S2.
             return None
         s2 = state.session_id
+        views = wire.message_views(raw, s2, self.shell.signer)
+        if not history.turn_is_final(history.answers_to(views, pend.message_id), idle=False):
+            # An idle event the mirror took while the seat's final step is not completed in it
+            # (stale, or ahead of the reply's last update): only a read of S2 decides this turn.
+            return None
         obs = Observation(
             now=self.shell.clock(),
             status="idle",
-            messages=wire.message_views(raw, s2, self.shell.signer),
+            messages=views,
             pending_found=True,
             new_id=ids.message_id(),
             accepted=True,
@@ -104,24 +107,6 @@ class Handoff:
         if any(isinstance(c, Finalize) for c in d.commands):
             return d
         return None
-
-    async def execute(self, table: Table, d: Decision) -> None:
-        """Execute a handoff decided from the mirror (its prompt has ``persist_first`` false)."""
-        shell = self.shell
-        prev = table.state
-        table.state = d.state
-        table.deadline_ms = d.wake_at
-        shell.metrics.fast_handoffs += 1
-        for cmd in d.commands:
-            if isinstance(cmd, TurnRecorded):
-                table.record_turn(cmd.entry)
-                faults.checkpoint("turn-recorded")
-            elif isinstance(cmd, Toast):
-                shell.show(table.state, cmd)
-            elif isinstance(cmd, Prompt):
-                await self.start_turn(table, cmd)
-        if prev.phase != table.state.phase:
-            shell.changed()
 
     async def start_turn(self, table: Table, cmd: Prompt) -> None:
         """Start a turn prompt first: hide, prompt, then write the intent.

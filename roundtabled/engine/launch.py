@@ -57,11 +57,11 @@ async def new_state(
     if req.parent_session_id and directory is None:
         # The agents of S1's project, not of the server's own directory (a server started as a
         # service runs elsewhere): S1's directory first, then the reads made for it.
-        parent = await read_parent(client, req.parent_session_id)
+        parent = await parent_session(client, req.parent_session_id)
         directory = wire.session_directory(parent)
     # The reads are independent: one round trip instead of three.
     parent_task = (
-        asyncio.ensure_future(read_parent(client, req.parent_session_id))
+        asyncio.ensure_future(parent_session(client, req.parent_session_id))
         if req.parent_session_id and parent is None
         else None
     )
@@ -151,15 +151,35 @@ async def new_state(
     )
 
 
-async def read_parent(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
-    """S1's session. Raises :class:`ValidationFailed` (field ``parentSessionID``) when it does
-    not exist."""
+async def parent_session(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
+    """S1's session.
+
+    Raises:
+        ValidationFailed: (field ``parentSessionID``) it does not exist, or it is a
+            roundtable's own session or a seat's session of an independent opening: a result
+            delivered there would become a part of that debate, fed to its seats on a later
+            extend.
+    """
     try:
-        return await client.get_session(session_id)
+        info = await client.get_session(session_id)
     except NotFound:
         raise ValidationFailed(
             "parentSessionID", f"parent session {session_id!r} does not exist"
         ) from None
+    if wire.session_index(info) is not None:
+        raise ValidationFailed(
+            "parentSessionID",
+            f"parent session {session_id!r} is a roundtable's own session; name the session "
+            "that convenes the roundtable (or none)",
+        )
+    owner = wire.opening_roundtable(info)
+    if owner is not None:
+        raise ValidationFailed(
+            "parentSessionID",
+            f"parent session {session_id!r} is a seat's session of roundtable {owner}'s "
+            "independent opening; name the session that convenes the roundtable (or none)",
+        )
+    return info
 
 
 def _check_directory(req: RoundtableRequest, directory: str | None, s1_dir: str | None) -> None:
@@ -275,6 +295,13 @@ FINISHING_WAIT_S = 30.0
 """How long an extend waits for the worker of a concluded roundtable to finish finalizing."""
 
 
+def describe_extension(rounds: int, prompt: str) -> str:
+    """How a refusal names an extension: ``+N round(s): "the prompt's start"``."""
+    head = " ".join(prompt.split())
+    head = head if len(head) <= 60 else head[:59] + "…"
+    return f'+{rounds} round(s): "{head}"'
+
+
 async def wait_concluded(s2: str, live: Table | None) -> None:
     """Before an extend of ``s2``: its roundtable in memory (``live``), if any, has concluded and
     its worker has finished finalizing (waited for up to :data:`FINISHING_WAIT_S` s: that worker
@@ -286,10 +313,18 @@ async def wait_concluded(s2: str, live: Table | None) -> None:
     if live is None:
         return
     if live.state.active:
+        st = live.state
+        last = st.extensions[-1] if st.extensions else None
+        running = (
+            f"; its extension {describe_extension(st.total_rounds - last.from_round, last.prompt)}"
+            " is running"
+            if last is not None
+            else ""
+        )
         raise ValidationFailed(
             "sessionID",
             f"roundtable {s2} is still active (round "
-            f"{live.state.current_round + 1}/{live.state.total_rounds}); wait for it to conclude",
+            f"{st.current_round + 1}/{st.total_rounds}){running}; wait for it to conclude",
         )
     if live.task is not None and not live.task.done():
         with contextlib.suppress(TimeoutError):

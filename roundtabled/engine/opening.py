@@ -4,49 +4,37 @@ While :func:`roundtabled.core.opening.running` holds, the worker hands each pass
 :meth:`OpeningRunner.step`: it reads the roundtable's session (status; its messages once every
 seat is settled), its children (to adopt a seat's session created before a crash) and each seat's
 session (status and messages from the seat's prompt on), asks :func:`roundtabled.core.opening.
-decide` and executes the commands in order. Events of the seats' sessions wake the roundtable
-(:meth:`OpeningRunner.owner`, used by the engine's event routing). Crash points of the fault
-suite sit after each effect (:mod:`roundtabled.faults`).
+decide` and has the engine's one executor (:mod:`roundtabled.engine.executor`) carry out the
+commands in order. Events of the seats' sessions wake the roundtable (:meth:`OpeningRunner.owner`,
+used by the engine's event routing).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
-from roundtabled import faults, ids
+from roundtabled import ids
 from roundtabled.core import events as ev
 from roundtabled.core import machine, opening, wire
-from roundtabled.core.commands import Cancel, Decision, Observation
+from roundtabled.core.commands import Cancel, Observation
 from roundtabled.core.opening import (
-    AbortSeat,
     CreateSeatSession,
-    OpeningCommand,
     OpeningObservation,
-    PersistRound,
     PromptSeat,
     RecordOpening,
-    SeatSettled,
     SeatView,
 )
-from roundtabled.core.sides import side_tag
-from roundtabled.core.state import RoundtableState, sign_marker
+from roundtabled.core.state import RoundtableState
+from roundtabled.engine.executor import Executor
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
-from roundtabled.errors import NotFound, TransportError
 
-
-class Machine(Protocol):
-    """What the opening round needs of the worker (:class:`roundtabled.engine.worker.Worker`):
-    whether the roundtable's sessions still exist, and the execution of the machine's decision that
-    follows the round."""
-
-    async def check_deleted(self, state: RoundtableState) -> tuple[bool, bool]: ...
-
-    async def execute(self, table: Table, d: Decision) -> None: ...
+DeletedCheck = Callable[[RoundtableState], Awaitable[tuple[bool, bool]]]
+"""``(S2 or S1 is gone, S1 is gone)`` of a roundtable's state
+(:meth:`roundtabled.engine.worker.Worker.check_deleted`)."""
 
 
 async def _nothing() -> list[dict[str, Any]]:
@@ -58,12 +46,15 @@ class OpeningRunner:
 
     Args:
         shell: the shared effects (client, signer, clock, store).
-        worker: executes the machine's decision that follows a finished round.
+        executor: carries out the opening's commands and the machine's decision that follows a
+            finished round.
+        check_deleted: whether the roundtable's sessions still exist.
     """
 
-    def __init__(self, shell: Shell, worker: Machine) -> None:
+    def __init__(self, shell: Shell, executor: Executor, check_deleted: DeletedCheck) -> None:
         self.shell = shell
-        self.worker = worker
+        self.executor = executor
+        self.check_deleted = check_deleted
         self.errors: dict[str, tuple[int, str]] = {}
         """The first ``session.error`` of each seat's session (epoch ms, the server's text)."""
 
@@ -158,7 +149,7 @@ class OpeningRunner:
         """One pass of the opening round of ``table``."""
         shell = self.shell
         if table.deleted_hint:
-            deleted, parent_deleted = await self.worker.check_deleted(table.state)
+            deleted, parent_deleted = await self.check_deleted(table.state)
             table.deleted_hint = deleted
             if deleted:
                 await self.abort_all(table)
@@ -169,9 +160,9 @@ class OpeningRunner:
                     parent_deleted=parent_deleted,
                     new_id=ids.message_id(),
                 )
-                await self.worker.execute(table, machine.decide(table.state, gone))
+                await self.executor.decision(table, machine.decide(table.state, gone))
                 return
-        cancel, table.cancel = table.cancel, None
+        cancel = table.take_cancel()
         obs = await self.observe(table)
         created = await self.decide_and_execute(table, obs, cancel)
         if created and table.cancel is None and not table.deleted_hint:
@@ -218,78 +209,18 @@ class OpeningRunner:
             if kind in (CreateSeatSession, PromptSeat, RecordOpening):
                 while j < len(d.commands) and type(d.commands[j]) is kind:
                     j += 1
-            done = await asyncio.gather(*(self.execute(table, c) for c in d.commands[i:j]))
+            done = await asyncio.gather(*(self.executor.run(table, c) for c in d.commands[i:j]))
             asked += sum(isinstance(c, CreateSeatSession) for c in d.commands[i:j])
             created += [c for c in done if c is not None]
             i = j
         if d.after is not None:
-            await self.worker.execute(table, d.after)
+            await self.executor.decision(table, d.after)
             return []
         return created if asked and len(created) == asked else []
-
-    async def execute(
-        self,
-        table: Table,
-        cmd: OpeningCommand,
-    ) -> tuple[str, int] | None:
-        """Execute one command of the opening round. Returns ``(session id, seat)`` of a seat's
-        session it created (``None`` for every other command, and when the creation failed)."""
-        shell = self.shell
-        state = table.state
-        s2 = state.session_id
-        if isinstance(cmd, PersistRound):
-            await shell.store.persist(state)
-            table.unpersisted = False
-        elif isinstance(cmd, CreateSeatSession):
-            made: tuple[str, int] | None = None
-            try:
-                info = await shell.client.create_session(
-                    directory=state.directory, parent_id=s2, title=cmd.title, metadata=cmd.metadata
-                )
-                sid = wire.session_id(info)
-                # Adopted as a read would adopt it: by the seat its metadata names.
-                if sid is not None and wire.opening_seat(info, s2) == cmd.seat:
-                    made = (sid, cmd.seat)
-            except TransportError as exc:  # the next read adopts it if it exists after all
-                table.log.warning("opening: creating %s's session failed: %s", cmd.title, exc)
-            faults.checkpoint("opening-session-created")
-            table.poke()
-            return made
-        elif isinstance(cmd, PromptSeat):
-            side = side_tag(state.options.sides.get(cmd.agent))
-            label = f"── {cmd.agent} · round 1 (independent opening){side} ──"
-            marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
-            body = wire.prompt_body(
-                cmd.message_id, cmd.agent, cmd.text, label, marker, state.models.get(cmd.agent)
-            )
-            try:
-                await shell.client.prompt_async(cmd.session_id, body)
-            except (NotFound, TransportError) as exc:
-                table.log.warning("opening: prompt for %s failed: %s", cmd.agent, exc)
-                return None
-            table.accepted.add(cmd.message_id)
-            faults.checkpoint("opening-prompted")
-            table.publish({"type": "prompt", "agent": cmd.agent, "round": 1, "kind": "turn"})
-        elif isinstance(cmd, AbortSeat):
-            with contextlib.suppress(TransportError):
-                await shell.client.abort(cmd.session_id)
-        elif isinstance(cmd, SeatSettled):
-            table.record_turn(cmd.entry)
-            faults.checkpoint("opening-answered")
-        elif isinstance(cmd, RecordOpening):
-            label = "── opening record ──"
-            parts = [
-                wire.text_part(cmd.text),
-                wire.label_part(label, sign_marker(cmd.marker, s2, shell.signer)),
-            ]
-            await shell.store.post_once(s2, cmd.message_id, parts)
-            faults.checkpoint("opening-recorded")
-        return None
 
     async def abort_all(self, table: Table) -> None:
         """Abort every seat session still running (the roundtable is gone)."""
         rnd = table.state.openings
         for s in rnd.seats if rnd is not None else ():
             if s.session_id is not None and s.entry is None:
-                with contextlib.suppress(TransportError):
-                    await self.shell.client.abort(s.session_id)
+                await self.executor.abort(table, s.session_id)

@@ -40,6 +40,7 @@ def warn_pasted_meta(
             "message %s (text, never state)",
             s2,
             mid,
+            extra={"session_id": s2},
         )
 
 
@@ -145,7 +146,7 @@ class Recovery:
         try:
             state = await shell.store.load(s2)
         except (StateError, TransportError) as exc:
-            log.error("recovery: roundtable %s skipped: %s", s2, exc)
+            log.error("recovery: roundtable %s skipped: %s", s2, exc, extra={"session_id": s2})
             return "skipped"
         if not state.active and state.finalization.toast_done:
             return "skipped"
@@ -155,12 +156,24 @@ class Recovery:
             except NotFound:
                 orphan = lifecycle.orphaned(state)
                 for cmd in orphan.commands:
-                    with contextlib.suppress(TransportError):
+                    try:
                         if isinstance(cmd, Abort):
                             await shell.client.abort(s2)
                         elif isinstance(cmd, PersistState):
                             await shell.store.persist(orphan.state, index=cmd.index)
-                log.info("recovery: roundtable %s aborted (its parent session is gone)", s2)
+                    except TransportError as exc:
+                        log.warning(
+                            "recovery: roundtable %s: %s failed: %s",
+                            s2,
+                            "the abort" if isinstance(cmd, Abort) else "the state write",
+                            exc,
+                            extra={"session_id": s2},
+                        )
+                log.info(
+                    "recovery: roundtable %s aborted (its parent session is gone)",
+                    s2,
+                    extra={"session_id": s2},
+                )
                 return "aborted"
         messages = await shell.store.read_all(s2)
         warn_pasted_meta(s2, messages, state.state_message_id)

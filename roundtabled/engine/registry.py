@@ -21,10 +21,11 @@ from typing import Any
 from roundtabled import faults, ids
 from roundtabled.core import events as ev
 from roundtabled.core import history, machine, opening, prompts, wire
-from roundtabled.core.commands import Cancel, Decision, Observation, Prompt
+from roundtabled.core.commands import Cancel, Decision, Observation, Prompt, join_cancel
 from roundtabled.core.deliberation import Call
 from roundtabled.core.state import (
     Delivery,
+    EndReason,
     Extension,
     Phase,
     RoundtableState,
@@ -65,6 +66,8 @@ class Engine:
         self.tables: dict[str, Table] = {}
         self.recent: OrderedDict[str, Table] = OrderedDict()
         self.by_parent: dict[str, set[str]] = {}
+        self.extending: dict[str, str] = {}
+        """S2's id → the extension being applied to it (its description, for a refusal)."""
         self.descendants: dict[str, str] = {}
         self.ready = asyncio.Event()
         self.server_version: str | None = None
@@ -238,13 +241,30 @@ class Engine:
         return table.state
 
     async def extend(self, req: RoundtableRequest) -> RoundtableState:
-        """Continue a concluded roundtable with more rounds.
+        """Continue a concluded roundtable with more rounds. One extension at a time: a second
+        ``extend`` while one is being applied or running is refused, naming the first.
 
         Raises:
-            ValidationFailed: not a roundtable, still active, agents/observer differ.
+            ValidationFailed: not a roundtable, still active or being extended, agents/observer
+                differ (field ``sessionID``, or the differing field).
         """
         assert req.session_id is not None
         s2 = req.session_id
+        running = self.extending.get(s2)
+        if running is not None:
+            raise ValidationFailed(
+                "sessionID",
+                f"roundtable {s2} is being extended already ({running}); "
+                "retry once that extension has ended",
+            )
+        # Claimed before the first await: two extends at once are never both applied.
+        self.extending[s2] = launch.describe_extension(req.rounds, req.prompt)
+        try:
+            return await self._extend(req, s2)
+        finally:
+            del self.extending[s2]
+
+    async def _extend(self, req: RoundtableRequest, s2: str) -> RoundtableState:
         await launch.wait_concluded(s2, self.tables.get(s2))
         try:
             state = await self.load_state(s2)
@@ -262,6 +282,7 @@ class Engine:
                     "recovering it to done",
                     s2,
                     state.phase.value,
+                    extra={"session_id": s2},
                 )
                 state = state.model_copy(update={"phase": Phase.DONE, "pending": None})
             else:
@@ -269,6 +290,8 @@ class Engine:
                     "sessionID", f"roundtable {s2} is still active; wait for it to conclude"
                 )
         launch.check_extension(state, req)
+        if req.parent_session_id:
+            await launch.parent_session(self.client, req.parent_session_id)
         messages = await self.store.read_all(s2)
         warn_pasted_meta(s2, messages, state.state_message_id)
         if not state.history:
@@ -305,21 +328,45 @@ class Engine:
     async def cancel(self, s2: str, *, summarize: bool, reason: str) -> RoundtableState:
         """Stop a roundtable: abort the turn in flight; the observer runs only if ``summarize``.
 
+        Two cancels at once are answered by :func:`roundtabled.core.commands.join_cancel`: one
+        write and one abort, the observer runs if a request asked for it before the worker took
+        the cancel, and a ``summarize`` that comes after a plain cancel was taken is refused.
+
         Raises:
-            ValidationFailed: no active roundtable with that id.
+            ValidationFailed: no active roundtable with that id (``sessionID``: the first
+                cancel already ended it); a summary asked for after a plain cancel was taken
+                (``summarize``).
         """
         table = self.tables.get(s2)
         if table is None or not table.state.active:
             raise ValidationFailed("sessionID", f"no active roundtable {s2!r}")
-        table.cancel = Cancel(summarize=summarize, reason=reason)
-        # Durable before the abort and before the answer: a crash from here on must not resume
-        # the debate (regression "cancelled result is never released before it is written").
-        # The worker's own decision on the cancel writes the full record shortly after.
-        with contextlib.suppress(TransportError, NotFound):
-            await self.store.persist(machine.with_cancel(table.state, table.cancel))
-        # Abort at once (stop must stop within 2 s), the worker records it.
-        with contextlib.suppress(TransportError):
-            await self.client.abort(s2)
+        st = table.state
+        taken = table.cancel_taken
+        if taken is None and st.end_reason == EndReason.CANCELLED:
+            taken = Cancel(summarize=st.options.cancel_summarize)  # recorded before a restart
+        answer = join_cancel(table.cancel, taken, Cancel(summarize=summarize, reason=reason))
+        if answer.refusal is not None:
+            table.log.info("cancel refused: %s", answer.refusal)
+            raise ValidationFailed("summarize", answer.refusal)
+        if answer.pending is None:
+            return table.state  # joined the cancel the worker decided or is deciding on
+        table.cancel = answer.pending
+        async with table.control:
+            if table.cancel is not None:
+                # Durable before the abort and before the answer: a crash from here on must not
+                # resume the debate (regression "cancelled result is never released before it
+                # is written"). The worker's own decision on the cancel writes the full record
+                # shortly after.
+                try:
+                    await self.store.persist(machine.with_cancel(table.state, table.cancel))
+                except (TransportError, NotFound) as exc:
+                    table.log.warning("could not write the cancel before the abort: %s", exc)
+            if not answer.joined:
+                # Abort at once (stop must stop within 2 s), the worker records it.
+                try:
+                    await self.client.abort(s2)
+                except TransportError as exc:
+                    table.log.warning("could not abort the turn in flight: %s", exc)
         table.poke()
         return table.state
 

@@ -131,6 +131,7 @@ class StateStore:
                     s2,
                     wire.message_id(msg),
                     exc,
+                    extra={"session_id": s2},
                 )
         return None
 

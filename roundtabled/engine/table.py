@@ -35,6 +35,12 @@ class Table:
     task: asyncio.Task[None] | None = None
     deadline_ms: int | None = None
     cancel: Cancel | None = None
+    """A cancel asked for and not yet taken by the worker (:meth:`take_cancel`)."""
+    cancel_taken: Cancel | None = None
+    """The cancel the worker took (decided on): a later request is answered against it."""
+    control: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by a control command while it writes and aborts (two cancels never interleave
+    their writes)."""
     deleted_hint: bool = False
     error_seen_at: int | None = None
     error_text: str | None = None
@@ -96,6 +102,13 @@ class Table:
             self.woke_clock = self.clock.reading()
             self.woke_cpu = self.clock.cpu_reading()
         self.wake.set()
+
+    def take_cancel(self) -> Cancel | None:
+        """The pending cancel, now taken by the worker's pass (kept as :attr:`cancel_taken`)."""
+        cancel, self.cancel = self.cancel, None
+        if cancel is not None:
+            self.cancel_taken = cancel
+        return cancel
 
     def publish(self, item: dict[str, Any]) -> None:
         """Feed one progress event to every subscriber (a full queue loses it, never blocks)."""

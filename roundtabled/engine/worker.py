@@ -2,7 +2,8 @@
 
 The event stream only *wakes* the roundtable an event concerns; the worker then reads S2's truth
 (status + messages from the pending turn on), feeds it to the pure :func:`roundtabled.core.machine.
-decide`, and executes the returned commands. Workers are serial within a roundtable and parallel
+decide`, and has the one executor (:mod:`roundtabled.engine.executor`) carry out the returned
+commands. Workers are serial within a roundtable and parallel
 across roundtables; one failing roundtable cannot hurt another (its errors are handled by its own
 :class:`FailureLog` inside its own task).
 
@@ -17,26 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from roundtabled import faults, ids
+from roundtabled import ids
 from roundtabled.core import failures, machine, opening, wire
-from roundtabled.core.commands import (
-    Abort,
-    Decision,
-    Finalize,
-    Observation,
-    PersistState,
-    Prompt,
-    ReleaseResult,
-    Toast,
-    TurnRecorded,
-)
+from roundtabled.core.commands import Decision, Observation
 from roundtabled.core.state import EndReason, RoundtableState
 from roundtabled.engine.delivery import Finalizer
+from roundtabled.engine.executor import Executor
 from roundtabled.engine.handoff import Handoff
 from roundtabled.engine.opening import OpeningRunner
 from roundtabled.engine.shell import Shell
-from roundtabled.engine.table import Table, enum_value
-from roundtabled.errors import AuthFailed, NotFound, TransportError
+from roundtabled.engine.table import Table
+from roundtabled.errors import AuthFailed, NotFound
 from roundtabled.opencode.client import HTTP_CLOCK
 
 
@@ -78,7 +70,8 @@ class Worker:
         self.shell = shell
         self.handoff = Handoff(shell)
         self.finalizer = Finalizer(shell)
-        self.opening = OpeningRunner(shell, self)
+        self.executor = Executor(shell, self.handoff, self.finalizer)
+        self.opening = OpeningRunner(shell, self.executor, self.check_deleted)
 
     async def run(self, table: Table, *, wait_first: bool = False) -> None:
         """The loop of ``table`` until its roundtable needs no more work or the daemon closes;
@@ -146,13 +139,10 @@ class Worker:
         if state.active:
             fast = self.handoff.decide(table)
             if fast is not None:
-                if any(isinstance(c, Prompt) for c in fast.commands):
-                    await self.handoff.execute(table, fast)
-                    return False
-                await self.execute(table, fast)  # the observer's turn: finalize
+                await self.executor.decision(table, fast, fast=True)
                 if table.state.active:
                     return False
-                return await self.finalizer.finalize(table)
+                return await self.finalizer.finalize(table)  # the observer's turn: finalize
             if table.unpersisted and await self.handoff.write_deferred(table):
                 return False
             obs = await self.observe(table)
@@ -169,7 +159,7 @@ class Worker:
         state = table.state
         s2 = state.session_id
         pend = state.pending
-        cancel, table.cancel = table.cancel, None
+        cancel = table.take_cancel()
         if cancel is not None and state.end_reason == EndReason.CANCELLED:
             cancel = None
         if table.deleted_hint:
@@ -253,62 +243,5 @@ class Worker:
         return deleted or parent_deleted, parent_deleted
 
     async def execute(self, table: Table, d: Decision) -> None:
-        """Execute a decision taken from a read of S2: its commands in order."""
-        shell = self.shell
-        store = shell.store
-        prev = table.state
-        table.state = d.state
-        table.deadline_ms = d.wake_at
-        for cmd in d.commands:
-            if isinstance(cmd, Prompt):
-                await self.start_turn(table, cmd)
-            elif isinstance(cmd, PersistState):
-                await store.persist(table.state, index=cmd.index)
-                table.unpersisted = False
-            elif isinstance(cmd, ReleaseResult):
-                self.finalizer.release_result(table)
-            elif isinstance(cmd, Abort):
-                with contextlib.suppress(TransportError):
-                    await shell.client.abort(table.state.session_id)
-            elif isinstance(cmd, Toast):
-                shell.show(table.state, cmd)
-            elif isinstance(cmd, TurnRecorded):
-                table.record_turn(cmd.entry)
-                faults.checkpoint("turn-recorded")
-            elif isinstance(cmd, Finalize):
-                table.log.info(
-                    "debate over (%s); finalizing",
-                    (table.state.end_reason or EndReason.COMPLETED).value,
-                )
-                table.publish(
-                    {
-                        "type": "phase",
-                        "phase": table.state.phase.value,
-                        "endReason": enum_value(table.state.end_reason),
-                    }
-                )
-        if prev.phase != table.state.phase:
-            shell.changed()
-
-    async def start_turn(self, table: Table, cmd: Prompt) -> None:
-        """Start the turn of a :class:`Prompt` decided from a read: its intent and the hiding of
-        old prompts first (concurrently), then the prompt (a crash in between is recovered from
-        the written intent). A prompt decided from the event mirror goes through
-        :meth:`Handoff.execute` instead."""
-        if not cmd.persist_first:
-            await self.handoff.start_turn(table, cmd)
-            return
-        store = self.shell.store
-        await asyncio.gather(
-            store.persist(table.state, index=cmd.index),
-            self.handoff.hide(table, cmd.hide),
-        )
-        table.unpersisted = False
-        faults.checkpoint("intent-persisted")
-        if cmd.send:
-            self.shell.metrics.read_handoffs += 1
-            await self.handoff.prompt(table, cmd)
-        else:
-            # Already in S2 (sent before a crash): adopted; look at it right away.
-            table.log.info("the prompt for %s was already sent; adopted", cmd.agent)
-            table.poke()
+        """Execute a decision taken from a read of S2 (:meth:`Executor.decision`)."""
+        await self.executor.decision(table, d)

@@ -15,7 +15,7 @@ from roundtabled.core import wire
 from roundtabled.core.estimate import Price, Seat, estimate, plan_json, plan_text
 from roundtabled.core.state import BUILTIN_OBSERVER, OBSERVER_AGENT
 from roundtabled.core.validation import RoundtableRequest, check_agents
-from roundtabled.engine.launch import read_parent, seat_models
+from roundtabled.engine.launch import parent_session, seat_models
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.client import OpenCodeClient
 
@@ -35,7 +35,7 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
     assert req.agents is not None
     directory = req.directory
     if directory is None and req.parent_session_id:
-        directory = wire.session_directory(await read_parent(client, req.parent_session_id))
+        directory = wire.session_directory(await parent_session(client, req.parent_session_id))
     available = await client.agents(directory)
     config = await client.config(directory)
     providers: dict[str, Any] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +167,34 @@ class RT:
 
     async def messages(self, session: str) -> list[dict[str, Any]]:
         return list(await self.oc("GET", f"/session/{session}/message"))
+
+    async def drained_after(
+        self, s2: str, trigger: Callable[[], Awaitable[Any]], timeout: float = 20
+    ) -> None:
+        """Run ``trigger`` (something that makes the server emit a ``session.idle`` for ``s2``:
+        an abort of the idle session, a person's message), then wait for the signal that the
+        daemon can no longer act on it: that idle event was dispatched to the engine and the
+        engine holds no worker for ``s2``. A check of "nothing happened" after this looks at
+        a drained daemon, not at a quiet window."""
+        seen = asyncio.Event()
+        stream = self.daemon.stream
+        original = stream._on_event
+
+        def watch(event: Any) -> None:
+            original(event)
+            if event.type == "session.idle" and event.session_id == s2:
+                seen.set()
+
+        stream._on_event = watch
+        try:
+            await trigger()
+            await asyncio.wait_for(seen.wait(), timeout)
+        finally:
+            stream._on_event = original
+        deadline = time.monotonic() + timeout
+        while s2 in self.daemon.engine.tables:
+            assert time.monotonic() < deadline, f"the daemon still drives {s2}"
+            await asyncio.sleep(0.05)
 
     async def session(self, session: str) -> dict[str, Any]:
         return dict(await self.oc("GET", f"/session/{session}"))

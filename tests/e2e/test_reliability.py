@@ -190,8 +190,9 @@ async def test_half_open_stream_debate_continues_and_stream_is_replaced(
     connections = proxy.stream_connections
     proxy.half_open()
     t0 = time.monotonic()
+    # The debate completes on the periodic resync whether or not the silent stream has been
+    # replaced yet; the replacement itself is checked below.
     await debate_once(rt, label="half-open")
-    assert proxy.stream_connections >= connections  # (it may already have been replaced)
     proxy.heal()
     deadline = t0 + 90
     while proxy.stream_connections <= connections or not rt.daemon.stream.connected:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
-
 from roundtabled.core import events as ev
 from roundtabled.offline.scripted_actions import Text, tool_call
 
@@ -46,13 +44,6 @@ async def test_every_event_twice_still_gives_exactly_one_prompt_per_turn(harness
     assert len(h.fake.requests_for(session=s2)) == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: a stale idle marks the turn mirror idle; at the next resync the fast path "
-    "decides from the mirror with status idle although the reply is not completed, so after "
-    "10 s the turn is settled as 'never completed' and the next seat is prompted while the "
-    "seat still runs",
-)
 async def test_a_stale_idle_during_a_turn_never_hands_off_early(harness: H) -> None:
     h = await harness()
     h.fake.script(Text(text="PM: thinking slowly.", first_byte_delay=30), agent="pm")

@@ -66,7 +66,8 @@ async def test_cancel_is_released_only_once_written_and_survives_a_crash(rt_fact
     result = await rt.result(s2, timeout=30)
     assert result["endReason"] == "cancelled", result
     await rt.finalized(s2)
-    await asyncio.sleep(1.0)  # anything resumed would have prompted by now
+    # Anything resumed would have a worker: checked once the daemon holds none for S2.
+    await rt.drained_after(s2, lambda: rt.oc("POST", f"/session/{s2}/abort"))
     assert requests_of(rt, s2) == ["pm"], requests_of(rt, s2)
     s1_texts = [
         p.get("text", "")

@@ -15,7 +15,6 @@ S1.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from roundtabled.core.state import DELIMITER_TEXT, OBSERVER_AGENT
@@ -50,7 +49,9 @@ async def test_duplicated_done_signals_record_a_timed_out_turn_once(rt_factory: 
         )
         result = await rt.result(s2, timeout=120)
         await rt.finalized(s2)
-        await asyncio.sleep(2.0)  # late duplicates would act now
+        # Late duplicates can act only on a worker: checked once the daemon holds none for S2
+        # and has dispatched an idle of S2 sent after them.
+        await rt.drained_after(s2, lambda: rt.oc("POST", f"/session/{s2}/abort"))
     finally:
         await proxy.stop()
     assert proxy.forwarded.count("session.idle") >= 2 * (len(AGENTS) * ROUNDS)

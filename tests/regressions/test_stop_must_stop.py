@@ -89,9 +89,9 @@ async def assert_stopped(
     await rt.finalized(s2)
     n = len(rt.llm.requests)
     # Late idle events: abort the idle S2 again (fires session.idle: docs/opencode-server.md,
-    # 'Prompts and turns').
-    await rt.oc("POST", f"/session/{s2}/abort")
-    await asyncio.sleep(3)
+    # 'Prompts and turns'); checked
+    # once the daemon has dispatched that idle and holds no worker for S2.
+    await rt.drained_after(s2, lambda: rt.oc("POST", f"/session/{s2}/abort"))
     assert len(rt.llm.requests) == n, [(r.agent, r.kind) for r in rt.llm.requests[n:]]
     assert [r.agent for r in rt.llm.requests_for(session=s2)] == ["pm", "dev"]
     # Exactly one cancelled result in S1, with the partial history.

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roundtabled.core import deliberation as dl
-from roundtabled.core.positions import normalise_label, parse_position
+from roundtabled.core.positions import normalise_label, parse_position, position_of
 from roundtabled.core.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
 
 AGENTS = ["pm", "dev", "rv"]
@@ -141,10 +141,10 @@ def test_convergence_never_fires_on_a_round_where_any_label_changed(
         speaking = [a for a in AGENTS if not by[(r, a)].has_error]
         assert len(speaking) >= dl.MIN_SPEAKERS
         for a in speaking:
-            now = dl.position_of(by[(r, a)])
+            now = position_of(by[(r, a)])
             assert now is not None  # a seat without a label blocks
             prev = by.get((r - 1, a))
-            if prev is not None and not prev.has_error and (p := dl.position_of(prev)):
+            if prev is not None and not prev.has_error and (p := position_of(prev)):
                 assert normalise_label(p.label) == normalise_label(now.label)
 
 

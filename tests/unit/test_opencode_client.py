@@ -72,15 +72,19 @@ async def test_large_bodies_are_asked_uncompressed_and_read_in_slices() -> None:
 def test_http_clock_readings_count_requests_in_flight_once() -> None:
     clock = HttpClock()
     assert clock.reading() == (0.0, 0.0)
+    t0 = time.perf_counter()
     clock.enter()
     clock.enter()  # overlapping requests count once
     time.sleep(0.02)
     busy_mid, _ = clock.reading()
-    assert busy_mid >= 0.02
+    # At most the wall time since the first enter: counted twice it would be about double.
+    assert 0.02 <= busy_mid <= time.perf_counter() - t0
     clock.leave()
+    t1 = time.perf_counter()
+    assert clock.reading()[0] <= t1 - t0  # one of two still in flight: still counted once
     clock.leave()
     busy, _ = clock.reading()
-    assert busy >= busy_mid
+    assert busy_mid <= busy <= time.perf_counter() - t0
     time.sleep(0.02)
     assert clock.reading()[0] == busy  # no request in flight: no growth
 
