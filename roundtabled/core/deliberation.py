@@ -45,6 +45,7 @@ from roundtabled.core.positions import Position, normalise_label, parse_position
 from roundtabled.core.similarity import jaccard_bigrams
 from roundtabled.core.state import (
     Budget,
+    ContextMode,
     EndReason,
     HistoryEntry,
     Options,
@@ -65,11 +66,13 @@ __all__ = [
     "Stop",
     "budget_check",
     "check_convergence",
+    "digest",
     "diversity_warning",
     "next_call",
     "observer_reserve",
     "position_of",
     "project_turn",
+    "rounds_to_hide",
     "spent",
     "stop_after_seat_turn",
 ]
@@ -445,13 +448,14 @@ class Call:
     """What an ``extend`` call sets for itself (``None``: keep the roundtable's).
 
     ``turn_timeout`` in seconds; ``until``; ``budget`` is the call's own (``None``: no budget,
-    never the previous call's).
+    never the previous call's); ``context`` (``None``: keep the roundtable's).
     """
 
     turn_timeout: float | None = None
     permission_policy: PermissionPolicy | None = None
     until: Until | None = None
     budget: Budget | None = None
+    context: ContextMode | None = None
 
 
 def next_call(state: RoundtableState, call: Call | None, now: int) -> tuple[int, Options]:
@@ -484,6 +488,8 @@ def next_call(state: RoundtableState, call: Call | None, now: int) -> tuple[int,
         update["turn_timeout"] = call.turn_timeout
     if call.permission_policy:
         update["permission_policy"] = call.permission_policy
+    if call.context:
+        update["context"] = call.context
     return start, state.options.model_copy(update=update)
 
 
@@ -530,9 +536,10 @@ def diversity_warning(
 #
 # Pure helpers for ``context: "recent"`` (docs/deliberation.md): a seat sees the opening round, a
 # rolling digest of the rounds between (built from the position ledger, never a model call) and
-# the last round in full. The server keeps an assistant reply's text in the model's context even
-# when its part is marked ``ignored`` (docs/deliberation.md, `context: "recent"`), so the daemon
-# refuses ``context: "recent"`` today; these rules are what it applies once replies can be hidden.
+# the last round in full. The server sends every assistant reply to the model (an ``ignored``
+# assistant part too), so the hidden rounds leave the request only through the roundtable plugin
+# (docs/plugin.md): the machine writes the span into the prompt's marker and the digest into its
+# text; without the plugin the daemon refuses ``context: "recent"``.
 
 DIGEST_MAX_BYTES = 900
 """Bytes (UTF-8) of the recent-context digest at most; older label runs are dropped first."""
