@@ -314,6 +314,7 @@ def _view(
         The state with ``view`` and ``unhidden`` set, and the prompts to hide.
     """
     mode = view_mode(state, obs)
+    hide = tuple(v for v in hide if v.visible_parts)  # already hidden: nothing to do
     known = {v.id for v in hide}
     if MODE_NOTES[mode] not in state.notes:
         state = state.model_copy(update={"notes": [*state.notes, MODE_NOTES[mode]]})

@@ -29,7 +29,7 @@ from roundtabled.core.state import (
     VerdictRecord,
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents, check_extend_rounds
-from roundtabled.engine.plugins import PluginRegistry
+from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry
 from roundtabled.engine.shell import Settings
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
@@ -99,7 +99,8 @@ async def new_state(
         where = directory
         if where is None:
             where = wire.path_directory(await client.path())
-        check_plugin(plugins.version_for(where) if plugins is not None else None)
+        wait = HEARTBEAT_S + 1.0  # a daemon that just (re)connected hears from it soon
+        check_plugin(await plugins.wait_for(where, wait) if plugins is not None else None)
     observer = req.observer or BUILTIN_OBSERVER
     check_agents(req.agents, req.observer, available)
     models = _seat_models(req.agents, observer, available, config)

@@ -2,10 +2,11 @@
 
 The plugin (``roundtabled/tools/roundtable-plugin.ts``) reports itself to the daemon's control
 API (``POST /v1/plugin``) when OpenCode loads it into the instance of a directory — before that
-instance answers its first request, since OpenCode awaits a plugin's setup — and again from its
-hook whenever it shapes a roundtable's request. A report is the positive signal the plugin mode
-needs; a file on disk is not (installed after the server started, ``--pure``, another config
-directory). A report is dropped when it can no longer be trusted:
+instance answers its first request, since OpenCode awaits a plugin's setup —, every
+:data:`HEARTBEAT_S` after, and from its hook whenever it shapes a roundtable's request. A
+report is the positive signal the plugin mode needs; a file on disk is not (installed after
+the server started, ``--pure``, another config directory). A report is dropped when it can no
+longer be trusted:
 
 - it names another server than the daemon's (``serverUrl``: a TUI's own server in the same
   directory may have the plugin while the daemon's does not);
@@ -20,6 +21,8 @@ report.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -29,11 +32,14 @@ from urllib.parse import urlsplit
 
 from roundtabled.errors import ValidationFailed
 
-__all__ = ["PLUGIN_VERSION", "PluginRegistry", "PluginReport", "parse_report"]
+__all__ = ["HEARTBEAT_S", "PLUGIN_VERSION", "PluginRegistry", "PluginReport", "parse_report"]
 
 PLUGIN_VERSION = "1"
 """The plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped plugin file):
 what the marker's ``view``/``hide`` fields mean to it. Another version is not trusted."""
+
+HEARTBEAT_S = 5.0
+"""How often the plugin reports itself (its ``HEARTBEAT_MS``)."""
 
 _VERSION_RE = re.compile(r"^[0-9A-Za-z.+-]{1,32}$")
 
@@ -101,6 +107,7 @@ class PluginRegistry:
         self.server = _authority(server_url)
         self.clock = clock
         self.reports: dict[str, PluginReport] = {}
+        self._arrived = asyncio.Event()
 
     def register(self, report: PluginReport) -> tuple[bool, str]:
         """Record ``report``; returns ``(accepted, why not)``."""
@@ -112,6 +119,7 @@ class PluginRegistry:
         if report.server_url and _authority(report.server_url) != self.server:
             return False, "the plugin runs in another OpenCode server than the daemon's"
         self.reports[_key(report.directory)] = report
+        self._arrived.set()
         return True, ""
 
     def version_for(self, directory: str | None) -> str | None:
@@ -120,6 +128,20 @@ class PluginRegistry:
             return None
         report = self.reports.get(_key(directory))
         return report.version if report is not None else None
+
+    async def wait_for(self, directory: str | None, seconds: float) -> str | None:
+        """:meth:`version_for`, waiting up to ``seconds`` for a report (the plugin reports
+        every few seconds: a daemon that just started or reconnected hears from it soon)."""
+        found = self.version_for(directory)
+        if found is not None or seconds <= 0:
+            return found
+        self._arrived.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while (found := self.version_for(directory)) is None:
+                    await self._arrived.wait()
+                    self._arrived.clear()
+        return found
 
     def forget(self, directory: str | None = None) -> None:
         """Drop the report of ``directory`` (``None``: every report)."""

@@ -32,6 +32,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest
 from roundtabled.engine import launch
+from roundtabled.engine.plugins import HEARTBEAT_S
 from roundtabled.engine.recovery import Recovery, remember_directory, warn_pasted_meta
 from roundtabled.engine.requests import SeatRequests
 from roundtabled.engine.shell import Clock, Shell
@@ -283,7 +284,9 @@ class Engine:
                 )
         launch.check_extension(state, req)
         if req.context == "recent":
-            launch.check_plugin(self.shell.plugins.version_for(state.directory))
+            launch.check_plugin(
+                await self.shell.plugins.wait_for(state.directory, HEARTBEAT_S + 1.0)
+            )
         messages = await self.store.read_all(s2)
         warn_pasted_meta(s2, messages, state.state_message_id)
         if not state.history:

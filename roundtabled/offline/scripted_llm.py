@@ -110,6 +110,10 @@ _PREPARED = web.RequestKey("scripted_llm.prepared", web.StreamResponse)
 # ----------------------------------------------------------------------------------------------
 
 
+CHARS_PER_TOKEN = 4
+"""Characters per token of the measured ``prompt_tokens`` (a rough English average)."""
+
+
 @dataclass
 class RecordedRequest:
     """One ``/v1/chat/completions`` request as received, and how it ended.
@@ -130,6 +134,8 @@ class RecordedRequest:
     tools: list[str]
     last_user_text: str
     body_len: int
+    prompt_chars: int = 0
+    """Characters of the request's message contents (system, user, assistant, tool)."""
     action: str = "pending"  # action kind served, "default", or "pending" while running
     reply_text: str = ""
     disconnected: bool = False
@@ -222,7 +228,9 @@ class ScriptedLLM:
     await llm.stop()
     """
 
-    def __init__(self, agent_prompts: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, agent_prompts: dict[str, str] | None = None, *, measured_tokens: bool = False
+    ) -> None:
         if agent_prompts is None:
             from roundtabled.offline.opencode_server import AGENT_PROMPTS
 
@@ -238,6 +246,10 @@ class ScriptedLLM:
         self._stopping = asyncio.Event()
         self.port: int = 0
         self.host = "127.0.0.1"
+        #: Report ``prompt_tokens`` from the request received (its message characters / 4,
+        #: :data:`CHARS_PER_TOKEN`) instead of the fixed 100 the suite's budgets and compaction
+        #: thresholds are written for; an action's own ``prompt_tokens`` wins either way.
+        self.measured_tokens = measured_tokens
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -397,6 +409,7 @@ class ScriptedLLM:
             ],
             last_user_text=last_user,
             body_len=len(raw),
+            prompt_chars=sum(len(content_text(m.get("content"))) for m in messages),
         )
         self.requests.append(rec)
         count_key = (agent, session)
@@ -535,7 +548,12 @@ class ScriptedLLM:
                         await self._wait(request, action.chunk_delay)
                     await send({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
             finish = "tool_calls"
-        prompt_tokens = action.prompt_tokens if action.prompt_tokens is not None else 100
+        if action.prompt_tokens is not None:
+            prompt_tokens = action.prompt_tokens
+        elif self.measured_tokens:
+            prompt_tokens = max(1, rec.prompt_chars // CHARS_PER_TOKEN)
+        else:
+            prompt_tokens = 100
         completion_tokens = action.completion_tokens if action.completion_tokens is not None else 20
         await send(
             {},

@@ -22,8 +22,9 @@ const INSTALLED_TOKEN_FILE = ""
 //   the second run finds nothing left to remove); any error leaves the list untouched and is
 //   logged, never thrown (a throwing hook fails the turn).
 // - Reports itself to the daemon's control API (POST /v1/plugin) when OpenCode loads it into a
-//   directory's instance, and again (at most once a second) when it shapes a roundtable's request:
-//   the daemon uses the plugin mode only on such a report.
+//   directory's instance, every 5 s after (a daemon started or reconnected later hears from it),
+//   and when it shapes a roundtable's request (at most once a second); it stops when the
+//   instance is disposed. The daemon uses the plugin mode only on such a report.
 // No import from npm (see tool/roundtable.ts: an offline server cannot install it).
 
 import { readFile } from "node:fs/promises"
@@ -33,6 +34,7 @@ const PLUGIN_VERSION = "1"
 const META = "roundtabled"
 const REPORT_TIMEOUT_MS = 2_000
 const REPORT_EVERY_MS = 1_000
+const HEARTBEAT_MS = 5_000
 
 const env: Record<string, string | undefined> = (globalThis as any).process?.env ?? {}
 
@@ -143,8 +145,13 @@ export const RoundtablePlugin = async (input: any) => {
   // Awaited: OpenCode waits for a plugin's setup before the instance answers, so the daemon's
   // first read of the directory finds the report in place.
   await report()
+  const timer: any = setInterval(() => void report(), HEARTBEAT_MS)
+  timer?.unref?.()
 
   return {
+    event: async ({ event }: any) => {
+      if (event?.type === "server.instance.disposed") clearInterval(timer)
+    },
     "experimental.chat.messages.transform": async (_input: unknown, output: any) => {
       try {
         const messages = output?.messages

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
+from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.errors import RoundtableError
 from roundtabled.service import install
-
-from roundtabled.engine.plugins import PLUGIN_VERSION
 
 URL = "http://127.0.0.1:4747"
 EXPECTED = [
