@@ -91,6 +91,11 @@ const D = {
     "\"sequential\" (default): round 1 one agent after another; \"independent\": round 1 runs " +
     "in parallel, each agent answering the topic alone without seeing the others, then every " +
     "agent sees every opening from round 2 on. New roundtables only.",
+  context:
+    "\"full\" (default): every agent sees every earlier reply; \"recent\": each agent sees the " +
+    "topic, round 1, a digest of the rounds between (from the agents' stated positions) and the " +
+    "last round in full, which keeps long debates short (needs the roundtable plugin; refused " +
+    "without it). The observer always sees everything.",
   preset:
     "Name of a panel configured in roundtabled (agents, rounds, until, budget…; available_agents " +
     "lists them). Explicit arguments override it. New roundtables only.",
@@ -130,6 +135,7 @@ function buildArgs(z: any): Record<string, unknown> {
         .describe(D.budget),
       preset: z.string().optional().describe(D.preset),
       opening: z.enum(["sequential", "independent"]).optional().describe(D.opening),
+      context: z.enum(["full", "recent"]).optional().describe(D.context),
     }
   }
   // Plain JSON Schema: OpenCode lists every key as required, so optional ones take null.
@@ -154,6 +160,7 @@ function buildArgs(z: any): Record<string, unknown> {
     },
     preset: { type: ["string", "null"], description: D.preset + omit },
     opening: { enum: ["sequential", "independent", null], description: D.opening + omit },
+    context: { enum: ["full", "recent", null], description: D.context + omit },
   }
 }
 
@@ -224,7 +231,7 @@ function validate(args: any): Record<string, unknown> | string {
   }
   // Checked by the daemon (one rule for the tool, the control API and the CLI; its errors name
   // the field and the allowed values).
-  for (const key of ["until", "budget", "preset", "opening"]) {
+  for (const key of ["until", "budget", "preset", "opening", "context"]) {
     if (given(args[key])) body[key] = args[key]
   }
   return body
