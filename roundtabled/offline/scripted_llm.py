@@ -598,10 +598,15 @@ def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--port", type=int, default=4010)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--measured-tokens",
+        action="store_true",
+        help="report prompt_tokens from each request received (characters / 4)",
+    )
     args = parser.parse_args(argv)
 
     async def run() -> None:
-        llm = ScriptedLLM()
+        llm = ScriptedLLM(measured_tokens=args.measured_tokens)
         await llm.start(port=args.port, host=args.host)
         print(f"scripted LLM listening on {llm.base_url}", flush=True)
         try:

@@ -17,9 +17,11 @@ from typing import Any
 
 from roundtabled.core.machine import MODE_NOTES
 from roundtabled.core.state import EndReason
+from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.offline.scripted_llm import RecordedRequest, content_text
 from roundtabled.service import install
 from tests.e2e.conftest import RT
+from tests.e2e.test_cli import cli
 
 AGENTS = ["pm", "dev", "rv"]
 
@@ -227,3 +229,14 @@ async def test_the_plugin_acts_on_roundtable_markers_only_and_an_error_changes_n
     [req] = await _say(rt, odd, "ODD-2", _label(odd, 1, 2, view="plugin"))
     assert "ODD-1" in _request_text(req, "user")
     assert "left the request as it was" in rt.server.log_tail(400)
+
+
+async def test_doctor_checks_the_plugin_its_version_and_the_daemons_report(
+    rt_factory: Any,
+) -> None:
+    rt: RT = await rt_factory(plugin=True)
+    await plugin_reported(rt)
+    run = await cli(rt, "doctor")
+    assert run.code == 0, run.out + run.err
+    [line] = [x for x in run.out.splitlines() if x.split()[1:2] == ["plugin"]]
+    assert line.startswith("✓") and f"version {PLUGIN_VERSION}" in line and "loaded for" in line
