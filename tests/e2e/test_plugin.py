@@ -15,6 +15,8 @@ import time
 from importlib import resources
 from typing import Any
 
+import pytest
+
 from roundtabled.core.machine import MODE_NOTES
 from roundtabled.core.state import EndReason
 from roundtabled.engine.plugins import PLUGIN_VERSION
@@ -240,3 +242,44 @@ async def test_doctor_checks_the_plugin_its_version_and_the_daemons_report(
     assert run.code == 0, run.out + run.err
     [line] = [x for x in run.out.splitlines() if x.split()[1:2] == ["plugin"]]
     assert line.startswith("✓") and f"version {PLUGIN_VERSION}" in line and "loaded for" in line
+
+
+@pytest.mark.slow
+async def test_a_roundtable_whose_server_loses_the_plugin_hides_its_prompts_before_going_on(
+    rt_factory: Any,
+) -> None:
+    rt: RT = await rt_factory(plugin=True)
+    await plugin_reported(rt)
+    s2 = await rt.start(agents=AGENTS[:2], prompt="Cache or not?", rounds=2)
+    await rt.result(s2)
+    await rt.finalized(s2)
+    prompts, _ = await _debate(rt, s2)
+    assert all(_texts(p) for p in prompts)  # plugin mode: nothing hidden in S2
+    seat = [p for p in prompts if _marker(p)["kind"] == "turn"]  # type: ignore[index]
+    earlier = {p["info"]["id"]: _texts(p) for p in seat[1:]}  # answered, not the opening
+    assert len(earlier) == 3
+    # The server restarts without the plugin: the daemon's stream reconnects, the report goes.
+    (rt.server.project_dir / ".opencode" / "plugin" / "roundtable-plugin.ts").unlink()
+    await rt.server.restart()
+    deadline = time.monotonic() + 30
+    while rt.daemon.engine.shell.plugins.version_for(rt.directory) is not None:
+        assert time.monotonic() < deadline, "the plugin's report outlived the server"
+        await asyncio.sleep(0.05)
+    before = len(rt.llm.requests)
+    status, data = await rt.api(
+        "POST", "/v1/roundtables", {"sessionID": s2, "prompt": "And now?", "rounds": 1}
+    )
+    assert status == 200, data
+    await rt.result(s2)
+    await rt.finalized(s2)
+    state = await rt.daemon.engine.load_state(s2)
+    assert state.view == "patch" and MODE_NOTES["patch"] in state.notes
+    # Every earlier seat prompt but the opening one was hidden in S2 before the next turn …
+    hidden = {m["info"]["id"]: _texts(m) for m in await rt.messages(s2)}
+    assert all(hidden[mid] == "" for mid in earlier)
+    # … so no later model request carries them.
+    later = [r for r in rt.llm.requests[before:] if r.session_id == s2 and r.kind == "turn"]
+    assert len(later) >= 2
+    for req in later:
+        users = _request_text(req, "user")
+        assert not any(text in users for text in earlier.values())
