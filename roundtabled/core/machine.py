@@ -61,6 +61,7 @@ from roundtabled.core.observer_flow import REPAIR_SEAT
 from roundtabled.core.positions import unexplained_change
 from roundtabled.core.similarity import is_loop
 from roundtabled.core.state import (
+    MODE_NOTES,
     EndReason,
     HistoryEntry,
     Marker,
@@ -332,18 +333,6 @@ def _view(
     update: dict[str, Any] = {"view": mode, "unhidden": [], "notes": notes}
     return state.model_copy(update=update), (*later, *hide)
 
-
-MODE_NOTES: dict[ViewMode, str] = {
-    "plugin": (
-        "seats' model requests shaped by the roundtable plugin: earlier turn prompts left out "
-        "in memory, no hiding write per turn"
-    ),
-    "patch": (
-        "earlier turn prompts hidden by a PATCH per turn (the roundtable plugin did not report "
-        "itself loaded in S2's server instance)"
-    ),
-}
-"""The ``status.notes`` line of each mode a roundtable's turns ran in (docs/plugin.md)."""
 
 RECENT_LOST_NOTE = (
     "the roundtable plugin stopped answering for S2's server instance: the later turns ran "

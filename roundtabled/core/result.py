@@ -23,6 +23,7 @@ from roundtabled.core.observer_verdict import VERDICT_INSTRUCTION
 from roundtabled.core.positions import position_of, spoke
 from roundtabled.core.result_model import RoundtableResult, SeatPosition, Status, Verdict
 from roundtabled.core.state import (
+    MODE_NOTES,
     TOOL_OUTPUT_PREVIEW_MAX,
     EndReason,
     HistoryEntry,
@@ -149,7 +150,11 @@ def _observer_context(state: RoundtableState) -> list[str]:
         kind = "continuation" if ext.mode == "continuation" else "new topic"
         lines.append(f"From round {ext.from_round + 1} ({kind}): {ext.prompt}")
     lines.append(f"Participants in speaking order: {', '.join(state.agents)}")
-    notes = [n for n in build_status(state).notes if "Position line" not in n]
+    notes = [
+        n
+        for n in build_status(state).notes
+        if "Position line" not in n and n not in MODE_NOTES.values()
+    ]
     if notes:
         lines.append(
             "What went wrong or was cut short (say so in the executive summary; a seat that "

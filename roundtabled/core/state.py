@@ -351,6 +351,19 @@ ViewMode = Literal["patch", "plugin"]
 (``patch``), or left out of the request in memory by the roundtable plugin (``plugin``: only on
 a positive signal that it is loaded in S2's server instance, docs/plugin.md)."""
 
+MODE_NOTES: dict[ViewMode, str] = {
+    "plugin": (
+        "seats' model requests shaped by the roundtable plugin: earlier turn prompts left out "
+        "in memory, no hiding write per turn"
+    ),
+    "patch": (
+        "earlier turn prompts hidden by a PATCH per turn (the roundtable plugin did not report "
+        "itself loaded in S2's server instance)"
+    ),
+}
+"""The ``status.notes`` line of each mode a roundtable's turns ran in (docs/plugin.md). Not
+something that went wrong: the observer's prompt leaves them out (``core/result.py``)."""
+
 
 class Budget(_Model):
     """Limits of one call (start or extend); ``None`` = no limit on that dimension.

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core.machine import MODE_NOTES
-from roundtabled.core.state import EndReason
+from roundtabled.core.state import MODE_NOTES, EndReason
 from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.offline.scripted_llm import RecordedRequest, content_text
 from roundtabled.service import install
@@ -134,6 +133,7 @@ async def test_with_the_plugin_seats_see_no_earlier_prompt_nor_hidden_rounds(
     observer = [r for r in rt.llm.requests_for(session=s2, kind="turn") if r.agent not in AGENTS]
     seen = _request_text(observer[-1], "assistant")
     assert all(t[:80] in seen for ts in replies.values() for t in ts)
+    assert MODE_NOTES["plugin"] not in observer[-1].last_user_text  # not a thing gone wrong
 
     # A person's note as S2's latest message: the earlier prompts stay out of its request.
     before = len(rt.llm.requests)

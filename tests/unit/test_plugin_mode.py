@@ -18,7 +18,7 @@ from roundtabled.core import machine, wire
 from roundtabled.core.commands import Observation, Prompt
 from roundtabled.core.history import HistoryEntry
 from roundtabled.core.positions import Position
-from roundtabled.core.state import Options, RoundtableState
+from roundtabled.core.state import MODE_NOTES, Options, RoundtableState
 from tests.unit.test_machine_properties import S2, SIGNER, SimServer, new_state
 
 
@@ -85,7 +85,7 @@ def test_earlier_prompts_leave_the_request_in_either_mode_across_any_switch(
 ) -> None:
     _, state = _run(new_state(["a", "b", "c"], 4), modes)
     assert state.view == ("plugin" if modes[12 % len(modes)] else "patch")  # the observer's
-    notes = [n for n in state.notes if n in machine.MODE_NOTES.values()]
+    notes = [n for n in state.notes if n in MODE_NOTES.values()]
     assert len(notes) == len(set(notes)) and notes  # each mode said once
 
 
