@@ -118,7 +118,7 @@ class PluginRegistry:
             )
         if report.server_url and _authority(report.server_url) != self.server:
             return False, "the plugin runs in another OpenCode server than the daemon's"
-        self.reports[_key(report.directory)] = report
+        self.reports[report.directory] = self.reports[_key(report.directory)] = report
         self._arrived.set()
         return True, ""
 
@@ -126,7 +126,8 @@ class PluginRegistry:
         """The version of the plugin loaded in ``directory``'s instance, or ``None``."""
         if directory is None:
             return None
-        report = self.reports.get(_key(directory))
+        # The exact string first: the handoff asks this per turn, realpath costs syscalls.
+        report = self.reports.get(directory) or self.reports.get(_key(directory))
         return report.version if report is not None else None
 
     async def wait_for(self, directory: str | None, seconds: float) -> str | None:
@@ -147,12 +148,13 @@ class PluginRegistry:
         """Drop the report of ``directory`` (``None``: every report)."""
         if directory is None:
             self.reports.clear()
-        else:
-            self.reports.pop(_key(directory), None)
+            return
+        key = _key(directory)
+        for name, report in list(self.reports.items()):
+            if name in (directory, key) or _key(report.directory) == key:
+                del self.reports[name]
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The reports for ``GET /v1/health`` / doctor: ``[{directory, version, at}]``."""
-        return [
-            {"directory": r.directory, "version": r.version, "at": r.at}
-            for r in self.reports.values()
-        ]
+        unique = {id(r): r for r in self.reports.values()}.values()
+        return [{"directory": r.directory, "version": r.version, "at": r.at} for r in unique]
