@@ -44,6 +44,11 @@ from .env import SEAT_MODELS, TOPIC, Env
 from .stats import median, percentile, rnd
 from .tap import EventTap
 
+OVERHEAD_TARGET = 1.10
+"""Figure 1: daemon / floor median ratio, with the roundtable plugin (no hiding write)."""
+"""Figure 3: orchestration bytes per seat request at most (turn prompt with its blocks: the
+stance list and the recent-context digest, each capped — ``DIGEST_MAX_BYTES`` for the digest)."""
+
 AGENTS = ["pm", "dev", "rv"]
 ROUNDS = 5
 
@@ -355,8 +360,8 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
             "floor_median_s": rnd(median(f_times)),
             "median_ratio": rnd(median(ratios)),
             "breakdown_ms": where,
-            "target": 1.05,
-            "met": median(ratios) <= 1.05,
+            "target": OVERHEAD_TARGET,
+            "met": median(ratios) <= OVERHEAD_TARGET,
         },
         "handoff": {
             "one": h1,

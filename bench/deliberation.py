@@ -251,10 +251,72 @@ async def run(env: Env) -> dict[str, Any]:
         "7b": await fig_7b(env),
         "7c": await fig_7c(env),
         "7d": await fig_7d(env),
-        "7e": not_available(
-            "7e context recent / full, 3 x 10",
-            "total input tokens <= 0.6 x",
-            "context 'recent' is refused: OpenCode sends ignored assistant parts to the model "
-            "(docs/deliberation.md)",
-        ),
+        "7e": await fig_7e(env),
+    }
+
+
+E_ROUNDS = 10
+E_TURN_DELAY_S = 0.2
+E_REPLY_WORDS = 120
+
+
+def fixed_reply(agent: str, rnd_no: int) -> Text:
+    """A fixed-length seat reply (:data:`E_REPLY_WORDS` words) with its Position line; its
+    usage is the scripted model's measured one (input from the request it received)."""
+    words = (default_text(agent, "7e", rnd_no) + " ") * 4
+    body = " ".join(words.split()[:E_REPLY_WORDS])
+    return Text(
+        text=f"{body}\nPosition: steady — {agent} in round {rnd_no} (confidence 6/10)",
+        first_byte_delay=E_TURN_DELAY_S,
+        completion_tokens=COMPLETION_TOKENS,
+    )
+
+
+async def context_run(env: Env, context: str) -> dict[str, Any]:
+    """One 3 × :data:`E_ROUNDS` debate; the seats' input tokens as the server recorded them."""
+    await env.llm.reset()
+    for agent in AGENTS:
+        await env.llm.script(*(fixed_reply(agent, r) for r in range(1, E_ROUNDS + 1)), agent=agent)
+    await env.llm.script(observer_reply(), agent=OBSERVER_AGENT)
+    parent = await env.new_parent()
+    s2 = await env.start_rt(
+        agents=AGENTS, prompt=TOPIC, rounds=E_ROUNDS, context=context, parentSessionID=parent
+    )
+    await env.result(s2)
+    await env.wait_idle(s2)
+    msgs = await env.oc("GET", f"/session/{s2}/message")
+    seat_input = sum(
+        int((m["info"].get("tokens") or {}).get("input") or 0)
+        for m in msgs
+        if m["info"].get("role") == "assistant" and m["info"].get("agent") in AGENTS
+    )
+    assert env.daemon is not None
+    await settle(env, s2)
+    state = await env.daemon.engine.load_state(s2)
+    return {
+        "seat_input_tokens": seat_input,
+        "seat_turns": len(state.seat_turns()),
+        "view": state.view,
+        "end_reason": state.end_reason.value if state.end_reason else None,
+    }
+
+
+async def fig_7e(env: Env) -> dict[str, Any]:
+    """``context: "recent"`` against ``"full"`` (needs the roundtable plugin in the server)."""
+    name, target = "7e context recent / full, 3 x 10", "total seat input tokens <= 0.6 x"
+    assert env.daemon is not None
+    if env.daemon.engine.shell.plugins.version_for(env.directory) is None:
+        return not_available(name, target, "the roundtable plugin is not loaded in the server")
+    full = await context_run(env, "full")
+    recent = await context_run(env, "recent")
+    ratio = recent["seat_input_tokens"] / full["seat_input_tokens"]
+    return {
+        "figure": name,
+        "target": target,
+        "full": full,
+        "recent": recent,
+        "ratio": rnd(ratio, 3),
+        "tokens_from": "the scripted model's prompt_tokens, measured from each request "
+        "(characters / 4), as the server recorded them on each seat reply",
+        "met": ratio <= 0.6 and recent["view"] == "plugin",
     }

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from roundtabled.offline.scripted_actions import Action
 from roundtabled.offline.scripted_llm import RecordedRequest
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon
+from roundtabled.service.install import PLUGIN_DIR, render_tool
 
 SEAT_MODELS = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
 OBSERVER_PROMPT = "You are the roundtable observer. Consolidate the debate."
@@ -52,6 +54,8 @@ class RemoteLLM:
         return self.url + "/v1"
 
     async def start(self) -> None:
+        """Start the scripted model; it reports ``prompt_tokens`` measured from each request
+        (an action's own ``prompt_tokens`` wins)."""
         self.port = free_port()
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -59,6 +63,7 @@ class RemoteLLM:
             "roundtabled.offline.scripted_llm",
             "--port",
             str(self.port),
+            "--measured-tokens",
             stdout=asyncio.subprocess.DEVNULL,
         )
         self.http = aiohttp.ClientSession()
@@ -150,6 +155,8 @@ class Env:
     proc: asyncio.subprocess.Process | None = None
     control: str = ""
     token: str = ""
+    control_port: int = 0
+    """The daemon's control port chosen before the server started (plugin installed), else 0."""
     http: aiohttp.ClientSession | None = None
 
     @property
@@ -171,18 +178,40 @@ class Env:
             "PATH": os.environ.get("PATH", ""),
         }
 
-    async def start(self, config: dict[str, Any] | None = None) -> None:
-        """Start the scripted LLM and the OpenCode server (no daemon yet)."""
+    async def start(self, config: dict[str, Any] | None = None, *, plugin: bool = False) -> None:
+        """Start the scripted LLM and the OpenCode server (no daemon yet). ``plugin``: the
+        roundtable plugin is installed in the project first, calling the daemon that
+        :meth:`launch_daemon` starts on a port chosen now (docs/plugin.md)."""
         await self.llm.start()
         cfg = config or bench_config(self.llm)
         self.server = OpenCodeServer(self.root / "opencode", cfg)
+        if plugin:
+            self.control_port = free_port()
+            token = self.root / "rt-config" / "roundtabled" / "token"
+            source = (resources.files("roundtabled") / "tools" / "roundtable-plugin.ts").read_text()
+            text = render_tool(
+                source, control_url=f"http://127.0.0.1:{self.control_port}", token_file=token
+            )
+            target = self.server.project_dir / ".opencode" / PLUGIN_DIR / "roundtable-plugin.ts"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
         await self.server.start()
         self.http = aiohttp.ClientSession()
+
+    async def plugin_reported(self, timeout: float = 30) -> None:
+        """Wait until the daemon has the plugin's report for the project directory."""
+        assert self.daemon is not None
+        deadline = time.monotonic() + timeout
+        plugins = self.daemon.engine.shell.plugins
+        while plugins.version_for(self.directory) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the roundtable plugin did not report itself to the daemon")
+            await asyncio.sleep(0.05)
 
     def settings_cli(self, **overrides: Any) -> dict[str, Any]:
         cli: dict[str, Any] = {
             "server_url": self.srv.url,
-            "control_port": 0,
+            "control_port": self.control_port,
             "resync_period": 15.0,
             "directories": [self.directory],
             "log_level": "warning",

@@ -269,12 +269,14 @@ async def gaps(env: Env, tap: EventTap, listener: Listener, pairs: int) -> dict[
     } | {"daemon_hide_wait": summary(hide_waits)}
 
 
-async def main(pairs: int, turns: int) -> dict[str, Any]:
-    """All three measurements on one environment."""
+async def main(pairs: int, turns: int, *, patch: bool = False) -> dict[str, Any]:
+    """All three measurements on one environment (``patch``: without the roundtable plugin)."""
     with tempfile.TemporaryDirectory(prefix="rt-gaps-") as tmp:
         env = Env(Path(tmp) / "gaps")
-        await env.start()
+        await env.start(plugin=not patch)
         await env.launch_daemon()
+        if not patch:
+            await env.plugin_reported()
         tap = EventTap(env.srv.url)
         listener = Listener(env.srv.url)
         await tap.start()
@@ -298,8 +300,13 @@ if __name__ == "__main__":
     parser.add_argument("--pairs", type=int, default=4, help="interleaved debate pairs")
     parser.add_argument("--turns", type=int, default=12, help="prompts for the event timings")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument(
+        "--patch", action="store_true", help="without the roundtable plugin (PATCH hiding)"
+    )
     args = parser.parse_args()
-    doc = orjson.dumps(asyncio.run(main(args.pairs, args.turns)), option=orjson.OPT_INDENT_2)
+    doc = orjson.dumps(
+        asyncio.run(main(args.pairs, args.turns, patch=args.patch)), option=orjson.OPT_INDENT_2
+    )
     if args.out:
         args.out.write_bytes(doc)
     print(doc.decode())

@@ -44,8 +44,9 @@ FIGURES = ("debate", "ingest", "memory", "recovery", "deliberation")
 async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     env = Env(tmp / "debate")
     try:
-        await env.start()
+        await env.start(plugin=True)
         await env.launch_daemon()
+        await env.plugin_reported()
         out = await debate.run(
             env,
             pairs=args.pairs,
@@ -80,8 +81,9 @@ async def fig_recovery(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 async def fig_deliberation(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     env = Env(tmp / "deliberation")
     try:
-        await env.start()
+        await env.start(plugin=True)
         await env.launch_daemon()
+        await env.plugin_reported()
         return await deliberation.run(env)
     finally:
         await env.close()

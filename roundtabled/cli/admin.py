@@ -114,6 +114,7 @@ def _contents(target: Path) -> dict[Path, bytes | None]:
 
     paths = [target / install.TOOL_DIR / n for n in install.TOOL_FILES]
     paths += [target / install.AGENT_DIR / n for n in install.AGENT_FILES]
+    paths += [target / install.PLUGIN_DIR / n for n in install.PLUGIN_FILES]
     return {p: _read(p) for p in paths}
 
 

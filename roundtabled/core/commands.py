@@ -96,6 +96,9 @@ class Observation:
     error: tuple[int, str] | None = None
     """A ``session.error`` of S2 seen since the pending prompt was sent: (epoch ms, the
     server's ``name: message``)."""
+    plugin: str | None = None
+    """The version of the roundtable plugin that reported itself loaded in S2's server instance
+    (a positive signal, :mod:`roundtabled.engine.plugins`), or ``None``: no such signal."""
     from_events: bool = False
     """Taken from the event mirror (a fast handoff) instead of a read of S2: a turn planned from
     it is prompted first and its intent written after (:attr:`Prompt.persist_first` false)."""

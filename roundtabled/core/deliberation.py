@@ -58,6 +58,7 @@ from roundtabled.core.similarity import jaccard_bigrams
 from roundtabled.core.stances import seat_stances
 from roundtabled.core.state import (
     Budget,
+    ContextMode,
     EndReason,
     HistoryEntry,
     Options,
@@ -78,11 +79,13 @@ __all__ = [
     "Stop",
     "budget_check",
     "check_convergence",
+    "digest",
     "diversity_warning",
     "next_call",
     "observer_reserve",
     "position_of",
     "project_turn",
+    "rounds_to_hide",
     "spent",
     "stop_after_seat_turn",
 ]
@@ -539,13 +542,14 @@ class Call:
     """What an ``extend`` call sets for itself (``None``: keep the roundtable's).
 
     ``turn_timeout`` in seconds; ``until``; ``budget`` is the call's own (``None``: no budget,
-    never the previous call's).
+    never the previous call's); ``context`` (``None``: keep the roundtable's).
     """
 
     turn_timeout: float | None = None
     permission_policy: PermissionPolicy | None = None
     until: Until | None = None
     budget: Budget | None = None
+    context: ContextMode | None = None
 
 
 def next_call(state: RoundtableState, call: Call | None, now: int) -> tuple[int, Options]:
@@ -578,6 +582,8 @@ def next_call(state: RoundtableState, call: Call | None, now: int) -> tuple[int,
         update["turn_timeout"] = call.turn_timeout
     if call.permission_policy:
         update["permission_policy"] = call.permission_policy
+    if call.context:
+        update["context"] = call.context
     return start, state.options.model_copy(update=update)
 
 
@@ -620,6 +626,13 @@ def diversity_warning(
 
 
 # ── recent context (which earlier rounds a seat no longer sees, and their digest) ──────────────
+#
+# For ``context: "recent"`` (docs/deliberation.md): a seat sees the opening round, a rolling
+# digest of the rounds between (built from the position ledger, never a model call) and the last
+# round in full. The server sends every assistant reply to the model (an ``ignored`` assistant
+# part too), so the hidden rounds leave the request only through the roundtable plugin
+# (docs/plugin.md): the machine writes the span into the prompt's marker and the digest into its
+# text; without the plugin the daemon refuses ``context: "recent"``.
 
 DIGEST_MAX_BYTES = 900
 """Bytes (UTF-8) of the recent-context digest at most; older label runs are dropped first."""

@@ -80,12 +80,14 @@ from roundtabled.core.positions import unexplained_change
 from roundtabled.core.result import cancelled_text
 from roundtabled.core.similarity import is_loop
 from roundtabled.core.state import (
+    MODE_NOTES,
     EndReason,
     HistoryEntry,
     Marker,
     PendingTurn,
     Phase,
     RoundtableState,
+    ViewMode,
 )
 from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 
@@ -174,7 +176,16 @@ def plan_turn(
             agent=agent,
             roundtable=state.session_id,
         )
-    new = state.model_copy(update={"pending": pend, "updated_at": obs.now})
+    new, hide = _view(state.model_copy(update={"pending": pend, "updated_at": obs.now}), obs, hide)
+    if new.view == "plugin":
+        span = None
+        if pend.kind == "turn" and state.options.context == "recent":
+            rounds = deliberation.rounds_to_hide(pend.round)
+            if rounds:
+                span = (rounds[0] - 1, rounds[-1] - 1)  # 1-based rounds, 0-indexed markers
+                block = deliberation.digest(state.history, rounds, state.agents)
+                text = prompts.with_digest(text, block)
+        marker = marker.model_copy(update={"view": "plugin", "hide": span})
     prompt = Prompt(pend.message_id, agent, text, marker, hide, persist_first=not obs.from_events)
     return Decision(
         new,
@@ -213,7 +224,7 @@ def _advance(
     errors = list(state.errors)
     cmds: list[Command] = [TurnRecorded(entry), *(TurnRecorded(e) for e in extras)]
     update: dict[str, Any] = {"history": history, "pending": None, "updated_at": obs.now}
-    hide = (turn_msg,) if turn_msg is not None and hides_prompt(state) else ()
+    hide = (turn_msg,) if turn_msg is not None and _answered_prompt_hidden(state) else ()
     if entry.has_error:
         errors.append(f"{entry.agent} (round {entry.round}): {entry.error}")
         update["errors"] = errors
@@ -270,15 +281,80 @@ def _advance(
 
 
 def hides_prompt(state: RoundtableState) -> bool:
-    """Whether the pending turn's prompt is hidden once the turn is over: a seat's prompt is,
-    unless it opened the debate (it carries the topic) or hiding is off; the observer's is not
-    (nothing follows it)."""
+    """Whether the pending turn's prompt is hidden by a PATCH once the turn is over: a seat's
+    prompt is, unless it opened the debate (it carries the topic), hiding is off, or the turn
+    runs in plugin mode (the plugin leaves it out of later requests, :func:`_view`); the
+    observer's is not (nothing follows it)."""
+    return state.view == "patch" and _answered_prompt_hidden(state)
+
+
+def _answered_prompt_hidden(state: RoundtableState) -> bool:
+    """Whether the pending turn's prompt must leave later model requests (by either mode)."""
     pend = state.pending
     return (
         state.options.hide_past_prompts
         and pend is not None
         and pend.kind == "turn"
         and not (pend.round == 0 and pend.seat == 0)
+    )
+
+
+def view_mode(state: RoundtableState, obs: Observation) -> ViewMode:
+    """The mode of the turn planned now: ``plugin`` only on a positive signal that the plugin
+    is loaded in S2's server instance (``obs.plugin``) and with hiding on; else ``patch``."""
+    return "plugin" if obs.plugin and state.options.hide_past_prompts else "patch"
+
+
+def _view(
+    state: RoundtableState, obs: Observation, hide: tuple[UserView, ...]
+) -> tuple[RoundtableState, tuple[UserView, ...]]:
+    """Record the mode of the turn planned now and what its :class:`Prompt` hides by a PATCH.
+
+    ``hide``: the earlier turn prompts the patch mode hides now. In plugin mode nothing is
+    written (their ids are kept in ``unhidden``); a turn back in patch mode hides them all
+    first, so a roundtable whose server lost the plugin mid-way sends no old prompt again.
+
+    Returns:
+        The state with ``view`` and ``unhidden`` set, and the prompts to hide.
+    """
+    mode = view_mode(state, obs)
+    hide = tuple(v for v in hide if v.visible_parts)  # already hidden: nothing to do
+    known = {v.id for v in hide}
+    if MODE_NOTES[mode] not in state.notes:
+        state = state.model_copy(update={"notes": [*state.notes, MODE_NOTES[mode]]})
+    if mode == "plugin":
+        unhidden = [*state.unhidden, *(v.id for v in hide if v.id not in state.unhidden)]
+        return state.model_copy(update={"view": mode, "unhidden": unhidden}), ()
+    later = tuple(_unhidden_view(mid) for mid in state.unhidden if mid not in known)
+    notes = state.notes
+    if (
+        state.view == "plugin"
+        and state.options.context == "recent"
+        and RECENT_LOST_NOTE not in notes
+    ):
+        notes = [*notes, RECENT_LOST_NOTE]
+    update: dict[str, Any] = {"view": mode, "unhidden": [], "notes": notes}
+    return state.model_copy(update=update), (*later, *hide)
+
+
+RECENT_LOST_NOTE = (
+    "the roundtable plugin stopped answering for S2's server instance: the later turns ran "
+    "with every earlier reply in view (context 'recent' needs the plugin; "
+    "run `roundtabled install-tool` and restart opencode serve)"
+)
+"""The note of a ``context: "recent"`` roundtable whose later turns ran in patch mode."""
+
+
+def _unhidden_view(message_id: str) -> UserView:
+    """A prompt known by id only: the engine reads its visible parts to hide them."""
+    return UserView(
+        id=message_id,
+        created=0,
+        marker=None,
+        text="",
+        synthetic=False,
+        compaction=False,
+        state_block=False,
     )
 
 
@@ -565,7 +641,9 @@ def _reprompt(
     pend = state.pending
     assert pend is not None
     new_id = pend.message_id if stored is None else obs.new_id
-    fresh = Observation(now=obs.now, status=obs.status, messages=obs.messages, new_id=new_id)
+    fresh = Observation(
+        now=obs.now, status=obs.status, messages=obs.messages, new_id=new_id, plugin=obs.plugin
+    )
     opening = (
         pend.kind == "turn"
         and pend.round == 0

@@ -108,6 +108,8 @@ class OpeningObservation:
     children: tuple[tuple[str, int], ...] = ()
     seats: dict[str, SeatView] = field(default_factory=dict)
     cancelled: bool = False
+    plugin: str | None = None
+    """As :attr:`roundtabled.core.commands.Observation.plugin` (round 2's first turn's mode)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,7 +469,9 @@ def _after(state: RoundtableState, obs: OpeningObservation, new_id: str) -> Deci
             "current_agent_index": 0,
         }
     )
-    mobs = Observation(now=obs.now, status=obs.status, messages=obs.messages, new_id=new_id)
+    mobs = Observation(
+        now=obs.now, status=obs.status, messages=obs.messages, new_id=new_id, plugin=obs.plugin
+    )
     end: EndReason | None = None
     if state.end_reason == EndReason.CANCELLED:
         if not state.options.cancel_summarize:

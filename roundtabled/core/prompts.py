@@ -57,6 +57,7 @@ __all__ = [
     "infer_extend_mode",
     "stances_block",
     "turn_prompt",
+    "with_digest",
 ]
 
 ExtendMode = Literal["continuation", "new-topic"]
@@ -508,3 +509,10 @@ def failure_toast(agent: str, round_number: int, next_agent: str | None) -> str:
     if next_agent is not None:
         text += f" Skipping to {next_agent.upper()}."
     return text
+
+
+def with_digest(text: str, digest: str) -> str:
+    """A seat's turn prompt ``text`` followed by the recent-context ``digest`` block
+    (:func:`roundtabled.core.deliberation.digest`, ``context: "recent"``): its own paragraph
+    after the prompt, so the prompt's other blocks are unchanged; ``""`` adds nothing."""
+    return f"{text}\n\n{digest}" if digest else text

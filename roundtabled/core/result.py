@@ -27,6 +27,7 @@ from roundtabled.core.observer_verdict import VERDICT_INSTRUCTION
 from roundtabled.core.positions import position_of, spoke
 from roundtabled.core.result_model import RoundtableResult, SeatPosition, Status, Verdict
 from roundtabled.core.state import (
+    MODE_NOTES,
     TOOL_OUTPUT_PREVIEW_MAX,
     EndReason,
     HistoryEntry,
@@ -175,7 +176,11 @@ def _observer_context(state: RoundtableState) -> list[str]:
             f"Seats bound to an assigned side (they argued what they were told to): {bound}. "
             "Report their arguments, but never count them toward a consensus or a majority."
         )
-    notes = [n for n in build_status(state).notes if "Position line" not in n]
+    notes = [
+        n
+        for n in build_status(state).notes
+        if "Position line" not in n and n not in MODE_NOTES.values()
+    ]
     if notes:
         lines.append(
             "What went wrong or was cut short (say so in the executive summary; a seat that "

@@ -342,6 +342,23 @@ Opening = Literal["sequential", "independent"]
 """How round 1 runs: one seat after another, or every seat at once without seeing the others."""
 ContextMode = Literal["full", "recent"]
 """What a seat sees: every earlier reply, or the opening round, a digest and the last round."""
+ViewMode = Literal["patch", "plugin"]
+"""How earlier turn prompts leave a seat's model request: marked ``ignored`` in S2 by a PATCH
+(``patch``), or left out of the request in memory by the roundtable plugin (``plugin``: only on
+a positive signal that it is loaded in S2's server instance, docs/plugin.md)."""
+
+MODE_NOTES: dict[ViewMode, str] = {
+    "plugin": (
+        "seats' model requests shaped by the roundtable plugin: earlier turn prompts left out "
+        "in memory, no hiding write per turn"
+    ),
+    "patch": (
+        "earlier turn prompts hidden by a PATCH per turn (the roundtable plugin did not report "
+        "itself loaded in S2's server instance)"
+    ),
+}
+"""The ``status.notes`` line of each mode a roundtable's turns ran in (docs/plugin.md). Not
+something that went wrong: the observer's prompt leaves them out (``core/result.py``)."""
 
 
 class Budget(StateModel):
@@ -446,6 +463,11 @@ class RoundtableState(StateModel):
     options: Options = Field(default_factory=Options)
     state_message_id: str | None = Field(default=None, alias="stateMessageID")
     state_part_id: str | None = Field(default=None, alias="statePartID")
+    view: ViewMode = "patch"
+    """The mode of the latest planned turn (:func:`roundtabled.core.machine.plan_turn`)."""
+    unhidden: list[str] = Field(default_factory=list)
+    """Answered turn prompts (message ids) the plugin mode left visible in S2: hidden by a PATCH
+    before the next turn that runs in ``patch`` mode."""
     created_at: int = 0
     updated_at: int = 0
 
@@ -597,6 +619,12 @@ class Marker(StateModel):
     agent: str = ""
     roundtable: str = ""
     """S2's id (for a ``result`` marker written into S1, the roundtable it came from)."""
+    view: ViewMode | None = None
+    """``plugin`` on a prompt sent in plugin mode: the roundtable plugin then leaves the earlier
+    turn prompts out of the request; absent (``patch``) it changes nothing."""
+    hide: tuple[int, int] | None = None
+    """0-indexed first and last round whose seat turns the plugin leaves out of this prompt's
+    requests (``context: "recent"``, :func:`roundtabled.core.deliberation.rounds_to_hide`)."""
 
 
 def sign_marker(marker: Marker, session_id: str, signer: Signer) -> dict[str, Any]:

@@ -255,13 +255,6 @@ def parse_request(body: object) -> RoundtableRequest:
             "until 'converged' needs rounds of at least 2 (convergence compares a round with "
             "the one before it, so it never fires in round 1); got rounds 1",
         )
-    if context == "recent":
-        raise ValidationFailed(
-            "context",
-            "context 'recent' is not available: this OpenCode server still sends replies whose "
-            "parts are marked ignored to the model, so hiding older rounds would save nothing "
-            "(see docs/deliberation.md); use 'full' or omit it",
-        )
     preset = _opt_str(body, "preset", max_len=200)
     if preset is not None and not PRESET_NAME_RE.match(preset):
         raise ValidationFailed(

@@ -97,6 +97,7 @@ class Handoff:
             new_id=ids.message_id(),
             accepted=True,
             from_events=True,
+            plugin=self.shell.plugins.version_for(state.directory),
         )
         d = machine.decide(state, obs)
         table.mirror = None  # used (the next prompt opens a new one)

@@ -29,6 +29,7 @@ from roundtabled.core.state import (
     VerdictRecord,
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents, check_extend_rounds
+from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
@@ -36,13 +37,20 @@ from roundtabled.opencode.client import OpenCodeClient
 
 
 async def new_state(
-    client: OpenCodeClient, settings: Settings, req: RoundtableRequest, now: int
+    client: OpenCodeClient,
+    settings: Settings,
+    req: RoundtableRequest,
+    now: int,
+    *,
+    plugins: PluginRegistry | None = None,
 ) -> RoundtableState:
     """Create S2 for ``req`` (a start, not an extend) and return its first state (nothing
-    pending, nothing written into S2 yet). ``now``: epoch ms.
+    pending, nothing written into S2 yet). ``now``: epoch ms. ``plugins``: where the roundtable
+    plugin reported itself loaded (``context: "recent"`` needs it in S2's directory).
 
     Raises:
-        ValidationFailed: bad directory, parent session, agents or observer; missing models.
+        ValidationFailed: bad directory, parent session, agents or observer; missing models;
+            ``context: "recent"`` without the plugin.
         TransportError: the server could not be reached.
     """
     assert req.agents is not None
@@ -85,6 +93,14 @@ async def new_state(
         )
     if parent is not None:
         _check_directory(req, directory, wire.session_directory(parent))
+    if req.context == "recent":
+        # The reads above made the directory's instance load its plugins (OpenCode awaits a
+        # plugin's setup, whose report to the daemon comes first).
+        where = directory
+        if where is None:
+            where = wire.path_directory(await client.path())
+        wait = HEARTBEAT_S + 1.0  # a daemon that just (re)connected hears from it soon
+        check_plugin(await plugins.wait_for(where, wait) if plugins is not None else None)
     observer = req.observer or BUILTIN_OBSERVER
     check_agents(req.agents, req.observer, available)
     models = seat_models(req.agents, observer, available, config)
@@ -149,6 +165,25 @@ async def new_state(
         created_at=now,
         updated_at=now,
     )
+
+
+RECENT_NEEDS_PLUGIN = (
+    "context 'recent' needs the roundtable plugin loaded in the OpenCode server of this "
+    "directory (it leaves the hidden rounds out of each seat's model request); it has not "
+    "reported itself: run `roundtabled install-tool --project DIR` (or --global) and restart "
+    "opencode serve, or use context 'full'"
+)
+
+
+def check_plugin(version: str | None) -> None:
+    """Refuse ``context: "recent"`` without a report of the plugin (``version`` ``None``).
+
+    Raises:
+        ValidationFailed: field ``context`` (flag ``--context``), naming the plugin and the
+            command that installs it.
+    """
+    if version is None:
+        raise ValidationFailed("context", RECENT_NEEDS_PLUGIN)
 
 
 async def parent_session(client: OpenCodeClient, session_id: str) -> dict[str, Any]:

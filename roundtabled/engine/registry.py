@@ -33,6 +33,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest
 from roundtabled.engine import launch
+from roundtabled.engine.plugins import HEARTBEAT_S
 from roundtabled.engine.recovery import Recovery, remember_directory, warn_pasted_meta
 from roundtabled.engine.requests import SeatRequests
 from roundtabled.engine.settings import Settings
@@ -104,6 +105,7 @@ class Engine:
             # "event stream closed by a config reload"). A reason, not an error; resync.
             where = event.properties.get("directory") or event.directory
             log.info("OpenCode disposed the instance of %s (config reload); resyncing", where)
+            self.shell.plugins.forget(where)
             for reloaded in list(self.tables.values()):
                 if reloaded.state.directory == where:
                     reloaded.disposed_at = self.shell.clock()
@@ -180,6 +182,8 @@ class Engine:
     async def on_connect(self) -> None:
         """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
         self.shell.stream_epoch += 1  # events may have been lost: every open mirror is void
+        # The server may have restarted without the plugin: its reports must come again.
+        self.shell.plugins.forget()
         for table in list(self.tables.values()):
             table.poke()
         self.shell.spawn(self.requests.sweep())
@@ -198,7 +202,9 @@ class Engine:
         if req.extend:
             return await self.extend(req)
         assert req.agents is not None
-        state = await launch.new_state(self.client, self.settings, req, self.shell.clock())
+        state = await launch.new_state(
+            self.client, self.settings, req, self.shell.clock(), plugins=self.shell.plugins
+        )
         settings = self.settings
         title = state.title
         # Turn 1 is decided before the state block is written, and the block is written with
@@ -206,7 +212,13 @@ class Engine:
         # read (GET /session/status) plus a second write (the intent) would only put two round
         # trips before the debate.
         first = machine.decide(
-            state, Observation(now=self.shell.clock(), status="idle", new_id=ids.message_id())
+            state,
+            Observation(
+                now=self.shell.clock(),
+                status="idle",
+                new_id=ids.message_id(),
+                plugin=self.shell.plugins.version_for(state.directory),
+            ),
         )
         if opening.running(state):
             first = Decision(state)  # round 1 runs in the seats' own sessions (the worker)
@@ -292,6 +304,10 @@ class Engine:
         launch.check_extension(state, req)
         if req.parent_session_id:
             await launch.parent_session(self.client, req.parent_session_id)
+        if req.context == "recent":
+            launch.check_plugin(
+                await self.shell.plugins.wait_for(state.directory, HEARTBEAT_S + 1.0)
+            )
         messages = await self.store.read_all(s2)
         warn_pasted_meta(s2, messages, state.state_message_id)
         if not state.history:
@@ -312,6 +328,7 @@ class Engine:
                 permission_policy=req.permission_policy,
                 until=req.until,
                 budget=req.budget,
+                context=req.context,
             ),
             now=self.shell.clock(),
         )

@@ -18,6 +18,7 @@ from roundtabled.core.commands import Toast
 from roundtabled.core.progress import ToastThrottle
 from roundtabled.core.state import RoundtableState, Signer
 from roundtabled.engine.metrics import HandoffMetrics
+from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
 from roundtabled.errors import TransportError
@@ -57,6 +58,8 @@ class Shell:
         self.clock = clock
         self.store = StateStore(client, signer)
         self.metrics = HandoffMetrics()
+        self.plugins = PluginRegistry(getattr(client, "base_url", ""), clock)
+        """Where the roundtable plugin reported itself loaded (the plugin mode's signal)."""
         self.toast_throttles: dict[str, ToastThrottle] = {}
         """Per roundtable (S2's id): when its last progress toast of a turn was shown."""
         self.stream_epoch = 0

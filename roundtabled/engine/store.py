@@ -181,7 +181,12 @@ class StateStore:
                 raise res
 
     async def hide_view(self, s2: str, view: UserView) -> None:
-        """Mark the visible parts of one user message ``ignored``."""
+        """Mark the visible parts of one user message ``ignored``; a view known by id only (a
+        prompt the plugin mode left visible, :func:`roundtabled.core.machine.plan_turn`) is
+        read first."""
+        if not view.visible_parts:
+            await self.hide_message(s2, view.id)
+            return
         for part in view.visible_parts:
             with contextlib.suppress(NotFound):
                 await self.client.update_part(s2, view.id, wire.hidden(part))

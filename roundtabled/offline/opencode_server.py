@@ -9,7 +9,7 @@ Invariants:
 - Nothing is downloaded. ``OPENCODE_DISABLE_MODELS_FETCH=1`` is set, and every config directory
   the server would ``npm install @opencode-ai/plugin`` into (the global
   ``$XDG_CONFIG_HOME/opencode`` and each project's ``.opencode``) is pre-filled by
-  :func:`~roundtabled.offline.opencode_install.prefill_config_dir` (how: that module).
+  :func:`~roundtabled.opencode.config_dir.prefill_config_dir` (how: that module).
 - The binary is :func:`~roundtabled.opencode.binary.find_opencode_binary`'s:
   ``$ROUNDTABLED_OPENCODE_BIN`` (another release) or the pinned one.
 - The server runs in its own session / process group; :meth:`OpenCodeServer.stop` and
@@ -34,11 +34,11 @@ from typing import Any, Literal
 
 import aiohttp
 
-from roundtabled.offline.opencode_install import (
+from roundtabled.opencode.binary import find_opencode_binary
+from roundtabled.opencode.config_dir import (
     PREFILL_MARKER,
     prefill_config_dir,
 )
-from roundtabled.opencode.binary import find_opencode_binary
 
 __all__ = [
     "AGENT_PROMPTS",

@@ -105,6 +105,10 @@ _PREPARED = web.RequestKey("scripted_llm.prepared", web.StreamResponse)
 # ----------------------------------------------------------------------------------------------
 
 
+CHARS_PER_TOKEN = 4
+"""Characters per token of the measured ``prompt_tokens`` (a rough English average)."""
+
+
 @dataclass
 class RecordedRequest:
     """One ``/v1/chat/completions`` request as received, and how it ended.
@@ -125,6 +129,8 @@ class RecordedRequest:
     tools: list[str]
     last_user_text: str
     body_len: int
+    prompt_chars: int = 0
+    """Characters of the request's message contents (system, user, assistant, tool)."""
     action: str = "pending"  # action kind served, "default", or "pending" while running
     reply_text: str = ""
     disconnected: bool = False
@@ -217,7 +223,9 @@ class ScriptedLLM:
     await llm.stop()
     """
 
-    def __init__(self, agent_prompts: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, agent_prompts: dict[str, str] | None = None, *, measured_tokens: bool = False
+    ) -> None:
         if agent_prompts is None:
             agent_prompts = dict(AGENT_PROMPTS)
         #: prompt prefix → agent name; the longest prefix the system text starts with wins.
@@ -234,6 +242,10 @@ class ScriptedLLM:
         self._stopping = asyncio.Event()
         self.port: int = 0
         self.host = "127.0.0.1"
+        #: Report ``prompt_tokens`` from the request received (its message characters / 4,
+        #: :data:`CHARS_PER_TOKEN`) instead of the fixed 100 the suite's budgets and compaction
+        #: thresholds are written for; an action's own ``prompt_tokens`` wins either way.
+        self.measured_tokens = measured_tokens
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -393,6 +405,7 @@ class ScriptedLLM:
             ],
             last_user_text=last_user,
             body_len=len(raw),
+            prompt_chars=sum(len(content_text(m.get("content"))) for m in messages),
         )
         self.requests.append(rec)
         count_key = (agent, session)
@@ -533,7 +546,12 @@ class ScriptedLLM:
                         await self._wait(request, action.chunk_delay)
                     await send({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
             finish = "tool_calls"
-        prompt_tokens = action.prompt_tokens if action.prompt_tokens is not None else 100
+        if action.prompt_tokens is not None:
+            prompt_tokens = action.prompt_tokens
+        elif self.measured_tokens:
+            prompt_tokens = max(1, rec.prompt_chars // CHARS_PER_TOKEN)
+        else:
+            prompt_tokens = 100
         completion_tokens = action.completion_tokens if action.completion_tokens is not None else 20
         await send(
             {},
@@ -578,10 +596,15 @@ def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--port", type=int, default=4010)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--measured-tokens",
+        action="store_true",
+        help="report prompt_tokens from each request received (characters / 4)",
+    )
     args = parser.parse_args(argv)
 
     async def run() -> None:
-        llm = ScriptedLLM()
+        llm = ScriptedLLM(measured_tokens=args.measured_tokens)
         await llm.start(port=args.port, host=args.host)
         print(f"scripted LLM listening on {llm.base_url}", flush=True)
         try:

@@ -26,6 +26,7 @@ from aiohttp import web
 from roundtabled import __version__
 from roundtabled.core.state import Budget
 from roundtabled.core.validation import PresetSpec, apply_preset, parse_request, seat_agents
+from roundtabled.engine.plugins import PLUGIN_VERSION, parse_report
 from roundtabled.engine.registry import Engine
 from roundtabled.errors import TransportError, ValidationFailed
 from roundtabled.opencode.stream import Backoff
@@ -141,6 +142,7 @@ class ControlAPI:
         r.add_get("/v1/ping", self.ping)
         r.add_get("/v1/health", self.health)
         r.add_get("/v1/agents", self.agents)
+        r.add_post("/v1/plugin", self.plugin)
         r.add_post("/v1/roundtables", self.create)
         r.add_get("/v1/roundtables", self.list)
         r.add_get("/v1/roundtables/{ses}", self.status)
@@ -223,8 +225,23 @@ class ControlAPI:
                     "retryMaxS": stream.backoff.ceiling() if stream is not None else None,
                 },
                 "active": len(e.tables),
+                "plugin": {
+                    "version": PLUGIN_VERSION,
+                    "reports": e.shell.plugins.snapshot(),
+                },
             }
         )
+
+    async def plugin(self, request: web.Request) -> web.Response:
+        """The roundtable plugin reports itself loaded in a server instance (docs/plugin.md):
+        ``{"version", "directory", "serverUrl"?}`` → ``{"accepted": bool, "reason"?}``."""
+        plugins = self.engine.shell.plugins
+        report = parse_report(await self._body(request), plugins.clock())
+        accepted, why = plugins.register(report)
+        if not accepted:
+            log.info("plugin report from %s refused: %s", report.directory, why)
+            return _json({"accepted": False, "reason": why})
+        return _json({"accepted": True})
 
     async def agents(self, request: web.Request) -> web.Response:
         """Agents a roundtable may seat (``available_agents``, docs/behaviour.md, 'The call')."""

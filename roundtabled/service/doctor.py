@@ -13,7 +13,11 @@ Checks, in order (each talks to the real thing, nothing is assumed):
    (``GET /experimental/tool/ids`` lists them; else: its config directory, from ``GET /path``).
 6. **agents** — the server lists at least two agents a roundtable can seat, and the hidden
    observer agent ``roundtable-observer``.
-7. **daemon** — the control API answers ``/v1/ping`` and, with the token, ``/v1/health``: ready,
+7. **plugin** — the roundtable plugin file (``plugin/roundtable-plugin.ts``) is installed with
+   the daemon's plugin version, and the daemon heard from it for this directory (the positive
+   signal of the plugin mode, docs/plugin.md); without it the daemon hides prompts by PATCH
+   and refuses ``context: "recent"``.
+8. **daemon** — the control API answers ``/v1/ping`` and, with the token, ``/v1/health``: ready,
    connected to the same server, number of active roundtables.
 
 Exit code: 0 when every check passed, 1 otherwise. Secrets are never printed.
@@ -35,6 +39,7 @@ import aiohttp
 import orjson
 
 from roundtabled import __version__
+from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import config as cfg
@@ -380,6 +385,60 @@ async def _agents_check(http: aiohttp.ClientSession, settings: cfg.Settings, cwd
     return Check("agents", True, f"{detail}; observer {OBSERVER_AGENT} present")
 
 
+async def plugin_check(
+    http: aiohttp.ClientSession,
+    settings: cfg.Settings,
+    control_url: str,
+    env: Mapping[str, str],
+    cwd: Path,
+) -> Check:
+    """The plugin file and its version, then the daemon's report of it for ``cwd``."""
+    root = _project_root(cwd)
+    fix = f"roundtabled install-tool --project {root} (or --global), then restart opencode serve"
+    status: dict[str, Any] = install.installed_status(root, env)
+    found = [(label, e["plugin"]) for label, e in status.items() if e.get("plugin")]
+    if not found:  # optional: the daemon hides prompts by PATCH without it
+        return Check(
+            "plugin",
+            True,
+            "the roundtable plugin is not installed: seats' earlier prompts are hidden by one "
+            f"PATCH per turn and context 'recent' is refused (to install: {fix})",
+            warn=True,
+        )
+    stale = [f"{p['path']} has version {p['version']!r}" for _, p in found]
+    if all(p["version"] != PLUGIN_VERSION for _, p in found):
+        return Check(
+            "plugin", False, f"{'; '.join(stale)}, the daemon speaks {PLUGIN_VERSION!r}", fix
+        )
+    files = ", ".join(f"{label} ({p['path']})" for label, p in found)
+    try:
+        token = settings.token_file.read_text().strip()
+        async with http.get(
+            f"{control_url}/v1/health",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S),
+        ) as resp:
+            health = orjson.loads(await resp.read()) if resp.status == 200 else {}
+    except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError):
+        return Check(
+            "plugin", None, f"version {PLUGIN_VERSION} installed: {files}; daemon not reached"
+        )
+    reports = (health.get("plugin") or {}).get("reports") or []
+    here = os.path.realpath(cwd)
+    if any(os.path.realpath(str(r.get("directory"))) == here for r in reports):
+        return Check(
+            "plugin", True, f"version {PLUGIN_VERSION} installed: {files}; loaded for {cwd}"
+        )
+    return Check(
+        "plugin",
+        False,
+        f"version {PLUGIN_VERSION} installed: {files}, but the daemon has no report of it "
+        f"loaded for {cwd} (installed after the server started, --pure, or another config "
+        "directory): seats' prompts are hidden by PATCH and context 'recent' is refused",
+        "restart opencode serve (with the environment install-tool used), then roundtabled doctor",
+    )
+
+
 async def daemon_check(
     http: aiohttp.ClientSession, settings: cfg.Settings, control_url: str
 ) -> Check:
@@ -528,6 +587,7 @@ async def run(
             checks.append(await _agents_check(http, settings, cwd))
         else:
             checks.append(Check("agents", None, "not checked (server unreachable or auth failed)"))
+        checks.append(await plugin_check(http, settings, control_url, env, cwd))
         checks.append(await daemon_check(http, settings, control_url))
     for check in checks:
         print_check(check)

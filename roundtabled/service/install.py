@@ -9,6 +9,14 @@ for custom tools and ``{agent,agents}/**/*.md`` for agents; we use the singular 
   :data:`END`) bakes in the control URL and the token file path; ``ROUNDTABLED_URL`` /
   ``ROUNDTABLED_TOKEN_FILE`` in ``opencode serve``'s environment override them at run time.
 - ``agent/roundtable-observer.md``: the hidden, tool-less agent that runs the built-in observer.
+- ``plugin/roundtable-plugin.ts``: the roundtable plugin (docs/plugin.md): it leaves the
+  answered turn prompts (and, for ``context: "recent"``, the hidden rounds) out of each seat's
+  model request in memory, and reports itself to the daemon. Same constant block as the shims.
+  OpenCode waits for its npm install of ``@opencode-ai/plugin`` into a config directory before it
+  loads an external plugin from it; offline that install retries for about a minute, so the
+  directory is prepared as for the test servers
+  (:func:`roundtabled.opencode.config_dir.prefill_config_dir`) when it has no
+  ``node_modules`` yet and an installed copy of the package is found.
 
 Invariants:
 
@@ -43,13 +51,18 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled.errors import RoundtableError
+from roundtabled.opencode.config_dir import find_node_modules, prefill_config_dir
 from roundtabled.service.config import xdg_config_home
 
 TOOL_FILES = ("roundtable.ts", "available_agents.ts")
 """Tool shims shipped as package data (``roundtabled/tools``); file name = tool name + ``.ts``."""
 AGENT_FILES = ("roundtable-observer.md",)
 """Agent files shipped as package data (``roundtabled/agents``)."""
+PLUGIN_FILES = ("roundtable-plugin.ts",)
+"""The roundtable plugin, shipped as package data (``roundtabled/tools``)."""
 TOOL_DIR = "tool"
+PLUGIN_DIR = "plugin"
+ALT_PLUGIN_DIR = "plugins"
 AGENT_DIR = "agent"
 ALT_TOOL_DIR = "tools"
 ALT_AGENT_DIR = "agents"
@@ -59,6 +72,7 @@ AGENT_MARKER = "You are the impartial roundtable observer."
 """First words of the observer agent's prompt; identifies our agent file."""
 FILE_MODE = 0o644
 
+_PLUGIN_VERSION_RE = re.compile(r'^const PLUGIN_VERSION = "([^"]*)"\s*$', re.M)
 _CONST_RE = re.compile(r"^const (INSTALLED_URL|INSTALLED_TOKEN_FILE) = (\".*\")\s*$", re.M)
 
 
@@ -195,7 +209,7 @@ def _is_ours(path: Path) -> bool:
 def _check_target(target: Path) -> None:
     if target.exists() and not target.is_dir():
         raise InstallError(f"cannot install into {target}: it exists and is not a directory")
-    for sub in (TOOL_DIR, AGENT_DIR):
+    for sub in (TOOL_DIR, AGENT_DIR, PLUGIN_DIR):
         d = target / sub
         if d.exists() and not d.is_dir():
             raise InstallError(f"cannot install into {target}: {d} is not a directory")
@@ -211,7 +225,8 @@ def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[P
 
     Returns:
         The paths of the installed files, in the order ``tool/roundtable.ts``,
-        ``tool/available_agents.ts``, ``agent/roundtable-observer.md`` (also when unchanged).
+        ``tool/available_agents.ts``, ``agent/roundtable-observer.md``,
+        ``plugin/roundtable-plugin.ts`` (also when unchanged).
 
     Raises:
         InstallError: bad ``control_url``, package data missing, or ``target`` not writable.
@@ -238,14 +253,47 @@ def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[P
         path = target / AGENT_DIR / name
         atomic_write(path, _package_text("agents", name))
         written.append(path)
+    for name in PLUGIN_FILES:
+        text = render_tool(
+            _package_text("tools", name), control_url=control_url.rstrip("/"), token_file=token_path
+        )
+        path = target / PLUGIN_DIR / name
+        atomic_write(path, text)
+        written.append(path)
+    prepare_offline(target)
     # Stale copies of ours in the alternative directory names would be loaded twice.
-    for sub, names in ((ALT_TOOL_DIR, TOOL_FILES), (ALT_AGENT_DIR, AGENT_FILES)):
+    for sub, names in (
+        (ALT_TOOL_DIR, TOOL_FILES),
+        (ALT_AGENT_DIR, AGENT_FILES),
+        (ALT_PLUGIN_DIR, PLUGIN_FILES),
+    ):
         for name in names:
             stale = target / sub / name
             if stale.is_file() and _is_ours(stale):
                 with contextlib.suppress(OSError):
                     stale.unlink()
     return written
+
+
+def prepare_offline(target: Path) -> bool:
+    """Pre-fill ``target``'s ``node_modules`` so that OpenCode skips its npm install there (and
+    loads the plugin at once, also offline), when it has none yet and an installed
+    ``@opencode-ai/plugin`` is found next to roundtabled; returns whether it did."""
+    if (target / "node_modules").exists():
+        return False
+    source = find_node_modules()
+    if source is None:
+        return False
+    try:
+        return prefill_config_dir(target, source)
+    except OSError as exc:
+        raise InstallError(f"cannot prepare {target} for offline use: {exc}") from exc
+
+
+def plugin_version(text: str) -> str | None:
+    """The ``PLUGIN_VERSION`` a plugin file declares, or ``None``."""
+    m = _PLUGIN_VERSION_RE.search(text)
+    return m.group(1) if m else None
 
 
 def installed_status(
@@ -262,9 +310,10 @@ def installed_status(
     Returns:
         ``{"project": entry, "global": entry}`` with ``entry = {"path": str, "tools": {file name:
         {"path": str, "url": str | None, "tokenFile": str | None, "ours": bool,
-        "urlMatches": bool | None}}, "observer": bool, "observerPath": str | None}``. Only
-        installed tools appear in ``tools``; ``urlMatches`` is ``None`` when no current URL is
-        known or the file has no baked URL.
+        "urlMatches": bool | None}}, "observer": bool, "observerPath": str | None, "plugin":
+        {"path": str, "version": str | None, "url": str | None} | None}``. Only installed
+        tools appear in ``tools``; ``urlMatches`` is ``None`` when no current URL is known or
+        the file has no baked URL.
     """
     current = control_url or env.get("ROUNDTABLED_URL") or None
     out: dict[str, Any] = {}
@@ -308,6 +357,18 @@ def installed_status(
                 if p.is_file():
                     entry["observer"] = True
                     entry["observerPath"] = str(p)
+                    break
+        entry["plugin"] = None
+        for name in PLUGIN_FILES:
+            for sub in (PLUGIN_DIR, ALT_PLUGIN_DIR):
+                p = target / sub / name
+                if p.is_file():
+                    text = p.read_text(encoding="utf-8", errors="replace")
+                    entry["plugin"] = {
+                        "path": str(p),
+                        "version": plugin_version(text),
+                        "url": read_constants(text)["url"],
+                    }
                     break
         out[label] = entry
     return out

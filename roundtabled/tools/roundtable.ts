@@ -91,6 +91,11 @@ const D = {
     "\"sequential\" (default): round 1 one agent after another; \"independent\": round 1 runs " +
     "in parallel, each agent answering the topic alone without seeing the others, then every " +
     "agent sees every opening from round 2 on. New roundtables only.",
+  context:
+    "\"full\" (default): every agent sees every earlier reply; \"recent\": each agent sees the " +
+    "topic, round 1, a digest of the rounds between (from the agents' stated positions) and the " +
+    "last round in full, which keeps long debates short (needs the roundtable plugin; refused " +
+    "without it). The observer always sees everything.",
   preset:
     "Name of a panel configured in roundtabled (agents, rounds, until, budget…; available_agents " +
     "lists them). Explicit arguments override it. New roundtables only.",
@@ -140,6 +145,7 @@ function buildArgs(z: any): Record<string, unknown> {
       opening: z.enum(["sequential", "independent"]).optional().describe(D.opening),
       sides: z.record(z.string(), z.string()).optional().describe(D.sides),
       dryRun: z.boolean().optional().describe(D.dryRun),
+      context: z.enum(["full", "recent"]).optional().describe(D.context),
     }
   }
   // Plain JSON Schema: OpenCode lists every key as required, so optional ones take null.
@@ -170,6 +176,7 @@ function buildArgs(z: any): Record<string, unknown> {
       description: D.sides + omit,
     },
     dryRun: { type: ["boolean", "null"], description: D.dryRun + omit },
+    context: { enum: ["full", "recent", null], description: D.context + omit },
   }
 }
 
@@ -240,7 +247,7 @@ function validate(args: any): Record<string, unknown> | string {
   }
   // Checked by the daemon (one rule for the tool, the control API and the CLI; its errors name
   // the field and the allowed values).
-  for (const key of ["until", "budget", "preset", "opening", "sides", "dryRun"]) {
+  for (const key of ["until", "budget", "preset", "opening", "sides", "dryRun", "context"]) {
     if (given(args[key])) body[key] = args[key]
   }
   return body

@@ -273,6 +273,7 @@ async def rt_factory(
         files: dict[str, str] | None = None,
         password: str | None = None,
         install_tools: bool = True,
+        plugin: bool = False,
     ) -> RT:
         cfg = config if config is not None else roundtable_config(scripted_llm)
         port = free_port()
@@ -284,7 +285,9 @@ async def rt_factory(
             for path in install.install_tools(
                 staging, control_url=f"http://127.0.0.1:{port}", token_file=token_file
             ):
-                all_files[".opencode/" + path.relative_to(staging).as_posix()] = path.read_text()
+                rel = path.relative_to(staging).as_posix()
+                if plugin or not rel.startswith(install.PLUGIN_DIR + "/"):
+                    all_files[".opencode/" + rel] = path.read_text()
         server = await opencode_factory(cfg, files=all_files, password=password)
         overrides = {"control_port": port, **(daemon or {})}
         rt = await make_rt(tmp_path, scripted_llm, server, **overrides)

@@ -130,7 +130,8 @@ async def fake() -> AsyncIterator[FakeControl]:
 
 
 def tool_files(tmp_path: Path, control_url: str) -> dict[str, str]:
-    """``{".opencode/tool/…": text}`` as installed by :func:`install.install_tools`."""
+    """``{".opencode/tool/…": text}`` as installed by :func:`install.install_tools`, less the
+    plugin (its reports to the daemon are tests/e2e/test_plugin.py's)."""
     token_file = tmp_path / "rt-config" / "token"
     token_file.parent.mkdir(parents=True, exist_ok=True)
     token_file.write_text(TOKEN + "\n")
@@ -138,6 +139,7 @@ def tool_files(tmp_path: Path, control_url: str) -> dict[str, str]:
     return {
         ".opencode/" + p.relative_to(staging).as_posix(): p.read_text()
         for p in install.install_tools(staging, control_url=control_url, token_file=token_file)
+        if p.parent.name != install.PLUGIN_DIR
     }
 
 
@@ -210,6 +212,7 @@ async def test_tools_listed_and_available_agents(
     assert schema["required"] == ["prompt"]
     assert schema["properties"]["rounds"]["maximum"] == 50
     assert "available_agents" in schema["properties"]["agents"]["description"]
+    assert schema["properties"]["context"]["enum"] == ["full", "recent"]
     # (b) a real call through the model's tool call
     ses, part = await run_tool(server, scripted_llm, "available_agents", {})
     assert part["state"]["status"] == "completed"
@@ -241,7 +244,13 @@ async def test_bad_args_and_valid_call(
         server,
         scripted_llm,
         "roundtable",
-        {"agents": ["pm", "dev"], "prompt": "Ship now?", "rounds": 2, "title": "Ship?"},
+        {
+            "agents": ["pm", "dev"],
+            "prompt": "Ship now?",
+            "rounds": 2,
+            "title": "Ship?",
+            "context": "recent",
+        },
     )
     assert part["state"]["status"] == "completed"
     assert json.loads(part["state"]["output"]) == {"sessionID": FAKE_SES, "summary": SUMMARY}
@@ -251,6 +260,7 @@ async def test_bad_args_and_valid_call(
     assert body["toolCallID"] == part["callID"]
     assert body["toolMessageID"] == part["messageID"]
     assert body["agents"] == ["pm", "dev"] and body["rounds"] == 2 and body["title"] == "Ship?"
+    assert body["context"] == "recent"  # the schema carries it; the daemon checks it
     assert fake.polls[0]["wait"] == "25" and fake.polls[0]["callID"] == part["callID"]
     assert fake.unauthorized == 0
     # the abort signal OpenCode fires after a normal completion is not taken for a cancel

@@ -173,7 +173,9 @@ async def test_install_is_atomic_and_an_offline_project_lists_both_tools(
         install.install_tools(target, control_url="http://127.0.0.1:5858", token_file=token)
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in old} == before, "a shim was changed in place"
-    strays = [p for p in target.rglob("*") if p.is_file() and p not in before]
+    # The offline preparation (install.prepare_offline) is written on purpose, not a stray.
+    prepared = {target / n for n in ("package.json", "package-lock.json", ".gitignore")}
+    strays = [p for p in target.rglob("*") if p.is_file() and p not in before and p not in prepared]
     assert not strays, strays
     # The offline project: the real shims, no package install possible.
     server = await opencode_factory(

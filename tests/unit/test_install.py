@@ -10,11 +10,17 @@ from typing import Any
 
 import pytest
 
+from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.errors import RoundtableError
 from roundtabled.service import install
 
 URL = "http://127.0.0.1:4747"
-EXPECTED = ["tool/roundtable.ts", "tool/available_agents.ts", "agent/roundtable-observer.md"]
+EXPECTED = [
+    "tool/roundtable.ts",
+    "tool/available_agents.ts",
+    "agent/roundtable-observer.md",
+    "plugin/roundtable-plugin.ts",
+]
 
 
 def _install(target: Path, url: str = URL, token: Path | None = None) -> list[Path]:
@@ -31,7 +37,7 @@ def _snapshot(target: Path) -> dict[str, tuple[bytes, int, int]]:
     }
 
 
-def test_installs_three_files_with_substituted_constants(tmp_path: Path) -> None:
+def test_installs_four_files_with_substituted_constants(tmp_path: Path) -> None:
     target = tmp_path / ".opencode"
     paths = _install(target, token=Path("/srv/rt/token"))
     assert [p.relative_to(target).as_posix() for p in paths] == EXPECTED
@@ -49,6 +55,11 @@ def test_installs_three_files_with_substituted_constants(tmp_path: Path) -> None
     assert "mode: subagent" in front and "hidden: true" in front
     assert '"*": deny' in front and "description:" in front
     assert prompt.startswith("You are the impartial roundtable observer.")
+    plugin = paths[3].read_text()
+    assert install.read_constants(plugin) == {"url": URL, "tokenFile": "/srv/rt/token"}
+    assert plugin.startswith(install.BEGIN) and install.plugin_version(plugin) == PLUGIN_VERSION
+    # OpenCode calls every exported function as a plugin: only the plugin is exported
+    assert plugin.count("\nexport ") == 1 and "\nexport const RoundtablePlugin" in plugin
 
 
 def test_files_are_0644_and_no_temp_files_remain(tmp_path: Path) -> None:
@@ -140,7 +151,7 @@ def test_temp_file_lives_in_the_target_directory(
 
     monkeypatch.setattr(os, "replace", spy)
     _install(tmp_path)
-    assert len(seen) == 3
+    assert len(seen) == 4
     for src, dst in seen:
         assert Path(src).parent == Path(dst).parent  # same filesystem → atomic rename
         assert Path(src).name.startswith(".")  # hidden, and not *.ts: never loaded as a tool

@@ -1,0 +1,160 @@
+"""Which OpenCode server instances have the roundtable plugin loaded (docs/plugin.md).
+
+The plugin (``roundtabled/tools/roundtable-plugin.ts``) reports itself to the daemon's control
+API (``POST /v1/plugin``) when OpenCode loads it into the instance of a directory — before that
+instance answers its first request, since OpenCode awaits a plugin's setup —, every
+:data:`HEARTBEAT_S` after, and from its hook whenever it shapes a roundtable's request. A
+report is the positive signal the plugin mode needs; a file on disk is not (installed after
+the server started, ``--pure``, another config directory). A report is dropped when it can no
+longer be trusted:
+
+- it names another server than the daemon's (``serverUrl``: a TUI's own server in the same
+  directory may have the plugin while the daemon's does not);
+- the daemon's event stream to the server (re)connects (the server may have restarted without
+  the plugin): every report is dropped;
+- the server disposes the directory's instance (a config reload): that directory's report is
+  dropped; the new instance reports again when the plugin is still installed.
+
+Dropping is always the safe direction: the roundtable then runs in patch mode until the next
+report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from roundtabled.errors import ValidationFailed
+
+__all__ = ["HEARTBEAT_S", "PLUGIN_VERSION", "PluginRegistry", "PluginReport", "parse_report"]
+
+PLUGIN_VERSION = "1"
+"""The plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped plugin file):
+what the marker's ``view``/``hide`` fields mean to it. Another version is not trusted."""
+
+HEARTBEAT_S = 5.0
+"""How often the plugin reports itself (its ``HEARTBEAT_MS``)."""
+
+_VERSION_RE = re.compile(r"^[0-9A-Za-z.+-]{1,32}$")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginReport:
+    """One report of the plugin: its ``version``, the instance's ``directory`` and the
+    ``server_url`` OpenCode gave it (``""`` when that release gives none), ``at`` epoch ms."""
+
+    version: str
+    directory: str
+    server_url: str
+    at: int
+
+
+def parse_report(body: Any, now: int) -> PluginReport:
+    """The report in a ``POST /v1/plugin`` body ``{"version", "directory", "serverUrl"?}``.
+
+    Raises:
+        ValidationFailed: a field is missing or malformed (named in the error).
+    """
+    if not isinstance(body, dict):
+        raise ValidationFailed("body", "the body must be a JSON object")
+    unknown = sorted(set(body) - {"version", "directory", "serverUrl", "worktree"})
+    if unknown:
+        raise ValidationFailed(unknown[0], f"unknown field {unknown[0]!r}")
+    version = body.get("version")
+    if not isinstance(version, str) or not _VERSION_RE.match(version):
+        raise ValidationFailed("version", "version must be a short version string like '1'")
+    directory = body.get("directory")
+    if not isinstance(directory, str) or not directory.startswith("/") or len(directory) > 4096:
+        raise ValidationFailed("directory", "directory must be an absolute path")
+    url = body.get("serverUrl") or ""
+    if not isinstance(url, str) or len(url) > 2048:
+        raise ValidationFailed("serverUrl", "serverUrl must be a URL string")
+    return PluginReport(version, directory, url, now)
+
+
+def _key(directory: str) -> str:
+    return os.path.realpath(directory)
+
+
+def _authority(url: str) -> tuple[str, int | None]:
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if host in ("localhost", "::1", "0.0.0.0"):
+        host = "127.0.0.1"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return host, port
+
+
+class PluginRegistry:
+    """The reports the daemon trusts now, per instance directory.
+
+    Args:
+        server_url: the OpenCode server the daemon drives (``http://127.0.0.1:4096``); a report
+            naming another server is refused.
+        clock: epoch ms now.
+    """
+
+    def __init__(self, server_url: str, clock: Callable[[], int]) -> None:
+        self.server = _authority(server_url)
+        self.clock = clock
+        self.reports: dict[str, PluginReport] = {}
+        self._arrived = asyncio.Event()
+
+    def register(self, report: PluginReport) -> tuple[bool, str]:
+        """Record ``report``; returns ``(accepted, why not)``."""
+        if report.version != PLUGIN_VERSION:
+            return False, (
+                f"plugin version {report.version!r}, the daemon speaks {PLUGIN_VERSION!r}: "
+                "run `roundtabled install-tool` again and restart opencode serve"
+            )
+        if report.server_url and _authority(report.server_url) != self.server:
+            return False, "the plugin runs in another OpenCode server than the daemon's"
+        self.reports[report.directory] = self.reports[_key(report.directory)] = report
+        self._arrived.set()
+        return True, ""
+
+    def version_for(self, directory: str | None) -> str | None:
+        """The version of the plugin loaded in ``directory``'s instance, or ``None``."""
+        if directory is None:
+            return None
+        # The exact string first: the handoff asks this per turn, realpath costs syscalls.
+        report = self.reports.get(directory) or self.reports.get(_key(directory))
+        return report.version if report is not None else None
+
+    async def wait_for(self, directory: str | None, seconds: float) -> str | None:
+        """:meth:`version_for`, waiting up to ``seconds`` for a report (the plugin reports
+        every few seconds: a daemon that just started or reconnected hears from it soon)."""
+        found = self.version_for(directory)
+        if found is not None or seconds <= 0:
+            return found
+        self._arrived.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while (found := self.version_for(directory)) is None:
+                    await self._arrived.wait()
+                    self._arrived.clear()
+        return found
+
+    def forget(self, directory: str | None = None) -> None:
+        """Drop the report of ``directory`` (``None``: every report)."""
+        if directory is None:
+            self.reports.clear()
+            return
+        key = _key(directory)
+        for name, report in list(self.reports.items()):
+            if name in (directory, key) or _key(report.directory) == key:
+                del self.reports[name]
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The reports for ``GET /v1/health`` / doctor: ``[{directory, version, at}]``."""
+        unique = {id(r): r for r in self.reports.values()}.values()
+        return [{"directory": r.directory, "version": r.version, "at": r.at} for r in unique]
