@@ -486,3 +486,20 @@ def busy_text(text: str | None) -> bool:
     """Whether an error text (an HTTP body, a ``session.error`` or a step's ``name: message``)
     names the server's transient write failure (see :data:`BUSY_MARKERS`)."""
     return bool(text) and any(marker in str(text) for marker in BUSY_MARKERS)
+
+
+def model_prices(data: Any) -> dict[str, tuple[float, float]]:
+    """``{"provider/model": (USD per 1M input tokens, USD per 1M output tokens)}`` of ``GET
+    /config/providers`` for the models that list a ``cost`` (``{"input": 3, "output": 15}``);
+    a model without one is left out (its price is unknown, not 0)."""
+    prices: dict[str, tuple[float, float]] = {}
+    providers = data.get("providers") if isinstance(data, dict) else None
+    for prov in providers if isinstance(providers, list) else []:
+        models = prov.get("models") if isinstance(prov, dict) else None
+        for mid, model in (models or {}).items() if isinstance(models, dict) else ():
+            cost = model.get("cost") if isinstance(model, dict) else None
+            if isinstance(cost, dict):
+                i, o = cost.get("input"), cost.get("output")
+                if isinstance(i, (int, float)) and isinstance(o, (int, float)):
+                    prices[f"{prov.get('id')}/{mid}"] = (float(i), float(o))
+    return prices

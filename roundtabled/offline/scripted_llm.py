@@ -55,6 +55,7 @@ import hashlib
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -233,6 +234,10 @@ class ScriptedLLM:
         self.requests: list[RecordedRequest] = []
         self._queues: dict[QueueKey, deque[Action]] = {}
         self._counts: dict[tuple[str | None, str | None], int] = {}
+        #: answers a turn nothing is scripted for, before the default reply: called with the
+        #: request's record, returns an action or ``None`` (then the default). For replies that
+        #: depend on what was asked (e.g. seats answering generated questions).
+        self.responder: Callable[[RecordedRequest], Action | None] | None = None
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._stopping = asyncio.Event()
@@ -404,6 +409,8 @@ class ScriptedLLM:
         self._counts[count_key] = n + 1
 
         action = self._pop(kind, session, agent)
+        if action is None and self.responder is not None and kind == "turn":
+            action = self.responder(rec)
         if action is None:
             rec.action = "default"
             if kind == "title":
