@@ -232,3 +232,39 @@ async def test_a_jsonl_set_with_choices(rt: RT, tmp_path: Path) -> None:
         r for r in rt.llm.requests if r.agent == "pm" and "Which is a prime?" in r.last_user_text
     ]
     assert turns and "B. 7" in turns[0].last_user_text
+
+
+async def test_base_url_and_model_write_the_provider_configuration_for_the_run(
+    rt: RT, tmp_path: Path
+) -> None:
+    """``--base-url URL --model NAME``: the run's project gets an openai-compatible provider and
+    three seats on it; every model request of the run goes to that server under NAME (the
+    scripted model stands in for a local llama.cpp / Ollama server)."""
+
+    def right(req: RecordedRequest) -> Text | None:
+        exprs = re.findall(r"What is the result of ([0-9+*-]+)\?", json.dumps(req.messages))
+        if req.model != "my-local" or not exprs:
+            return None
+        return Text(text=f"Position: {evaluate_expression(exprs[0])} — sure (confidence 9/10)")
+
+    rt.llm.responder = right
+    out = tmp_path / "run"
+    opts = EvalOptions(
+        agents=["seat-a", "seat-b", "seat-c"],
+        out=out,
+        level="easy",
+        count=2,
+        protocols=["single", "vote"],
+        base_url=rt.llm.base_url,
+        model="my-local",
+    )
+    assert await run_eval(opts, target(rt)) == 0
+    config = json.loads((out / "project" / "opencode.json").read_text())
+    assert config["provider"]["local"]["options"]["baseURL"] == rt.llm.base_url
+    assert (out / "project" / ".opencode").is_dir()  # the observer agent for this project
+    report = json.loads((out / "report.json").read_text())
+    by_name = {p["name"]: p for p in report["protocols"]}
+    assert by_name["vote"]["correct"] == 2 and by_name["single:seat-b"]["correct"] == 2
+    assert set(report["models"].values()) == {"local/my-local"}
+    run_requests = [r for r in rt.llm.requests if "What is the result" in json.dumps(r.messages)]
+    assert run_requests and {r.model for r in run_requests} == {"my-local"}
