@@ -12,7 +12,13 @@ from roundtabled.cli.client import EXIT_USAGE, CliError, control_url
 from roundtabled.core.scoring import ARITHMETIC_LEVELS
 from roundtabled.service import config as cfg
 from roundtabled.service import provider
-from roundtabled.service.evaluate import PROTOCOLS, EvalOptions, Target, run_eval
+from roundtabled.service.evaluate import (
+    DEFAULT_PROTOCOLS,
+    PROTOCOLS,
+    EvalOptions,
+    Target,
+    run_eval,
+)
 
 DEFAULT_LOCAL_SEATS = ["seat-a", "seat-b", "seat-c"]
 """The seats written for ``--base-url``/``--model`` when ``--agents`` is not given."""
@@ -42,9 +48,12 @@ def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--agents", help="comma-separated seats (required unless --model)")
     s.add_argument(
         "--protocols",
-        default=",".join(PROTOCOLS),
-        help=f"comma-separated, of {', '.join(PROTOCOLS)} (default all)",
+        default=",".join(DEFAULT_PROTOCOLS),
+        help=f"comma-separated, of {', '.join(PROTOCOLS)} (default "
+        f"{','.join(DEFAULT_PROTOCOLS)}; sc: self-consistency, the --sc-seat asked as often as "
+        "debate calls seats, majority)",
     )
+    s.add_argument("--sc-seat", help="the seat the sc baseline asks (default: the first seat)")
     s.add_argument("--concurrency", default="1", help="questions at once (1-16, default 1)")
     s.add_argument("--max-usd", help="stop before the next question would pass X US dollars")
     s.add_argument("--max-tokens", help="stop before the next question would pass N tokens")
@@ -141,6 +150,10 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         agents = list(DEFAULT_LOCAL_SEATS)
     else:
         raise _usage("--agents is required (comma-separated seats) unless --model is given")
+    if args.sc_seat is not None and args.sc_seat not in agents:
+        raise _usage(
+            f"--sc-seat must be one of the seats ({', '.join(agents)}), got {args.sc_seat!r}"
+        )
     count = _int(args.count, "--count", 1, 100000)
     seed = _int(args.seed, "--seed", 0, 2**31)
     limit = _int(args.limit, "--limit", 1, 100000)
@@ -167,6 +180,7 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         cleanup=args.cleanup,
         turn_timeout=_positive(args.turn_timeout, "--turn-timeout"),
         label=args.note,
+        sc_seat=args.sc_seat,
     )
 
 

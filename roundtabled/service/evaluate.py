@@ -38,7 +38,9 @@ from roundtabled.service import install, provider
 
 BASE_PROTOCOLS = ("single", "vote")
 CONTINUED = ("debate", "adaptive")
-PROTOCOLS = (*BASE_PROTOCOLS, *CONTINUED)
+PROTOCOLS = (*BASE_PROTOCOLS, *CONTINUED, "sc")
+"""``sc``: self-consistency at the debate's seat calls (:func:`self_consistency`)."""
+DEFAULT_PROTOCOLS = (*BASE_PROTOCOLS, *CONTINUED)
 DEBATE_ROUNDS = 2
 """``debate``: rounds after the opening (Du et al. 2023: 3 agents, 2 rounds of debate)."""
 ADAPTIVE_MAX = 3
@@ -56,6 +58,10 @@ CONTINUE_PROMPT = (
     "Continue: read the other seats' answers, check the reasoning step by step, and give your "
     "final answer to the same question."
 )
+SC_CLOSING = (
+    "End your reply with one line: Position: <your final answer> — <one sentence> (confidence N/10)"
+)
+"""The closing line of an ``sc`` sample: the daemon's form, so that it is read like a seat's."""
 CHARS_PER_TOKEN = 4
 """Used to estimate tokens from texts when the provider reports no usage (said in the report)."""
 
@@ -72,7 +78,7 @@ class EvalOptions:
     count: int = 40
     seed: int = 0
     limit: int | None = None
-    protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
+    protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
     concurrency: int = 1
     max_usd: float | None = None
     max_tokens: int | None = None
@@ -82,6 +88,8 @@ class EvalOptions:
     model: str | None = None
     cleanup: bool = False
     turn_timeout: float | None = None
+    sc_seat: str | None = None
+    """The seat ``sc`` asks (default the first seat)."""
     label: str | None = None
     """A free note recorded with the run (e.g. which closing-line form the daemon uses)."""
 
@@ -96,6 +104,7 @@ class EvalOptions:
             "answerLine": self.answer_line,
             "model": self.model,
             "baseURL": self.base_url,
+            "scSeat": self.sc_seat,
         }
 
 
@@ -222,8 +231,58 @@ def spend_upto(
     return {"calls": len(mine), "tokens": est, "cost": None, "estimated": True}
 
 
+async def self_consistency(
+    oc: OpenCodeClient, opts: EvalOptions, q: Question, parent: str, directory: str | None
+) -> dict[str, Any]:
+    """The ``sc`` baseline: the seat :attr:`EvalOptions.sc_seat` asked the question alone as
+    many times as ``debate`` makes seat calls (seats × 3), each in its own child session of the
+    run's parent session, straight through the OpenCode server (one roundtable cannot seat an
+    agent twice); the answer is their majority. Its temperature is the agent's own (set one above
+    0 on it: at 0 the samples repeat)."""
+    seat = opts.sc_seat or opts.agents[0]
+    k = len(opts.agents) * (1 + DEBATE_ROUNDS)
+    text = f"{topic_for(q, opts.answer_line)}\n\n{SC_CLOSING}"
+    t0 = time.monotonic()
+
+    async def sample(i: int) -> tuple[str, int, float, str | None]:
+        s = await oc.create_session(
+            directory=directory, parent_id=parent, title=f"eval {q.id} sc {i + 1}/{k}"
+        )
+        raw = await oc.prompt(
+            str(s["id"]), {"agent": seat, "parts": [{"type": "text", "text": text}]}
+        )
+        return wire.prompt_reply(raw)
+
+    replies = [await sample(i) for i in range(k)]
+    answers = [scoring.read_answer(r[0]) for r in replies]
+    vote = scoring.majority([(scoring.canonical(a.text, q.choices), a.confidence) for a in answers])
+    gold = scoring.gold_canonical(q)
+    tokens = sum(r[1] for r in replies)
+    estimated = tokens == 0
+    if estimated:
+        tokens = sum((len(text) + len(r[0])) // CHARS_PER_TOKEN for r in replies)
+    return {
+        "answer": vote,
+        "correct": vote is not None and vote == gold,
+        "finalRound": None,
+        "calls": k,
+        "tokens": tokens,
+        "cost": None if estimated else sum(r[2] for r in replies),
+        "estimated": estimated,
+        "seconds": time.monotonic() - t0,
+        "seat": seat,
+        "samples": [a.text for a in answers],
+        "errors": [r[3] for r in replies if r[3]],
+    }
+
+
 async def run_question(
-    cc: ControlClient, opts: EvalOptions, q: Question, parent: str, directory: str | None
+    cc: ControlClient,
+    opts: EvalOptions,
+    q: Question,
+    parent: str,
+    directory: str | None,
+    oc: OpenCodeClient | None = None,
 ) -> dict[str, Any]:
     """Run one question (the opening, then the extensions the protocols need) and return its
     record for ``results.jsonl``."""
@@ -347,6 +406,8 @@ async def run_question(
             + seconds["debate"]
             + (seconds.get("adaptive", 0.0) if stop > DEBATE_ROUNDS else 0.0),
         }
+    if "sc" in opts.protocols and oc is not None:
+        protos["sc"] = await self_consistency(oc, opts, q, parent, directory)
     observer = [t for t in turns if t.get("kind") == "observer"]
     record["overhead"] = {
         "observerCalls": len(observer),
@@ -551,7 +612,7 @@ async def run_eval(
         print(f"eval: parent session {parent}; results append to {results}", file=sys.stderr)
         async with ControlClient(target.control_url, target.token_file) as cc:
             stopped = await _run_all(
-                cc, opts, todo, parent, directory, results, done, len(questions), on_record
+                cc, opts, todo, parent, directory, results, done, len(questions), on_record, oc
             )
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
@@ -599,6 +660,7 @@ async def _run_all(
     done: dict[str, dict[str, Any]],
     total: int,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    oc: OpenCodeClient | None = None,
 ) -> str | None:
     """Run ``todo`` with at most ``opts.concurrency`` questions at once; returns why a spend cap
     stopped the run (``None`` when every question ran)."""
@@ -642,7 +704,7 @@ async def _run_all(
                 if why:
                     stop.append(why)
                     return
-            rec = await run_question(cc, opts, q, parent, directory)
+            rec = await run_question(cc, opts, q, parent, directory, oc)
             async with lock:
                 with results.open("a") as f:
                     f.write(json.dumps(rec) + "\n")

@@ -268,3 +268,49 @@ async def test_base_url_and_model_write_the_provider_configuration_for_the_run(
     assert set(report["models"].values()) == {"local/my-local"}
     run_requests = [r for r in rt.llm.requests if "What is the result" in json.dumps(r.messages)]
     assert run_requests and {r.model for r in run_requests} == {"my-local"}
+
+
+async def test_self_consistency_asks_one_seat_as_often_as_debate_calls_seats(
+    rt: RT, tmp_path: Path
+) -> None:
+    """``sc``: the seat is asked alone seats × 3 times, each in a child session of the run's
+    parent; the answer is the majority of those samples."""
+    samples: dict[str, int] = {}
+
+    def sc_answer(req: RecordedRequest) -> Text | None:
+        if req.agent != "dev" or "Round " in req.last_user_text:
+            return responder(req)
+        exprs = re.findall(r"What is the result of ([0-9+*-]+)\?", req.last_user_text)
+        n = samples[exprs[0]] = samples.get(exprs[0], 0) + 1
+        gold = evaluate_expression(exprs[0])
+        # 5 of 9 samples right: the majority is right.
+        ans = gold if n <= 5 else gold + n
+        return Text(text=f"{default_text('dev', exprs[0], n)}\nPosition: {ans} — x")
+
+    rt.llm.responder = sc_answer
+    out = tmp_path / "run"
+    opts = EvalOptions(
+        agents=AGENTS, out=out, level="easy", count=2, protocols=["vote", "sc"], sc_seat="dev"
+    )
+    assert await run_eval(opts, target(rt)) == 0
+    report = json.loads((out / "report.json").read_text())
+    sc = next(p for p in report["protocols"] if p["name"] == "sc")
+    assert (sc["correct"], sc["calls_per_question"]) == (2, 9)
+    assert sorted(samples.values()) == [9, 9]
+    kids = await rt.oc("GET", f"/session/{report['parentSessionID']}/children")
+    assert len(kids) == 2 + 2 * 9  # two roundtables and 18 samples under the run's parent
+
+
+async def test_a_spend_cap_stops_before_the_next_question_and_says_so(
+    rt: RT, tmp_path: Path
+) -> None:
+    rt.llm.responder = responder
+    out = tmp_path / "run"
+    opts = EvalOptions(
+        agents=AGENTS, out=out, level="easy", count=3, protocols=["single", "vote"], max_tokens=1
+    )
+    assert await run_eval(opts, target(rt)) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["questions"] == {"done": 1, "planned": 3}
+    assert report["partial"] and "--max-tokens 1" in report["stopped"]
+    assert "--max-tokens 1" in (out / "report.md").read_text()
