@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from roundtabled.core.scoring import Question, arithmetic_questions, evaluate_expression
@@ -304,13 +305,24 @@ async def test_self_consistency_asks_one_seat_as_often_as_debate_calls_seats(
 async def test_a_spend_cap_stops_before_the_next_question_and_says_so(
     rt: RT, tmp_path: Path
 ) -> None:
+    """Also ``--cleanup``: the run's parent session (and the roundtables under it) is deleted
+    after the report."""
     rt.llm.responder = responder
     out = tmp_path / "run"
     opts = EvalOptions(
-        agents=AGENTS, out=out, level="easy", count=3, protocols=["single", "vote"], max_tokens=1
+        agents=AGENTS,
+        out=out,
+        level="easy",
+        count=3,
+        protocols=["single", "vote"],
+        max_tokens=1,
+        cleanup=True,
     )
     assert await run_eval(opts, target(rt)) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["questions"] == {"done": 1, "planned": 3}
     assert report["partial"] and "--max-tokens 1" in report["stopped"]
     assert "--max-tokens 1" in (out / "report.md").read_text()
+    with pytest.raises(aiohttp.ClientResponseError) as gone:
+        await rt.oc("GET", f"/session/{report['sessions'][0]}")
+    assert gone.value.status == 404
