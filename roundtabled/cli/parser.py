@@ -11,6 +11,7 @@ import argparse
 
 from roundtabled import __version__
 from roundtabled.cli import admin, debate, show
+from roundtabled.cli.evaluate import add_eval
 from roundtabled.cli.usage import UsageParser
 
 
@@ -268,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_presets,
         add_config,
         add_doctor,
+        add_eval,
         add_install_tool,
         add_install_service,
     ):

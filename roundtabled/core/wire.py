@@ -525,3 +525,24 @@ def busy_text(text: str | None) -> bool:
     """Whether an error text (an HTTP body, a ``session.error`` or a step's ``name: message``)
     names the server's transient write failure (see :data:`BUSY_MARKERS`)."""
     return bool(text) and any(marker in str(text) for marker in BUSY_MARKERS)
+
+
+def prompt_reply(raw: Any) -> tuple[str, int, float, str | None]:
+    """The answer of a synchronous ``POST /session/{id}/message`` (``{"info": assistant message,
+    "parts": [...]}``): its text, tokens (input + output), cost (USD) and error name (``None``
+    when it has none)."""
+
+    def as_dict(value: Any) -> dict[str, Any]:
+        return value if isinstance(value, dict) else {}
+
+    data = as_dict(raw)
+    info = as_dict(data.get("info"))
+    parts = [p for p in data.get("parts") or [] if isinstance(p, dict)]
+    tokens = as_dict(info.get("tokens"))
+    error = as_dict(info.get("error")) or None
+    return (
+        _text_of(parts),
+        int(tokens.get("input") or 0) + int(tokens.get("output") or 0),
+        float(info.get("cost") or 0.0),
+        str(error.get("name") or "error") if error else None,
+    )

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from roundtabled.offline.scripted_actions import Action, Text, ToolCall, ToolCalls
+from roundtabled.offline.scripted_llm import RecordedRequest
 
 ORCHESTRATOR = "build"
 """The agent that orchestrates (OpenCode's default primary agent)."""
@@ -97,7 +98,13 @@ def _last_tool_output(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-def orchestrator_reply(
+def orchestrator_reply(rec: RecordedRequest) -> Action | None:
+    """:attr:`ScriptedLLM.responder <roundtabled.offline.scripted_llm.ScriptedLLM.responder>` of
+    the offline demo: :func:`reply_to` for the request ``rec``."""
+    return reply_to(rec.kind, rec.agent, rec.tools, rec.messages, rec.last_user_text)
+
+
+def reply_to(
     kind: str, agent: str | None, tools: list[str], messages: list[dict[str, Any]], last_user: str
 ) -> Action | None:
     """The offline orchestrator's answer to one model request, or ``None`` to leave it to the

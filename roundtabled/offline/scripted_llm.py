@@ -86,9 +86,10 @@ COMPACTION_MARKER = "You are a context summarization agent"
 
 Kind = Literal["turn", "tool-followup", "title", "compaction"]
 
-Responder = Callable[[Kind, str | None, list[str], list[dict[str, Any]], str], Action | None]
-"""``(kind, agent, tool names, messages, last user text) -> action or None``: see
+Responder = Callable[["RecordedRequest"], Action | None]
+"""A request's record -> the action to answer it with, or ``None``: see
 :attr:`ScriptedLLM.responder`."""
+
 
 DEFAULT_TITLE = "Scripted roundtable title"
 DEFAULT_SUMMARY = (
@@ -233,10 +234,12 @@ class ScriptedLLM:
         #: every chat-completions request, in arrival order.
         self.requests: list[RecordedRequest] = []
         self._queues: dict[QueueKey, deque[Action]] = {}
-        #: answers a request nothing is queued for, before the default filler (``None`` from it:
-        #: the default); e.g. :func:`roundtabled.offline.orchestrator.orchestrator_reply`.
-        self.responder: Responder | None = None
         self._counts: dict[tuple[str | None, str | None], int] = {}
+        #: answers a turn (or a tool follow-up) nothing is scripted for, before the default
+        #: reply: called with the request's record, returns an action or ``None`` (then the
+        #: default). For replies that depend on what was asked: seats answering generated
+        #: questions, :func:`roundtabled.offline.orchestrator.orchestrator_reply`.
+        self.responder: Responder | None = None
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._stopping = asyncio.Event()
@@ -413,8 +416,8 @@ class ScriptedLLM:
         self._counts[count_key] = n + 1
 
         action = self._pop(kind, session, agent)
-        if action is None and self.responder is not None:
-            action = self.responder(kind, agent, rec.tools, messages, last_user)
+        if action is None and self.responder is not None and kind in ("turn", "tool-followup"):
+            action = self.responder(rec)
         if action is None:
             rec.action = "default"
             if kind == "title":

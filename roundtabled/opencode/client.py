@@ -476,6 +476,17 @@ class OpenCodeClient(HttpTransport):
             "POST", f"/session/{_seg(session_id)}/prompt_async", body=body, retry=False
         )
 
+    async def prompt(
+        self, session_id: str, body: dict[str, Any], *, timeout: float = 600.0
+    ) -> dict[str, Any]:
+        """``POST /session/{id}/message``: a prompt answered in the same request (the assistant
+        message, ``{"info", "parts"}``; see :func:`roundtabled.core.wire.prompt_reply`). Never
+        retried (a retry would prompt twice)."""
+        data, _ = await self._request(
+            "POST", f"/session/{_seg(session_id)}/message", body=body, retry=False, timeout=timeout
+        )
+        return dict(data)
+
     async def post_no_reply(
         self,
         session_id: str,

@@ -503,7 +503,10 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-OTHER_ENV = frozenset({"CONFIG", "FAULT", "URL", "UNIT", "TEMPLATE", "DEMO_MODEL", "SLOW"})
+OTHER_ENV = frozenset(
+    {"CONFIG", "FAULT", "URL", "UNIT", "TEMPLATE", "DEMO_MODEL", "DEMO_BASE_URL", "SLOW"}
+    | {"EVAL_BASE_URL", "EVAL_MODEL"}
+)
 """``ROUNDTABLED_*`` variables read elsewhere (config file, tests' crash points, the tool shim,
 the demo, the unit template and the test suite), not settings fields."""
 DOCUMENTED_OTHER_ENV = frozenset({"CONFIG", "URL", "DEMO_MODEL"})

@@ -6,7 +6,10 @@ debaters (pm, dev, rv from ``examples/opencode.json``), installs the tools, runs
 serve`` as a separate process, and drives a 3-agent × 2-round debate with the real CLI
 (``roundtabled start``), then shows ``list``, ``status`` and writes ``export --format md``.
 
-Model: ``ROUNDTABLED_DEMO_MODEL=provider/model`` (e.g. ``anthropic/claude-sonnet-4-5``) uses your
+Model: ``--base-url URL --model NAME`` (or ``ROUNDTABLED_DEMO_BASE_URL`` and
+``ROUNDTABLED_DEMO_MODEL``) uses a local OpenAI-compatible server (llama.cpp, Ollama, LM Studio,
+vLLM): the demo writes its provider configuration (:mod:`roundtabled.service.provider`).
+``ROUNDTABLED_DEMO_MODEL=provider/model`` alone (e.g. ``anthropic/claude-sonnet-4-5``) uses your
 own model through your OpenCode credentials (``opencode auth login`` stores them under
 ``$XDG_DATA_HOME/opencode``); otherwise the offline scripted model answers (no network), and the
 demo says so.
@@ -35,7 +38,7 @@ from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offli
 from roundtabled.offline.orchestrator import orchestrator_reply
 from roundtabled.offline.scripted_actions import HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
-from roundtabled.service import install
+from roundtabled.service import install, provider
 
 TOPIC = (
     "Our payments service is a 6-year-old Django monolith. Should we split it into "
@@ -251,9 +254,27 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
     model = os.environ.get("ROUNDTABLED_DEMO_MODEL")
     llm: ScriptedLLM | None = None
     agents_cfg = _examples_config().get("agent", {})
-    if model:
+    if args.base_url:
+        print(
+            f"demo: using the local model {args.model} at {args.base_url} (an OpenAI-compatible "
+            "server; provider configuration written for this run)"
+        )
+        config: dict[str, Any] = provider.with_local_model(
+            {
+                "$schema": "https://opencode.ai/config.json",
+                "autoupdate": False,
+                "share": "disabled",
+                "snapshot": False,
+                "agent": dict(agents_cfg),
+            },
+            args.base_url,
+            args.model,
+            ["pm", "dev", "rv"],
+        )
+        server_env: dict[str, str] = {}
+    elif model:
         print(f"demo: using YOUR model {model} through your OpenCode credentials")
-        config: dict[str, Any] = {
+        config = {
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": False,
             "share": "disabled",
@@ -490,6 +511,30 @@ async def first_child_exit(demo: DemoEnv) -> str:
         await asyncio.sleep(CHILD_POLL_S)
 
 
+def local_model(args: argparse.Namespace) -> None:
+    """Fill ``args.base_url`` / ``args.model`` from the flags or ``ROUNDTABLED_DEMO_BASE_URL`` /
+    ``ROUNDTABLED_DEMO_MODEL`` (with a base URL, the latter is the served model's name), checked.
+
+    Raises:
+        provider.BadModelOption: a bad URL or name, or a base URL without a model name.
+    """
+    base = args.base_url or os.environ.get("ROUNDTABLED_DEMO_BASE_URL") or None
+    if base is None:
+        if args.model:
+            raise provider.BadModelOption("--model needs --base-url (the server that serves it)")
+        return
+    flag = "--base-url" if args.base_url else "ROUNDTABLED_DEMO_BASE_URL"
+    args.base_url = provider.check_base_url(base, flag)
+    name = args.model or os.environ.get("ROUNDTABLED_DEMO_MODEL")
+    if not name:
+        raise provider.BadModelOption(
+            f"{flag} needs --model NAME (or ROUNDTABLED_DEMO_MODEL): the model the server serves"
+        )
+    args.model = provider.check_model_name(
+        name, "--model" if args.model else "ROUNDTABLED_DEMO_MODEL"
+    )
+
+
 def main() -> int:
     """Entry point of ``python -m roundtabled.service.demo``."""
     p = argparse.ArgumentParser(prog="roundtabled-demo", description=__doc__.split("\n")[0])
@@ -511,8 +556,25 @@ def main() -> int:
         help="start the server, the offline model and the daemon, print how to use the CLI and "
         "the TUI on them by hand, and wait until Ctrl-C",
     )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="a local OpenAI-compatible server (llama.cpp, Ollama, LM Studio, vLLM), e.g. "
+        "http://127.0.0.1:8080/v1; with --model (env ROUNDTABLED_DEMO_BASE_URL)",
+    )
+    p.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model name that server serves (with --base-url; env ROUNDTABLED_DEMO_MODEL)",
+    )
+    args = p.parse_args()
     try:
-        return asyncio.run(main_async(p.parse_args()))
+        local_model(args)
+    except provider.BadModelOption as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(main_async(args))
     except (KeyboardInterrupt, asyncio.CancelledError):
         return 0
 

@@ -297,3 +297,53 @@ async def test_demo_serve_build_convenes_a_roundtable_when_asked(tmp_path: Path)
         assert "Consensus: unanimous." in relay
     finally:
         await _stop(proc)
+
+
+async def test_the_demo_runs_on_a_local_openai_compatible_server(tmp_path: Path) -> None:
+    """``--base-url URL --model NAME``: the demo writes the provider configuration and every
+    model request of the debate reaches that server under that model name (here the scripted
+    model stands in for llama.cpp's server)."""
+    from roundtabled.offline.scripted_llm import ScriptedLLM
+
+    llm = ScriptedLLM()
+    await llm.start()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            PY,
+            "-m",
+            "roundtabled.service.demo",
+            "--base-url",
+            llm.url,  # no /v1: the demo adds it
+            "--model",
+            "my-local",
+            env=_env(tmp_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 240)
+    finally:
+        await llm.stop()
+    text = out.decode()
+    assert proc.returncode == 0, text
+    assert f"using the local model my-local at {llm.url}/v1" in text
+    turns = [r for r in llm.requests if r.kind == "turn"]
+    assert len(turns) >= 7, text  # 3 seats × 2 rounds and the observer
+    assert turns and all(r.model == "my-local" for r in llm.requests), {
+        r.model for r in llm.requests
+    }
+
+
+def test_a_bad_demo_base_url_is_one_error_line(tmp_path: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [PY, "-m", "roundtabled.service.demo", "--base-url", "ftp://x", "--model", "m"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "Error: --base-url = 'ftp://x'; expected http://host:port/v1 (an OpenAI-compatible server)"
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from roundtabled.offline.orchestrator import orchestrator_reply, relay_text, roundtable_call
+from roundtabled.offline.orchestrator import relay_text, reply_to, roundtable_call
 from roundtabled.offline.scripted_actions import Text, ToolCalls
 
 
@@ -26,10 +26,10 @@ def test_a_request_for_a_roundtable_becomes_its_arguments() -> None:
 
 def test_only_build_calls_and_only_when_the_tool_is_offered() -> None:
     ask = "convene a roundtable with pm, dev and rv about caching"
-    call = orchestrator_reply("turn", "build", ["roundtable"], [], ask)
+    call = reply_to("turn", "build", ["roundtable"], [], ask)
     assert isinstance(call, ToolCalls) and call.calls[0].name == "roundtable"
-    assert orchestrator_reply("turn", "pm", ["roundtable"], [], ask) is None
-    missing = orchestrator_reply("turn", "build", [], [], ask)
+    assert reply_to("turn", "pm", ["roundtable"], [], ask) is None
+    missing = reply_to("turn", "build", [], [], ask)
     assert isinstance(missing, Text) and "install-tool" in missing.text
 
 
@@ -39,7 +39,7 @@ def test_the_relay_says_the_decision_and_a_degraded_result_first() -> None:
         "status": {"degraded": True, "notes": ["dev failed every turn"]},
         "verdict": {"decision": "wait", "consensus": "majority"},
     }
-    reply = orchestrator_reply(
+    reply = reply_to(
         "tool-followup", "build", [], [{"role": "tool", "content": json.dumps(out)}], ""
     )
     assert isinstance(reply, Text)

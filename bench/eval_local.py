@@ -1,0 +1,117 @@
+"""The real-model measurement of ``roundtabled eval`` (bench/README.md, "eval"): a private
+``opencode serve`` (the pinned package) and ``roundtabled serve`` as child processes, then
+``roundtabled eval --base-url URL --model NAME …`` as the user types it, against a local
+OpenAI-compatible server that is already running (e.g. llama.cpp's).
+
+``--closing answer`` runs the daemon with the seats' closing line replaced by an ``Answer:``-last
+form (:data:`ANSWER_CLOSING`) to compare the two forms on the same questions; the product's own
+form is ``--closing position`` (the default). Everything after ``--`` goes to ``roundtabled
+eval``.
+
+    python -m bench.eval_local --closing position -- --base-url http://127.0.0.1:18080/v1 \\
+        --model local --level medium --limit 12 --out bench/results/eval-position
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port
+
+ANSWER_CLOSING = (
+    "Think it through step by step first. On the last line of your reply write only: "
+    "Answer: <your final answer>"
+)
+"""The closing line of the ``answer`` form (the form a small model answered best with when asked
+the questions straight, see bench/README.md)."""
+
+
+def daemon_main(closing: str) -> None:
+    """``roundtabled serve`` with the closing line of ``closing`` (run in the child process)."""
+    from roundtabled.core import prompts
+
+    if closing == "answer":
+        prompts.CLOSING_LINE = ANSWER_CLOSING
+    from roundtabled.cli import main
+
+    sys.exit(main(["serve"]))
+
+
+async def run(closing: str, eval_args: list[str]) -> int:
+    work = Path(tempfile.mkdtemp(prefix="rt-eval-local-"))
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "snapshot": False,
+        "agent": {"title": {"disable": True}},
+    }
+    server = OpenCodeServer(work / "opencode", config)
+    await server.start()
+    port = free_port()
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(work / "rt-config"),
+        "XDG_STATE_HOME": str(work / "rt-state"),
+        "ROUNDTABLED_CONTROL_PORT": str(port),
+        "ROUNDTABLED_SERVER_URL": server.url,
+        "ROUNDTABLED_TURN_TIMEOUT": "600",
+    }
+    if server.password:
+        env["OPENCODE_SERVER_PASSWORD"] = server.password
+    try:
+        return await asyncio.to_thread(_daemon_and_eval, closing, eval_args, env, work, port)
+    finally:
+        await server.stop()
+        print(f"bench: logs in {work}", file=sys.stderr)
+
+
+def _daemon_and_eval(
+    closing: str, eval_args: list[str], env: dict[str, str], work: Path, port: int
+) -> int:
+    """Start the daemon, wait for its ping, run ``roundtabled eval``, stop the daemon."""
+    with open(work / "roundtabled.log", "wb") as log:
+        daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"from bench.eval_local import daemon_main; daemon_main({closing!r})",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            for _ in range(300):
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/ping", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            cmd = [str(Path(sys.executable).parent / "roundtabled"), "eval", *eval_args]
+            print("$", " ".join(cmd), file=sys.stderr, flush=True)
+            return subprocess.run(cmd, env=env).returncode
+        finally:
+            daemon.terminate()
+            daemon.wait(15)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.eval_local")
+    p.add_argument("--closing", choices=["position", "answer"], default="position")
+    p.add_argument("eval_args", nargs=argparse.REMAINDER)
+    a = p.parse_args()
+    args = a.eval_args[1:] if a.eval_args[:1] == ["--"] else a.eval_args
+    sys.exit(asyncio.run(run(a.closing, args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""``roundtabled eval``: its flags, checked here so that a bad one is one ``Error:`` line naming
+it (exit 2), and the run (:mod:`roundtabled.cli.eval_runner`; docs/eval.md)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+from roundtabled.cli.client import EXIT_USAGE, CliError, control_url
+from roundtabled.cli.eval_runner import (
+    DEFAULT_PROTOCOLS,
+    PROTOCOLS,
+    EvalOptions,
+    Target,
+    run_eval,
+)
+from roundtabled.core.scoring import ARITHMETIC_LEVELS
+from roundtabled.service import config as cfg
+from roundtabled.service import provider
+
+DEFAULT_LOCAL_SEATS = ["seat-a", "seat-b", "seat-c"]
+"""The seats written for ``--base-url``/``--model`` when ``--agents`` is not given."""
+
+
+def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser(
+        "eval",
+        help="measure a panel's decisions on questions with known answers (single seat, vote, "
+        "debate, adaptive) through the daemon",
+    )
+    s.add_argument(
+        "--tasks",
+        default="arithmetic",
+        help="'arithmetic' (generated, seeded) or a JSONL file of "
+        '{"id", "question", "answer", "choices"?} (default arithmetic)',
+    )
+    s.add_argument(
+        "--level",
+        default="medium",
+        help=f"arithmetic level: {', '.join(ARITHMETIC_LEVELS)} (default medium: a*b+c*d, 2-20; "
+        "du: a+b*c+d-e*f, 0-30; easy: a+b*c, 2-12)",
+    )
+    s.add_argument("--count", default="40", help="arithmetic questions generated (default 40)")
+    s.add_argument("--seed", default="0", help="seed of the generated questions (default 0)")
+    s.add_argument("--limit", help="run only the first N questions")
+    s.add_argument("--agents", help="comma-separated seats (required unless --model)")
+    s.add_argument(
+        "--protocols",
+        default=",".join(DEFAULT_PROTOCOLS),
+        help=f"comma-separated, of {', '.join(PROTOCOLS)} (default "
+        f"{','.join(DEFAULT_PROTOCOLS)}; sc: self-consistency, the --sc-seat asked as often as "
+        "debate calls seats, majority)",
+    )
+    s.add_argument("--sc-seat", help="the seat the sc baseline asks (default: the first seat)")
+    s.add_argument("--concurrency", default="1", help="questions at once (1-16, default 1)")
+    s.add_argument("--max-usd", help="stop before the next question would pass X US dollars")
+    s.add_argument("--max-tokens", help="stop before the next question would pass N tokens")
+    s.add_argument(
+        "--answer-line",
+        default="position",
+        help="how seats state the answer: 'position' (the Position label is the answer, "
+        "default) or 'answer' (step by step, then an 'Answer:' last line)",
+    )
+    s.add_argument(
+        "--out", help="run directory (results.jsonl, report.md/json; default ./eval-<task>-<seed>)"
+    )
+    s.add_argument("--directory", help="project directory of the seats (default: the server's)")
+    s.add_argument(
+        "--base-url",
+        help="a local OpenAI-compatible server (e.g. http://127.0.0.1:8080/v1); with --model "
+        "the run writes its provider configuration (env ROUNDTABLED_EVAL_BASE_URL)",
+    )
+    s.add_argument(
+        "--model",
+        help="the model name that server serves (env ROUNDTABLED_EVAL_MODEL)",
+    )
+    s.add_argument("--turn-timeout", help="seconds per turn for the roundtables")
+    s.add_argument("--note", help="a note recorded in the report (e.g. the daemon's prompt form)")
+    s.add_argument(
+        "--cleanup", action="store_true", help="delete the run's sessions after the report"
+    )
+    s.set_defaults(handler=cmd_eval)
+
+
+def _usage(message: str) -> CliError:
+    return CliError(f"Error: {message}", EXIT_USAGE)
+
+
+def _int(value: str | None, flag: str, low: int, high: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise _usage(f"{flag} must be a whole number {low}-{high}, got {value!r}") from None
+    if not low <= n <= high:
+        raise _usage(f"{flag} must be {low}-{high}, got {n}")
+    return n
+
+
+def _positive(value: str | None, flag: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        x = float(value)
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x) or x <= 0:
+        raise _usage(f"{flag} must be a positive number, got {value!r}")
+    return x
+
+
+def options_from(args: argparse.Namespace) -> EvalOptions:
+    """The run's options from the flags (and ``ROUNDTABLED_EVAL_BASE_URL`` /
+    ``ROUNDTABLED_EVAL_MODEL``).
+
+    Raises:
+        CliError: (exit 2) one line naming the bad flag and its allowed values.
+    """
+    if args.tasks != "arithmetic" and not Path(args.tasks).expanduser().is_file():
+        raise _usage(f"--tasks must be 'arithmetic' or a JSONL file, got {args.tasks!r}")
+    if args.level not in ARITHMETIC_LEVELS:
+        raise _usage(f"--level must be one of {', '.join(ARITHMETIC_LEVELS)}, got {args.level!r}")
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    bad = [p for p in protocols if p not in PROTOCOLS]
+    if bad or not protocols:
+        raise _usage(
+            f"--protocols: unknown {', '.join(map(repr, bad)) or 'empty list'}; "
+            f"allowed {', '.join(PROTOCOLS)}"
+        )
+    if args.answer_line not in ("position", "answer"):
+        raise _usage(f"--answer-line must be 'position' or 'answer', got {args.answer_line!r}")
+    base_url = args.base_url or os.environ.get("ROUNDTABLED_EVAL_BASE_URL") or None
+    model = args.model or os.environ.get("ROUNDTABLED_EVAL_MODEL") or None
+    if bool(base_url) != bool(model):
+        raise _usage("--base-url and --model go together (the server's URL and its model name)")
+    try:
+        if base_url and model:
+            base_url = provider.check_base_url(base_url)
+            model = provider.check_model_name(model)
+    except provider.BadModelOption as exc:
+        raise _usage(str(exc)) from None
+    if args.agents:
+        agents = [a.strip() for a in args.agents.split(",")]
+        if any(not a for a in agents) or len(set(agents)) != len(agents) or len(agents) < 2:
+            raise _usage(f"--agents must name 2 or more different seats, got {args.agents!r}")
+    elif model:
+        agents = list(DEFAULT_LOCAL_SEATS)
+    else:
+        raise _usage("--agents is required (comma-separated seats) unless --model is given")
+    if args.sc_seat is not None and args.sc_seat not in agents:
+        raise _usage(
+            f"--sc-seat must be one of the seats ({', '.join(agents)}), got {args.sc_seat!r}"
+        )
+    count = _int(args.count, "--count", 1, 100000)
+    seed = _int(args.seed, "--seed", 0, 2**31)
+    limit = _int(args.limit, "--limit", 1, 100000)
+    concurrency = _int(args.concurrency, "--concurrency", 1, 16)
+    max_tokens = _int(args.max_tokens, "--max-tokens", 1, 10**12)
+    task_name = "arithmetic-" + args.level if args.tasks == "arithmetic" else Path(args.tasks).stem
+    out = Path(args.out or f"eval-{task_name}-{seed}").expanduser()
+    return EvalOptions(
+        agents=agents,
+        out=out,
+        tasks=args.tasks if args.tasks == "arithmetic" else str(Path(args.tasks).resolve()),
+        level=args.level,
+        count=count or 40,
+        seed=seed or 0,
+        limit=limit,
+        protocols=protocols,
+        concurrency=concurrency or 1,
+        max_usd=_positive(args.max_usd, "--max-usd"),
+        max_tokens=max_tokens,
+        answer_line=args.answer_line,
+        directory=str(Path(args.directory).resolve()) if args.directory else None,
+        base_url=base_url,
+        model=model,
+        cleanup=args.cleanup,
+        turn_timeout=_positive(args.turn_timeout, "--turn-timeout"),
+        label=args.note,
+        sc_seat=args.sc_seat,
+    )
+
+
+async def cmd_eval(args: argparse.Namespace, settings: cfg.Settings) -> int:
+    opts = options_from(args)
+    password = settings.server_password
+    target = Target(
+        control_url=control_url(settings),
+        token_file=settings.token_file,
+        server_url=settings.server_url,
+        server_username=settings.server_username,
+        server_password=password.get_secret_value() if password is not None else None,
+    )
+    return await run_eval(opts, target)

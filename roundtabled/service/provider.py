@@ -1,0 +1,115 @@
+"""The OpenCode configuration of a local OpenAI-compatible model server (llama.cpp's server,
+Ollama, LM Studio, vLLM): what ``roundtabled eval --base-url URL --model NAME`` and ``scripts/demo
+--base-url URL --model NAME`` write so that the seats run on it (README, "Local models").
+
+OpenCode reaches such a server through an ``@ai-sdk/openai-compatible`` provider whose
+``baseURL`` ends in ``/v1``; its models need ``limit.context`` and ``limit.output`` (the server's
+context must hold the prompt plus the ``max_tokens`` OpenCode asks for, which is ``limit.output``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+PROVIDER_ID = "local"
+"""The provider id the written configuration uses: the seats' model is ``local/NAME``."""
+
+SEAT_PROMPT = (
+    "You are a careful, concise panellist. Answer the question in a few sentences, then close "
+    "as the message asks."
+)
+"""The prompt of the seats written for a local model: short, since a small local model reads it
+on every turn."""
+
+
+class BadModelOption(ValueError):
+    """A base URL or model name that cannot be used (the message names the option)."""
+
+
+def check_base_url(value: str, flag: str = "--base-url") -> str:
+    """``value`` as a provider ``baseURL``: ``http(s)://host[:port][/path]``, ``/v1`` appended when
+    the path is empty (what OpenAI-compatible servers serve).
+
+    Raises:
+        BadModelOption: naming ``flag`` and the expected form.
+    """
+    problem = f"{flag} = {value!r}; expected http://host:port/v1 (an OpenAI-compatible server)"
+    try:
+        url = urlsplit(value.strip())
+        url.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise BadModelOption(problem) from None
+    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+        raise BadModelOption(problem)
+    base = value.strip().rstrip("/")
+    return base if url.path.strip("/") else base + "/v1"
+
+
+def check_model_name(value: str, flag: str = "--model") -> str:
+    """``value`` as the served model's name (e.g. ``local``, ``qwen2.5:0.5b``).
+
+    Raises:
+        BadModelOption: empty, containing whitespace or a slash-prefixed provider.
+    """
+    name = value.strip()
+    if not name or any(c.isspace() for c in name) or len(name) > 200:
+        raise BadModelOption(
+            f"{flag} = {value!r}; expected the model name the server serves (no spaces)"
+        )
+    return name
+
+
+def provider_config(
+    base_url: str, model: str, *, context: int = 16384, output: int = 2048
+) -> dict[str, Any]:
+    """The ``provider`` block of ``opencode.json`` for one model of a local server (``context``
+    and ``output`` in tokens; ``output`` is what OpenCode asks the server for per reply)."""
+    return {
+        PROVIDER_ID: {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Local OpenAI-compatible server",
+            "options": {"baseURL": base_url, "apiKey": "unused"},
+            "models": {model: {"name": model, "limit": {"context": context, "output": output}}},
+        }
+    }
+
+
+def with_local_model(
+    config: dict[str, Any],
+    base_url: str,
+    model: str,
+    seats: list[str],
+    *,
+    context: int = 16384,
+    output: int = 2048,
+) -> dict[str, Any]:
+    """``config`` (an ``opencode.json`` dict) with the local provider added, it as the default
+    model (the built-in observer's and the title's), and each of ``seats`` on it: an agent the
+    config already defines keeps its prompt and settings but gets the model; a new one is a
+    subagent with :data:`SEAT_PROMPT` and no tools (every permission denied)."""
+    label = f"{PROVIDER_ID}/{model}"
+    agents = dict(config.get("agent") or {})
+    for name in seats:
+        existing = agents.get(name)
+        if isinstance(existing, dict):
+            agents[name] = {**existing, "model": label}
+        else:
+            agents[name] = {
+                "mode": "subagent",
+                "description": f"Roundtable seat {name} on {label}",
+                "prompt": SEAT_PROMPT,
+                "model": label,
+                "permission": {"*": "deny"},
+            }
+    agents.setdefault("title", {"disable": True})
+    return {
+        **config,
+        "provider": {
+            **(config.get("provider") or {}),
+            **provider_config(base_url, model, context=context, output=output),
+        },
+        "model": label,
+        "small_model": label,
+        "agent": agents,
+    }

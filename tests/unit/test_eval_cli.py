@@ -1,0 +1,65 @@
+"""``roundtabled eval`` flags: a bad one is one ``Error:`` line naming it, exit 2
+(roundtabled/cli/evaluate.py); the provider configuration ``--base-url``/``--model`` write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roundtabled.cli import main
+from roundtabled.service import provider
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--agents", "a,b", "--limit", "x"], "--limit"),
+        (["--agents", "a,b", "--limit", "0"], "--limit"),
+        (["--agents", "a,b", "--protocols", "single,chaos"], "--protocols"),
+        (["--agents", "a,b", "--level", "hard"], "--level"),
+        (["--agents", "a,b", "--max-usd", "nan"], "--max-usd"),
+        (["--agents", "a,b", "--max-tokens", "-5"], "--max-tokens"),
+        (["--agents", "a,b", "--concurrency", "99"], "--concurrency"),
+        (["--agents", "a,b", "--answer-line", "boxed"], "--answer-line"),
+        (["--agents", "a,a"], "--agents"),
+        ([], "--agents"),
+        (["--base-url", "http://127.0.0.1:8080/v1"], "--base-url and --model"),
+        (["--base-url", "ftp://x", "--model", "m"], "--base-url"),
+        (["--base-url", "http://127.0.0.1:8080", "--model", "a b"], "--model"),
+        (["--agents", "a,b", "--tasks", "/nonexistent.jsonl"], "--tasks"),
+    ],
+)
+def test_a_bad_flag_is_one_error_line_naming_it(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(["eval", "--out", str(tmp_path / "run"), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("Error: ") and flag in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bad_task_file_names_the_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"id": 1, "question": "q", "answer": 1}\n{"id": 2}\n')
+    code = main(["eval", "--agents", "a,b", "--tasks", str(tasks), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("Error: --tasks") and "t.jsonl:2: question" in err[0]
+
+
+def test_the_local_provider_configuration() -> None:
+    assert provider.check_base_url("http://127.0.0.1:18080") == "http://127.0.0.1:18080/v1"
+    assert provider.check_base_url("http://h:1/v1/") == "http://h:1/v1"
+    cfg = provider.with_local_model(
+        {"agent": {"pm": {"prompt": "P", "model": "x/y"}}}, "http://h:1/v1", "qwen", ["pm", "s2"]
+    )
+    prov = cfg["provider"]["local"]
+    assert prov["npm"] == "@ai-sdk/openai-compatible"
+    assert prov["options"]["baseURL"] == "http://h:1/v1"
+    assert prov["models"]["qwen"]["limit"] == {"context": 16384, "output": 2048}
+    assert cfg["model"] == cfg["small_model"] == "local/qwen"
+    assert cfg["agent"]["pm"] == {"prompt": "P", "model": "local/qwen"}
+    assert cfg["agent"]["s2"]["permission"] == {"*": "deny"}
+    assert cfg["agent"]["s2"]["model"] == "local/qwen"
