@@ -339,8 +339,8 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
         seats: every seat's agent name (a label that is a seat's name, with or without
             ``'s position``, names the speaker, not a stance).
         topic: the roundtable's topic in force (a label that copies it names the question, not
-            an answer: equal once folded, or four words or more, 90 % of them the topic's,
-            holding 70 % of the topic's words).
+            an answer: equal once folded to a topic of four words or more, or four words or
+            more, 90 % of them the topic's, holding 70 % of the topic's words).
 
     Returns:
         ``"the seat's name"`` / ``"the word “position”"``-style reason, ``"a placeholder"``, ``"the
@@ -361,7 +361,9 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
     topic_key = stance_key(topic)
     if topic_key:
         key = stance_key(label)
-        if key == topic_key:
+        # A short topic is a proposal its own words can answer ("Ship?" / "ship"): copying it
+        # counts only from four words on.
+        if key == topic_key and len(topic_key.split()) >= 4:
             return "the topic copied"
         tw, lw = set(topic_key.split()), set(key.split())
         shared = len(lw & tw)

@@ -72,7 +72,14 @@ async def test_a_side_reaches_its_seat_and_is_marked_and_not_counted(rt: RT) -> 
     v = payload["result"]["verdict"]
     rv_pos = next(p for p in v["positions"] if p["agent"] == "rv")
     assert (rv_pos["label"], rv_pos["side"]) == ("split now", "against")
-    assert v["tally"] == [{"label": "keep the monolith", "seats": ["pm", "dev"], "weight": 1.5}]
+    assert v["tally"] == [
+        {
+            "label": "keep the monolith",
+            "seats": ["pm", "dev"],
+            "weight": 1.5,
+            "labels": ["keep the monolith"],
+        }
+    ]
     assert v["tallyConsensus"] == "unanimous"
     notes = payload["result"]["status"]["notes"]
     assert any(n.startswith("rv argued an assigned side (against)") for n in notes), notes

@@ -21,7 +21,7 @@ import pytest
 
 from roundtabled.core.prompts import CLOSING_LINE
 from roundtabled.core.result import HEADER_TITLE
-from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.core.state import MODE_NOTES, OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text, tool_call
 
 from .conftest import RT
@@ -95,7 +95,8 @@ async def test_healthy_three_by_two_positions_and_tally_exact_no_header(rt: RT) 
     s2, payload, c = await run(rt, agents=["pm", "dev", "rv"], prompt="Split?", rounds=2)
     assert c["version"] == 1 and c["sessionID"] == s2
     st = c["status"]
-    assert st["degraded"] is False and st["notes"] == []
+    # The only note of a healthy debate says how the seats' earlier prompts were hidden.
+    assert st["degraded"] is False and st["notes"] == [MODE_NOTES["patch"]]
     assert (st["endReason"], st["roundsCompleted"], st["roundsPlanned"]) == ("completed", 2, 2)
     assert st["observer"] == "ok"
     assert [(s["agent"], s["turns"], s["answered"]) for s in st["seats"]] == [

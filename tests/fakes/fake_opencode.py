@@ -794,6 +794,20 @@ class FakeOpenCode:
         self._store_user(s, body, model=model, agent=agent)
         self._start(s)
 
+    async def prompt(
+        self, session_id: str, body: dict[str, Any], *, timeout: float = 600.0
+    ) -> dict[str, Any]:
+        """The synchronous ``POST /session/{id}/message``: the turn of :meth:`prompt_async`,
+        answered once the session is idle again with its last assistant message
+        (``{"info", "parts"}``; an empty dict when none was stored)."""
+        await self.prompt_async(session_id, body)
+        s = self._get(session_id)
+        async with asyncio.timeout(timeout):
+            while s.runner is not None and not s.runner.done():
+                await asyncio.shield(s.runner)
+        answers = [m for m in s.messages if m["info"].get("role") == "assistant"]
+        return copy.deepcopy(answers[-1]) if answers else {}
+
     async def post_no_reply(
         self,
         session_id: str,
