@@ -24,6 +24,7 @@ from roundtabled.cli.verdict import print_verdict
 from roundtabled.core import validation
 from roundtabled.core.prompts import infer_extend_mode
 from roundtabled.core.result import CANCELLED_HEADER, INTERRUPTION_HEADER
+from roundtabled.core.state import went_wrong
 from roundtabled.errors import ValidationFailed
 from roundtabled.service import config as cfg
 
@@ -166,8 +167,10 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
         print(f"Roundtable {ses}: {created.get('title')}", file=sys.stderr)
         if not args.quiet:
             print(project, file=sys.stderr)
-        for note in created.get("notes") or []:
-            print(f"warning: {note}", file=sys.stderr)
+        notes = [str(n) for n in created.get("notes") or []]
+        for note in notes:
+            word = "warning" if note in went_wrong(notes) else "note"
+            print(f"{word}: {note}", file=sys.stderr)
         result = await follow(cc, ses, colors=colors, show_turns=not args.quiet)
         print(result.get("text") or result.get("summary") or "")
         print_verdict(result)

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any
 
+from roundtabled.core.state import went_wrong
 from roundtabled.core.verdict import consensus_text
 
 WARNING = "\x1b[1;33m"
@@ -49,7 +50,8 @@ def degraded_line(result: dict[str, Any] | None, *, tty: bool | None = None) -> 
     status = (result or {}).get("status") or {}
     if not status.get("degraded"):
         return ""
-    notes = "; ".join(str(n) for n in status.get("notes") or []) or "see the notes below"
+    notes = "; ".join(went_wrong([str(n) for n in status.get("notes") or []]))
+    notes = notes or "see the notes below"
     return _styled(f"  DEGRADED: {notes}", _use_colour(tty))
 
 
@@ -119,7 +121,9 @@ def render_verdict(result: dict[str, Any], *, tty: bool | None = None) -> str:
     lines: list[str] = []
     if status.get("degraded"):
         lines.append(_styled("⚠ degraded result:", colour))
-        lines.extend(_styled(f"  - {n}", colour) for n in status.get("notes") or [])
+        notes = [str(n) for n in status.get("notes") or []]
+        lines.extend(_styled(f"  - {n}", colour) for n in went_wrong(notes))
+        lines.extend(f"  note: {n}" for n in notes if n not in went_wrong(notes))
     elif status.get("notes"):
         lines.extend(f"  note: {n}" for n in status["notes"])
     lines.append("── verdict ──")

@@ -27,12 +27,12 @@ from roundtabled.core.observer_verdict import VERDICT_INSTRUCTION
 from roundtabled.core.positions import position_of, spoke
 from roundtabled.core.result_model import RoundtableResult, SeatPosition, Status, Verdict
 from roundtabled.core.state import (
-    MODE_NOTES,
     TOOL_OUTPUT_PREVIEW_MAX,
     EndReason,
     HistoryEntry,
     RoundtableState,
     Usage,
+    went_wrong,
 )
 from roundtabled.core.verdict import (
     build_status,
@@ -176,11 +176,7 @@ def _observer_context(state: RoundtableState) -> list[str]:
             f"Seats bound to an assigned side (they argued what they were told to): {bound}. "
             "Report their arguments, but never count them toward a consensus or a majority."
         )
-    notes = [
-        n
-        for n in build_status(state).notes
-        if "Position line" not in n and n not in MODE_NOTES.values()
-    ]
+    notes = [n for n in went_wrong(build_status(state).notes) if "Position line" not in n]
     if notes:
         lines.append(
             "What went wrong or was cut short (say so in the executive summary; a seat that "
@@ -411,7 +407,7 @@ def honesty_header(status: Status) -> str:
     one line per note of ``status`` (the same sentences as ``status.notes``)."""
     if not status.degraded:
         return ""
-    lines = [HEADER_TITLE, *(f"- {n}" for n in status.notes)]
+    lines = [HEADER_TITLE, *(f"- {n}" for n in went_wrong(status.notes))]
     return "\n".join(lines)
 
 

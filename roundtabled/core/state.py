@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -358,7 +359,15 @@ MODE_NOTES: dict[ViewMode, str] = {
     ),
 }
 """The ``status.notes`` line of each mode a roundtable's turns ran in (docs/plugin.md). Not
-something that went wrong: the observer's prompt leaves them out (``core/result.py``)."""
+something that went wrong: the observer's prompt, the honesty header and the CLI's warnings
+leave them out (:func:`went_wrong`)."""
+
+
+def went_wrong(notes: Sequence[str]) -> list[str]:
+    """``notes`` without the mode lines of :data:`MODE_NOTES`: what a degraded result's header
+    and warnings list (the mode is information, said as a plain note)."""
+    modes = set(MODE_NOTES.values())
+    return [n for n in notes if n not in modes]
 
 
 class Budget(StateModel):
