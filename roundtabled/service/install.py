@@ -242,24 +242,19 @@ def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[P
     if not token_path.is_absolute():
         token_path = Path.cwd() / token_path
     written: list[Path] = []
-    for name in TOOL_FILES:
-        text = render_tool(
-            _package_text("tools", name), control_url=control_url.rstrip("/"), token_file=token_path
-        )
-        path = target / TOOL_DIR / name
-        atomic_write(path, text)
-        written.append(path)
-    for name in AGENT_FILES:
-        path = target / AGENT_DIR / name
-        atomic_write(path, _package_text("agents", name))
-        written.append(path)
-    for name in PLUGIN_FILES:
-        text = render_tool(
-            _package_text("tools", name), control_url=control_url.rstrip("/"), token_file=token_path
-        )
-        path = target / PLUGIN_DIR / name
-        atomic_write(path, text)
-        written.append(path)
+    # (where, files, package folder, whether the control URL and token file are filled in)
+    for sub, names, folder, rendered in (
+        (TOOL_DIR, TOOL_FILES, "tools", True),
+        (AGENT_DIR, AGENT_FILES, "agents", False),
+        (PLUGIN_DIR, PLUGIN_FILES, "tools", True),
+    ):
+        for name in names:
+            text = _package_text(folder, name)
+            if rendered:
+                text = render_tool(text, control_url=control_url.rstrip("/"), token_file=token_path)
+            path = target / sub / name
+            atomic_write(path, text)
+            written.append(path)
     prepare_offline(target)
     # Stale copies of ours in the alternative directory names would be loaded twice.
     for sub, names in (
