@@ -9,8 +9,9 @@ Proves, on the real ``opencode serve`` with the scripted model (in its own proce
 megabytes never run on the daemon's event loop): with 2 seats × 15 rounds and 1 MB per reply, the
 bytes the daemon reads from the server between two prompts (``OpenCodeClient.bytes_read``) are at
 most 2 × the size of the turn's own messages (its prompt and its reply); the handoffs of the last
-rounds are at most 2 × those of the first rounds; no unbounded ``GET /session/{id}/message``
-(a full read) happens while the debate runs — the daemon does that only on recovery / extend.
+rounds are at most 3 × those of the first rounds (the fault's grow with the whole history); no
+unbounded ``GET /session/{id}/message`` (a full read) happens while the debate runs — the daemon
+does that only on recovery / extend.
 """
 
 from __future__ import annotations
@@ -104,4 +105,8 @@ async def run_case(rt: Any, llm: ExternalLLM) -> None:
     table = engine.tables.get(s2) or engine.recent[s2]
     hand = table.handoff_ms[: len(AGENTS) * ROUNDS - 1]  # seat-to-seat handoffs
     early, late = statistics.median(hand[:4]), statistics.median(hand[-4:])
-    assert late <= 2 * early, f"handoff early {early:.1f} ms, late {late:.1f} ms ({took:.0f} s)"
+    # The fault re-read S2's whole history at every wake: the late handoffs then carry 14 × 1 MB
+    # more than the early ones, an order of magnitude slower. Reading only the turn's own
+    # messages the late ones are about twice the early ones (the server's own work grows with
+    # the session), so the bound sits above that and far below the fault (bench/README.md).
+    assert late <= 3 * early, f"handoff early {early:.1f} ms, late {late:.1f} ms ({took:.0f} s)"
