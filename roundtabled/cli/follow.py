@@ -182,11 +182,18 @@ async def _follow_once(
 
     ticker = asyncio.create_task(tick()) if tty else None
     result: dict[str, Any] | None = None
+    # A running note (a budget the server's usage cannot enforce) is said once, when it appears.
+    said: set[str] = set()
     try:
         async for item in items():
             kind = item.get("type")
             if kind == "turn":
                 progress["agent"] = None
+                for note in item.get("notes") or []:
+                    if note.split(":")[0] not in said:
+                        said.add(note.split(":")[0])
+                        clear()
+                        print(f"warning: {note}", file=sys.stderr, flush=True)
                 entry = item["entry"]
                 if key(entry) in printed:
                     continue

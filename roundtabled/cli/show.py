@@ -139,10 +139,7 @@ def status_lines(st: dict[str, Any], *, tty: bool | None = None) -> list[str]:
     if usage.get("total"):
         rows.append(("total", usage["total"]))
     for name, u in rows:
-        out.append(
-            f"  usage     {name:22} {u.get('input', 0):>8} in {u.get('output', 0):>7} out  "
-            f"${float(u.get('cost', 0)):.4f}"
-        )
+        out.append(f"  usage     {name:22} {usage_cells(u)}")
     for err in st.get("errors") or []:
         out.append(f"  error:    {err}")
     return out
@@ -167,3 +164,18 @@ async def cmd_export(args: argparse.Namespace, settings: cfg.Settings) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def usage_cells(u: dict[str, Any]) -> str:
+    """One usage row of ``status`` (``u``: a usage total of the control API, docs/result.md):
+    ``unknown`` where the server reported no usage, ``≥`` before a lower bound."""
+    if u.get("input") is None:
+        return f"{'unknown':>8} (no usage reported for {u.get('unreportedTurns', 0)} turn(s))"
+    at_least = "≥" if u.get("unreportedTurns") else " "
+    row = (
+        f"{at_least}{u.get('input', 0):>7} in {u.get('output', 0):>7} out  "
+        f"${float(u.get('cost') or 0):.4f}"
+    )
+    if u.get("unreportedTurns"):
+        row += f"  (usage of {u['unreportedTurns']} turn(s) unknown)"
+    return row

@@ -346,14 +346,6 @@ def observer_reserve(
     return Spent(tokens, usd, seconds)
 
 
-def usage_unreported(entry: HistoryEntry) -> bool:
-    """A seat turn that answered (it spoke) while the server recorded no usage for it: no
-    tokens and no cost. Such a turn's usage is unknown, not zero (a provider that sends no usage
-    in its stream, e.g. llama.cpp's OpenAI-compatible server)."""
-    u = entry.usage
-    return spoke(entry) and not (u.input or u.output or u.reasoning or u.cost)
-
-
 def unenforceable_budget_note(state: RoundtableState) -> str | None:
     """For ``status.notes``: a token or USD budget of the current call that cannot be enforced,
     said from the first answered turn whose usage the server did not report; ``None`` when the
@@ -368,7 +360,7 @@ def unenforceable_budget_note(state: RoundtableState) -> str | None:
     turns = [
         e for e in _call_entries(state.history, state.options.call_from_round) if e.kind == "turn"
     ]
-    unknown = [e for e in turns if usage_unreported(e)]
+    unknown = [e for e in turns if e.usage_unreported]
     if not unknown:
         return None
     first = unknown[0]

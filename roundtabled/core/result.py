@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import orjson
@@ -265,31 +266,76 @@ def named_observer_prompt(
 # ── texts for S1 and toasts ─────────────────────────────────────────────────────────────────────
 
 
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """A sum of turns' usage that knows what it does not know: ``usage`` sums what the server
+    recorded; ``unreported`` counts the answered turns it recorded nothing for
+    (:attr:`HistoryEntry.usage_unreported`), so the sum is a lower bound when it is > 0 and
+    unknown when every counted turn is such a turn (docs/result.md, usage)."""
+
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    unreported: int = 0
+
+    def plus(self, entry: HistoryEntry) -> UsageTotal:
+        """This total with ``entry`` counted."""
+        return UsageTotal(
+            self.usage.plus(entry.usage),
+            self.turns + 1,
+            self.unreported + int(entry.usage_unreported),
+        )
+
+    @property
+    def unknown(self) -> bool:
+        """Nothing was recorded and at least one answered turn reported no usage."""
+        return self.unreported > 0 and not self.usage.recorded
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON form: the usage's fields (``null`` each when :attr:`unknown`) and
+        ``unreportedTurns`` (the sum is "at least" when > 0)."""
+        fields = self.usage.dump()
+        if self.unknown:
+            fields = {k: None for k in fields}
+        return {**fields, "unreportedTurns": self.unreported}
+
+
 class UsageTable(TypedDict):
     """Totals of :func:`usage_table`."""
 
-    perAgent: dict[str, Usage]
-    perRound: dict[int, Usage]
-    total: Usage
+    perAgent: dict[str, UsageTotal]
+    perRound: dict[int, UsageTotal]
+    total: UsageTotal
 
 
 def usage_table(history: Sequence[HistoryEntry]) -> UsageTable:
     """Total the ``usage`` of ``history`` per agent name, per (1-based) round and overall.
 
     Returns:
-        ``{"perAgent": {agent: Usage}, "perRound": {round: Usage}, "total": Usage}``; keys in
-        order of first appearance. A person's messages (kind ``user``) are not counted.
+        ``{"perAgent": {agent: UsageTotal}, "perRound": {round: UsageTotal}, "total":
+        UsageTotal}``; keys in order of first appearance. A person's messages (kind ``user``) are
+        not counted.
     """
-    per_agent: dict[str, Usage] = {}
-    per_round: dict[int, Usage] = {}
-    total = Usage()
+    per_agent: dict[str, UsageTotal] = {}
+    per_round: dict[int, UsageTotal] = {}
+    total = UsageTotal()
     for e in history:
         if e.kind == "user":
             continue
-        per_agent[e.agent] = per_agent.get(e.agent, Usage()).plus(e.usage)
-        per_round[e.round] = per_round.get(e.round, Usage()).plus(e.usage)
-        total = total.plus(e.usage)
+        per_agent[e.agent] = per_agent.get(e.agent, UsageTotal()).plus(e)
+        per_round[e.round] = per_round.get(e.round, UsageTotal()).plus(e)
+        total = total.plus(e)
     return {"perAgent": per_agent, "perRound": per_round, "total": total}
+
+
+def usage_words(total: UsageTotal, line: str) -> str:
+    """``line`` (a total already in words) as far as it is known: ``unknown (the server reported
+    no usage)`` when nothing was recorded, ``at least <line> (usage of N turn(s) unknown)`` when
+    some answered turns reported none."""
+    if total.unknown:
+        return "unknown (the server reported no usage)"
+    if total.unreported:
+        return f"at least {line} (usage of {total.unreported} turn(s) unknown)"
+    return line
 
 
 def _tokens(n: int) -> str:
@@ -314,23 +360,24 @@ def _usage_label(u: Usage) -> str:
     return f"{_tokens(tokens_in)} in / {_tokens(u.output + u.reasoning)} out · {_cost(u.cost)}"
 
 
-def _empty(u: Usage) -> bool:
-    return u.total_tokens + u.cache_read + u.cache_write == 0 and u.cost == 0
-
-
 def _usage_footer(history: Sequence[HistoryEntry]) -> str | None:
-    groups: dict[str, Usage] = {}
-    total = Usage()
+    table = usage_table(history)
+    groups: dict[str, UsageTotal] = {}
     for e in history:
         if e.kind == "user":
             continue
         label = "observer" if e.kind == "observer" else one_line(e.agent)
-        groups[label] = groups.get(label, Usage()).plus(e.usage)
-        total = total.plus(e.usage)
-    if _empty(total):
+        groups[label] = groups.get(label, UsageTotal()).plus(e)
+    total = table["total"]
+    if not total.usage.recorded and not total.unreported:
         return None
-    items = [f"{name}: {_usage_label(u)}" for name, u in groups.items() if not _empty(u)]
-    return "Usage — " + " | ".join([*items, f"total: {_usage_label(total)}"])
+    items = [
+        f"{name}: {usage_words(u, _usage_label(u.usage))}"
+        for name, u in groups.items()
+        if u.usage.recorded or u.unreported
+    ]
+    items.append(f"total: {usage_words(total, _usage_label(total.usage))}")
+    return "Usage — " + " | ".join(items)
 
 
 def _end_line(state: RoundtableState) -> str | None:

@@ -147,11 +147,16 @@ class Verdict(_M):
 
 
 class AgentUsage(_M):
-    """Tokens (input, output incl. reasoning) and cost (USD) as the server recorded them."""
+    """Tokens (input, output incl. reasoning) and cost (USD) as the server recorded them.
 
-    input: int = 0
-    output: int = 0
-    cost: float = 0.0
+    ``unreportedTurns``: answered turns the server recorded no usage for (a provider that sends
+    none); when > 0 the numbers are a lower bound, and when nothing at all was recorded they are
+    ``null`` (unknown, never a 0 that looks measured)."""
+
+    input: int | None = 0
+    output: int | None = 0
+    cost: float | None = 0.0
+    unreported_turns: int = 0
 
 
 class ResultUsage(AgentUsage):

@@ -91,6 +91,11 @@ class Usage(StateModel):
         """Input + output + reasoning tokens."""
         return self.input + self.output + self.reasoning
 
+    @property
+    def recorded(self) -> bool:
+        """Whether the server recorded any usage at all (a token or a cost)."""
+        return bool(self.total_tokens or self.cache_read or self.cache_write or self.cost)
+
 
 class ToolCallSummary(StateModel):
     """A tool an agent ran: its name and the first 500 characters of output, or ``"error"``."""
@@ -139,6 +144,19 @@ class HistoryEntry(StateModel):
     def cut_by_cancel(self) -> bool:
         """A turn cut off by a cancel (its ``error`` says so), not at the time limit."""
         return self.cut_off and "cancel" in (self.error or "")
+
+    @property
+    def usage_unreported(self) -> bool:
+        """A model's answer (a seat's turn, the observer's, a reply to a person; text, no error)
+        for which the server recorded no usage. Its usage is unknown, not zero: a provider that
+        sends no usage in its stream (llama.cpp's OpenAI-compatible server,
+        docs/opencode-server.md) leaves every field 0."""
+        return (
+            self.kind != "user"
+            and not self.has_error
+            and bool(self.response.strip())
+            and not self.usage.recorded
+        )
 
 
 # ── the state of an independent opening round (decided by roundtabled.core.opening) ─────────────

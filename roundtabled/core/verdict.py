@@ -614,6 +614,14 @@ def _side_notes(seats: Sequence[SeatPosition]) -> list[str]:
     ]
 
 
+def running_notes(state: RoundtableState) -> list[str]:
+    """What a caller must hear while the roundtable still runs (the live status's ``notes`` and
+    the progress feed): a token or USD budget that cannot be enforced because the server reports
+    no usage, said from the first answered turn that reported none."""
+    note = unenforceable_budget_note(state)
+    return [] if note is None else [note]
+
+
 def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> Status:
     """The ``status`` block: counts per seat, rounds, end reason and the notes in order:
     seats, stop, observer, verdict, positions, other rules' notes (``state.notes``)."""
@@ -655,21 +663,33 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
 
 
 def build_usage(state: RoundtableState) -> ResultUsage:
-    """Totals per agent name and overall (a person's messages in S2 are not counted)."""
-    per: dict[str, AgentUsage] = {}
-    total = AgentUsage()
-    for e in state.history:
-        if e.kind == "user":
-            continue
-        u = AgentUsage(
-            input=e.usage.input, output=e.usage.output + e.usage.reasoning, cost=e.usage.cost
-        )
-        a = per.setdefault(e.agent, AgentUsage())
-        for item in (a, total):
-            item.input += u.input
-            item.output += u.output
-            item.cost = round(item.cost + u.cost, 8)
-    return ResultUsage(input=total.input, output=total.output, cost=total.cost, per_agent=per)
+    """Totals per agent name and overall (a person's messages in S2 are not counted); a total
+    whose turns recorded nothing while some answered is ``null`` in each number, and every
+    total counts its ``unreportedTurns`` (docs/result.md, usage)."""
+    per: dict[str, list[HistoryEntry]] = {}
+    counted = [e for e in state.history if e.kind != "user"]
+    for e in counted:
+        per.setdefault(e.agent, []).append(e)
+    total = _agent_usage(counted)
+    return ResultUsage(
+        input=total.input,
+        output=total.output,
+        cost=total.cost,
+        unreported_turns=total.unreported_turns,
+        per_agent={name: _agent_usage(entries) for name, entries in per.items()},
+    )
+
+
+def _agent_usage(entries: Sequence[HistoryEntry]) -> AgentUsage:
+    unreported = sum(e.usage_unreported for e in entries)
+    if unreported and not any(e.usage.recorded for e in entries):
+        return AgentUsage(input=None, output=None, cost=None, unreported_turns=unreported)
+    return AgentUsage(
+        input=sum(e.usage.input for e in entries),
+        output=sum(e.usage.output + e.usage.reasoning for e in entries),
+        cost=round(sum(e.usage.cost for e in entries), 8),
+        unreported_turns=unreported,
+    )
 
 
 # ── the verdict in words (the CLI and the export say it alike) ──────────────────────────────────

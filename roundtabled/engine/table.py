@@ -19,6 +19,7 @@ from roundtabled.core.commands import Cancel
 from roundtabled.core.progress import round_position
 from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.state import HistoryEntry, RoundtableState, has_meta_text
+from roundtabled.core.verdict import running_notes
 from roundtabled.engine.mirror import TurnMirror
 from roundtabled.opencode.client import HttpClock
 
@@ -50,6 +51,9 @@ class Table:
     finished_at: int | None = None
     """When the result was released (epoch ms)."""
     subscribers: list[asyncio.Queue[dict[str, Any]]] = field(default_factory=list)
+    said: set[str] = field(default_factory=set)
+    """The running notes already logged (by their clause before the first colon: the counts in
+    the rest of a note grow turn by turn)."""
     handoff_ms: list[float] = field(default_factory=list)
     handoff_server_ms: list[float] = field(default_factory=list)
     """Per handoff: the part of ``handoff_ms`` spent awaiting the server (ms)."""
@@ -149,7 +153,12 @@ class Table:
                 len(entry.response),
                 extra={"agent": entry.agent, "round": entry.round},
             )
-        self.publish({"type": "turn", "entry": entry.dump()})
+        notes = running_notes(self.state)
+        for note in notes:
+            if note.split(":")[0] not in self.said:
+                self.said.add(note.split(":")[0])
+                lg.warning("%s", note)
+        self.publish({"type": "turn", "entry": entry.dump(), "notes": notes})
 
 
 def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]:
@@ -181,6 +190,7 @@ def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]
         "finalized": st.finalization.toast_done,
         "delivered": st.delivery.delivered_via,
         "errors": st.errors,
+        "notes": running_notes(st) if st.active else [],
         "turns": len(st.seat_turns()),
         "usage": {
             "perAgent": {k: v.dump() for k, v in usage["perAgent"].items()},

@@ -64,7 +64,10 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
         "phase": state.phase.value,
         "endReason": state.end_reason.value if state.end_reason else None,
         "errors": state.errors,
-        "turns": [e.dump() for e in state.history],
+        "turns": [
+            {**e.dump(), **({"usageUnknown": True} if e.usage_unreported else {})}
+            for e in state.history
+        ],
         "summary": contract["summary"],
         "observerSummary": state.summary,
         "usage": {
@@ -190,7 +193,9 @@ def to_markdown(data: dict[str, Any]) -> str:
                 "",
             ]
         usage = turn.get("usage") or {}
-        if usage.get("input") or usage.get("output"):
+        if turn.get("usageUnknown"):
+            lines += ["<sub>usage unknown (the server reported none)</sub>", ""]
+        elif usage.get("input") or usage.get("output"):
             lines += [
                 f"<sub>{_fmt_tokens(int(usage.get('input', 0)))} in · "
                 f"{_fmt_tokens(int(usage.get('output', 0)))} out · "
@@ -202,23 +207,34 @@ def to_markdown(data: dict[str, Any]) -> str:
     lines += _verdict_section(data)
     summary = data.get("observerSummary", data.get("summary"))
     lines += ["## Summary", "", summary or "_(no summary)_", ""]
-    lines += ["## Usage", "", "| agent | input | output | cost (USD) |", "|---|---:|---:|---:|"]
-    for name, u in data["usage"]["perAgent"].items():
-        lines.append(
-            f"| {name} | {u.get('input', 0)} | {u.get('output', 0)} | "
-            f"{float(u.get('cost', 0)):.4f} |"
-        )
+    lines += ["## Usage", ""]
     tot = data["usage"]["total"]
-    lines.append(
-        f"| **total** | {tot.get('input', 0)} | {tot.get('output', 0)} | "
-        f"{float(tot.get('cost', 0)):.4f} |"
-    )
+    if tot.get("unreportedTurns"):
+        lines += [
+            f"The server reported no usage for {tot['unreportedTurns']} answered turn(s): their "
+            'usage is unknown, so a number marked ≥ is a lower bound and "unknown" means '
+            "nothing was reported.",
+            "",
+        ]
+    lines += ["| agent | input | output | cost (USD) |", "|---|---:|---:|---:|"]
+    for name, u in data["usage"]["perAgent"].items():
+        lines.append(f"| {name} | {_usage_cells(u)} |")
+    lines.append(f"| **total** | {_usage_cells(tot)} |")
     per_round = data["usage"].get("perRound") or {}
     if per_round:
         lines += ["", "| round | input | output | cost (USD) |", "|---|---:|---:|---:|"]
         for rnd, u in per_round.items():
-            lines.append(
-                f"| {rnd} | {u.get('input', 0)} | {u.get('output', 0)} | "
-                f"{float(u.get('cost', 0)):.4f} |"
-            )
+            lines.append(f"| {rnd} | {_usage_cells(u)} |")
     return "\n".join(lines) + "\n"
+
+
+def _usage_cells(u: dict[str, Any]) -> str:
+    """The input, output and cost cells of one usage row: ``unknown`` where the server reported
+    nothing, ``≥`` before a lower bound (docs/result.md, usage)."""
+    if u.get("input") is None:
+        return "unknown | unknown | unknown"
+    at_least = "≥ " if u.get("unreportedTurns") else ""
+    return (
+        f"{at_least}{u.get('input', 0)} | {at_least}{u.get('output', 0)} | "
+        f"{at_least}{float(u.get('cost') or 0):.4f}"
+    )

@@ -489,12 +489,13 @@ def test_usage_table() -> None:
         turn("me", 2, "hi", kind="user"),
     ]
     table = usage_table(history)
-    assert table["perAgent"]["pm"] == Usage(input=40, output=4, reasoning=4, cost=0.75)
-    assert table["perAgent"]["dev"] == Usage(input=20, output=2)
+    assert table["perAgent"]["pm"].usage == Usage(input=40, output=4, reasoning=4, cost=0.75)
+    assert table["perAgent"]["dev"].usage == Usage(input=20, output=2)
     assert "me" not in table["perAgent"]
-    assert table["perRound"][1] == Usage(input=30, output=3, cost=0.5)
-    assert table["perRound"][2] == Usage(input=30, output=3, reasoning=4, cost=0.25)
-    assert table["total"] == Usage(input=60, output=6, reasoning=4, cost=0.75)
+    assert table["perRound"][1].usage == Usage(input=30, output=3, cost=0.5)
+    assert table["perRound"][2].usage == Usage(input=30, output=3, reasoning=4, cost=0.25)
+    assert table["total"].usage == Usage(input=60, output=6, reasoning=4, cost=0.75)
+    assert table["total"].turns == 3 and table["total"].unreported == 0
 
 
 # ── the stances on the table and the closing line ──────────────────────────────────────────────

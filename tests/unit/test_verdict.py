@@ -203,7 +203,7 @@ def test_contract_field_names() -> None:
         "nextSteps",
     }
     assert set(data["verdict"]["positions"][1]["changes"][0]) == {"round", "from", "to", "why"}
-    assert set(data["usage"]) == {"input", "output", "cost", "perAgent"}
+    assert set(data["usage"]) == {"input", "output", "cost", "unreportedTurns", "perAgent"}
     assert "export ses_verdict" in data["transcript"]
 
 
