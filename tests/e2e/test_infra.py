@@ -405,6 +405,7 @@ async def test_abort_disconnects_hanging_request(
     assert msgs[-1]["info"]["error"]["name"] == "MessageAbortedError"
 
 
+@pytest.mark.timing
 async def test_prefilled_custom_tool_is_fast_and_offline(
     opencode_factory: Any, scripted_llm: ScriptedLLM
 ) -> None:

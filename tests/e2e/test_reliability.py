@@ -287,6 +287,7 @@ async def test_opencode_server_killed_mid_turn_and_restarted(
     no_escaped_exceptions(caplog)
 
 
+@pytest.mark.timing
 async def test_sigterm_mid_round_exits_0_within_10_s_and_restart_resumes(
     tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any
 ) -> None:

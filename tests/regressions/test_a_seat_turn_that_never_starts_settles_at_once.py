@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from roundtabled.core.state import OBSERVER_AGENT, EndReason
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
@@ -29,6 +31,7 @@ ROUNDS = 2
 MISSING = "scripted/no-such-model"
 
 
+@pytest.mark.timing
 async def test_a_seat_on_a_missing_model_fails_fast_every_round_and_the_debate_concludes(
     rt_factory: Any, scripted_llm: ScriptedLLM
 ) -> None:

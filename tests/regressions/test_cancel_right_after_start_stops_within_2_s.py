@@ -17,10 +17,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from roundtabled.offline.scripted_actions import Hang
 from tests.e2e.conftest import RT
 
 
+@pytest.mark.timing
 async def test_cancel_as_soon_as_the_start_returns(rt_factory: Any) -> None:
     """Exact failing input: pm scripted ``Hang(max_seconds=60)``; start agents pm, dev (default
     turn timeout 300 s); ``POST …/cancel {"summarize": false}`` as soon as the start returns."""

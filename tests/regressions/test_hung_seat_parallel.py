@@ -45,6 +45,7 @@ async def timed(rt: Any, label: str, s1: str) -> tuple[str, float]:
     return s2, time.monotonic() - t0
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 async def test_one_hung_seat_delays_only_its_own_roundtable(rt_factory: Any) -> None:
     """Exact failing input: 5 parallel roundtables pm, dev, rv × 2 rounds, ``turnTimeout`` 5;

@@ -42,6 +42,7 @@ def reply(agent: str, n: int) -> str:
     return (line * (MB // len(line) + 1))[:MB]
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 async def test_each_turn_reads_about_its_own_messages_only(rt_factory: Any) -> None:
     """Exact failing input: agents pm, dev × 15 rounds; every reply is 1 MB
