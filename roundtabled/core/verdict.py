@@ -125,16 +125,47 @@ def seat_statuses(state: RoundtableState) -> list[SeatStatus]:
     return out
 
 
+def _full_seats(state: RoundtableState) -> dict[int, set[str]]:
+    """1-based round → the seats whose turn in it ended on its own (every outcome but a cut by
+    the cancel)."""
+    seats: dict[int, set[str]] = {}
+    for e in state.history:
+        if e.kind == "turn" and classify(e) != "cancelled":
+            seats.setdefault(e.round, set()).add(e.agent)
+    return seats
+
+
 def rounds_completed(state: RoundtableState) -> int:
-    """Rounds in which every seat took its turn (whatever the outcome)."""
-    n = len(state.agents)
-    done = 0
-    for r in range(1, state.total_rounds + 1):
-        if sum(1 for e in state.history if e.kind == "turn" and e.round == r) >= n:
-            done = r
-        else:
-            break
-    return done
+    """Rounds that ran in full: every seat's turn in it ended on its own (answered, failed,
+    empty, truncated or timed out). A round with a turn cut off by the cancel, or with a seat
+    whose turn never ran, is not counted, also when an extension ran later rounds: the count is
+    the same in ``status``, the CLI, the export and the observer's prompt (docs/result.md)."""
+    full = _full_seats(state)
+    seats = set(state.agents)
+    return sum(1 for r in range(1, state.total_rounds + 1) if seats <= full.get(r, set()))
+
+
+def cut_round_notes(state: RoundtableState) -> list[str]:
+    """One note per round that a seat spoke in but that did not run in full: which seats' turns
+    never ran there (a cut-off turn has its own seat note), and, when later rounds ran (an
+    extension of a stopped debate), that the debate went on after it. The round in flight of an
+    active roundtable is not cut."""
+    ran: dict[int, set[str]] = {}
+    for e in state.seat_turns():
+        ran.setdefault(e.round, set()).add(e.agent)
+    last = max(ran, default=0)
+    out: list[str] = []
+    for r in sorted(ran):
+        if state.active and r == last:
+            continue
+        missing = [a for a in state.agents if a not in ran[r]]
+        if not missing:
+            continue
+        names = ", ".join(missing)
+        turns = "turn" if len(missing) == 1 else "turns"
+        later = f"; the debate went on from round {r + 1}" if r < last else ""
+        out.append(f"round {r} did not run in full: {names}'s {turns} never ran{later}")
+    return out
 
 
 def _spoke_at_all(state: RoundtableState, agent: str) -> bool:
@@ -462,11 +493,12 @@ def stop_note(state: RoundtableState) -> str | None:
     planned = state.total_rounds
     done = rounds_completed(state)
     last = _last_turn(state)
-    where = (
-        f"in round {last.round} of {planned} (after {last.agent}'s turn)"
-        if last is not None
-        else f"before round 1 of {planned}"
-    )
+    if last is None:
+        where = f"before round 1 of {planned}"
+    elif classify(last) == "cancelled":
+        where = f"in round {last.round} of {planned} (while {last.agent} spoke)"
+    else:
+        where = f"in round {last.round} of {planned} (after {last.agent}'s turn)"
     if reason is None or reason == EndReason.COMPLETED:
         return None
     if reason == EndReason.REPETITION:
@@ -627,7 +659,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
     seats, stop, observer, verdict, positions, other rules' notes (``state.notes``)."""
     seats = seat_statuses(state)
     outcome = observer_outcome(state)
-    degradation = _seat_notes(state)
+    degradation = _seat_notes(state) + cut_round_notes(state)
     info: list[str] = []
     stop = stop_note(state)
     if stop:

@@ -56,7 +56,9 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
         "parentSessionID": state.parent_session_id,
         "title": state.title,
         "topic": state.prompt,
-        "extensions": [e.dump() for e in state.extensions],
+        # fromRound is the state's 0-indexed count of rounds before the extension; a person
+        # reads firstRound, the 1-based round it began with.
+        "extensions": [{**e.dump(), "firstRound": e.from_round + 1} for e in state.extensions],
         "agents": state.agents,
         "observer": state.observer,
         "models": {k: v.label() for k, v in state.models.items()},
