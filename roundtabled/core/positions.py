@@ -92,10 +92,17 @@ class Position(BaseModel):
         return normalise_label(self.label)
 
 
+def visible(text: str) -> str:
+    """``text`` without Unicode format characters (category Cf: zero-width spaces and joiners,
+    the byte-order mark, soft hyphens): a label of only those is no label."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
 def normalise_label(label: str) -> str:
-    """``label`` for comparison: Unicode NFKC, case-folded, whitespace collapsed, surrounding
-    quotes, emphasis and punctuation removed. ``"  Modular  Monolith." → "modular monolith"``."""
-    text = unicodedata.normalize("NFKC", label).casefold()
+    """``label`` for comparison: Unicode NFKC, format characters dropped (:func:`visible`),
+    case-folded, whitespace collapsed, surrounding quotes, emphasis and punctuation removed.
+    ``"  Modular  Monolith." → "modular monolith"``."""
+    text = visible(unicodedata.normalize("NFKC", label)).casefold()
     text = " ".join(text.split())
     return text.strip(" \t\"'`*_.,;:!?()[]{}«»“”‘’")
 
@@ -157,7 +164,7 @@ def read_confidence(text: str) -> tuple[float | None, tuple[int, int] | None]:
 
 
 def _label_and_sentence(rest: str) -> tuple[str, str, float | None]:
-    rest = rest.strip().strip("*_`").strip()
+    rest = visible(rest).strip().strip("*_`").strip()
     confidence, span = read_confidence(rest)
     if span is not None:
         rest = (rest[: span[0]] + " " + rest[span[1] :]).strip()
@@ -220,7 +227,7 @@ def parse_position(text: str) -> Position | None:
             only = _only_line(text, line_no) and lines[line_no].strip().startswith(
                 ("\\boxed", "$\\boxed", "\\[\\boxed", "$$\\boxed")
             )
-            label = b.group("rest").strip().strip("$ ")[:LABEL_MAX].strip()
+            label = visible(b.group("rest")).strip().strip("$ ")[:LABEL_MAX].strip()
             if not normalise_label(label):
                 return None
             return Position(label=label, source="boxed", lines=0, only_line=only)
