@@ -381,10 +381,45 @@ something that went wrong: the observer's prompt, the honesty header and the CLI
 leave them out (:func:`went_wrong`)."""
 
 
+MODE_SWITCH_NOTES: dict[tuple[ViewMode, ViewMode], str] = {
+    ("patch", "plugin"): (
+        "earlier turn prompts hidden by a PATCH per turn until the roundtable plugin reported "
+        "itself loaded in S2's server instance, then left out of the seats' model requests by "
+        "the plugin (no hiding write per turn)"
+    ),
+    ("plugin", "patch"): (
+        "seats' model requests shaped by the roundtable plugin until it no longer reported "
+        "itself loaded in S2's server instance (e.g. the server restarted without it), then "
+        "earlier turn prompts hidden by a PATCH per turn"
+    ),
+}
+"""The one line said instead of both :data:`MODE_NOTES` when a roundtable's turns ran in both
+modes, by the order the modes first ran in (two lines that each claim the whole debate read as a
+contradiction)."""
+
+
+def said_modes(notes: Sequence[str]) -> list[str]:
+    """``notes`` with the two mode lines, when both are there, replaced by the one
+    :data:`MODE_SWITCH_NOTES` line at the place of the first."""
+    by_note = {v: k for k, v in MODE_NOTES.items()}
+    ran = [by_note[n] for n in notes if n in by_note]
+    if len(set(ran)) < 2:
+        return list(notes)
+    switch = MODE_SWITCH_NOTES[(ran[0], ran[1])]
+    out: list[str] = []
+    for n in notes:
+        if n not in by_note:
+            out.append(n)
+        elif switch not in out:
+            out.append(switch)
+    return out
+
+
 def went_wrong(notes: Sequence[str]) -> list[str]:
-    """``notes`` without the mode lines of :data:`MODE_NOTES`: what a degraded result's header
-    and warnings list (the mode is information, said as a plain note)."""
-    modes = set(MODE_NOTES.values())
+    """``notes`` without the mode lines of :data:`MODE_NOTES` and :data:`MODE_SWITCH_NOTES`:
+    what a degraded result's header and warnings list (the mode is information, said as a plain
+    note)."""
+    modes = {*MODE_NOTES.values(), *MODE_SWITCH_NOTES.values()}
     return [n for n in notes if n not in modes]
 
 

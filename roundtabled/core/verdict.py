@@ -52,7 +52,7 @@ from roundtabled.core.result_model import (
     Verdict,
 )
 from roundtabled.core.stances import group, no_stance_reason
-from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState
+from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState, said_modes
 
 # ── per-seat status ─────────────────────────────────────────────────────────────────────────────
 
@@ -681,7 +681,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         *verdict_notes,
         *_side_notes(seated),
         *_position_notes(state, seated),
-        *state.notes,
+        *said_modes(state.notes),
     ]
     return Status(
         end_reason=state.end_reason.value if state.end_reason else "running",
