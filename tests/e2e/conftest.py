@@ -191,18 +191,48 @@ class RT:
             await asyncio.wait_for(seen.wait(), timeout)
         finally:
             stream._on_event = original
+        await self.retired(s2, timeout)
+
+    async def retired(self, s2: str, timeout: float = 20) -> None:
+        """Wait until the daemon can no longer act on ``s2``: its worker has returned (``s2`` is
+        not in ``engine.tables``: no pass can prompt, post or patch again, and a resync or a
+        reconnect only looks at the tables) and no background task of the daemon is left (a
+        toast, an answer to a permission). Only a new call (extend) or a restart can act on it
+        after this, so a count taken now is final."""
+        engine = self.daemon.engine
         deadline = time.monotonic() + timeout
-        while s2 in self.daemon.engine.tables:
-            assert time.monotonic() < deadline, f"the daemon still drives {s2}"
+        while s2 in engine.tables or engine.shell.background:
+            assert time.monotonic() < deadline, (
+                f"the daemon still drives {s2}"
+                if s2 in engine.tables
+                else f"background tasks still run: {engine.shell.background}"
+            )
             await asyncio.sleep(0.05)
+
+    async def settled(self, s2: str, timeout: float = 30) -> dict[str, Any]:
+        """Wait until the roundtable can change nothing more, the state a check that nothing
+        else happened (no extra request, prompt, delivery, title) must look at: phase 4 is done
+        (``finalized``: the result delivered, the delimiter, the title and the toast), the
+        daemon is :meth:`retired` from it, and S2 and its parent are idle on the server (a
+        prompt sent before that has reached the model and ended). Returns the status."""
+        status = await self.finalized(s2, timeout)
+        await self.retired(s2, timeout)
+        for session in (s2, status.get("parentSessionID")):
+            if session:
+                await self.wait_idle(str(session), timeout, status.get("directory"))
+        return status
 
     async def session(self, session: str) -> dict[str, Any]:
         return dict(await self.oc("GET", f"/session/{session}"))
 
-    async def wait_idle(self, session: str, timeout: float = 20) -> None:
+    async def wait_idle(
+        self, session: str, timeout: float = 20, directory: str | None = None
+    ) -> None:
+        """Wait until ``session`` (of ``directory``, default the project's) is not busy."""
+        where = {"directory": directory or self.directory}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            st = await self.oc("GET", "/session/status", params={"directory": self.directory})
+            st = await self.oc("GET", "/session/status", params=where)
             if session not in st:
                 return
             await asyncio.sleep(0.1)

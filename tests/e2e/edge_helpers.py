@@ -3,7 +3,7 @@ and the regression files.
 
 - :func:`global_events` yields the payloads of the real server's ``/global/event`` stream;
   :class:`EventLog` records them all with receive times, :class:`Toasts` the ``tui.toast.show``
-  ones (what a TUI would display).
+  ones (what a TUI would display); ``flush()`` waits until everything published so far arrived.
 - :func:`ask_build` prompts the orchestrator agent ``build`` in a session (the real tool path).
 - :func:`memory_state` is the daemon's in-memory state of a roundtable; :func:`stored_state` the
   signed state block read back from S2 (what survives a restart).
@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
@@ -61,6 +62,7 @@ class _Listener(abc.ABC):
         self.rt = rt
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
+        self._sentinels: dict[str, asyncio.Event] = {}
 
     @abc.abstractmethod
     def on_event(self, payload: dict[str, Any]) -> None:
@@ -70,7 +72,26 @@ class _Listener(abc.ABC):
         async for payload in global_events(self.rt):
             if payload.get("type") == "server.connected":
                 self._connected.set()
+            if payload.get("type") == "tui.toast.show":
+                mark = self._sentinels.get(str((payload.get("properties") or {}).get("message")))
+                if mark is not None:
+                    mark.set()
+                    continue
             self.on_event(payload)
+
+    async def flush(self, timeout: float = 10) -> None:
+        """Wait until every event the server published before this call has reached this
+        listener: a sentinel toast is published, and one connection's events arrive in order.
+        (The sentinel itself is not recorded.)"""
+        message = f"roundtabled-test-sentinel-{uuid.uuid4().hex}"
+        mark = self._sentinels[message] = asyncio.Event()
+        await self.rt.oc(
+            "POST",
+            "/tui/show-toast",
+            {"message": message, "variant": "info"},
+            params={"directory": self.rt.directory},
+        )
+        await asyncio.wait_for(mark.wait(), timeout)
 
     async def _enter(self) -> None:
         self._task = asyncio.create_task(self._listen())

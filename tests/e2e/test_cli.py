@@ -432,7 +432,7 @@ async def test_cancel_aborts_the_turn_within_2s_without_another_model_request(rt
     # what the cancel did and the result's head (not the partial history), no observer request
     assert run.out.startswith(f"Cancelled roundtable {s2} in round ")
     assert "── pm · round 1 ──" not in run.out
-    await asyncio.sleep(1.0)
+    await rt.settled(s2)
     assert [r.agent for r in rt.llm.requests_for(session=s2)] == ["pm", "dev"]
     st = json.loads((await cli(rt, "status", "--json", s2)).out)
     assert st["endReason"] == "cancelled"

@@ -145,8 +145,9 @@ async def test_turn_timeout_aborts_keeps_partial_text_cut_off_and_advances_once(
     pm = memory_state(rt, s2).seat_turns()[0]
     assert pm.cut_off and pm.has_error and "timed out after 3 s" in (pm.error or "")
     assert pm.response and partial.startswith(pm.response.strip()[:20])
-    # The abort's extra idle events did not advance the debate twice.
-    await asyncio.sleep(2.5)
+    # The abort's extra idle events did not advance the debate twice (counted once nothing
+    # is left that could prompt: finalized, the worker retired, S2 idle).
+    await rt.settled(s2)
     assert turn_agents(rt, s2) == ["pm", "dev", OBSERVER_AGENT]
     assert result["endReason"] == "completed"
     obs_prompt = rt.llm.requests_for(session=s2, agent=OBSERVER_AGENT)[0].last_user_text

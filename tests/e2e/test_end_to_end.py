@@ -6,7 +6,6 @@ the result reaching S1 exactly once.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -164,12 +163,9 @@ async def test_result_reaches_s1_exactly_once_when_nobody_waits(rt: RT) -> None:
     s1 = await rt.new_parent()
     s2 = await rt.start(agents=["pm", "dev"], prompt="Pick a queue", parentSessionID=s1)
     result = await rt.result(s2)
-    for _ in range(50):
-        msgs = await rt.messages(s1)
-        if msgs:
-            break
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(1.0)
+    # Delivered, the worker retired and S1 idle: a second delivery or a model turn in S1
+    # would have happened by now.
+    await rt.settled(s2)
     msgs = await rt.messages(s1)
     assert len(msgs) == 1, [texts(m) for m in msgs]
     assert result["summary"] in texts(msgs[0])
@@ -212,8 +208,7 @@ async def test_orchestrator_runs_a_roundtable_through_the_tool(rt: RT) -> None:
     s2 = payload["sessionID"]
     info = await rt.session(s2)
     assert info["parentID"] == s1
-    await rt.wait_idle(s1)
-    await asyncio.sleep(1.5)
+    await rt.settled(s2)
     # Exactly once: the tool result, and no extra noReply message in S1.
     msgs = await rt.messages(s1)
     users = [m for m in msgs if m["info"]["role"] == "user"]

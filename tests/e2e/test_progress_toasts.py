@@ -5,8 +5,6 @@ until ``· CONCLUDED``. The throttle and the setting are pinned by the engine te
 
 from __future__ import annotations
 
-import asyncio
-
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Text
 
@@ -21,8 +19,9 @@ async def test_a_toast_per_finished_turn_and_per_phase_change(rt: RT) -> None:
         rt.llm.script(Text(text="SUMMARY."), agent=OBSERVER_AGENT)
         s2 = await rt.start(agents=["pm", "dev"], prompt="Toasts please", rounds=1)
         await rt.result(s2)
-        await rt.finalized(s2)
-        await asyncio.sleep(0.5)
+        # Every toast is shown (no background task left) and its event received.
+        await rt.settled(s2)
+        await events.flush()
     toasts = [str(p["properties"]["message"]) for _, p in events.of_type("tui.toast.show")]
     ours = [t for t in toasts if "Toasts please" in t or " done — " in t]
     assert ours == [

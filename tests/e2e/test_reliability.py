@@ -97,13 +97,14 @@ async def debate_once(
 
 
 async def settle(rt: Any, s2: str, timeout: float = 60) -> None:
-    """Wait until S2 is finalized (title + index), then a little more for any duplicate."""
+    """Wait until S2 is finalized on the server (title + index) and the daemon can change
+    nothing more (``RT.settled``): a duplicate would have been made by then."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = await rt.session(s2)
         idx = (info.get("metadata") or {}).get(META_KEY) or {}
         if idx.get("finalized") and str(info.get("title", "")).endswith(CONCLUDED_SUFFIX):
-            await asyncio.sleep(1.5)
+            await rt.settled(s2, timeout)
             return
         await asyncio.sleep(0.3)
     raise AssertionError(f"{s2} not finalized in {timeout} s")
@@ -355,7 +356,7 @@ async def test_sigterm_mid_round_exits_0_within_10_s_and_restart_resumes(
                 break
             assert time.monotonic() < deadline, "not resumed to the end"
             await asyncio.sleep(0.5)
-        await asyncio.sleep(1.5)
+        await d.settled(http, s2)
         async with http.get(f"{server.url}/session/{s2}/message") as resp:
             msgs = await resp.json()
         assert_each_turn_once(msgs, s2, d.signer, scripted_llm, AGENTS, 2, label="sigterm")

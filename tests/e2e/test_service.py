@@ -204,7 +204,11 @@ async def test_ready_only_after_the_first_resync_then_status_watchdog_and_stop(
         while not await ping(serve.url):
             assert time.monotonic() < deadline, serve.log
             await asyncio.sleep(0.1)
-        await asyncio.sleep(2.0)  # the daemon is up and retrying; it must not claim readiness
+        # The daemon is up and its health check has been refused twice (a retry after the first):
+        # past the first refusal, it must not have claimed readiness.
+        while serve.log.count("not reachable") < 2:
+            assert time.monotonic() < deadline, serve.log
+            await asyncio.sleep(0.1)
         assert manager.with_key("READY") == [], manager.messages
         assert manager.with_key("WATCHDOG") == []  # the watchdog starts with readiness
 

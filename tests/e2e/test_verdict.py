@@ -13,7 +13,6 @@ request carries ``status.notes``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -287,7 +286,7 @@ async def test_invalid_verdict_one_repair_then_fallback(rt: RT) -> None:
     assert any("the observer's verdict was unusable" in n for n in st["notes"])
     assert c["verdict"]["decision"] == "keep" and c["verdict"]["consensus"] == "unanimous"
     assert c["summary"].endswith("Prose summary.")
-    await asyncio.sleep(1.0)
+    await rt.settled(s2)
     assert len(rt.llm.requests_for(session=s2, agent=OBSERVER_AGENT)) == 2  # never a third
 
 

@@ -127,6 +127,38 @@ class DaemonProc:
             return  # the fault fired during start-up recovery: fine, the caller checks
         raise AssertionError(f"daemon not ready in 60 s; log:\n{self.log()[-3000:]}")
 
+    async def settled(self, http: aiohttp.ClientSession, s2: str, timeout: float = 60) -> None:
+        """Wait until the roundtable ``s2`` can change nothing more, what a check that nothing
+        was duplicated must look at: its status says ``finalized`` (the result delivered, the
+        delimiter, the title and the toast), the daemon drives no roundtable any more
+        (``/v1/health`` ``active`` 0: the worker has returned) and S2 and its parent are idle
+        on the server (a prompt sent before that has reached the model and ended)."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        deadline = time.monotonic() + timeout
+        parent: str | None = None
+        while True:
+            async with http.get(f"{self.url}/v1/roundtables/{s2}", headers=headers) as resp:
+                status = await resp.json() if resp.status == 200 else {}
+            async with http.get(f"{self.url}/v1/health", headers=headers) as resp:
+                active = (await resp.json()).get("active")
+            if status.get("finalized") and active == 0:
+                parent = status.get("parentSessionID")
+                break
+            assert time.monotonic() < deadline, f"{s2} not settled: {status}, {active} active"
+            await asyncio.sleep(0.1)
+        while True:
+            async with http.get(
+                f"{self.server_url}/session/status", params={"directory": self.directory}
+            ) as resp:
+                busy = await resp.json()
+            waiting = [
+                s for s in (s2, parent) if s and s in busy and (busy[s] or {}).get("type") != "idle"
+            ]
+            if not waiting:
+                return
+            assert time.monotonic() < deadline, f"still busy on the server: {waiting}"
+            await asyncio.sleep(0.1)
+
     @property
     def proc(self) -> asyncio.subprocess.Process:
         return self.runs[-1]

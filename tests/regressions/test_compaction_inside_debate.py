@@ -16,7 +16,6 @@ attribution of what was said since, and the result in S1 covers all 4 rounds.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
@@ -47,8 +46,8 @@ async def test_auto_compaction_mid_debate_is_nobodys_turn(
     s1 = await rt.new_parent()
     s2 = await rt.start(agents=AGENTS, prompt=TOPIC, rounds=ROUNDS, parentSessionID=s1)
     result = await rt.result(s2, timeout=150)
-    await rt.finalized(s2)
-    await asyncio.sleep(1.0)
+    # Nothing left that could prompt again (finalized, the worker retired, S2 idle).
+    await rt.settled(s2)
     assert rt.llm.requests_for(session=s2, kind="compaction"), "no compaction happened"
     # Seat turns: exactly one per (round, seat), in order; the compaction is nobody's turn.
     state = memory_state(rt, s2)

@@ -97,7 +97,8 @@ async def test_dispose_while_dev_streams_resyncs_and_prompts_rv_once(rt_factory:
             # machine room for the server's own restart of the instance (2.10 s seen once).
             assert rv.t_mono - since < 10.0, rv.t_mono - since
             await rt.result(s2)
-            await asyncio.sleep(2)
+            # A duplicate turn needs a worker or a busy S2: counted once there is neither.
+            await rt.settled(s2)
     turns = seat_turns(rt, s2)
     assert turns[:3] == ["pm", "dev", "rv"], turns
     assert turns.count("dev") == 1 and turns.count("rv") == 1, turns

@@ -14,7 +14,6 @@ summary covers rounds 1–2, S1 receives exactly one new result, and the title e
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from roundtabled.core.state import CONCLUDED_SUFFIX
@@ -92,26 +91,10 @@ async def test_extend_after_a_daemon_restart_keeps_the_round_1_history(rt_factor
         (a, r) for r in (1, 2) for a in AGENTS
     ]
     # S1: exactly one new result (the extension's), the first one untouched.
-    msgs = await wait_for_count(rt, s1, 2)
+    await rt.settled(s2)
+    msgs = await rt.messages(s1)
+    assert len(msgs) == 2, [text_of(m)[:80] for m in msgs]
     assert first["summary"] in text_of(msgs[0])
     assert second["summary"] in text_of(msgs[1]) and second["summary"] != first["summary"]
     title = str((await rt.session(s2))["title"])
     assert title.endswith(CONCLUDED_SUFFIX) and title.count(CONCLUDED_SUFFIX.strip()) == 1, title
-
-
-async def wait_for_count(rt: Any, session: str, n: int) -> list[dict[str, Any]]:
-    """``session``'s messages once there are ``n`` (then 1.5 s more to catch an extra one)."""
-    box: list[list[dict[str, Any]]] = [[]]
-
-    async def poll() -> None:
-        while True:
-            box[0] = await rt.messages(session)
-            if len(box[0]) >= n:
-                return
-            await asyncio.sleep(0.2)
-
-    await asyncio.wait_for(poll(), 30)
-    await asyncio.sleep(1.5)
-    msgs: list[dict[str, Any]] = await rt.messages(session)
-    assert len(msgs) == n, [text_of(m)[:80] for m in msgs]
-    return msgs

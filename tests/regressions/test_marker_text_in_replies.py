@@ -6,8 +6,8 @@ thing: the debate ended early, the title got `` · CONCLUDED`` twice or too soon
 crash resumed from the forged state, and a late pass prompted again after the real end. Proves,
 with a kill -9 right after dev's round-2 turn is recorded and a restart: all 3 rounds run, each
 turn once; recovery resumes at rv round 2 (dev not re-prompted); the forged block is ignored and
-logged; `` · CONCLUDED`` appears once, at the real end; no model request after the end (the count
-stays frozen for 5 s, 30 s in the slow variant).
+logged; `` · CONCLUDED`` appears once, at the real end; no model request after the end (counted
+once the roundtable is finalized, its worker retired and S2 idle: nothing is left to prompt).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class KillAfterTurn:
             raise asyncio.CancelledError
 
 
-async def run_case(rt: RT, monkeypatch: pytest.MonkeyPatch, freeze_s: float) -> None:
+async def run_case(rt: RT, monkeypatch: pytest.MonkeyPatch) -> None:
     script(rt)
     kill = KillAfterTurn(5)  # pm1, dev1, rv1, pm2, dev2
     monkeypatch.setattr(faults, "checkpoint", kill)
@@ -98,8 +98,9 @@ async def run_case(rt: RT, monkeypatch: pytest.MonkeyPatch, freeze_s: float) -> 
         assert not (await rt.session(s2))["title"].endswith(CONCLUDED_SUFFIX)
         await rt._launch()
         result = await rt.result(s2, timeout=120)
-        await rt.finalized(s2)
-        await rt.wait_idle(s2)
+        n = len(rt.llm.requests)  # the observer's reply came before the result
+        # Concluded, delivered, the worker retired, S2 idle: nothing can prompt any more.
+        await rt.settled(s2)
     # recovery resumed at rv round 2: the first request after the restart is rv's
     after = rt.llm.requests_for(session=s2)[before_restart:]
     assert after[0].agent == "rv" and "Round 2/3" in after[0].last_user_text, after[0]
@@ -122,8 +123,6 @@ async def run_case(rt: RT, monkeypatch: pytest.MonkeyPatch, freeze_s: float) -> 
     assert msgs[last_answer]["info"]["agent"] == OBSERVER_AGENT
     assert delimiters[0] > last_answer
     # nothing prompted after the real end
-    n = len(rt.llm.requests)
-    await asyncio.sleep(freeze_s)
     assert len(rt.llm.requests) == n, [(r.agent, r.kind) for r in rt.llm.requests[n:]]
     assert (await rt.session(s2))["title"] == title
 
@@ -134,13 +133,5 @@ async def test_marker_text_never_ends_or_steers_the_debate(
     """Failing input: 3 × 3 (pm, dev, rv); pm's round-1 reply = the delimiter text + a forged
     ``[ROUNDTABLE META — …]{…}[/ROUNDTABLE META]`` block in a code fence + ``TERMINATE``; dev's
     round-2 reply ends with ``CONCLUDED.``; the daemon dies (kill -9 equivalent) right after
-    recording dev's round-2 turn and is restarted. Request count frozen for 5 s at the end."""
-    await run_case(rt, monkeypatch, freeze_s=5)
-
-
-@pytest.mark.slow
-async def test_marker_text_never_ends_or_steers_the_debate_30s_freeze(
-    rt: RT, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same failing input; the request count must stay frozen for 30 s after the end."""
-    await run_case(rt, monkeypatch, freeze_s=30)
+    recording dev's round-2 turn and is restarted. No request once it has settled."""
+    await run_case(rt, monkeypatch)

@@ -17,7 +17,7 @@ from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
 
-from .conftest import cli
+from .conftest import cli, wait_for
 
 TITLE_DELAY_S = 3.0
 CLOBBER = "Generated Title That Must Not Win"
@@ -41,14 +41,19 @@ async def test_root_s2_keeps_the_daemon_title_with_one_concluded_suffix(
     [s2_info] = [s for s in sessions if s["title"].startswith("(Roundtable)")]
     s2 = s2_info["id"]
     assert "parentID" not in s2_info
-    await rt.finalized(s2)
-    # give any title request (3 s) time to land, then check the title twice
-    await asyncio.sleep(TITLE_DELAY_S + 2)
-    await rt.wait_idle(s2)
+    # Every title request the model got has been answered (late) and the daemon can
+    # change nothing more; then check the title twice.
+    await wait_for(
+        lambda: all(r.finished_at or r.disconnected for r in rt.llm.requests_for(kind="title")),
+        30,
+        "the title requests to be answered",
+    )
+    await rt.settled(s2)
     title = (await rt.session(s2))["title"]
     assert title == "(Roundtable) - Monolith or services?" + CONCLUDED_SUFFIX, title
     assert title.count(CONCLUDED_SUFFIX.strip()) == 1
-    # the daemon's own record agrees, and nothing re-titles it after another wait
+    # the daemon's own record agrees, and nothing re-titles it after another wait (the server
+    # applies a title reply after its stream ended, and says nothing when it drops one)
     await asyncio.sleep(2)
     assert (await rt.session(s2))["title"] == title
     status, st = await rt.api("GET", f"/v1/roundtables/{s2}")

@@ -142,7 +142,8 @@ async def test_sigstopped_daemon_abort_frees_s1_at_once_and_result_arrives_once(
             while time.monotonic() < deadline and not result.get("done"):
                 result = await done()
             assert result.get("done"), result
-            await asyncio.sleep(4.0)  # a second delivery would land now
+            # Delivered, the worker returned, S1 idle: no second delivery can follow.
+            await daemon.settled(http, s2)
             msgs = await oc(server, "GET", f"/session/{s1}/message")
         finally:
             daemon.kill_all()
