@@ -11,7 +11,7 @@ deltas or streamed tool calls, a final ``delta:{}`` chunk with ``finish_reason``
 Classification of a request (``kind``):
 
 - ``"title"`` — the system text starts with ``"You are a title generator"``;
-- ``"compaction"`` — it starts with ``"You are a context summarization agent"``;
+- ``"compaction"`` — it starts with one of :data:`COMPACTION_MARKERS` (the release's words);
 - ``"tool-followup"`` — the last message has role ``tool`` (2nd+ step of a tool turn);
 - ``"turn"`` — anything else.
 
@@ -82,7 +82,11 @@ __all__ = [
 ]
 
 TITLE_MARKER = "You are a title generator"
-COMPACTION_MARKER = "You are a context summarization agent"
+COMPACTION_MARKERS = (
+    "You are a context summarization agent",  # 1.18.x
+    "You are an anchored context summarization assistant",  # 1.17.x
+)
+"""How the compaction's system prompt starts on the releases tested (docs/testing.md)."""
 
 Kind = Literal["turn", "tool-followup", "title", "compaction"]
 
@@ -355,7 +359,7 @@ class ScriptedLLM:
         head = system.lstrip()
         if head.startswith(TITLE_MARKER):
             return "title", "title", system
-        if head.startswith(COMPACTION_MARKER):
+        if head.startswith(COMPACTION_MARKERS):
             return "compaction", "compaction", system
         agent: str | None = None
         best = -1

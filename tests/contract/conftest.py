@@ -125,6 +125,9 @@ class Backend:
     straggle: float = 0.5
     """Seconds to wait after an awaited event for later ones (the fake sends a turn's events
     at once, the real server over some milliseconds)."""
+    release: str | None = None
+    """The real server's version (``None`` for the fake, which models the pinned release): the
+    few behaviours that differ between the releases tested are pinned per release."""
 
     def requests_for(self, **filters: Any) -> list[Any]:
         """Model requests (``.agent``, ``.model``, ``.kind``, ``.messages``)."""
@@ -211,6 +214,7 @@ async def backend(
             env.llm.script,
             env.llm.requests_for,
             lambda: env.events,
+            release=env.server.version,
         )
     finally:
         await client.close()

@@ -630,16 +630,24 @@ async def test_an_empty_finish_reason_makes_the_server_call_the_model_again(
     backend: Backend,
 ) -> None:
     """A completion without a finish reason is stored as ``finish: "unknown"`` and the model is
-    called again at once."""
+    called again at once (1.18.x, what the fake models); 1.17.x ends the turn there, with that
+    empty step as its reply (the daemon records an empty answer)."""
     b = backend
     sid = await b.session()
     b.script(Text(text="", finish_reason=""), Text(text="second try"), session=sid)
     await prompt(b, sid, "pm", "answer", model=M1)
     await b.idle_count(sid, 1)
     msgs, _ = await b.client.messages(sid)
+    empty = assistant(
+        "pm", "debater-1", 0, [], finish="unknown", parts=["step-start", "step-finish"]
+    )
+    if b.release is not None and b.release.startswith("1.17."):
+        assert shape(msgs) == [user("pm", "debater-1", ["answer"]), empty]
+        assert [r.kind for r in b.requests_for(session=sid)] == ["turn"]
+        return
     assert shape(msgs) == [
         user("pm", "debater-1", ["answer"]),
-        assistant("pm", "debater-1", 0, [], finish="unknown", parts=["step-start", "step-finish"]),
+        empty,
         assistant("pm", "debater-1", 0, ["second try"]),
     ]
     assert [r.kind for r in b.requests_for(session=sid)] == ["turn", "turn"]

@@ -153,7 +153,9 @@ async def test_with_the_plugin_seats_see_no_earlier_prompt_nor_hidden_rounds(
         "POST", f"/session/{s2}/summarize", {"providerID": "scripted", "modelID": "debater-1"}
     )
     assert done is True
-    assert any(r.kind == "compaction" for r in rt.llm.requests[before:])
+    assert any(r.kind == "compaction" for r in rt.llm.requests[before:]), [
+        (r.kind, r.agent, r.system[:60]) for r in rt.llm.requests[before:]
+    ]
 
 
 async def test_without_the_plugin_recent_context_is_refused_naming_it(rt: RT) -> None:
