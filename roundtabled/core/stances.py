@@ -146,7 +146,9 @@ _SLOT_WORDS = frozenset(
 )
 
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_NUMBER_CLEAN = re.compile(r"(?<!\.)(?<![^\W_])[-−]?\d+(?:\.\d+)?")
+# A number: digits with an optional decimal part, or a bare decimal part (".5" is 0.5) that no
+# letter, digit or dot precedes (the "3" of "1.2.3" and of "v.3" is no number of its own).
+_NUMBER_CLEAN = re.compile(r"(?<!\.)(?<![^\W_])[-−]?\d+(?:\.\d+)?|(?<![^\W_.])[-−]?\.\d+")
 _WORD = re.compile(r"[^\W_]+")
 _PLACEHOLDER = re.compile(r"^<[^<>]*>$|^\[[^\[\]]*\]$|^\{[^{}]*\}$")
 
@@ -277,7 +279,12 @@ def same_stance(a: str, b: str) -> bool:
 def _clean(label: str) -> str:
     """``label`` for display: whitespace collapsed, surrounding emphasis/quotes/periods off."""
     text = " ".join(unicodedata.normalize("NFKC", label).split())
-    return text.strip(" \t\"'`*_.,;:!?«»“”‘’")
+    chars = " \t\"'`*_.,;:!?«»“”‘’"
+    kept = text.strip(chars)
+    start = len(text) - len(text.lstrip(chars))
+    if kept[:1].isdigit() and start and text[start - 1] == ".":
+        return "." + kept  # a leading decimal point is the number's: ".5" is 0.5
+    return kept
 
 
 def group(labels: Iterable[str]) -> dict[str, str]:
