@@ -30,8 +30,10 @@ POSITION_MAX = 400
 
 PositionSource = Literal["position", "answer", "boxed"]
 
+# A leading "[" or "(": small models wrap the whole closing line in brackets
+# (``[Position: label — sentence]``); the closing bracket is dropped with it.
 _LINE = re.compile(
-    r"^[\s>*_#`-]*(?:(?:final|my|our|closing|current)\s+)?position\s*[*_]*\s*"
+    r"^[\s>*_#`\[(-]*(?:(?:final|my|our|closing|current)\s+)?position\s*[*_]*\s*"
     r"(?:[:：—–]|\s-\s|-{1,2}(?=\s))[*_]*\s*(?P<rest>.+?)\s*$",
     re.IGNORECASE,
 )
@@ -234,6 +236,10 @@ def parse_position(text: str) -> Position | None:
     if found is None:
         return None
     index, rest = found
+    opened = lines[index].lstrip(" \t>*_#`-")[:1]
+    closer = {"[": "]", "(": ")"}.get(opened)
+    if closer and rest.rstrip(" *_`.").endswith(closer):
+        rest = rest.rstrip(" *_`.")[:-1]
     label, sentence, confidence = _label_and_sentence(rest)
     if not normalise_label(label):
         return None

@@ -338,6 +338,14 @@ def group(labels: Iterable[str]) -> dict[str, str]:
     return {label: name[find(of[label])] for label in counts}
 
 
+INSTRUCTION_PHRASES = ("finalize your thoughts",)
+"""Words of the daemon's own turn prompts (``roundtabled/core/prompts.py``, the last round's
+line) that a small model copies as its label ("Finalizing Your Thoughts"): such a label names no
+stance. Folded (:func:`stance_key`)."""
+INSTRUCTION_SIMILARITY = 0.7
+"""Bigram Jaccard similarity from which a label counts as one of :data:`INSTRUCTION_PHRASES`."""
+
+
 def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> str | None:
     """Why ``label`` names no stance, or ``None`` when it names one.
 
@@ -365,9 +373,13 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
             return "the seat's name"
     if plain in _SLOT_WORDS or plain in {f"{w} {s}" for w in ("the", "my") for s in _SLOT_WORDS}:
         return f"the word “{plain}”"
+    key = stance_key(label)
+    if any(
+        jaccard_bigrams(key, phrase) >= INSTRUCTION_SIMILARITY for phrase in INSTRUCTION_PHRASES
+    ):
+        return "the prompt's instruction copied"
     topic_key = stance_key(topic)
     if topic_key:
-        key = stance_key(label)
         # A short topic is a proposal its own words can answer ("Ship?" / "ship"): copying it
         # counts only from four words on.
         if key == topic_key and len(topic_key.split()) >= 4:
