@@ -10,49 +10,22 @@ such turn and that the seconds budget still applies; with usage reported there i
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from roundtabled.core.state import (
     Budget,
-    EndReason,
     HistoryEntry,
     Options,
-    Phase,
     RoundtableState,
     Usage,
 )
 from roundtabled.core.verdict import build_status
+from tests.states import finished
+from tests.states import seat_turn as turn
 
 
-def turn(agent: str, rnd: int, usage: Usage) -> HistoryEntry:
-    return HistoryEntry.model_validate(
-        {
-            "agent": agent,
-            "round": rnd,
-            "response": f"{agent} answers in round {rnd}.",
-            "kind": "turn",
-            "finish": "stop",
-            "usage": usage,
-        }
-    )
-
-
-def finished(history: list[HistoryEntry], budget: Budget) -> RoundtableState:
-    data: dict[str, Any] = {
-        "session_id": "ses_budgetunknown00001",
-        "title": "Split?",
-        "agents": ["pm", "dev"],
-        "total_rounds": 2,
-        "current_round": 2,
-        "prompt": "Split the monolith?",
-        "phase": Phase.DONE,
-        "end_reason": EndReason.COMPLETED,
-        "options": Options(budget=budget),
-        "history": history,
-    }
-    return RoundtableState.model_validate(data)
+def finished_with(history: list[HistoryEntry], budget: Budget) -> RoundtableState:
+    return finished(history, options=Options(budget=budget))
 
 
 @pytest.mark.parametrize(
@@ -66,7 +39,7 @@ def test_a_budget_without_reported_usage_is_said_unenforceable(budget: Budget, w
     """Exact input: pm, dev × 2 rounds with a budget; every turn answered and the server
     recorded 0 tokens and $0 for each (no usage in the provider's stream)."""
     history = [turn(a, r, Usage()) for r in (1, 2) for a in ("pm", "dev")]
-    status = build_status(finished(history, budget))
+    status = build_status(finished_with(history, budget))
     said = [n for n in status.notes if "cannot be enforced" in n]
     assert len(said) == 1, status.notes
     assert said[0].startswith(words), said
@@ -79,5 +52,5 @@ def test_a_budget_without_reported_usage_is_said_unenforceable(budget: Budget, w
 def test_reported_usage_gives_no_such_note() -> None:
     used = Usage(input=100, output=20, cost=0.001)
     history = [turn(a, r, used) for r in (1, 2) for a in ("pm", "dev")]
-    status = build_status(finished(history, Budget(tokens=5000)))
+    status = build_status(finished_with(history, Budget(tokens=5000)))
     assert not [n for n in status.notes if "cannot be enforced" in n], status.notes

@@ -11,55 +11,19 @@ token budget that cannot be enforced is in the live status's ``notes`` while the
 
 from __future__ import annotations
 
-from typing import Any
-
 from roundtabled.cli.show import usage_cells
 from roundtabled.core.result import build_result, delivery_text, usage_table
 from roundtabled.core.state import (
     Budget,
-    EndReason,
-    HistoryEntry,
     Options,
     Phase,
-    RoundtableState,
     Usage,
 )
 from roundtabled.engine.table import Table, status_of
 from roundtabled.service.export import to_data, to_markdown
+from tests.states import finished as state_of
+from tests.states import seat_turn as turn
 
-
-def turn(agent: str, rnd: int, usage: Usage, *, failed: bool = False) -> HistoryEntry:
-    return HistoryEntry.model_validate(
-        {
-            "agent": agent,
-            "round": rnd,
-            "response": "" if failed else f"{agent} answers in round {rnd}.",
-            "kind": "turn",
-            "finish": "stop",
-            "usage": usage,
-            "has_error": failed,
-            "error": "APIError: boom" if failed else None,
-        }
-    )
-
-
-def state_of(history: list[HistoryEntry], **extra: Any) -> RoundtableState:
-    data: dict[str, Any] = {
-        "session_id": "ses_usageunknown000001",
-        "title": "Split?",
-        "agents": ["pm", "dev"],
-        "total_rounds": 2,
-        "current_round": 2,
-        "prompt": "Split the monolith?",
-        "phase": Phase.DONE,
-        "end_reason": EndReason.COMPLETED,
-        "history": history,
-        **extra,
-    }
-    return RoundtableState.model_validate(data)
-
-
-# The exact input: pm, dev × 2 rounds, every turn answered, the server recorded 0 tokens and $0.
 NONE_REPORTED = [turn(a, r, Usage()) for r in (1, 2) for a in ("pm", "dev")]
 
 
