@@ -342,6 +342,9 @@ INSTRUCTION_PHRASES = ("finalize your thoughts",)
 """Words of the daemon's own turn prompts (``roundtabled/core/prompts.py``, the last round's
 line) that a small model copies as its label ("Finalizing Your Thoughts"): such a label names no
 stance. Folded (:func:`stance_key`)."""
+_ROUND_HEADER = re.compile(r"^(?:round|turn) \d+ (?:of )?\d+$")
+"""A label that is the turn header's round counter ("Round 1/1", "round 2 of 3"; words only, as
+:func:`_words` leaves it), copied from the prompt's header: no stance."""
 INSTRUCTION_SIMILARITY = 0.7
 """Bigram Jaccard similarity from which a label counts as one of :data:`INSTRUCTION_PHRASES`."""
 
@@ -378,6 +381,8 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
         jaccard_bigrams(key, phrase) >= INSTRUCTION_SIMILARITY for phrase in INSTRUCTION_PHRASES
     ):
         return "the prompt's instruction copied"
+    if _ROUND_HEADER.match(plain):
+        return "the round header copied"
     topic_key = stance_key(topic)
     if topic_key:
         # A short topic is a proposal its own words can answer ("Ship?" / "ship"): copying it

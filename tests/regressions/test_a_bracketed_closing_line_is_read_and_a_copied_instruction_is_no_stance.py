@@ -48,3 +48,15 @@ def test_the_copied_instruction_names_no_stance() -> None:
 def test_each_instruction_phrase_is_the_daemon_s_own() -> None:
     source = stance_key(inspect.getsource(prompts))
     assert all(phrase in source for phrase in INSTRUCTION_PHRASES)
+
+
+def test_the_eval_s_copied_labels_name_no_stance() -> None:
+    """The same model under `roundtabled eval` (question "What is the result of 10*4+12*13?"):
+    its opening labels were "Round 1/1" (the turn header's counter) and "Finalize thoughts"."""
+    for label, why in [
+        ("Round 1/1", "the round header copied"),
+        ("Finalize thoughts", "the prompt's instruction copied"),
+    ]:
+        assert no_stance_reason(label, seats=["seat-a", "seat-b", "seat-c"]) == why, label
+    assert no_stance_reason("196", seats=["seat-a"]) is None
+    assert no_stance_reason("do it in round 2", seats=["seat-a"]) is None
