@@ -18,6 +18,7 @@ from roundtabled.cli.client import (
 )
 from roundtabled.cli.render import print_turn
 from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.core.verdict import note_key
 
 REATTACH_S = 60.0
 """How long a waiting ``start``/``watch`` tries to reattach after losing the daemon (s)."""
@@ -190,8 +191,8 @@ async def _follow_once(
             if kind == "turn":
                 progress["agent"] = None
                 for note in item.get("notes") or []:
-                    if note.split(":")[0] not in said:
-                        said.add(note.split(":")[0])
+                    if note_key(note) not in said:
+                        said.add(note_key(note))
                         clear()
                         print(f"warning: {note}", file=sys.stderr, flush=True)
                 entry = item["entry"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import orjson
@@ -33,6 +32,7 @@ from roundtabled.core.state import (
     HistoryEntry,
     RoundtableState,
     Usage,
+    UsageTotal,
     went_wrong,
 )
 from roundtabled.core.verdict import (
@@ -266,39 +266,6 @@ def named_observer_prompt(
 # ── texts for S1 and toasts ─────────────────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class UsageTotal:
-    """A sum of turns' usage that knows what it does not know: ``usage`` sums what the server
-    recorded; ``unreported`` counts the answered turns it recorded nothing for
-    (:attr:`HistoryEntry.usage_unreported`), so the sum is a lower bound when it is > 0 and
-    unknown when every counted turn is such a turn (docs/result.md, usage)."""
-
-    usage: Usage = field(default_factory=Usage)
-    turns: int = 0
-    unreported: int = 0
-
-    def plus(self, entry: HistoryEntry) -> UsageTotal:
-        """This total with ``entry`` counted."""
-        return UsageTotal(
-            self.usage.plus(entry.usage),
-            self.turns + 1,
-            self.unreported + int(entry.usage_unreported),
-        )
-
-    @property
-    def unknown(self) -> bool:
-        """Nothing was recorded and at least one answered turn reported no usage."""
-        return self.unreported > 0 and not self.usage.recorded
-
-    def dump(self) -> dict[str, Any]:
-        """The JSON form: the usage's fields (``null`` each when :attr:`unknown`) and
-        ``unreportedTurns`` (the sum is "at least" when > 0)."""
-        fields = self.usage.dump()
-        if self.unknown:
-            fields = {k: None for k in fields}
-        return {**fields, "unreportedTurns": self.unreported}
-
-
 class UsageTable(TypedDict):
     """Totals of :func:`usage_table`."""
 
@@ -361,14 +328,14 @@ def _usage_label(u: Usage) -> str:
 
 
 def _usage_footer(history: Sequence[HistoryEntry]) -> str | None:
-    table = usage_table(history)
     groups: dict[str, UsageTotal] = {}
+    total = UsageTotal()
     for e in history:
         if e.kind == "user":
             continue
         label = "observer" if e.kind == "observer" else one_line(e.agent)
         groups[label] = groups.get(label, UsageTotal()).plus(e)
-    total = table["total"]
+        total = total.plus(e)
     if not total.usage.recorded and not total.unreported:
         return None
     items = [

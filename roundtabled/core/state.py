@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -157,6 +158,39 @@ class HistoryEntry(StateModel):
             and bool(self.response.strip())
             and not self.usage.recorded
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """A sum of turns' usage that knows what it does not know: ``usage`` sums what the server
+    recorded; ``unreported`` counts the answered turns it recorded nothing for
+    (:attr:`HistoryEntry.usage_unreported`), so the sum is a lower bound when it is > 0 and
+    unknown when every counted turn is such a turn (docs/result.md, usage)."""
+
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    unreported: int = 0
+
+    def plus(self, entry: HistoryEntry) -> UsageTotal:
+        """This total with ``entry`` counted."""
+        return UsageTotal(
+            self.usage.plus(entry.usage),
+            self.turns + 1,
+            self.unreported + int(entry.usage_unreported),
+        )
+
+    @property
+    def unknown(self) -> bool:
+        """Nothing was recorded and at least one answered turn reported no usage."""
+        return self.unreported > 0 and not self.usage.recorded
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON form: the usage's fields (``null`` each when :attr:`unknown`) and
+        ``unreportedTurns`` (the sum is "at least" when > 0)."""
+        fields = self.usage.dump()
+        if self.unknown:
+            fields = {k: None for k in fields}
+        return {**fields, "unreportedTurns": self.unreported}
 
 
 # ── the state of an independent opening round (decided by roundtabled.core.opening) ─────────────

@@ -52,7 +52,13 @@ from roundtabled.core.result_model import (
     Verdict,
 )
 from roundtabled.core.stances import group, no_stance_reason
-from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState, said_modes
+from roundtabled.core.state import (
+    EndReason,
+    HistoryEntry,
+    RoundtableState,
+    UsageTotal,
+    said_modes,
+)
 
 # ── per-seat status ─────────────────────────────────────────────────────────────────────────────
 
@@ -713,15 +719,25 @@ def build_usage(state: RoundtableState) -> ResultUsage:
 
 
 def _agent_usage(entries: Sequence[HistoryEntry]) -> AgentUsage:
-    unreported = sum(e.usage_unreported for e in entries)
-    if unreported and not any(e.usage.recorded for e in entries):
-        return AgentUsage(input=None, output=None, cost=None, unreported_turns=unreported)
+    """The contract's form of :class:`UsageTotal` (output includes reasoning)."""
+    total = UsageTotal()
+    for e in entries:
+        total = total.plus(e)
+    if total.unknown:
+        return AgentUsage(input=None, output=None, cost=None, unreported_turns=total.unreported)
+    u = total.usage
     return AgentUsage(
-        input=sum(e.usage.input for e in entries),
-        output=sum(e.usage.output + e.usage.reasoning for e in entries),
-        cost=round(sum(e.usage.cost for e in entries), 8),
-        unreported_turns=unreported,
+        input=u.input,
+        output=u.output + u.reasoning,
+        cost=round(u.cost, 8),
+        unreported_turns=total.unreported,
     )
+
+
+def note_key(note: str) -> str:
+    """What identifies a running note across turns: its clause before the first colon (the
+    counts after it grow turn by turn), so a caller says each note once."""
+    return note.split(":")[0]
 
 
 # ── the verdict in words (the CLI and the export say it alike) ──────────────────────────────────

@@ -19,7 +19,7 @@ from roundtabled.core.commands import Cancel
 from roundtabled.core.progress import round_position
 from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.state import HistoryEntry, RoundtableState, has_meta_text
-from roundtabled.core.verdict import running_notes
+from roundtabled.core.verdict import note_key, running_notes
 from roundtabled.engine.mirror import TurnMirror
 from roundtabled.opencode.client import HttpClock
 
@@ -52,8 +52,7 @@ class Table:
     """When the result was released (epoch ms)."""
     subscribers: list[asyncio.Queue[dict[str, Any]]] = field(default_factory=list)
     said: set[str] = field(default_factory=set)
-    """The running notes already logged (by their clause before the first colon: the counts in
-    the rest of a note grow turn by turn)."""
+    """The running notes already logged, by :func:`~roundtabled.core.verdict.note_key`."""
     handoff_ms: list[float] = field(default_factory=list)
     handoff_server_ms: list[float] = field(default_factory=list)
     """Per handoff: the part of ``handoff_ms`` spent awaiting the server (ms)."""
@@ -155,8 +154,8 @@ class Table:
             )
         notes = running_notes(self.state)
         for note in notes:
-            if note.split(":")[0] not in self.said:
-                self.said.add(note.split(":")[0])
+            if note_key(note) not in self.said:
+                self.said.add(note_key(note))
                 lg.warning("%s", note)
         self.publish({"type": "turn", "entry": entry.dump(), "notes": notes})
 
