@@ -109,17 +109,33 @@ def entry_from_answers(
     return annotate(entry, last.finish if last else None)
 
 
-def failed_entry(pend: PendingTurn, error: str | None) -> HistoryEntry:
-    """The failed entry of the pending turn, which stored no reply (``error``: why; default:
-    no reply was stored)."""
-    entry = entry_from_answers(
-        [],
+def pending_entry(
+    pend: PendingTurn,
+    answers: Sequence[AnswerView],
+    *,
+    cut_off: bool = False,
+    timeout_s: float | None = None,
+) -> HistoryEntry:
+    """The entry of the pending turn ``pend`` made from ``answers`` (the steps answering its
+    prompt, oldest first; empty: no reply was stored), as :func:`entry_from_answers` makes it
+    with the turn's agent, 1-based round, kind and prompt id; its seat is kept for a seat turn
+    and the observer's repair turn only. ``cut_off`` and ``timeout_s``: as there."""
+    return entry_from_answers(
+        answers,
         agent=pend.agent,
         round_number=pend.round + 1,
         seat=pend.seat if pend.kind == "turn" or pend.seat == REPAIR_SEAT else None,
         kind=pend.kind,
         message_id=pend.message_id,
+        cut_off=cut_off,
+        timeout_s=timeout_s,
     )
+
+
+def failed_entry(pend: PendingTurn, error: str | None) -> HistoryEntry:
+    """The failed entry of the pending turn, which stored no reply (``error``: why; default:
+    no reply was stored)."""
+    entry = pending_entry(pend, [])
     return entry.model_copy(update={"error": error}) if error else entry
 
 

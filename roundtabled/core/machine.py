@@ -68,14 +68,13 @@ from roundtabled.core.commands import (
 from roundtabled.core.history import (
     TURN_KINDS,
     answers_to,
-    entry_from_answers,
     extras_after,
     failed_entry,
     last_response_of_round,
+    pending_entry,
     since_last_turn,
     turn_is_final,
 )
-from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.positions import unexplained_change
 from roundtabled.core.result import cancelled_text
 from roundtabled.core.similarity import is_loop
@@ -132,35 +131,18 @@ def plan_turn(
     state: RoundtableState, obs: Observation, *, opening: bool, hide: tuple[UserView, ...] = ()
 ) -> Decision:
     """Persist the intent of the turn at the current position, then prompt it."""
+    kind: Literal["turn", "observer"]
     if state.phase == Phase.OBSERVING:
+        kind = "observer"
         agent = state.observer_agent()
-        obs_seat, text = observer_flow.observer_turn(state)  # the consolidation or its repair
-        pend = PendingTurn(
-            kind="observer",
-            round=min(state.current_round, state.total_rounds - 1),
-            seat=obs_seat,
-            agent=agent,
-            message_id=obs.new_id,
-            prompted_at=obs.now,
-        )
-        marker = Marker(
-            kind="observer",
-            round=state.current_round,
-            seat=obs_seat,
-            agent=agent,
-            roundtable=state.session_id,
-        )
+        seat, text = observer_flow.observer_turn(state)  # the consolidation or its repair
+        # After the last round the position is one past it: the turn belongs to the last round.
+        pend_round = min(state.current_round, state.total_rounds - 1)
     else:
+        kind = "turn"
         seat = state.current_agent_index
         agent = state.agents[seat]
-        pend = PendingTurn(
-            kind="turn",
-            round=state.current_round,
-            seat=seat,
-            agent=agent,
-            message_id=obs.new_id,
-            prompted_at=obs.now,
-        )
+        pend_round = state.current_round
         text = prompts.turn_prompt(
             state,
             round_index=state.current_round,
@@ -169,13 +151,17 @@ def plan_turn(
             opening=opening,
             change=unexplained_change(state.history, agent),
         )
-        marker = Marker(
-            kind="turn",
-            round=state.current_round,
-            seat=seat,
-            agent=agent,
-            roundtable=state.session_id,
-        )
+    pend = PendingTurn(
+        kind=kind,
+        round=pend_round,
+        seat=seat,
+        agent=agent,
+        message_id=obs.new_id,
+        prompted_at=obs.now,
+    )
+    marker = Marker(
+        kind=kind, round=state.current_round, seat=seat, agent=agent, roundtable=state.session_id
+    )
     new, hide = _view(state.model_copy(update={"pending": pend, "updated_at": obs.now}), obs, hide)
     if new.view == "plugin":
         span = None
@@ -510,8 +496,6 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
     timeout_ms = int(state.options.turn_timeout * 1000)
     started = pend.prompted_at or (turn_msg.created if turn_msg else obs.now)
     round_number = pend.round + 1
-    seat: int | None = pend.seat if pend.kind == "turn" or pend.seat == REPAIR_SEAT else None
-    kind: Literal["turn", "observer"] = pend.kind
 
     # A later turn prompt of ours in S2 means the pending turn is over even if S2 is busy: the
     # state write after a fast handoff was lost (crash), and S2 is running the next turn.
@@ -531,22 +515,7 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         cut = aborted and (
             pend.abort_requested_at is not None or state.end_reason == EndReason.CANCELLED
         )
-        entry = entry_from_answers(
-            answers,
-            agent=pend.agent,
-            round_number=round_number,
-            seat=seat,
-            kind=kind,
-            message_id=pend.message_id,
-            cut_off=cut,
-            timeout_s=state.options.turn_timeout
-            if state.end_reason != EndReason.CANCELLED
-            else None,
-        )
-        if cut and state.end_reason == EndReason.CANCELLED:
-            entry = entry.model_copy(update={"error": "cut off by the cancel"})
-        extras = extras_after(obs.messages, pend.message_id, round_number)
-        return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
+        return _settle(state, obs, cmds, _answered_entry(state, answers, cut_off=cut), turn_msg)
 
     if idle and not others_running and pend.abort_requested_at is None:
         folded = folded_into(obs.messages, pend.message_id)
@@ -565,22 +534,13 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         # for the turn timeout.
         since = max(a.created for a in stale)
         if obs.now - since >= STALE_REPLY_GRACE_MS:
-            entry = entry_from_answers(
-                answers,
-                agent=pend.agent,
-                round_number=round_number,
-                seat=seat,
-                kind=kind,
-                message_id=pend.message_id,
-            )
-            entry = entry.model_copy(
+            entry = pending_entry(pend, answers).model_copy(
                 update={
                     "has_error": True,
                     "error": "the reply was never completed (the server stopped during the turn)",
                 }
             )
-            extras = extras_after(obs.messages, pend.message_id, round_number)
-            return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
+            return _settle(state, obs, cmds, entry, turn_msg)
         return _with(cmds, Decision(state, [], wake_at=since + STALE_REPLY_GRACE_MS))
 
     if pend.abort_requested_at is not None:
@@ -590,20 +550,8 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         # after the start hit the 5 s grace).
         grace = CANCEL_SETTLE_MS if cancelled and not answers else ABORT_GRACE_MS
         if idle and obs.now - pend.abort_requested_at >= grace:
-            entry = entry_from_answers(
-                answers,
-                agent=pend.agent,
-                round_number=round_number,
-                seat=seat,
-                kind=kind,
-                message_id=pend.message_id,
-                cut_off=True,
-                timeout_s=None if cancelled else state.options.turn_timeout,
-            )
-            if cancelled:
-                entry = entry.model_copy(update={"error": "cut off by the cancel"})
-            extras = extras_after(obs.messages, pend.message_id, round_number)
-            return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
+            entry = _answered_entry(state, answers, cut_off=True)
+            return _settle(state, obs, cmds, entry, turn_msg)
         abort_at: int = pend.abort_requested_at
         if not idle and obs.now - abort_at >= ABORT_GRACE_MS:
             abort_at = obs.now
@@ -627,6 +575,38 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
         return _with(cmds, Decision(state, [], wake_at=pend.error_seen_at + ERROR_GRACE_MS))
 
     return _with(cmds, Decision(state, [], wake_at=started + timeout_ms))
+
+
+def _answered_entry(
+    state: RoundtableState, answers: Sequence[AnswerView], *, cut_off: bool
+) -> HistoryEntry:
+    """The pending turn's entry from ``answers`` (its steps, oldest first); ``cut_off``: it was
+    aborted, by the cancel when the roundtable is cancelled (its error says so), else at the
+    turn timeout."""
+    pend = state.pending
+    assert pend is not None
+    cancelled = state.end_reason == EndReason.CANCELLED
+    timeout_s = None if cancelled else state.options.turn_timeout
+    entry = pending_entry(pend, answers, cut_off=cut_off, timeout_s=timeout_s)
+    if cut_off and cancelled:
+        entry = entry.model_copy(update={"error": "cut off by the cancel"})
+    return entry
+
+
+def _settle(
+    state: RoundtableState,
+    obs: Observation,
+    cmds: list[Command],
+    entry: HistoryEntry,
+    turn_msg: UserView | None,
+) -> Decision:
+    """Record ``entry`` as the pending turn's, followed by the messages nobody of ours sent
+    after its prompt (a person's, and their replies), and plan what comes next; ``cmds`` go
+    first. ``turn_msg``: the turn's prompt in S2 (``None``: not seen), hidden once answered."""
+    pend = state.pending
+    assert pend is not None
+    extras = extras_after(obs.messages, pend.message_id, pend.round + 1)
+    return _with(cmds, _advance(state, obs, entry, extras, turn_msg))
 
 
 def _reprompt(
