@@ -333,15 +333,7 @@ RECENT_LOST_NOTE = (
 
 def _unhidden_view(message_id: str) -> UserView:
     """A prompt known by id only: the engine reads its visible parts to hide them."""
-    return UserView(
-        id=message_id,
-        created=0,
-        marker=None,
-        text="",
-        synthetic=False,
-        compaction=False,
-        state_block=False,
-    )
+    return UserView(id=message_id, created=0, marker=None, text="")
 
 
 def _with(cmds: list[Command], d: Decision) -> Decision:

@@ -38,16 +38,18 @@ class UserView:
     ``marker``: the daemon's verified marker, or ``None`` for a person's (or the server's)
     message. ``text``: visible text (parts neither ignored nor synthetic). ``synthetic``: every
     visible part is server-generated (e.g. auto-compaction's "Continue…"). ``compaction``: the
-    message starts a compaction. ``visible_parts``: raw visible text parts (to hide them later).
+    message starts a compaction. ``state_block``: it carries the daemon's state block.
+    ``visible_parts``: raw visible text parts (to hide them later). The flags default to a
+    plain message: none of them.
     """
 
     id: str
     created: int
     marker: Marker | None
     text: str
-    synthetic: bool
-    compaction: bool
-    state_block: bool
+    synthetic: bool = False
+    compaction: bool = False
+    state_block: bool = False
     visible_parts: tuple[dict[str, Any], ...] = ()
 
 

@@ -368,15 +368,7 @@ def test_no_stop_before_a_turn_whose_prompt_is_already_in_the_session() -> None:
     def prompt_of(message_id: str, seat: int) -> UserView:
         """The prompt of round 1's turn of ``seat``, as S2 holds it."""
         marker = Marker(kind="turn", round=0, seat=seat, agent=AGENTS[seat])
-        return UserView(
-            id=message_id,
-            created=1,
-            marker=marker,
-            text="",
-            synthetic=False,
-            compaction=False,
-            state_block=False,
-        )
+        return UserView(id=message_id, created=1, marker=marker, text="")
 
     sent = prompt_of("msg_1", 2)
     assert dl.stop_after_seat_turn(tight, 2_000, [sent]) is None

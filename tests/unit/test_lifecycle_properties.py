@@ -397,15 +397,7 @@ def test_a_turn_with_an_error_and_no_reply_settles_after_the_grace_not_before(
     stored for the grace, and never before."""
     state = pending_state(T0)
     error_at = T0 + error_after
-    user = UserView(
-        id="msg_pending",
-        created=T0,
-        marker=None,
-        text="prompt",
-        synthetic=False,
-        compaction=False,
-        state_block=False,
-    )
+    user = UserView(id="msg_pending", created=T0, marker=None, text="prompt")
     first = machine.decide(
         state,
         Observation(
