@@ -58,7 +58,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import orjson
 from aiohttp import web
@@ -76,6 +76,7 @@ from roundtabled.offline.scripted_actions import (
 
 __all__ = [
     "RecordedRequest",
+    "RequestLog",
     "ScriptedLLM",
     "content_text",
     "default_text",
@@ -210,6 +211,49 @@ class _Disconnected(Exception):
     pass
 
 
+class Filterable(Protocol):
+    """What :meth:`RequestLog.requests_for` filters a record on."""
+
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def model(self) -> str | None: ...
+
+
+RecordT = TypeVar("RecordT", bound=Filterable)
+
+
+class RequestLog(Generic[RecordT]):
+    """The model requests a scripted server received, in order, and their filter.
+
+    :class:`ScriptedLLM` keeps one; so does the tests' in-memory server, whose requests a test
+    filters the same way as the real server's.
+    """
+
+    requests: list[RecordT]
+
+    def requests_for(
+        self,
+        agent: str | None = None,
+        session: str | None = None,
+        kind: str | None = None,
+        model: str | None = None,
+    ) -> list[RecordT]:
+        """Recorded requests matching every given filter (``None`` = don't filter)."""
+        return [
+            r
+            for r in self.requests
+            if (agent is None or r.agent == agent)
+            and (session is None or r.session_id == session)
+            and (kind is None or r.kind == kind)
+            and (model is None or r.model == model)
+        ]
+
+
 # ----------------------------------------------------------------------------------------------
 # Server
 # ----------------------------------------------------------------------------------------------
@@ -217,7 +261,7 @@ class _Disconnected(Exception):
 QueueKey = tuple[str | None, str | None]  # (session id, agent)
 
 
-class ScriptedLLM:
+class ScriptedLLM(RequestLog[RecordedRequest]):
     """The scripted server. Usage::
 
     llm = ScriptedLLM()            # agent_prompts pre-filled with the offline config's seats
@@ -314,23 +358,6 @@ class ScriptedLLM:
         self._queues.clear()
         self._counts.clear()
         self.requests.clear()
-
-    def requests_for(
-        self,
-        agent: str | None = None,
-        session: str | None = None,
-        kind: Kind | None = None,
-        model: str | None = None,
-    ) -> list[RecordedRequest]:
-        """Recorded requests matching every given filter (``None`` = don't filter)."""
-        return [
-            r
-            for r in self.requests
-            if (agent is None or r.agent == agent)
-            and (session is None or r.session_id == session)
-            and (kind is None or r.kind == kind)
-            and (model is None or r.model == model)
-        ]
 
     async def wait_for_requests(
         self, n: int, within: float = 10.0, **filters: Any

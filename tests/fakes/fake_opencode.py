@@ -65,7 +65,7 @@ from roundtabled import ids
 from roundtabled.core import events as ev
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.offline.scripted_actions import Action, Hang, HttpError, Stall, Text, ToolCalls
-from roundtabled.offline.scripted_llm import default_text
+from roundtabled.offline.scripted_llm import RequestLog, default_text
 
 VERSION = "1.18.33"
 EPOCH0_MS = 1_796_000_000_000
@@ -263,7 +263,7 @@ DEFAULT_AGENTS: dict[str, str | None] = {
 }
 
 
-class FakeOpenCode:
+class FakeOpenCode(RequestLog[ModelRequest]):
     """An in-memory OpenCode server with :class:`OpenCodeClient`'s interface.
 
     Args:
@@ -336,22 +336,6 @@ class FakeOpenCode:
         a model request pops from ``(sid, agent)``, ``(None, agent)``, ``(sid, None)``, ``(None,
         None)`` in that order, else gets :func:`default_text`."""
         self._queues.setdefault((session, agent), deque()).extend(actions)
-
-    def requests_for(
-        self,
-        agent: str | None = None,
-        session: str | None = None,
-        kind: str | None = None,
-        model: str | None = None,
-    ) -> list[ModelRequest]:
-        return [
-            r
-            for r in self.requests
-            if (agent is None or r.agent == agent)
-            and (session is None or r.session_id == session)
-            and (kind is None or r.kind == kind)
-            and (model is None or r.model == model)
-        ]
 
     def fail_next(self, method: str, exc: BaseException | None = None, times: int = 1) -> None:
         """The next ``times`` calls of client method ``method`` raise ``exc`` (default: a
@@ -878,16 +862,7 @@ class FakeOpenCode:
         directory: str | None = None,
     ) -> None:
         self._enter("reply_permission", request_id, reply, message)
-        req = self.pending_requests.pop(request_id, None)
-        if req is None or req.kind != "permission":
-            raise NotFound(f"permission {request_id}: not found")
-        self.answered_requests.append((request_id, reply, message))
-        self.emit(
-            "permission.replied",
-            {"sessionID": req.props["sessionID"], "requestID": request_id, "reply": reply},
-        )
-        if not req.reply.done():
-            req.reply.set_result((reply, message))
+        self._settle(request_id, "permission", (reply, message), "permission.replied", reply=reply)
 
     async def questions(self, directory: str | None = None) -> list[dict[str, Any]]:
         self._enter("questions", directory)
@@ -899,27 +874,29 @@ class FakeOpenCode:
         self, request_id: str, answers: list[list[str]], directory: str | None = None
     ) -> None:
         self._enter("answer_question", request_id, answers)
-        req = self.pending_requests.pop(request_id, None)
-        if req is None or req.kind != "question":
-            raise NotFound(f"question {request_id}: not found")
-        self.answered_requests.append((request_id, "answer", answers))
-        self.emit(
-            "question.replied", {"sessionID": req.props["sessionID"], "requestID": request_id}
-        )
-        if not req.reply.done():
-            req.reply.set_result(("answer", answers))
+        self._settle(request_id, "question", ("answer", answers), "question.replied")
 
     async def reject_question(self, request_id: str, directory: str | None = None) -> None:
         self._enter("reject_question", request_id)
+        self._settle(request_id, "question", ("reject", None), "question.rejected")
+
+    def _settle(
+        self, request_id: str, kind: str, answer: tuple[str, Any], event: str, **props: Any
+    ) -> None:
+        """Answer the pending ``kind`` request ``request_id`` with ``answer`` (what the asking
+        tool call gets, and what :attr:`answered_requests` records after the id) and send
+        ``event`` with its session, its id and ``props``.
+
+        Raises:
+            NotFound: no pending ``kind`` request has that id (the server's 404).
+        """
         req = self.pending_requests.pop(request_id, None)
-        if req is None or req.kind != "question":
-            raise NotFound(f"question {request_id}: not found")
-        self.answered_requests.append((request_id, "reject", None))
-        self.emit(
-            "question.rejected", {"sessionID": req.props["sessionID"], "requestID": request_id}
-        )
+        if req is None or req.kind != kind:
+            raise NotFound(f"{kind} {request_id}: not found")
+        self.answered_requests.append((request_id, *answer))
+        self.emit(event, {"sessionID": req.props["sessionID"], "requestID": request_id, **props})
         if not req.reply.done():
-            req.reply.set_result(("reject", None))
+            req.reply.set_result(answer)
 
     # -- the model loop -------------------------------------------------------------------------
 
