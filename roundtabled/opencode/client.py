@@ -31,9 +31,10 @@ its own messages (regression: message lists of tens of MB)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Self
 from urllib.parse import quote
 
@@ -164,6 +165,19 @@ HTTP_CLOCK: contextvars.ContextVar[HttpClock | None] = contextvars.ContextVar(
 """The clock that requests made in this context add their time to (set per worker task)."""
 
 
+@contextlib.contextmanager
+def _awaiting(clock: HttpClock | None) -> Iterator[None]:
+    """The block is one request awaiting the server on ``clock`` (none: nothing counts)."""
+    if clock is None:
+        yield
+        return
+    clock.enter()
+    try:
+        yield
+    finally:
+        clock.leave()
+
+
 class HttpTransport:
     """HTTP to one OpenCode server: the session, retries, timeouts, the bounded pool, the byte
     and request counters. :class:`OpenCodeClient` adds the server's routes.
@@ -266,60 +280,44 @@ class HttpTransport:
         timeout: float | None,
     ) -> tuple[Json, Mapping[str, str]]:
         clock = HTTP_CLOCK.get()
-        if clock is None:
-            return await self._send(method, path, params, body, timeout, None)
-        clock.enter()
-        try:
-            return await self._send(method, path, params, body, timeout, clock)
-        finally:
-            clock.leave()
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, str] | None,
-        body: Json,
-        timeout: float | None,
-        clock: HttpClock | None,
-    ) -> tuple[Json, Mapping[str, str]]:
-        url = self.base_url + path
-        data = orjson.dumps(body) if body is not None else None
-        headers = {"content-type": "application/json"} if data is not None else None
-        kwargs: dict[str, Any] = {}
-        if timeout is not None:
-            kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
-        asked = time.perf_counter()
-        async with self._sem:
-            self.requests += 1
-            if clock is not None:
-                clock.queued += time.perf_counter() - asked
-            try:
-                async with self._http().request(
-                    method, url, params=params, data=data, headers=headers, **kwargs
-                ) as resp:
-                    raw = await _read_body(resp)
-                    self.bytes_read += len(raw)
-                    if resp.status >= 400:
-                        raise _status_error(method, path, resp.status, raw)
-                    if not raw:
-                        return None, resp.headers
-                    try:
-                        return orjson.loads(raw), resp.headers
-                    except orjson.JSONDecodeError as exc:
-                        raise TransportError(
-                            f"{method} {path}: response is not JSON",
-                            status=resp.status,
-                            retryable=False,
-                        ) from exc
-            except TransportError:
-                raise
-            except TimeoutError as exc:
-                raise TransportError(f"{method} {path}: timed out", retryable=True) from exc
-            except aiohttp.ClientError as exc:
-                raise TransportError(
-                    f"{method} {path}: {type(exc).__name__}: {exc}", retryable=True
-                ) from exc
+        with _awaiting(clock):
+            url = self.base_url + path
+            data = orjson.dumps(body) if body is not None else None
+            headers = {"content-type": "application/json"} if data is not None else None
+            kwargs: dict[str, Any] = {}
+            if timeout is not None:
+                kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
+            asked = time.perf_counter()
+            async with self._sem:
+                self.requests += 1
+                if clock is not None:
+                    clock.queued += time.perf_counter() - asked
+                try:
+                    async with self._http().request(
+                        method, url, params=params, data=data, headers=headers, **kwargs
+                    ) as resp:
+                        raw = await _read_body(resp)
+                        self.bytes_read += len(raw)
+                        if resp.status >= 400:
+                            raise _status_error(method, path, resp.status, raw)
+                        if not raw:
+                            return None, resp.headers
+                        try:
+                            return orjson.loads(raw), resp.headers
+                        except orjson.JSONDecodeError as exc:
+                            raise TransportError(
+                                f"{method} {path}: response is not JSON",
+                                status=resp.status,
+                                retryable=False,
+                            ) from exc
+                except TransportError:
+                    raise
+                except TimeoutError as exc:
+                    raise TransportError(f"{method} {path}: timed out", retryable=True) from exc
+                except aiohttp.ClientError as exc:
+                    raise TransportError(
+                        f"{method} {path}: {type(exc).__name__}: {exc}", retryable=True
+                    ) from exc
 
 
 class OpenCodeClient(HttpTransport):
