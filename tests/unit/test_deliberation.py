@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from roundtabled.core import deliberation as dl
 from roundtabled.core.positions import normalise_label, parse_position, position_of
 from roundtabled.core.state import Budget, EndReason, HistoryEntry, Options, RoundtableState, Usage
+from tests.states import fresh
 
 AGENTS = ["pm", "dev", "rv"]
+S2 = "ses_test1234"
 
 
 def turn(
@@ -152,14 +154,8 @@ def test_convergence_never_fires_on_a_round_where_any_label_changed(
 
 
 def table(history: list[HistoryEntry], budget: Budget, started: int = 1_000) -> RoundtableState:
-    return RoundtableState(
-        sessionID="ses_test1234",
-        title="t",
-        agents=AGENTS,
-        total_rounds=5,
-        prompt="topic",
-        history=history,
-        options=Options(budget=budget, call_started_at=started),
+    return fresh(
+        S2, AGENTS, 5, history=history, options=Options(budget=budget, call_started_at=started)
     )
 
 
@@ -288,12 +284,10 @@ def test_diversity_warning_same_model_and_near_identical_prompts() -> None:
 
 
 def after(history: list[HistoryEntry], nxt: tuple[int, int], **opts: Any) -> RoundtableState:
-    return RoundtableState(
-        sessionID="ses_test1234",
-        title="t",
-        agents=AGENTS,
-        total_rounds=opts.pop("total", 5),
-        prompt="topic",
+    return fresh(
+        S2,
+        AGENTS,
+        opts.pop("total", 5),
         history=history,
         current_round=nxt[0],
         current_agent_index=nxt[1],

@@ -33,8 +33,8 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
     Signer,
-    sign_marker,
 )
+from tests.states import fresh, raw_prompt, raw_reply
 
 SIGNER = Signer(b"d" * 32)
 S2 = "ses_delib00000001"
@@ -42,33 +42,11 @@ AGENTS = ["pm", "dev", "rv"]
 
 
 def user(p: Prompt, now: int) -> dict[str, Any]:
-    return {
-        "info": {"id": p.message_id, "role": "user", "time": {"created": now}},
-        "parts": [
-            {"type": "text", "text": p.text},
-            {
-                "type": "text",
-                "text": "marker",
-                "ignored": True,
-                "metadata": sign_marker(p.marker, S2, SIGNER),
-            },
-        ],
-    }
+    return raw_prompt(p.message_id, p.text, p.marker, S2, SIGNER, created=now)
 
 
 def answer(parent: str, now: int, text: str, usage: tuple[int, int]) -> dict[str, Any]:
-    return {
-        "info": {
-            "id": ids.message_id(),
-            "role": "assistant",
-            "parentID": parent,
-            "agent": "x",
-            "finish": "stop",
-            "time": {"created": now, "completed": now},
-            "tokens": {"input": usage[0], "output": usage[1]},
-        },
-        "parts": [{"type": "step-start"}, {"type": "text", "text": text}],
-    }
+    return raw_reply(parent, text, at=now, tokens={"input": usage[0], "output": usage[1]})
 
 
 def run(
@@ -116,13 +94,8 @@ def run(
 
 
 def table(**options: Any) -> RoundtableState:
-    return RoundtableState(
-        sessionID=S2,
-        title="t",
-        agents=AGENTS,
-        total_rounds=5,
-        prompt="topic",
-        options=Options(loop_threshold=0.99, call_started_at=1_000_000, **options),
+    return fresh(
+        S2, AGENTS, 5, options=Options(loop_threshold=0.99, call_started_at=1_000_000, **options)
     )
 
 

@@ -37,8 +37,8 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
     Signer,
-    sign_marker,
 )
+from tests.states import fresh, raw_prompt
 
 SIGNER = Signer(b"e" * 32)
 S2 = "ses_edge000000000001"
@@ -88,12 +88,10 @@ def state_with(
             prompted_at=T0,
         )
     cur_round, cur_seat = pending or (0, 0)
-    return RoundtableState(
-        sessionID=S2,
-        title="t",
-        agents=agents,
-        total_rounds=rounds,
-        prompt="topic",
+    return fresh(
+        S2,
+        agents,
+        rounds,
         current_round=cur_round,
         current_agent_index=max(cur_seat, 0),
         phase=Phase.OBSERVING if observing else Phase.ACTIVE,
@@ -114,20 +112,7 @@ class S2Sim:
         self, agent: str, rnd: int, seat: int, *, mid: str = TURN_MSG, created: int = T0
     ) -> S2Sim:
         marker = Marker(kind="turn", round=rnd, seat=seat, agent=agent, roundtable=S2)
-        self.raw.append(
-            {
-                "info": {"id": mid, "role": "user", "time": {"created": created}},
-                "parts": [
-                    {"type": "text", "text": "your turn"},
-                    {
-                        "type": "text",
-                        "text": "label",
-                        "ignored": True,
-                        "metadata": sign_marker(marker, S2, SIGNER),
-                    },
-                ],
-            }
-        )
+        self.raw.append(raw_prompt(mid, "your turn", marker, S2, SIGNER, created=created))
         return self
 
     def answer(

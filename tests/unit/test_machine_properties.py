@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from roundtabled import ids
 from roundtabled.core import history, machine, wire
 from roundtabled.core.commands import Abort, Finalize, Observation, PersistState, Prompt
-from roundtabled.core.state import Options, Phase, RoundtableState, Signer, sign_marker
+from roundtabled.core.state import Options, Phase, RoundtableState, Signer
+from tests.states import fresh, raw_prompt, raw_reply
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_test0000000001"
@@ -42,18 +43,7 @@ class SimServer:
 
     def add_prompt(self, p: Prompt) -> None:
         self.messages.append(
-            {
-                "info": {"id": p.message_id, "role": "user", "time": {"created": self.clock}},
-                "parts": [
-                    {"type": "text", "text": p.text},
-                    {
-                        "type": "text",
-                        "text": "label",
-                        "ignored": True,
-                        "metadata": sign_marker(p.marker, S2, SIGNER),
-                    },
-                ],
-            }
+            raw_prompt(p.message_id, p.text, p.marker, S2, SIGNER, created=self.clock)
         )
         self.busy_with = p.message_id
         self.accepted.add(p.message_id)
@@ -61,45 +51,16 @@ class SimServer:
     def answer(self, *, error: bool = False) -> None:
         assert self.busy_with is not None
         self.replies += 1
-        info: dict[str, Any] = {
-            "id": ids.message_id(),
-            "role": "assistant",
-            "parentID": self.busy_with,
-            "agent": "x",
-            "time": {"created": self.clock, "completed": self.clock},
-        }
-        if error:
-            info["error"] = {"name": "APIError", "data": {"message": "boom"}}
-        else:
-            info["finish"] = "stop"
-        self.messages.append(
-            {
-                "info": info,
-                "parts": [
-                    {"type": "step-start"},
-                    {
-                        "type": "text",
-                        "text": f"reply number {self.replies} " + "word" * self.replies,
-                    },
-                ],
-            }
-        )
+        text = f"reply number {self.replies} " + "word" * self.replies
+        failed = ("APIError", "boom") if error else None
+        self.messages.append(raw_reply(self.busy_with, text, at=self.clock, error=failed))
         self.busy_with = None
 
     def abort(self) -> None:
         if self.busy_with is not None:
+            aborted = ("MessageAbortedError", "Aborted")
             self.messages.append(
-                {
-                    "info": {
-                        "id": ids.message_id(),
-                        "role": "assistant",
-                        "parentID": self.busy_with,
-                        "agent": "x",
-                        "time": {"created": self.clock, "completed": self.clock},
-                        "error": {"name": "MessageAbortedError", "data": {"message": "Aborted"}},
-                    },
-                    "parts": [{"type": "text", "text": "partial"}],
-                }
+                raw_reply(self.busy_with, "partial", at=self.clock, error=aborted, step_start=False)
             )
             self.busy_with = None
 
@@ -111,14 +72,7 @@ class SimServer:
 
 
 def new_state(agents: list[str], rounds: int) -> RoundtableState:
-    return RoundtableState(
-        sessionID=S2,
-        title="t",
-        agents=agents,
-        total_rounds=rounds,
-        prompt="topic",
-        options=Options(turn_timeout=300, loop_threshold=0.99),
-    )
+    return fresh(S2, agents, rounds, options=Options(turn_timeout=300, loop_threshold=0.99))
 
 
 def observe(srv: SimServer, state: RoundtableState, *, stale_idle: bool) -> Observation:

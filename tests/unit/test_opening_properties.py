@@ -33,7 +33,8 @@ from roundtabled.core.opening import (
     SeatView,
     Setup,
 )
-from roundtabled.core.state import Marker, OpeningRound, Signer, sign_marker
+from roundtabled.core.state import OpeningRound, Signer
+from tests.states import raw_prompt, raw_reply
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_roundtable00001"
@@ -61,21 +62,15 @@ class Sim:
     def answer(self, sid: str, *, error: bool = False, aborted: bool = False) -> None:
         child = self.children[sid]
         assert child.busy_with is not None
-        info: dict[str, Any] = {
-            "id": ids.message_id(),
-            "role": "assistant",
-            "parentID": child.busy_with,
-            "agent": "x",
-            "time": {"created": self.clock, "completed": self.clock},
-        }
+        failed = None
         if aborted:
-            info["error"] = {"name": "MessageAbortedError", "data": {"message": "Aborted"}}
+            failed = ("MessageAbortedError", "Aborted")
         elif error:
-            info["error"] = {"name": "APIError", "data": {"message": "boom"}}
-        else:
-            info["finish"] = "stop"
+            failed = ("APIError", "boom")
         text = f"opening of seat {child.seat}"
-        child.messages.append({"info": info, "parts": [{"type": "text", "text": text}]})
+        child.messages.append(
+            raw_reply(child.busy_with, text, at=self.clock, error=failed, step_start=False)
+        )
         child.busy_with = None
 
     def from_id(self, sid: str, mid: str) -> tuple[list[dict[str, Any]], bool]:
@@ -84,23 +79,6 @@ class Sim:
             if m["info"]["id"] == mid:
                 return msgs[i:], True
         return [], False
-
-
-def user_message(message_id: str, text: str, marker: Marker, session: str) -> dict[str, Any]:
-    """A prompt as the server stores it: its text and an ignored part carrying ``marker`` signed
-    for ``session``."""
-    return {
-        "info": {"id": message_id, "role": "user", "time": {"created": 1}},
-        "parts": [
-            {"type": "text", "text": text},
-            {
-                "type": "text",
-                "text": "label",
-                "ignored": True,
-                "metadata": sign_marker(marker, session, SIGNER),
-            },
-        ],
-    }
 
 
 def setup(n: int) -> Setup:
@@ -188,7 +166,7 @@ def test_each_seat_created_prompted_recorded_once(
                 assert all(m["info"]["id"] != cmd.message_id for m in child.messages), "resent"
                 sim.prompts[cmd.seat] = sim.prompts.get(cmd.seat, 0) + 1
                 child.messages.append(
-                    user_message(cmd.message_id, cmd.text, cmd.marker, cmd.session_id)
+                    raw_prompt(cmd.message_id, cmd.text, cmd.marker, cmd.session_id, SIGNER)
                 )
                 child.busy_with = cmd.message_id
                 sim.accepted.add(cmd.message_id)
@@ -202,7 +180,7 @@ def test_each_seat_created_prompted_recorded_once(
                     continue  # the shell posts it only once (post_once)
                 seat = cmd.marker.seat
                 records[seat] = records.get(seat, 0) + 1
-                sim.s2.append(user_message(cmd.message_id, cmd.text, cmd.marker, S2))
+                sim.s2.append(raw_prompt(cmd.message_id, cmd.text, cmd.marker, S2, SIGNER))
             elif isinstance(cmd, PersistRound):
                 persisted = rnd
             else:
