@@ -85,6 +85,13 @@ def pos(label: str, conf: int) -> str:
     return f"Argument.\nPosition: {label} — because reasons (confidence {conf}/10)"
 
 
+def one_round(pm: str, dev: str, rv: str, **kw: Any) -> RoundtableState:
+    """A one-round debate in which pm, dev and rv replied ``pm``, ``dev`` and ``rv``; ``kw`` as
+    :func:`state` takes it (``summary=""``: the observer did not run)."""
+    history = [turn("pm", 1, pm), turn("dev", 1, dev), turn("rv", 1, rv)]
+    return state(history, total_rounds=1, **kw)
+
+
 def healthy() -> list[HistoryEntry]:
     return [
         turn("pm", 1, pos("Modular monolith", 7)),
@@ -581,8 +588,7 @@ def test_three_seats_ten_rounds_of_8_kb_stay_under_the_tool_limits() -> None:
 
 
 def test_delivery_text_carries_the_same_words() -> None:
-    history = [turn("pm", 1, pos("a", 5)), turn("dev", 1, ""), turn("rv", 1, pos("a", 5))]
-    st_ = state(history, total_rounds=1, options=Options(usage_footer=True))
+    st_ = one_round(pos("a", 5), "", pos("a", 5), options=Options(usage_footer=True))
     text = delivery_text(st_)
     result = build_result(st_)
     assert text.splitlines()[0] == "Roundtable ses_verdict — Split?"
@@ -631,12 +637,13 @@ def test_payload_of_a_closed_session_keeps_the_exact_interruption_header_first()
 
 
 def test_seats_that_agree_in_different_words_are_one_stance_in_the_tally() -> None:
-    history = [
-        turn("pm", 1, pos("modular monolith", 7)),
-        turn("dev", 1, pos("Modular monolith first", 6)),
-        turn("rv", 1, pos("a modular monolith, for now", 8)),
-    ]
-    v = ledger_verdict(state(history, total_rounds=1, summary=""))
+    st_ = one_round(
+        pos("modular monolith", 7),
+        pos("Modular monolith first", 6),
+        pos("a modular monolith, for now", 8),
+        summary="",
+    )
+    v = ledger_verdict(st_)
     assert [p.label for p in v.positions] == [
         "modular monolith",
         "Modular monolith first",
@@ -649,12 +656,8 @@ def test_seats_that_agree_in_different_words_are_one_stance_in_the_tally() -> No
 
 
 def test_a_label_that_is_a_seat_name_counts_as_no_position_and_is_said() -> None:
-    history = [
-        turn("pm", 1, pos("PM", 7)),
-        turn("dev", 1, pos("Dev", 6)),
-        turn("rv", 1, pos("keep the monolith", 8)),
-    ]
-    r = build_result(state(history, total_rounds=1, summary=""))
+    st_ = one_round(pos("PM", 7), pos("Dev", 6), pos("keep the monolith", 8), summary="")
+    r = build_result(st_)
     v = r.verdict
     assert [(p.label, p.stance, p.no_stance) for p in v.positions][:2] == [
         ("PM", None, "the seat's name"),
@@ -665,12 +668,13 @@ def test_a_label_that_is_a_seat_name_counts_as_no_position_and_is_said() -> None
 
 
 def test_two_position_lines_and_a_turn_that_is_only_its_closing_line_are_said() -> None:
-    history = [
-        turn("pm", 1, "Position: split — first\nthen\n" + pos("keep", 7)),
-        turn("dev", 1, "Position: keep — yes (confidence 6/10)"),
-        turn("rv", 1, pos("keep", 8)),
-    ]
-    r = build_result(state(history, total_rounds=1, summary=""))
+    st_ = one_round(
+        "Position: split — first\nthen\n" + pos("keep", 7),
+        "Position: keep — yes (confidence 6/10)",
+        pos("keep", 8),
+        summary="",
+    )
+    r = build_result(st_)
     assert "pm wrote 2 Position lines in round 1: the last one counts" in r.status.notes
     dev = next(s for s in r.status.seats if s.agent == "dev")
     assert "round 1: only the closing line, no argument" in dev.notes
@@ -706,11 +710,6 @@ def test_an_extension_without_a_position_keeps_the_earlier_one_and_the_decision(
 
 
 def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
-    history = [
-        turn("pm", 1, pos("split now", 7)),
-        turn("dev", 1, pos("split immediately", 6)),
-        turn("rv", 1, pos("keep", 8)),
-    ]
     data = {
         **VALID,
         "consensus": "majority",
@@ -718,7 +717,13 @@ def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
             {"action": "merge", "stances": ["split now", "split immediately"], "why": "same"}
         ],
     }
-    r = build_result(state(history, total_rounds=1, verdict=VerdictRecord(data=data)))
+    st_ = one_round(
+        pos("split now", 7),
+        pos("split immediately", 6),
+        pos("keep", 8),
+        verdict=VerdictRecord(data=data),
+    )
+    r = build_result(st_)
     assert len(r.verdict.tally) == 3  # the daemon's grouping drives the tally
     assert r.verdict.observer_stances[0].action == "merge"
     assert any(
@@ -734,12 +739,12 @@ def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
 def test_a_tally_over_some_seats_only() -> None:
     from roundtabled.core.verdict import counted_tally
 
-    history = [
-        turn("pm", 1, pos("keep the monolith", 7)),
-        turn("dev", 1, pos("Keep the monolith first", 6)),
-        turn("rv", 1, pos("split now", 8)),
-    ]
-    st_ = state(history, total_rounds=1, summary="")
+    st_ = one_round(
+        pos("keep the monolith", 7),
+        pos("Keep the monolith first", 6),
+        pos("split now", 8),
+        summary="",
+    )
     items, cons = counted_tally(st_)
     assert cons == "majority" and [t.seats for t in items] == [["pm", "dev"], ["rv"]]
     items, cons = counted_tally(st_, ["pm", "dev"])
