@@ -217,6 +217,35 @@ class Harness:
         return out
 
 
+class Booted:
+    """The harnesses one test booted over ``clock`` (installed as the engine modules' clock):
+    :meth:`close`, after the test, kills each, closes its fake and checks that ``on_event``
+    never raised."""
+
+    def __init__(self, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+        clock.install(monkeypatch)
+        self.clock = clock
+        self.made: list[Harness] = []
+
+    async def boot(
+        self, fake: FakeOpenCode, directory: str, settings: Settings, signer: Signer
+    ) -> Harness:
+        """A booted :class:`Harness` of one engine over ``fake`` (see :meth:`Harness.boot`)."""
+        h = Harness(
+            fake=fake, clock=self.clock, directory=directory, settings=settings, signer=signer
+        )
+        self.made.append(h)
+        await h.boot()
+        return h
+
+    async def close(self) -> None:
+        """Kill every harness booted, close its fake; fails if an event handler ever raised."""
+        for h in self.made:
+            await h.kill()
+            await h.fake.close()
+            assert h.fake.subscriber_errors == []
+
+
 @pytest.fixture
 async def harness(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -226,9 +255,7 @@ async def harness(
     roundtables' defaults, e.g. ``turn_timeout=30``). The engine modules' clocks are pointed
     at the loop's clock. After the test: every engine task is cancelled and ``on_event`` must
     never have raised."""
-    clock = FakeClock()
-    clock.install(monkeypatch)
-    made: list[Harness] = []
+    booted = Booted(FakeClock(), monkeypatch)
 
     async def make(**settings: Any) -> Harness:
         directory = tmp_path / "project"
@@ -236,19 +263,9 @@ async def harness(
         settings.setdefault("state_dir", tmp_path / "state")
         settings.setdefault("directories", (str(directory),))
         defaults = {k: settings.pop(k) for k in list(settings) if k in Options.model_fields}
-        h = Harness(
-            fake=FakeOpenCode(str(directory), clock=clock),
-            clock=clock,
-            directory=str(directory),
-            settings=Settings(roundtable=Options(**defaults), **settings),
-            signer=Signer(KEY),
-        )
-        made.append(h)
-        await h.boot()
-        return h
+        fake = FakeOpenCode(str(directory), clock=booted.clock)
+        engine_settings = Settings(roundtable=Options(**defaults), **settings)
+        return await booted.boot(fake, str(directory), engine_settings, Signer(KEY))
 
     yield make
-    for h in made:
-        await h.kill()
-        await h.fake.close()
-        assert h.fake.subscriber_errors == []
+    await booted.close()

@@ -21,7 +21,7 @@ from roundtabled.core.state import Phase, Signer, decode_state, is_state_part, r
 from roundtabled.engine.settings import Settings
 from tests.fakes.fake_opencode import EPOCH0_MS, FakeClock, FakeOpenCode, FakeSession
 
-from .conftest import Harness
+from .conftest import Booted, Harness
 
 FIXTURE = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "state_v1" / "roundtables.json").read_text()
@@ -40,33 +40,20 @@ async def loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Callable[[], Awaitable[Harness]]]:
     """``await loaded()`` → a booted engine over a fake server holding the fixture's sessions."""
-    clock = FakeClock(start_ms=EPOCH0_MS + DAY_MS)
-    clock.install(monkeypatch)
-    made: list[Harness] = []
+    booted = Booted(FakeClock(start_ms=EPOCH0_MS + DAY_MS), monkeypatch)
 
     async def make() -> Harness:
         directory = FIXTURE["directory"]
-        fake = FakeOpenCode(directory, clock=clock)
+        fake = FakeOpenCode(directory, clock=booted.clock)
         for sid, s in FIXTURE["sessions"].items():
             fake.sessions[sid] = FakeSession(
                 info=copy.deepcopy(s["info"]), messages=copy.deepcopy(s["messages"])
             )
-        h = Harness(
-            fake=fake,
-            clock=clock,
-            directory=directory,
-            settings=Settings(state_dir=tmp_path / "state", directories=(directory,)),
-            signer=SIGNER,
-        )
-        made.append(h)
-        await h.boot()
-        return h
+        settings = Settings(state_dir=tmp_path / "state", directories=(directory,))
+        return await booted.boot(fake, directory, settings, SIGNER)
 
     yield make
-    for h in made:
-        await h.kill()
-        await h.fake.close()
-        assert h.fake.subscriber_errors == []
+    await booted.close()
 
 
 def test_every_state_block_and_marker_of_the_fixture_still_verifies() -> None:
