@@ -278,14 +278,9 @@ class Engine:
 
     async def _extend(self, req: RoundtableRequest, s2: str) -> RoundtableState:
         await launch.wait_concluded(s2, self.tables.get(s2))
-        try:
-            state = await self.load_state(s2)
-        except NotFound:
-            raise ValidationFailed("sessionID", f"session {s2!r} does not exist") from None
-        except StateError as exc:
-            raise ValidationFailed(
-                "sessionID", f"session {s2!r} is not a roundtable this daemon can extend ({exc})"
-            ) from None
+        state = await self.requested_state(
+            s2, f"session {s2!r} is not a roundtable this daemon can extend"
+        )
         if state.active:
             messages = await self.store.read_all(s2)
             if history.all_replies_exist(state, wire.message_views(messages, s2, self.signer)):
@@ -450,6 +445,20 @@ class Engine:
         if table is not None:
             return table.state
         return await self.store.load(s2)
+
+    async def requested_state(self, s2: str, not_ours: str) -> RoundtableState:
+        """:meth:`load_state` of the ``s2`` a request names.
+
+        Raises:
+            ValidationFailed: (field ``sessionID``) S2 does not exist, or it holds no trusted
+                state block: ``not_ours`` and the reason in parentheses.
+        """
+        try:
+            return await self.load_state(s2)
+        except NotFound:
+            raise ValidationFailed("sessionID", f"session {s2!r} does not exist") from None
+        except StateError as exc:
+            raise ValidationFailed("sessionID", f"{not_ours} ({exc})") from None
 
     # ------------------------------------------------------------------------------------------
     # Results, progress, status, shutdown

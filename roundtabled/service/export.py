@@ -14,7 +14,6 @@ from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.state import RoundtableState
 from roundtabled.core.verdict import consensus_text
 from roundtabled.engine.registry import Engine
-from roundtabled.errors import NotFound, StateError, ValidationFailed
 
 
 async def collect(engine: Engine, s2: str) -> dict[str, Any]:
@@ -28,14 +27,7 @@ async def collect(engine: Engine, s2: str) -> dict[str, Any]:
     if table is not None:
         state = table.state
     else:
-        try:
-            state = await engine.load_state(s2)
-        except NotFound:
-            raise ValidationFailed("sessionID", f"session {s2!r} does not exist") from None
-        except StateError as exc:
-            raise ValidationFailed(
-                "sessionID", f"{s2!r} is not a roundtable of this daemon ({exc})"
-            ) from None
+        state = await engine.requested_state(s2, f"{s2!r} is not a roundtable of this daemon")
         msgs, _ = await engine.client.messages(s2)
         views = wire.message_views(msgs, s2, engine.signer)
         rebuilt = history.rebuild_history(state.model_copy(update={"pending": None}), views)
