@@ -86,14 +86,26 @@ def ensure_token(path: Path) -> str:
             return token
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
+    os.replace(private_draft(path, token + "\n"), path)
+    return token
+
+
+def private_draft(path: Path, text: str) -> Path:
+    """Write ``text`` to a file beside ``path`` that only its owner can read or write (mode
+    0600, from its creation on) and return that file's path, for the caller to move or link
+    into place; ``path``'s folder is created when missing.
+
+    Raises:
+        OSError: the folder or the file cannot be created or written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # The process id keeps two processes writing the same file apart.
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        fh.write(token + "\n")
-    os.replace(tmp, path)
-    return token
+        fh.write(text)
+    return tmp
 
 
 def _json(data: Any, status: int = 200) -> web.Response:

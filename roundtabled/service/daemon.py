@@ -35,7 +35,7 @@ from roundtabled.errors import AuthFailed, TransportError
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.stream import EventStream
 from roundtabled.service import config as cfg
-from roundtabled.service.control import ControlAPI, ensure_token, serve_control
+from roundtabled.service.control import ControlAPI, ensure_token, private_draft, serve_control
 from roundtabled.service.notify import Notifier
 
 log = logging.getLogger("roundtabled")
@@ -76,12 +76,8 @@ def load_signer(path: Path) -> Signer:
         return Signer(bytes.fromhex(path.read_text().strip()))
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key.hex())
+    tmp = private_draft(path, key.hex())
     try:
         os.link(tmp, path)  # fails if another process created it first
     except FileExistsError:
