@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
 
 from roundtabled.errors import TransportError
 from roundtabled.offline.scripted_actions import Text
@@ -14,21 +17,46 @@ H = Callable[..., Awaitable[Harness]]
 ORDER = ["pm", "dev", "roundtable-observer"]
 
 
-async def test_a_permission_request_is_rejected_with_a_reason_the_seat_reads(harness: H) -> None:
-    """Policy reject: the reply carries a message, so the server calls the seat's model again
-    with it as the tool's feedback (contract test of the fake); the seat answers without the
-    tool and the next seat speaks."""
+@pytest.mark.parametrize(
+    ("ask", "reply", "words", "response"),
+    [
+        pytest.param(
+            AskPermission(),
+            "reject",
+            lambda message: message,  # the permission reply's message
+            "PM: without the file, then.",
+            id="permission",
+        ),
+        pytest.param(
+            AskQuestion(),
+            "answer",
+            lambda answers: answers[0][0],  # the first question's answer
+            "PM: I assume A.",
+            id="question",
+        ),
+    ],
+)
+async def test_a_request_of_a_seat_is_answered_that_no_human_is_there_and_the_seat_reads_it(
+    harness: H,
+    ask: AskPermission | AskQuestion,
+    reply: str,
+    words: Callable[[Any], str],
+    response: str,
+) -> None:
+    """Policy reject for a permission, an answer for a question: the reply carries a message,
+    so the server calls the seat's model again with it as the tool's feedback (contract test of
+    the fake); the seat answers without the tool and the next seat speaks."""
     h = await harness()
-    h.fake.script(AskPermission(), Text(text="PM: without the file, then."), agent="pm")
+    h.fake.script(ask, Text(text=response), agent="pm")
     s2 = await h.start()
     await h.result(s2)
-    ((_, reply, message),) = h.fake.answered_requests
-    assert reply == "reject"
-    assert "No human is at this roundtable" in message
+    ((_, kind, answer),) = h.fake.answered_requests
+    assert kind == reply
+    assert "No human is at this roundtable" in words(answer)
     (follow,) = h.fake.requests_for(session=s2, agent="pm", kind="tool-followup")
     tool_msgs = [m["content"] for m in follow.messages if m["role"] == "tool"]
     assert "No human is at this roundtable" in tool_msgs[-1]
-    assert h.entries(s2)[0].response == "PM: without the file, then."
+    assert h.entries(s2)[0].response == response
     assert h.prompted_agents(s2) == ORDER
 
 
@@ -52,20 +80,6 @@ async def test_policy_ask_leaves_the_request_to_a_person_and_warns(harness: H) -
     assert len(warnings) == 1 and "external_directory" in warnings[0]
     await h.result(s2)
     assert h.entries(s2)[0].error == "timed out after 60 s"
-
-
-async def test_a_question_is_answered_that_no_human_is_there(harness: H) -> None:
-    h = await harness()
-    h.fake.script(AskQuestion(), Text(text="PM: I assume A."), agent="pm")
-    s2 = await h.start()
-    await h.result(s2)
-    ((_, kind, answers),) = h.fake.answered_requests
-    assert kind == "answer"
-    assert "No human is at this roundtable" in answers[0][0]
-    (follow,) = h.fake.requests_for(session=s2, agent="pm", kind="tool-followup")
-    tool_msgs = [m["content"] for m in follow.messages if m["role"] == "tool"]
-    assert "No human is at this roundtable" in tool_msgs[-1]
-    assert h.entries(s2)[0].response == "PM: I assume A."
 
 
 async def test_a_refused_answer_falls_back_to_rejecting_the_question(harness: H) -> None:
