@@ -63,6 +63,10 @@ def observer(text: str, **kw: Any) -> HistoryEntry:
     )
 
 
+SUMMARY = "1. Executive summary: the panel keeps the monolith."
+"""The observer's summary of a hand-built state (its observer turn is added with it)."""
+
+
 def state(history: list[HistoryEntry], **kw: Any) -> RoundtableState:
     data: dict[str, Any] = {
         "session_id": "ses_verdict",
@@ -73,7 +77,7 @@ def state(history: list[HistoryEntry], **kw: Any) -> RoundtableState:
         "phase": Phase.DONE,
         "end_reason": EndReason.COMPLETED,
         "history": history,
-        "summary": "1. Executive summary: the panel keeps the monolith.",
+        "summary": SUMMARY,
     }
     data.update(kw)
     if data["summary"] and not any(e.kind == "observer" for e in data["history"]):
@@ -86,10 +90,10 @@ def pos(label: str, conf: int) -> str:
 
 
 def one_round(pm: str, dev: str, rv: str, **kw: Any) -> RoundtableState:
-    """A one-round debate in which pm, dev and rv replied ``pm``, ``dev`` and ``rv``; ``kw`` as
-    :func:`state` takes it (``summary=""``: the observer did not run)."""
+    """A one-round debate in which pm, dev and rv replied ``pm``, ``dev`` and ``rv``, with no
+    observer summary unless ``kw`` gives one; ``kw`` as :func:`state` takes it."""
     history = [turn("pm", 1, pm), turn("dev", 1, dev), turn("rv", 1, rv)]
-    return state(history, total_rounds=1, **kw)
+    return state(history, **{"total_rounds": 1, "summary": "", **kw})
 
 
 def healthy() -> list[HistoryEntry]:
@@ -142,7 +146,7 @@ def test_healthy_debate_positions_tally_and_no_header() -> None:
     result = build_result(state(healthy(), verdict=VerdictRecord(data=VALID)))
     assert not result.status.degraded
     assert result.status.notes == []
-    assert result.summary == "1. Executive summary: the panel keeps the monolith."
+    assert result.summary == SUMMARY
     assert HEADER_TITLE not in result.summary
     assert result.status.rounds_completed == 2 and result.status.rounds_planned == 2
     assert [(s.agent, s.turns, s.answered) for s in result.status.seats] == [
@@ -588,7 +592,8 @@ def test_three_seats_ten_rounds_of_8_kb_stay_under_the_tool_limits() -> None:
 
 
 def test_delivery_text_carries_the_same_words() -> None:
-    st_ = one_round(pos("a", 5), "", pos("a", 5), options=Options(usage_footer=True))
+    footer = Options(usage_footer=True)
+    st_ = one_round(pos("a", 5), "", pos("a", 5), summary=SUMMARY, options=footer)
     text = delivery_text(st_)
     result = build_result(st_)
     assert text.splitlines()[0] == "Roundtable ses_verdict — Split?"
@@ -641,7 +646,6 @@ def test_seats_that_agree_in_different_words_are_one_stance_in_the_tally() -> No
         pos("modular monolith", 7),
         pos("Modular monolith first", 6),
         pos("a modular monolith, for now", 8),
-        summary="",
     )
     v = ledger_verdict(st_)
     assert [p.label for p in v.positions] == [
@@ -656,7 +660,7 @@ def test_seats_that_agree_in_different_words_are_one_stance_in_the_tally() -> No
 
 
 def test_a_label_that_is_a_seat_name_counts_as_no_position_and_is_said() -> None:
-    st_ = one_round(pos("PM", 7), pos("Dev", 6), pos("keep the monolith", 8), summary="")
+    st_ = one_round(pos("PM", 7), pos("Dev", 6), pos("keep the monolith", 8))
     r = build_result(st_)
     v = r.verdict
     assert [(p.label, p.stance, p.no_stance) for p in v.positions][:2] == [
@@ -672,7 +676,6 @@ def test_two_position_lines_and_a_turn_that_is_only_its_closing_line_are_said() 
         "Position: split — first\nthen\n" + pos("keep", 7),
         "Position: keep — yes (confidence 6/10)",
         pos("keep", 8),
-        summary="",
     )
     r = build_result(st_)
     assert "pm wrote 2 Position lines in round 1: the last one counts" in r.status.notes
@@ -721,6 +724,7 @@ def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
         pos("split now", 7),
         pos("split immediately", 6),
         pos("keep", 8),
+        summary=SUMMARY,
         verdict=VerdictRecord(data=data),
     )
     r = build_result(st_)
@@ -743,7 +747,6 @@ def test_a_tally_over_some_seats_only() -> None:
         pos("keep the monolith", 7),
         pos("Keep the monolith first", 6),
         pos("split now", 8),
-        summary="",
     )
     items, cons = counted_tally(st_)
     assert cons == "majority" and [t.seats for t in items] == [["pm", "dev"], ["rv"]]
