@@ -33,7 +33,7 @@ from roundtabled.core.opening import (
     SeatView,
     Setup,
 )
-from roundtabled.core.state import OpeningRound, Signer
+from roundtabled.core.state import Marker, OpeningRound, Signer
 from tests.states import raw_prompt, raw_reply
 
 SIGNER = Signer(b"k" * 32)
@@ -79,6 +79,12 @@ class Sim:
             if m["info"]["id"] == mid:
                 return msgs[i:], True
         return [], False
+
+
+def user_message(message_id: str, text: str, marker: Marker, session: str) -> dict[str, Any]:
+    """A seat's prompt as the server stores it, its ``marker`` signed with :data:`SIGNER` for
+    ``session`` (:func:`tests.states.raw_prompt`)."""
+    return raw_prompt(message_id, text, marker, session, SIGNER)
 
 
 def setup(n: int) -> Setup:
@@ -166,7 +172,7 @@ def test_each_seat_created_prompted_recorded_once(
                 assert all(m["info"]["id"] != cmd.message_id for m in child.messages), "resent"
                 sim.prompts[cmd.seat] = sim.prompts.get(cmd.seat, 0) + 1
                 child.messages.append(
-                    raw_prompt(cmd.message_id, cmd.text, cmd.marker, cmd.session_id, SIGNER)
+                    user_message(cmd.message_id, cmd.text, cmd.marker, cmd.session_id)
                 )
                 child.busy_with = cmd.message_id
                 sim.accepted.add(cmd.message_id)
@@ -180,7 +186,7 @@ def test_each_seat_created_prompted_recorded_once(
                     continue  # the shell posts it only once (post_once)
                 seat = cmd.marker.seat
                 records[seat] = records.get(seat, 0) + 1
-                sim.s2.append(raw_prompt(cmd.message_id, cmd.text, cmd.marker, S2, SIGNER))
+                sim.s2.append(user_message(cmd.message_id, cmd.text, cmd.marker, S2))
             elif isinstance(cmd, PersistRound):
                 persisted = rnd
             else:
