@@ -9,14 +9,15 @@ Checks, in order (each talks to the real thing, nothing is assumed):
 4. **events** — ``GET /global/event`` delivers its first ``server.connected`` within
    :data:`STREAM_TIMEOUT_S`.
 5. **tools** — the ``roundtable``/``available_agents`` tools and the observer agent are installed
-   for the current project (``.opencode/`` here or above) or globally, and the server loaded them
+   for the current project (``.opencode/`` here or above) or globally, with the
+   ``roundtabled/control.ts`` they import, and the server loaded them
    (``GET /experimental/tool/ids`` lists them; else: its config directory, from ``GET /path``).
 6. **agents** — the server lists at least two agents a roundtable can seat, and the hidden
    observer agent ``roundtable-observer``.
 7. **plugin** — the roundtable plugin file (``plugin/roundtable-plugin.ts``) is installed with
-   the daemon's plugin version, and the daemon heard from it for this directory (the positive
-   signal of the plugin mode, docs/plugin.md); without it the daemon hides prompts by PATCH
-   and refuses ``context: "recent"``.
+   the daemon's plugin version (and the ``roundtabled/control.ts`` it imports), and the daemon
+   heard from it for this directory (the positive signal of the plugin mode, docs/plugin.md);
+   without it the daemon hides prompts by PATCH and refuses ``context: "recent"``.
 8. **daemon** — the control API answers ``/v1/ping`` and, with the token, ``/v1/health``: ready,
    connected to the same server, number of active roundtables.
 
@@ -275,10 +276,15 @@ def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
     complete: list[str] = []
     partial: list[str] = []
     wrong_url: list[str] = []
+    no_control: list[str] = []
     for label, entry in status.items():
         tools = entry.get("tools") or {}
         have = [n for n in install.TOOL_FILES if n in tools]
         where = f"{label} ({entry.get('path')})"
+        if entry.get("control") is None and any(
+            (info or {}).get("needsControl") for info in tools.values()
+        ):
+            no_control.append(where)
         if len(have) == len(install.TOOL_FILES) and entry.get("observer"):
             complete.append(where)
         elif have or entry.get("observer"):
@@ -290,6 +296,16 @@ def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
             url = (info or {}).get("url")
             if url and url.rstrip("/") != control_url.rstrip("/"):
                 wrong_url.append(f"{where} {name} calls {url}")
+    control = f"{install.CONTROL_DIR}/{install.CONTROL_FILE}"
+    if no_control:
+        # A shim whose import fails takes OpenCode's whole tool registry down with it.
+        return Check(
+            "tools",
+            False,
+            f"{'; '.join(no_control)}: the tools import {control}, which is missing (OpenCode "
+            "then fails every tool listing with HTTP 500)",
+            f"{fix}, then restart opencode serve",
+        )
     if wrong_url:
         return Check(
             "tools",
@@ -404,6 +420,16 @@ async def plugin_check(
             "the roundtable plugin is not installed: seats' earlier prompts are hidden by one "
             f"PATCH per turn and context 'recent' is refused (to install: {fix})",
             warn=True,
+        )
+    orphans = [
+        p["path"]
+        for label, p in found
+        if p.get("needsControl") and status[label].get("control") is None
+    ]
+    if orphans:  # OpenCode skips a plugin whose import fails
+        control = f"{install.CONTROL_DIR}/{install.CONTROL_FILE}"
+        return Check(
+            "plugin", False, f"{', '.join(orphans)} imports {control}, which is missing", fix
         )
     stale = [f"{p['path']} has version {p['version']!r}" for _, p in found]
     if all(p["version"] != PLUGIN_VERSION for _, p in found):

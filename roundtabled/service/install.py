@@ -2,21 +2,31 @@
 
 ``roundtabled install-tool --project DIR`` writes into ``DIR/.opencode``; ``--global`` into
 ``$XDG_CONFIG_HOME/opencode``. Files written (OpenCode 1.18.33 scans ``{tool,tools}/*.{js,ts}``
-for custom tools and ``{agent,agents}/**/*.md`` for agents; we use the singular names):
+for custom tools, ``{plugin,plugins}/*.{ts,js}`` for plugins and ``{agent,agents}/**/*.md`` for
+agents; we use the singular names):
 
+- ``roundtabled/control.ts``: how the shims and the plugin reach the daemon (control URL, token
+  file, auth header, the "not running" / "token rejected" errors). The one file with a generated
+  constant block at the top (between :data:`BEGIN` and :data:`END`) baking in the control URL and
+  the token file path; ``ROUNDTABLED_URL`` / ``ROUNDTABLED_TOKEN_FILE`` in ``opencode serve``'s
+  environment override them at run time. It sits in a folder of its own because OpenCode loads
+  every top-level file of ``tool/`` as tool definitions and calls every exported function of a
+  top-level file of ``plugin/`` as a plugin; the others import it by the relative path
+  :data:`CONTROL_IMPORT`. Written first, so a shim on disk always finds it.
 - ``tool/roundtable.ts`` and ``tool/available_agents.ts``: thin shims that call the daemon's control
-  API (docs/control-api.md). A generated constant block at the top (between :data:`BEGIN` and
-  :data:`END`) bakes in the control URL and the token file path; ``ROUNDTABLED_URL`` /
-  ``ROUNDTABLED_TOKEN_FILE`` in ``opencode serve``'s environment override them at run time.
+  API (docs/control-api.md), copied as shipped.
 - ``agent/roundtable-observer.md``: the hidden, tool-less agent that runs the built-in observer.
 - ``plugin/roundtable-plugin.ts``: the roundtable plugin (docs/plugin.md): it leaves the
   answered turn prompts (and, for ``context: "recent"``, the hidden rounds) out of each seat's
-  model request in memory, and reports itself to the daemon. Same constant block as the shims.
+  model request in memory, and reports itself to the daemon. Copied as shipped.
   OpenCode waits for its npm install of ``@opencode-ai/plugin`` into a config directory before it
   loads an external plugin from it; offline that install retries for about a minute, so the
   directory is prepared as for the test servers
   (:func:`roundtabled.opencode.config_dir.prefill_config_dir`) when it has no
   ``node_modules`` yet and an installed copy of the package is found.
+
+An install made before ``roundtabled/control.ts`` existed has the constant block in each shim and
+in the plugin: :func:`installed_status` reads either layout, and re-installing writes the new one.
 
 Invariants:
 
@@ -34,8 +44,9 @@ Why the shims import nothing from npm (measured on 1.18.33, see the report in th
 comments): OpenCode npm-installs ``@opencode-ai/plugin`` into every config directory that has
 custom tools and waits for it; without network that install fails after ~70 s of npm retries, and
 a tool that imports the package then fails to load *and breaks the whole tool registry* (every
-tool listing answers HTTP 500). The shims use only Bun/Node built-ins and pick up ``zod``
-dynamically when it is resolvable, so they load in every case.
+tool listing answers HTTP 500). The shims use only Bun/Node built-ins and ``control.ts`` and pick
+up ``zod`` dynamically when it is resolvable, so they load in every case. (A shim whose
+``control.ts`` is missing fails the same way: ``roundtabled doctor`` names the missing file.)
 """
 
 from __future__ import annotations
@@ -54,6 +65,12 @@ from roundtabled.errors import RoundtableError
 from roundtabled.opencode.config_dir import find_node_modules, prefill_config_dir
 from roundtabled.service.config import xdg_config_home
 
+CONTROL_DIR = "roundtabled"
+CONTROL_FILE = "control.ts"
+"""The shims' and the plugin's shared module (package data ``roundtabled/tools/control.ts``),
+installed as ``<config dir>/roundtabled/control.ts``: the one file with the generated block."""
+CONTROL_IMPORT = "../roundtabled/control.ts"
+"""How the shims and the plugin import it (relative to ``tool/`` and ``plugin/``)."""
 TOOL_FILES = ("roundtable.ts", "available_agents.ts")
 """Tool shims shipped as package data (``roundtabled/tools``); file name = tool name + ``.ts``."""
 AGENT_FILES = ("roundtable-observer.md",)
@@ -95,10 +112,11 @@ def _js_string(value: str) -> str:
 
 
 def render_tool(source: str, *, control_url: str, token_file: Path | str) -> str:
-    """``source`` (a shim) with its generated constant block set to the given values.
+    """``source`` (the control module) with its generated constant block set to the given values.
 
     Args:
-        source: text of a shim containing exactly one :data:`BEGIN` … :data:`END` block.
+        source: text containing exactly one :data:`BEGIN` … :data:`END` block (the shipped
+            ``control.ts``; the shims and the plugin have none since they import it).
         control_url: e.g. ``"http://127.0.0.1:4747"``.
         token_file: path of the daemon's token file (baked in as given).
 
@@ -119,7 +137,8 @@ def render_tool(source: str, *, control_url: str, token_file: Path | str) -> str
 
 
 def read_constants(text: str) -> dict[str, str | None]:
-    """The values baked into a shim: ``{"url": str | None, "tokenFile": str | None}``."""
+    """The values baked into an installed ``control.ts`` (or a shim or plugin of the layout
+    before it): ``{"url": str | None, "tokenFile": str | None}``, ``None`` where absent."""
     out: dict[str, str | None] = {"url": None, "tokenFile": None}
     start, stop = text.find(BEGIN), text.find(END)
     if start < 0 or stop < start:
@@ -198,25 +217,48 @@ def tool_targets(project: Path | None, global_: bool, env: Mapping[str, str]) ->
     return (project or Path.cwd()).resolve() / ".opencode"
 
 
+def _is_ours_text(text: str) -> bool:
+    """A file install-tool wrote: the control module or a shim or plugin importing it, a shim or
+    plugin of the layout before it (the block), or the observer agent."""
+    return BEGIN in text or CONTROL_IMPORT in text or AGENT_MARKER in text
+
+
 def _is_ours(path: Path) -> bool:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    return BEGIN in text or AGENT_MARKER in text
+    return _is_ours_text(text)
 
 
 def _check_target(target: Path) -> None:
     if target.exists() and not target.is_dir():
         raise InstallError(f"cannot install into {target}: it exists and is not a directory")
-    for sub in (TOOL_DIR, AGENT_DIR, PLUGIN_DIR):
+    for sub in (CONTROL_DIR, TOOL_DIR, AGENT_DIR, PLUGIN_DIR):
         d = target / sub
         if d.exists() and not d.is_dir():
             raise InstallError(f"cannot install into {target}: {d} is not a directory")
 
 
+# What an install writes, in this order: (folder in the config directory, file, package folder,
+# whether the control URL and token file are filled in). The control module comes first: the
+# shims and the plugin import it, so none is on disk without it.
+_LAYOUT: tuple[tuple[str, str, str, bool], ...] = (
+    (CONTROL_DIR, CONTROL_FILE, "tools", True),
+    *((TOOL_DIR, name, "tools", False) for name in TOOL_FILES),
+    *((AGENT_DIR, name, "agents", False) for name in AGENT_FILES),
+    *((PLUGIN_DIR, name, "tools", False) for name in PLUGIN_FILES),
+)
+
+
+def install_paths(target: Path) -> list[Path]:
+    """The files :func:`install_tools` writes into ``target``, in its order (see there)."""
+    return [Path(target) / sub / name for sub, name, _, _ in _LAYOUT]
+
+
 def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[Path]:
-    """Install the tool shims and the observer agent into ``target``.
+    """Install the control module, the tool shims, the observer agent and the plugin into
+    ``target``.
 
     Args:
         target: an OpenCode config directory (see :func:`tool_targets`); created if missing.
@@ -224,9 +266,9 @@ def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[P
         token_file: path of the daemon's token file (made absolute).
 
     Returns:
-        The paths of the installed files, in the order ``tool/roundtable.ts``,
-        ``tool/available_agents.ts``, ``agent/roundtable-observer.md``,
-        ``plugin/roundtable-plugin.ts`` (also when unchanged).
+        The paths of the installed files (:func:`install_paths`), in the order
+        ``roundtabled/control.ts``, ``tool/roundtable.ts``, ``tool/available_agents.ts``,
+        ``agent/roundtable-observer.md``, ``plugin/roundtable-plugin.ts`` (also when unchanged).
 
     Raises:
         InstallError: bad ``control_url``, package data missing, or ``target`` not writable.
@@ -242,19 +284,13 @@ def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[P
     if not token_path.is_absolute():
         token_path = Path.cwd() / token_path
     written: list[Path] = []
-    # (where, files, package folder, whether the control URL and token file are filled in)
-    for sub, names, folder, rendered in (
-        (TOOL_DIR, TOOL_FILES, "tools", True),
-        (AGENT_DIR, AGENT_FILES, "agents", False),
-        (PLUGIN_DIR, PLUGIN_FILES, "tools", True),
-    ):
-        for name in names:
-            text = _package_text(folder, name)
-            if rendered:
-                text = render_tool(text, control_url=control_url.rstrip("/"), token_file=token_path)
-            path = target / sub / name
-            atomic_write(path, text)
-            written.append(path)
+    for sub, name, folder, rendered in _LAYOUT:
+        text = _package_text(folder, name)
+        if rendered:
+            text = render_tool(text, control_url=control_url.rstrip("/"), token_file=token_path)
+        path = target / sub / name
+        atomic_write(path, text)
+        written.append(path)
     prepare_offline(target)
     # Stale copies of ours in the alternative directory names would be loaded twice.
     for sub, names in (
@@ -291,6 +327,21 @@ def plugin_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _baked(text: str, control_text: str) -> dict[str, Any]:
+    """Where a shim or the plugin (``text``) gets the daemon's URL and token file: the installed
+    control module it imports (``control_text``, ``""`` when absent), else its own block (the
+    layout before ``control.ts``). ``{"url", "tokenFile", "needsControl": bool}``."""
+    needs = BEGIN not in text and CONTROL_IMPORT in text
+    return {**read_constants(control_text if needs else text), "needsControl": needs}
+
+
 def installed_status(
     project: Path | None, env: Mapping[str, str], *, control_url: str | None = None
 ) -> dict[str, Any]:
@@ -303,12 +354,16 @@ def installed_status(
         control_url: the daemon's current control URL to compare the baked one with.
 
     Returns:
-        ``{"project": entry, "global": entry}`` with ``entry = {"path": str, "tools": {file name:
+        ``{"project": entry, "global": entry}`` with ``entry = {"path": str, "control":
+        {"path": str, "url": str | None, "tokenFile": str | None} | None, "tools": {file name:
         {"path": str, "url": str | None, "tokenFile": str | None, "ours": bool,
-        "urlMatches": bool | None}}, "observer": bool, "observerPath": str | None, "plugin":
-        {"path": str, "version": str | None, "url": str | None} | None}``. Only installed
-        tools appear in ``tools``; ``urlMatches`` is ``None`` when no current URL is known or
-        the file has no baked URL.
+        "needsControl": bool, "urlMatches": bool | None}}, "observer": bool, "observerPath":
+        str | None, "plugin": {"path": str, "version": str | None, "url": str | None,
+        "needsControl": bool} | None}``. ``control`` is the installed ``roundtabled/control.ts``;
+        a tool's or the plugin's ``url``/``tokenFile`` are the ones it uses (from that module when
+        it imports it, ``needsControl``; from its own block in the layout before it), ``None``
+        when it imports a missing module. Only installed tools appear in ``tools``;
+        ``urlMatches`` is ``None`` when no current URL is known or the file has no baked URL.
     """
     current = control_url or env.get("ROUNDTABLED_URL") or None
     out: dict[str, Any] = {}
@@ -316,8 +371,15 @@ def installed_status(
         ("project", tool_targets(project, False, env)),
         ("global", tool_targets(None, True, env)),
     ):
+        control_path = target / CONTROL_DIR / CONTROL_FILE
+        control_text = _read_text(control_path) if control_path.is_file() else ""
         entry: dict[str, Any] = {
             "path": str(target),
+            "control": (
+                {"path": str(control_path), **read_constants(control_text)}
+                if control_path.is_file()
+                else None
+            ),
             "tools": {},
             "observer": False,
             "observerPath": None,
@@ -327,11 +389,8 @@ def installed_status(
                 p = target / sub / name
                 if not p.is_file():
                     continue
-                try:
-                    text = p.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    text = ""
-                baked = read_constants(text)
+                text = _read_text(p)
+                baked = _baked(text, control_text)
                 url = baked["url"]
                 matches = (
                     None
@@ -342,7 +401,8 @@ def installed_status(
                     "path": str(p),
                     "url": url,
                     "tokenFile": baked["tokenFile"],
-                    "ours": BEGIN in text,
+                    "ours": _is_ours_text(text),
+                    "needsControl": baked["needsControl"],
                     "urlMatches": matches,
                 }
                 break
@@ -358,11 +418,13 @@ def installed_status(
             for sub in (PLUGIN_DIR, ALT_PLUGIN_DIR):
                 p = target / sub / name
                 if p.is_file():
-                    text = p.read_text(encoding="utf-8", errors="replace")
+                    text = _read_text(p)
+                    baked = _baked(text, control_text)
                     entry["plugin"] = {
                         "path": str(p),
                         "version": plugin_version(text),
-                        "url": read_constants(text)["url"],
+                        "url": baked["url"],
+                        "needsControl": baked["needsControl"],
                     }
                     break
         out[label] = entry

@@ -1,39 +1,16 @@
-// >>> roundtabled install (generated) >>>
-const INSTALLED_URL = "http://127.0.0.1:4747"
-const INSTALLED_TOKEN_FILE = ""
-// <<< roundtabled install (generated) <<<
-
 // OpenCode custom tool `available_agents` (installed by `roundtabled install-tool`).
 //
 // Asks the roundtabled daemon which agents a roundtable may seat (GET /v1/agents) and returns its
-// one-line text, e.g. "Available agents: dev, pm, rv". No imports beyond Bun/Node built-ins, so it
-// loads even where OpenCode could not npm-install @opencode-ai/plugin (see roundtable.ts).
+// one-line text, e.g. "Available agents: dev, pm, rv". No imports beyond Bun/Node built-ins and
+// ../roundtabled/control.ts (the daemon's URL and token file, installed with it), so it loads
+// even where OpenCode could not npm-install @opencode-ai/plugin (see roundtable.ts).
 
-import { readFile } from "node:fs/promises"
-import { homedir } from "node:os"
+import { authHeaders, controlUrl, notRunning, tokenRejected } from "../roundtabled/control.ts"
 
 const TIMEOUT_MS = 10_000
-const env: Record<string, string | undefined> = (globalThis as any).process?.env ?? {}
-
-function controlUrl(): string {
-  return (env.ROUNDTABLED_URL || INSTALLED_URL).replace(/\/+$/, "")
-}
-
-function tokenFile(): string {
-  if (env.ROUNDTABLED_TOKEN_FILE) return env.ROUNDTABLED_TOKEN_FILE
-  if (INSTALLED_TOKEN_FILE) return INSTALLED_TOKEN_FILE
-  const xdg = env.XDG_CONFIG_HOME?.startsWith("/") ? env.XDG_CONFIG_HOME : `${homedir()}/.config`
-  return `${xdg}/roundtabled/token`
-}
 
 async function execute(_args: unknown, ctx: any): Promise<string> {
-  const headers: Record<string, string> = {}
-  try {
-    const token = (await readFile(tokenFile(), "utf8")).trim()
-    if (token) headers.authorization = `Bearer ${token}`
-  } catch {
-    // unreadable: the daemon answers 401 and we report the path
-  }
+  const headers = await authHeaders()
   const signals = [AbortSignal.timeout(TIMEOUT_MS)]
   if (ctx?.abort) signals.push(ctx.abort)
   const dir = ctx?.directory ? `?directory=${encodeURIComponent(ctx.directory)}` : ""
@@ -44,14 +21,9 @@ async function execute(_args: unknown, ctx: any): Promise<string> {
     if (ctx?.abort?.aborted) return "Error: cancelled"
     if (err?.name === "TimeoutError")
       return `Error: roundtabled at ${controlUrl()} did not answer within ${TIMEOUT_MS / 1000} s`
-    const why = [err?.code, err instanceof Error ? err.message : String(err)].filter(Boolean).join(": ")
-    return (
-      `Error: roundtabled is not running (${controlUrl()}: ${why}). ` +
-      "Start it with: roundtabled serve  (or: systemctl --user start roundtabled)"
-    )
+    return notRunning(err)
   }
-  if (resp.status === 401)
-    return `Error: roundtabled rejected the token (token file ${tokenFile()}; set ROUNDTABLED_TOKEN_FILE or re-run roundtabled install-tool)`
+  if (resp.status === 401) return tokenRejected()
   const text = await resp.text()
   let data: any = null
   try {

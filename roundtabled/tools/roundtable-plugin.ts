@@ -1,8 +1,3 @@
-// >>> roundtabled install (generated) >>>
-const INSTALLED_URL = "http://127.0.0.1:4747"
-const INSTALLED_TOKEN_FILE = ""
-// <<< roundtabled install (generated) <<<
-
 // OpenCode plugin `roundtable` (installed by `roundtabled install-tool`, docs/plugin.md).
 //
 // Thin: it shapes the model request of a roundtable's session (S2) in memory, as the daemon's
@@ -25,29 +20,17 @@ const INSTALLED_TOKEN_FILE = ""
 //   directory's instance, every 5 s after (a daemon started or reconnected later hears from it),
 //   and when it shapes a roundtable's request (at most once a second); it stops when the
 //   instance is disposed. The daemon uses the plugin mode only on such a report.
-// No import from npm (see tool/roundtable.ts: an offline server cannot install it).
+// No import from npm (see tool/roundtable.ts: an offline server cannot install it). The daemon's
+// URL and token file come from ../roundtabled/control.ts, installed with it, outside `plugin/`:
+// OpenCode calls every exported function of a top-level file there as a plugin.
 
-import { readFile } from "node:fs/promises"
-import { homedir } from "node:os"
+import { authHeaders, controlUrl } from "../roundtabled/control.ts"
 
 const PLUGIN_VERSION = "1"
 const META = "roundtabled"
 const REPORT_TIMEOUT_MS = 2_000
 const REPORT_EVERY_MS = 1_000
 const HEARTBEAT_MS = 5_000
-
-const env: Record<string, string | undefined> = (globalThis as any).process?.env ?? {}
-
-function controlUrl(): string {
-  return (env.ROUNDTABLED_URL || INSTALLED_URL).replace(/\/+$/, "")
-}
-
-function tokenFile(): string {
-  if (env.ROUNDTABLED_TOKEN_FILE) return env.ROUNDTABLED_TOKEN_FILE
-  if (INSTALLED_TOKEN_FILE) return INSTALLED_TOKEN_FILE
-  const xdg = env.XDG_CONFIG_HOME?.startsWith("/") ? env.XDG_CONFIG_HOME : `${homedir()}/.config`
-  return `${xdg}/roundtabled/token`
-}
 
 type Marker = { kind: string; round: number; seat: number; view?: string; hide?: number[] }
 
@@ -124,15 +107,10 @@ export const RoundtablePlugin = async (input: any) => {
 
   const report = async () => {
     lastReport = Date.now()
-    const headers: Record<string, string> = { "content-type": "application/json" }
-    try {
-      const token = (await readFile(tokenFile(), "utf8")).trim()
-      if (token) headers.authorization = `Bearer ${token}`
-    } catch {}
     try {
       const res = await fetch(`${controlUrl()}/v1/plugin`, {
         method: "POST",
-        headers,
+        headers: { "content-type": "application/json", ...(await authHeaders()) },
         body: JSON.stringify({ version: PLUGIN_VERSION, directory, serverUrl }),
         signal: AbortSignal.timeout(REPORT_TIMEOUT_MS),
       })

@@ -1,8 +1,3 @@
-// >>> roundtabled install (generated) >>>
-const INSTALLED_URL = "http://127.0.0.1:4747"
-const INSTALLED_TOKEN_FILE = ""
-// <<< roundtabled install (generated) <<<
-
 // OpenCode custom tool `roundtable` (installed by `roundtabled install-tool`).
 //
 // A thin shim: it validates the arguments, hands the call to the roundtabled daemon's control API
@@ -19,9 +14,11 @@ const INSTALLED_TOKEN_FILE = ""
 //   accept `null` meaning "omitted".
 // - OpenCode does not validate args at run time, so `execute` does (errors start with "Error:").
 // - `context.abort` also fires ~50 ms after a normal completion: ignored once decided.
+// - The daemon's URL and token file come from ../roundtabled/control.ts (installed with it, the
+//   one file install-tool fills in): a relative import of a sibling folder of `tool/`, since
+//   OpenCode loads every top-level file of `tool/` as a tool.
 
-import { readFile } from "node:fs/promises"
-import { homedir } from "node:os"
+import { authHeaders, controlUrl, notRunning, tokenRejected } from "../roundtabled/control.ts"
 
 const MAX_ROUNDS = 50
 const MAX_TITLE = 200
@@ -33,33 +30,6 @@ const POLL_WAIT_S = 25
 const POLL_TIMEOUT_MS = 35_000
 const LOST_CONTACT_MS = 120_000
 const CANCEL_TIMEOUT_MS = 500
-
-// ---- configuration ---------------------------------------------------------------------------
-
-const env: Record<string, string | undefined> = (globalThis as any).process?.env ?? {}
-
-function controlUrl(): string {
-  return (env.ROUNDTABLED_URL || INSTALLED_URL).replace(/\/+$/, "")
-}
-
-function tokenFile(): string {
-  if (env.ROUNDTABLED_TOKEN_FILE) return env.ROUNDTABLED_TOKEN_FILE
-  if (INSTALLED_TOKEN_FILE) return INSTALLED_TOKEN_FILE
-  const xdg = env.XDG_CONFIG_HOME?.startsWith("/") ? env.XDG_CONFIG_HOME : `${homedir()}/.config`
-  return `${xdg}/roundtabled/token`
-}
-
-// Read on every request: the daemon may have been restarted with a new token.
-async function authHeaders(): Promise<Record<string, string>> {
-  const headers: Record<string, string> = { "content-type": "application/json" }
-  try {
-    const token = (await readFile(tokenFile(), "utf8")).trim()
-    if (token) headers.authorization = `Bearer ${token}`
-  } catch {
-    // unreadable: the daemon answers 401 and we report the path
-  }
-  return headers
-}
 
 // ---- arguments -------------------------------------------------------------------------------
 
@@ -261,7 +231,7 @@ type Reply = { status: number; data: any }
 async function call(method: string, path: string, signal: AbortSignal, body?: unknown): Promise<Reply> {
   const resp = await fetch(controlUrl() + path, {
     method,
-    headers: await authHeaders(),
+    headers: { "content-type": "application/json", ...(await authHeaders()) },
     body: body === undefined ? undefined : JSON.stringify(body),
     signal,
   })
@@ -275,18 +245,8 @@ async function call(method: string, path: string, signal: AbortSignal, body?: un
   return { status: resp.status, data }
 }
 
-function notRunning(err: unknown): string {
-  const e = err as any
-  const why = [e?.code, e instanceof Error ? e.message : String(err)].filter(Boolean).join(": ")
-  return (
-    `Error: roundtabled is not running (${controlUrl()}: ${why}). ` +
-    "Start it with: roundtabled serve  (or: systemctl --user start roundtabled)"
-  )
-}
-
 function httpError(reply: Reply): string {
-  if (reply.status === 401)
-    return `Error: roundtabled rejected the token (token file ${tokenFile()}; set ROUNDTABLED_TOKEN_FILE or re-run roundtabled install-tool)`
+  if (reply.status === 401) return tokenRejected()
   const msg = reply.data?.error
   if (typeof msg === "string") return msg.startsWith("Error:") ? msg : `Error: ${msg}`
   return `Error: roundtabled answered HTTP ${reply.status}: ${show(reply.data)}`

@@ -193,12 +193,22 @@ async def test_the_plugin_acts_on_roundtable_markers_only_and_an_error_changes_n
     rt_factory: Any,
 ) -> None:
     # A second copy of the plugin (as when installed in the project and globally): both run.
-    copy = install.render_tool(
-        (resources.files("roundtabled") / "tools" / "roundtable-plugin.ts").read_text(),
+    # Its own control module, which calls nowhere, in a folder below plugins/ (not loaded there).
+    shipped = resources.files("roundtabled") / "tools"
+    copy = (shipped / "roundtable-plugin.ts").read_text()
+    assert install.CONTROL_IMPORT in copy
+    control = install.render_tool(
+        (shipped / install.CONTROL_FILE).read_text(),
         control_url="http://127.0.0.1:9",
         token_file="/nonexistent",
     )
-    rt: RT = await rt_factory(plugin=True, files={".opencode/plugins/second-copy.ts": copy})
+    files = {
+        ".opencode/plugins/second-copy.ts": copy.replace(
+            install.CONTROL_IMPORT, "./second-copy/control.ts"
+        ),
+        ".opencode/plugins/second-copy/control.ts": control,
+    }
+    rt: RT = await rt_factory(plugin=True, files=files)
     await plugin_reported(rt)
     where = {"directory": rt.directory}
 
@@ -244,6 +254,23 @@ async def test_doctor_checks_the_plugin_its_version_and_the_daemons_report(
     assert run.code == 0, run.out + run.err
     [line] = [x for x in run.out.splitlines() if x.split()[1:2] == ["plugin"]]
     assert line.startswith("✓") and f"version {PLUGIN_VERSION}" in line and "loaded for" in line
+
+
+async def test_doctor_names_the_control_module_the_tools_and_the_plugin_miss(
+    rt_factory: Any,
+) -> None:
+    rt: RT = await rt_factory(plugin=True)
+    await plugin_reported(rt)
+    control = rt.server.project_dir / ".opencode" / install.CONTROL_DIR / install.CONTROL_FILE
+    control.unlink()
+    run = await cli(rt, "doctor")
+    assert run.code == 1, run.out + run.err
+    lines = {x.split()[1]: x for x in run.out.splitlines() if len(x.split()) > 1}
+    assert lines["tools"].startswith("✗"), run.out
+    assert "the tools import roundtabled/control.ts, which is missing" in lines["tools"]
+    assert lines["plugin"].startswith("✗"), run.out
+    assert "roundtable-plugin.ts imports roundtabled/control.ts, which is missing" in run.out
+    assert "roundtabled install-tool --project" in run.out
 
 
 @pytest.mark.slow

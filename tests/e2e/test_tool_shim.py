@@ -166,6 +166,30 @@ async def new_session(server: OpenCodeServer, directory: Path | None = None) -> 
     return str(s["id"])
 
 
+async def say(
+    server: OpenCodeServer, ses: str, agent: str, text: str, *, wait: bool = True
+) -> None:
+    """Post the user message ``text`` to ``ses`` for ``agent``; ``wait=False`` returns as soon
+    as the server has taken it (``prompt_async``), else when the agent's turn is over."""
+    route = "message" if wait else "prompt_async"
+    body = {"parts": [{"type": "text", "text": text}], "agent": agent}
+    await oc(server, "POST", f"/session/{ses}/{route}", body)
+
+
+async def roundtable_schema(server: OpenCodeServer, directory: Path) -> dict[str, Any]:
+    """The JSON schema of the ``roundtable`` tool's arguments, as the orchestrator model sees it
+    in ``directory``."""
+    tools = await oc(
+        server,
+        "GET",
+        "/experimental/tool",
+        directory=str(directory),
+        provider="scripted",
+        model="orchestrator-1",
+    )
+    return dict(next(t for t in tools if t["id"] == "roundtable")["parameters"])
+
+
 async def tool_parts(server: OpenCodeServer, ses: str, tool: str) -> list[dict[str, Any]]:
     msgs = await oc(server, "GET", f"/session/{ses}/message")
     return [p for m in msgs for p in m["parts"] if p.get("type") == "tool" and p["tool"] == tool]
@@ -181,12 +205,7 @@ async def run_tool(
     """Have the scripted ``build`` agent call ``tool`` once; returns (session id, tool part)."""
     llm.script(tool_call(tool, arguments), Text(text="noted"), agent="build")
     ses = await new_session(server, directory)
-    await oc(
-        server,
-        "POST",
-        f"/session/{ses}/message",
-        {"parts": [{"type": "text", "text": f"please call {tool}"}], "agent": "build"},
-    )
+    await say(server, ses, "build", f"please call {tool}")
     parts = await tool_parts(server, ses, tool)
     assert len(parts) == 1, parts
     return ses, parts[0]
@@ -200,15 +219,7 @@ async def test_tools_listed_and_available_agents(
     ids = await oc(server, "GET", "/experimental/tool/ids", directory=str(server.project_dir))
     assert "roundtable" in ids and "available_agents" in ids
     # the schema the orchestrator model sees: optional fields (zod resolvable here), descriptions
-    tools = await oc(
-        server,
-        "GET",
-        "/experimental/tool",
-        directory=str(server.project_dir),
-        provider="scripted",
-        model="orchestrator-1",
-    )
-    schema = next(t for t in tools if t["id"] == "roundtable")["parameters"]
+    schema = await roundtable_schema(server, server.project_dir)
     assert schema["required"] == ["prompt"]
     assert schema["properties"]["rounds"]["maximum"] == 50
     assert "available_agents" in schema["properties"]["agents"]["description"]
@@ -296,12 +307,7 @@ async def test_abort_cancels_the_roundtable(
         tool_call("roundtable", {"agents": ["pm", "dev"], "prompt": "x"}), agent="build"
     )
     ses = await new_session(server)
-    await oc(
-        server,
-        "POST",
-        f"/session/{ses}/prompt_async",
-        {"parts": [{"type": "text", "text": "debate"}], "agent": "build"},
-    )
+    await say(server, ses, "build", "debate", wait=False)
     await asyncio.wait_for(fake.polling.wait(), 30)
     t0 = time.monotonic()
     await oc(server, "POST", f"/session/{ses}/abort")
@@ -353,15 +359,7 @@ async def test_no_network_project_still_lists_and_runs_both_tools(
     assert "roundtable" in ids and "available_agents" in ids
     assert not (project / ".opencode" / "node_modules" / "@opencode-ai").exists()
     # without zod the args are plain JSON Schema (all listed as required, optional ones nullable)
-    tools = await oc(
-        server,
-        "GET",
-        "/experimental/tool",
-        directory=str(project),
-        provider="scripted",
-        model="orchestrator-1",
-    )
-    schema = next(t for t in tools if t["id"] == "roundtable")["parameters"]
+    schema = await roundtable_schema(server, project)
     assert schema["properties"]["rounds"]["type"] == ["integer", "null"]
     # and a real call with the nulls the model then sends
     _, part = await run_tool(server, scripted_llm, "available_agents", {}, directory=project)
@@ -378,6 +376,35 @@ async def test_no_network_project_still_lists_and_runs_both_tools(
     assert "rounds" not in fake.created[-1] and "observer" not in fake.created[-1]
 
 
+async def test_the_control_module_is_no_tool_and_the_shims_cannot_do_without_it(
+    tmp_path: Path, fake: FakeControl, opencode_factory: OpenCodeFactory
+) -> None:
+    # roundtabled/control.ts sits beside tool/, not in it: OpenCode registers no tool from it.
+    files = tool_files(tmp_path, fake.url)
+    control = f".opencode/{install.CONTROL_DIR}/{install.CONTROL_FILE}"
+    assert control in files
+    server = await opencode_factory(files=files)
+    ids = await oc(server, "GET", "/experimental/tool/ids", directory=str(server.project_dir))
+    assert sorted(i for i in ids if i in ("roundtable", "available_agents")) == [
+        "available_agents",
+        "roundtable",
+    ]
+    assert not [i for i in ids if "control" in i], ids
+    # Without it a shim fails to load and takes the whole registry down (why install-tool writes
+    # it first and doctor names it when it is missing).
+    del files[control]
+    project = offline_project(server, "no-control", files)
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(
+            server.url + "/experimental/tool/ids",
+            params={"directory": str(project)},
+            timeout=aiohttp.ClientTimeout(total=300),
+        ) as resp,
+    ):
+        assert resp.status == 500, await resp.text()
+
+
 async def test_observer_agent_is_hidden_and_toolless(
     tmp_path: Path, fake: FakeControl, scripted_llm: ScriptedLLM, opencode_factory: OpenCodeFactory
 ) -> None:
@@ -392,12 +419,7 @@ async def test_observer_agent_is_hidden_and_toolless(
     # a prompt as that agent reaches the model with no tools at all
     scripted_llm.script(Text(text="summary"), agent="roundtable-observer")
     ses = await new_session(server)
-    await oc(
-        server,
-        "POST",
-        f"/session/{ses}/message",
-        {"parts": [{"type": "text", "text": "consolidate"}], "agent": "roundtable-observer"},
-    )
+    await say(server, ses, "roundtable-observer", "consolidate")
     [req] = scripted_llm.requests_for(session=ses, kind="turn")
     assert req.agent == "roundtable-observer"
     assert req.tools == []

@@ -1,10 +1,12 @@
-"""``roundtabled.service.install``: atomic, idempotent installation of the tool shims and observer
-agent."""
+"""``roundtabled.service.install``: atomic, idempotent installation of the control module, the
+tool shims, the observer agent and the plugin."""
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from roundtabled.service import install
 
 URL = "http://127.0.0.1:4747"
 EXPECTED = [
+    "roundtabled/control.ts",
     "tool/roundtable.ts",
     "tool/available_agents.ts",
     "agent/roundtable-observer.md",
@@ -37,29 +40,56 @@ def _snapshot(target: Path) -> dict[str, tuple[bytes, int, int]]:
     }
 
 
-def test_installs_four_files_with_substituted_constants(tmp_path: Path) -> None:
+def test_installs_five_files_with_the_constants_in_the_control_module_only(
+    tmp_path: Path,
+) -> None:
     target = tmp_path / ".opencode"
     paths = _install(target, token=Path("/srv/rt/token"))
     assert [p.relative_to(target).as_posix() for p in paths] == EXPECTED
-    for p in paths[:2]:
+    assert paths == install.install_paths(target)
+    control = paths[0].read_text()
+    assert install.read_constants(control) == {"url": URL, "tokenFile": "/srv/rt/token"}
+    assert control.count(install.BEGIN) == 1 and control.count(install.END) == 1
+    # the block is at the top, the package's placeholder is gone
+    assert control.startswith(install.BEGIN)
+    assert 'INSTALLED_TOKEN_FILE = ""' not in control
+    # functions only: no tool definition, nothing OpenCode would take for a tool or a plugin
+    assert "export default" not in control
+    exports = re.findall(r"^export .*", control, re.M)
+    assert len(exports) == 5 and all(re.match(r"export (async )?function ", e) for e in exports)
+    for p in (*paths[1:3], paths[4]):
         text = p.read_text()
-        assert install.read_constants(text) == {"url": URL, "tokenFile": "/srv/rt/token"}
-        assert text.count(install.BEGIN) == 1 and text.count(install.END) == 1
-        # the block is at the top, the package's placeholder is gone
-        assert text.startswith(install.BEGIN)
-        assert 'INSTALLED_TOKEN_FILE = ""' not in text
-        assert "export default" in text
-    agent = paths[2].read_text()
+        # copied as shipped: they read the URL and the token file from the control module
+        assert text == _shipped(p.name)
+        assert install.BEGIN not in text and f'from "{install.CONTROL_IMPORT}"' in text
+        assert install.read_constants(text) == {"url": None, "tokenFile": None}
+    for p in paths[1:3]:
+        assert "export default" in p.read_text()
+    agent = paths[3].read_text()
     assert agent.startswith("---\n")
     front, _, prompt = agent[4:].partition("\n---\n")
     assert "mode: subagent" in front and "hidden: true" in front
     assert '"*": deny' in front and "description:" in front
     assert prompt.startswith("You are the impartial roundtable observer.")
-    plugin = paths[3].read_text()
-    assert install.read_constants(plugin) == {"url": URL, "tokenFile": "/srv/rt/token"}
-    assert plugin.startswith(install.BEGIN) and install.plugin_version(plugin) == PLUGIN_VERSION
+    plugin = paths[4].read_text()
+    assert install.plugin_version(plugin) == PLUGIN_VERSION
     # OpenCode calls every exported function as a plugin: only the plugin is exported
     assert plugin.count("\nexport ") == 1 and "\nexport const RoundtablePlugin" in plugin
+
+
+def _shipped(name: str) -> str:
+    return (resources.files("roundtabled") / "tools" / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", [install.CONTROL_FILE, *install.TOOL_FILES, *install.PLUGIN_FILES])
+def test_the_shipped_typescript_imports_built_ins_and_the_control_module_only(name: str) -> None:
+    """An offline server cannot npm-install anything (install.py's docstring): every static
+    import is a Bun/Node built-in or, from a shim or the plugin, the control module."""
+    text = _shipped(name)
+    specs = re.findall(r'^import [^\n]* from "([^"]+)"', text, re.M)
+    assert specs and all(s.startswith("node:") or s == install.CONTROL_IMPORT for s in specs)
+    assert len(specs) == len(re.findall(r"^import ", text, re.M))
+    assert (install.CONTROL_IMPORT in specs) == (name != install.CONTROL_FILE)
 
 
 def test_files_are_0644_and_no_temp_files_remain(tmp_path: Path) -> None:
@@ -83,14 +113,38 @@ def test_idempotent(tmp_path: Path) -> None:
     assert _snapshot(target) == before
 
 
-def test_reinstall_with_new_url_changes_only_the_block(tmp_path: Path) -> None:
+def test_reinstall_with_new_url_rewrites_the_control_module_only(tmp_path: Path) -> None:
     target = tmp_path / ".opencode"
     _install(target)
-    old = (target / "tool/roundtable.ts").read_text()
+    old = (target / "roundtabled/control.ts").read_text()
+    before = _snapshot(target)
     _install(target, url="http://127.0.0.1:5000/")
-    new = (target / "tool/roundtable.ts").read_text()
+    new = (target / "roundtabled/control.ts").read_text()
     assert install.read_constants(new)["url"] == "http://127.0.0.1:5000"
     assert old.split(install.END, 1)[1] == new.split(install.END, 1)[1]
+    after = _snapshot(target)
+    assert {k for k in after if after[k] != before[k]} == {"roundtabled/control.ts"}
+
+
+def test_reinstall_over_the_layout_before_the_control_module(tmp_path: Path) -> None:
+    """A shim or plugin that still carries the block (installed before ``control.ts``) is
+    replaced by the shipped one, after the control module is in place."""
+    target = tmp_path / ".opencode"
+    for rel in EXPECTED[1:]:
+        if rel.endswith(".ts"):
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            (target / rel).write_text(_old_layout(Path(rel).name))
+    _install(target)
+    for rel in EXPECTED[1:]:
+        assert install.BEGIN not in (target / rel).read_text()
+    assert install.read_constants((target / "roundtabled/control.ts").read_text())["url"] == URL
+
+
+def _old_layout(name: str, url: str = "http://127.0.0.1:4000", token: str = "/old/token") -> str:
+    """A shim or the plugin as installed before ``control.ts``: its own block at the top."""
+    return install.render_tool(
+        f"{install.BEGIN}\n{install.END}\n" + _shipped(name), control_url=url, token_file=token
+    )
 
 
 @pytest.mark.parametrize(
@@ -132,9 +186,11 @@ def test_crash_before_fsync_never_exposes_a_partial_file(
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(os, "fsync", fail)
-    with pytest.raises(install.InstallError, match=r"cannot write .*roundtable\.ts"):
+    # the control module is written first: no shim is ever on disk without it
+    with pytest.raises(install.InstallError, match=r"cannot write .*roundtabled/control\.ts"):
         _install(target)
     assert not (target / "tool/roundtable.ts").exists()
+    assert not list(target.rglob("*.ts"))
     assert not list(target.rglob("*.tmp"))
 
 
@@ -151,7 +207,7 @@ def test_temp_file_lives_in_the_target_directory(
 
     monkeypatch.setattr(os, "replace", spy)
     _install(tmp_path)
-    assert len(seen) == 4
+    assert len(seen) == len(EXPECTED)
     for src, dst in seen:
         assert Path(src).parent == Path(dst).parent  # same filesystem → atomic rename
         assert Path(src).name.startswith(".")  # hidden, and not *.ts: never loaded as a tool
@@ -216,9 +272,13 @@ def test_installed_status(tmp_path: Path) -> None:
     st = install.installed_status(project, env, control_url=URL + "/")
     proj, glob = st["project"], st["global"]
     assert proj["path"] == str(project.resolve() / ".opencode")
+    control = str(project.resolve() / ".opencode" / "roundtabled" / "control.ts")
+    assert proj["control"] == {"path": control, "url": URL, "tokenFile": "/t"}
     assert set(proj["tools"]) == set(install.TOOL_FILES)
     rt = proj["tools"]["roundtable.ts"]
     assert rt["url"] == URL and rt["tokenFile"] == "/t" and rt["ours"] and rt["urlMatches"]
+    assert rt["needsControl"] is True
+    assert proj["plugin"]["url"] == URL and proj["plugin"]["version"] == PLUGIN_VERSION
     assert proj["observer"] is True
     assert glob["tools"]["available_agents.ts"]["urlMatches"] is False
     # without a current URL, the baked one is reported but not judged
@@ -227,6 +287,31 @@ def test_installed_status(tmp_path: Path) -> None:
     # nothing installed
     empty = install.installed_status(tmp_path / "none", {"XDG_CONFIG_HOME": str(tmp_path / "x")})
     assert empty["project"]["tools"] == {} and empty["project"]["observer"] is False
+    assert empty["project"]["control"] is None and empty["project"]["plugin"] is None
+
+
+def test_installed_status_without_the_control_module_and_of_the_layout_before_it(
+    tmp_path: Path,
+) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "HOME": str(tmp_path / "home")}
+    project = tmp_path / "proj"
+    target = project / ".opencode"
+    _install(target)
+    (target / "roundtabled/control.ts").unlink()
+    proj = install.installed_status(project, env, control_url=URL)["project"]
+    assert proj["control"] is None
+    rt = proj["tools"]["roundtable.ts"]
+    assert rt["needsControl"] and rt["ours"] and rt["url"] is None and rt["urlMatches"] is None
+    assert proj["plugin"]["needsControl"] and proj["plugin"]["url"] is None
+    # the layout before it: each file has its own block, which is what it uses
+    (target / "tool/roundtable.ts").write_text(_old_layout("roundtable.ts"))
+    (target / "plugin/roundtable-plugin.ts").write_text(_old_layout("roundtable-plugin.ts"))
+    proj = install.installed_status(project, env, control_url=URL)["project"]
+    rt = proj["tools"]["roundtable.ts"]
+    assert rt["url"] == "http://127.0.0.1:4000" and rt["tokenFile"] == "/old/token"
+    assert rt["ours"] and not rt["needsControl"] and rt["urlMatches"] is False
+    assert proj["plugin"]["url"] == "http://127.0.0.1:4000"
+    assert not proj["plugin"]["needsControl"]
 
 
 def test_render_requires_the_block() -> None:
