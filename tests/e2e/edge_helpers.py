@@ -7,7 +7,8 @@ and the regression files.
 - :func:`ask_build` prompts the orchestrator agent ``build`` in a session (the real tool path).
 - :func:`memory_state` is the daemon's in-memory state of a roundtable; :func:`stored_state` the
   signed state block read back from S2 (what survives a restart).
-- :func:`wait_for` polls a condition (seconds).
+- :func:`wait_for` polls a condition (seconds); :func:`record_cancels` notes when the daemon's
+  engine receives each cancel.
 """
 
 from __future__ import annotations
@@ -169,6 +170,21 @@ async def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
             return value
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def record_cancels(rt: RT) -> list[float]:
+    """From now on, the monotonic times at which the daemon's engine receives a cancel (the
+    list fills as cancels come; the cancel itself runs unchanged)."""
+    engine = rt.daemon.engine
+    called: list[float] = []
+    real = engine.cancel
+
+    async def timed(*a: Any, **kw: Any) -> Any:
+        called.append(time.monotonic())
+        return await real(*a, **kw)
+
+    engine.cancel = timed  # type: ignore[method-assign]
+    return called
 
 
 def memory_state(rt: RT, s2: str) -> RoundtableState:

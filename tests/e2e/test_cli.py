@@ -18,9 +18,6 @@ import contextlib
 import json
 import os
 import pty
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,72 +26,12 @@ from roundtabled.offline.opencode_server import MODEL_IDS
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
 
+from .cli_helpers import RT_BIN, assert_clean_error, cli, cli_env, spawn
 from .conftest import RT, roundtable_config
-from .edge_helpers import Toasts
+from .edge_helpers import Toasts, record_cancels, wait_for
 
-RT_BIN = Path(sys.executable).parent / "roundtabled"
 PM_COLOUR = "\x1b[1;38;2;52;152;219m"  # #3498db
 DEV_COLOUR = "\x1b[1;38;2;46;204;113m"  # #2ecc71
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-def cli_env(rt: RT, **extra: str) -> dict[str, str]:
-    """The environment of a user shell configured like the daemon: same XDG dirs (token file),
-    ``ROUNDTABLED_URL`` at its control API, ``ROUNDTABLED_SERVER_URL`` at the server."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        # a user's shell: no PYTHONUNBUFFERED (streaming through a pipe must not depend on it)
-        if not k.startswith(("ROUNDTABLED_", "OPENCODE_")) and k != "PYTHONUNBUFFERED"
-    }
-    env.update(rt.settings_env)
-    env["ROUNDTABLED_URL"] = rt.control
-    env["ROUNDTABLED_SERVER_URL"] = rt.server.url
-    env["PYTHONIOENCODING"] = "utf-8"
-    env.update(extra)
-    return env
-
-
-async def spawn(
-    rt: RT, *args: str, env: dict[str, str] | None = None, cwd: str | None = None
-) -> asyncio.subprocess.Process:
-    """Start ``roundtabled ARGS`` with stdout and stderr piped (``env`` default
-    :func:`cli_env`, ``cwd`` default the project directory)."""
-    return await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        *args,
-        env=env or cli_env(rt),
-        cwd=cwd or rt.directory,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def cli(
-    rt: RT,
-    *args: str,
-    env: dict[str, str] | None = None,
-    timeout: float = 120,
-    cwd: str | None = None,
-) -> Run:
-    """Run ``roundtabled ARGS`` to completion (stdout/stderr captured)."""
-    proc = await spawn(rt, *args, env=env, cwd=cwd)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(
-            f"roundtabled {' '.join(args)} did not finish in {timeout} s"
-        ) from None
-    assert proc.returncode is not None
-    return Run(proc.returncode, out.decode(), err.decode())
 
 
 class TerminalWatch:
@@ -147,29 +84,11 @@ class TerminalWatch:
             self._proc.kill()
 
 
-def assert_clean_error(run: Run, code: int, *needles: str) -> None:
-    """One ``Error:`` message on stderr, the exit code, no traceback."""
-    assert run.code == code, run
-    assert run.err.startswith("Error:"), run.err
-    assert "Traceback" not in run.err
-    for n in needles:
-        assert n in run.err, (n, run.err)
-
-
 def script_debate(rt: RT, rounds: int = 1, agents: tuple[str, ...] = ("pm", "dev")) -> None:
     for r in range(1, rounds + 1):
         for a in agents:
             rt.llm.script(Text(text=f"{a.upper()} round {r}: my position."), agent=a)
     rt.llm.script(Text(text="SUMMARY: the panel agrees."), agent=OBSERVER_AGENT)
-
-
-async def wait_for(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -413,15 +332,7 @@ async def test_cancel_aborts_the_turn_within_2s_without_another_model_request(rt
     s2 = await rt.start(agents=["pm", "dev"], prompt="Cancel me", rounds=2)
     await rt.llm.wait_for_requests(1, 30, agent="dev")
 
-    engine = rt.daemon.engine
-    called: list[float] = []
-    real_cancel = engine.cancel
-
-    async def timed_cancel(*a: Any, **kw: Any) -> Any:
-        called.append(time.monotonic())
-        return await real_cancel(*a, **kw)
-
-    engine.cancel = timed_cancel  # type: ignore[method-assign]
+    called = record_cancels(rt)
     run = await cli(rt, "cancel", s2)
     assert run.code == 0, run
     dev_req = next(r for r in rt.llm.requests if r.agent == "dev")

@@ -20,8 +20,9 @@ from urllib.parse import urlparse
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Hang, Text
 
+from .cli_helpers import Run, cli, spawn
 from .conftest import RT
-from .test_cli import Run, TerminalWatch, cli, script_debate, spawn
+from .test_cli import TerminalWatch, script_debate
 
 
 def control_port(rt: RT) -> int:

@@ -18,8 +18,8 @@ from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
 
+from .cli_helpers import assert_clean_error, cli
 from .conftest import RT, roundtable_config
-from .test_cli import assert_clean_error, cli
 from .test_tool_shim import run_tool
 
 

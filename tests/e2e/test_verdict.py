@@ -23,6 +23,7 @@ from roundtabled.core.result import HEADER_TITLE
 from roundtabled.core.state import MODE_NOTES, OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text, tool_call
 
+from .cli_helpers import cli
 from .conftest import RT
 from .edge_helpers import ask_build, memory_state, turn_agents
 
@@ -479,8 +480,6 @@ async def test_server_structured_output_is_unusable_for_the_observer(rt: RT) -> 
 
 
 async def test_cli_start_and_status_end_with_the_verdict(rt: RT) -> None:
-    from .test_cli import cli
-
     rt.llm.script(say("Ship it now.", "ship", 7), agent="pm")
     rt.llm.script(HttpError(status=400, message="dev provider down"), agent="dev")
     rt.llm.script(verdict_reply("Summary.", VERDICT), agent=OBSERVER_AGENT)

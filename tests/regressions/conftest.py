@@ -4,8 +4,9 @@ real ``opencode serve`` with the scripted model.
 Offers the end-to-end fixtures (``rt_factory``, ``rt``) to every regression file (pytest finds
 fixtures through a conftest), so each gets the same environment as ``tests/e2e``. Helpers:
 
-- :func:`cli` runs ``roundtabled ARGS`` through the real console entry point (subprocess).
-- :func:`wait_for` polls a condition (seconds).
+- :func:`cli` runs ``roundtabled ARGS`` through the real console entry point (subprocess; from
+  ``tests/e2e/cli_helpers.py``).
+- :func:`wait_for` polls a condition (seconds; from ``tests/e2e/edge_helpers.py``).
 - :class:`LogCapture` collects the daemon's log records (the in-process daemon logs through
   :mod:`logging`).
 """
@@ -15,13 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -29,71 +27,15 @@ from aiohttp import web
 
 from roundtabled.offline.opencode_server import free_port
 from tests.e2e import conftest as e2e_conftest
+from tests.e2e.cli_helpers import cli as cli
 from tests.e2e.conftest import RT
+from tests.e2e.edge_helpers import wait_for as wait_for
 from tests.fakes.proxy import STREAM_PATHS, FaultProxy, decode_frame, event_type
 
-# The end-to-end fixtures, offered to every regression file (pytest looks for them here).
+# The end-to-end fixtures, offered to every regression file (pytest looks for them here); `cli`
+# and `wait_for` above are the end-to-end helpers, re-exported for the regression files.
 rt_factory = e2e_conftest.rt_factory
 rt = e2e_conftest.rt
-
-RT_BIN = Path(sys.executable).parent / "roundtabled"
-
-
-@dataclass
-class Run:
-    """A finished CLI run."""
-
-    code: int
-    out: str
-    err: str
-
-
-def cli_env(rt: RT, **extra: str) -> dict[str, str]:
-    """A user's shell configured like the daemon (same XDG dirs → same token file)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ROUNDTABLED_", "OPENCODE_")) and k != "PYTHONUNBUFFERED"
-    }
-    env.update(rt.settings_env)
-    env["ROUNDTABLED_URL"] = rt.control
-    env["ROUNDTABLED_SERVER_URL"] = rt.server.url
-    env["PYTHONIOENCODING"] = "utf-8"
-    env.update(extra)
-    return env
-
-
-async def cli(rt: RT, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Run:
-    """Run ``roundtabled ARGS`` to completion (``timeout`` s) and capture its output."""
-    proc = await asyncio.create_subprocess_exec(
-        str(RT_BIN),
-        *args,
-        env=env or cli_env(rt),
-        cwd=rt.directory,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(
-            f"roundtabled {' '.join(args)} did not finish in {timeout} s"
-        ) from None
-    assert proc.returncode is not None
-    return Run(proc.returncode, out.decode(), err.decode())
-
-
-async def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``cond()`` every 50 ms until truthy (returned) or ``timeout`` s pass."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 class LogCapture(logging.Handler):

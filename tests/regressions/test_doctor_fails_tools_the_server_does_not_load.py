@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
+from tests.e2e.cli_helpers import cli, cli_env
 from tests.e2e.conftest import RT
-from tests.e2e.test_cli import cli, cli_env
 
 
 async def test_doctor_fails_tools_the_server_does_not_load(rt: RT) -> None:

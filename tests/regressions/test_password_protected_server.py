@@ -23,9 +23,10 @@ import aiohttp
 
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
 from roundtabled.offline.scripted_actions import Text
+from tests.e2e.cli_helpers import RT_BIN, cli, cli_env
 from tests.e2e.conftest import RT
 
-from .conftest import RT_BIN, LogCapture, cli, cli_env
+from .conftest import LogCapture
 
 PASSWORD = "s3cret-Regression-9"
 WRONG = "not-the-Password-9"

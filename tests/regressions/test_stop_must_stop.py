@@ -21,7 +21,7 @@ from roundtabled.offline.scripted_actions import Text, tool_call
 from roundtabled.offline.scripted_llm import RecordedRequest
 from roundtabled.service import install
 from tests.e2e.conftest import RT
-from tests.e2e.edge_helpers import ask_build
+from tests.e2e.edge_helpers import ask_build, record_cancels
 
 from .conftest import cli, wait_for
 
@@ -37,20 +37,6 @@ SLOW_DEV = Text(
 def script_slow_dev(rt: RT) -> None:
     rt.llm.script(Text(text=PM_TEXT), agent="pm")
     rt.llm.script(SLOW_DEV, agent="dev")
-
-
-def record_cancels(rt: RT) -> list[float]:
-    """Monotonic times at which the daemon's engine received a cancel."""
-    engine = rt.daemon.engine
-    called: list[float] = []
-    real = engine.cancel
-
-    async def timed(*a: Any, **kw: Any) -> Any:
-        called.append(time.monotonic())
-        return await real(*a, **kw)
-
-    engine.cancel = timed  # type: ignore[method-assign]
-    return called
 
 
 async def idle_at(rt: RT, s2: str, directory: str, timeout: float = 10) -> float:
