@@ -151,6 +151,35 @@ def idle_events(directory: str, session: str) -> list[dict[str, Any]]:
     ]
 
 
+def inject_after_prompts(
+    proxy: RegressionProxy, delay: float, events: Callable[[str], list[dict[str, Any]]]
+) -> list[str]:
+    """From now on, ``delay`` s after each ``prompt_async`` the real server answered, the proxy
+    injects ``events(session)`` (none for an empty list). Returns the prompted sessions, in order
+    of the prompts, filled as they come (before ``events`` is called: ``events`` may look at
+    it to pick a prompt)."""
+    prompted: list[str] = []
+    tasks: set[asyncio.Task[None]] = set()
+
+    def on_prompt(session: str) -> None:
+        prompted.append(session)
+        chosen = events(session)
+        if not chosen:
+            return
+
+        async def fire() -> None:
+            await asyncio.sleep(delay)
+            for event in chosen:
+                await proxy.inject(event)
+
+        t = asyncio.create_task(fire())
+        tasks.add(t)  # the loop keeps only a weak reference to a task
+        t.add_done_callback(tasks.discard)
+
+    proxy.on_prompt = on_prompt
+    return prompted
+
+
 async def proxied_rt(factory: Any, **daemon: Any) -> tuple[RT, RegressionProxy]:
     """A default environment (``factory`` = the ``rt_factory`` fixture) whose daemon talks to
     the real server through a :class:`RegressionProxy` (the caller stops it:

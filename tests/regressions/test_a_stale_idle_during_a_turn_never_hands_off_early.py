@@ -13,14 +13,13 @@ after 20 s) is recorded, and dev is prompted only after it.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Text
 from tests.e2e.edge_helpers import memory_state
 
-from .conftest import idle_events, proxied_rt
+from .conftest import idle_events, inject_after_prompts, proxied_rt
 
 
 async def test_a_stale_idle_while_pm_thinks_never_prompts_dev_early(rt_factory: Any) -> None:
@@ -28,24 +27,11 @@ async def test_a_stale_idle_while_pm_thinks_never_prompts_dev_early(rt_factory: 
     grace for a reply that never completes) the proxy injects a stale ``session.status`` idle
     and a ``session.idle`` for S2; the daemon resyncs every 2 s."""
     rt, proxy = await proxied_rt(rt_factory)
-    fired: list[str] = []
-    tasks: set[asyncio.Task[None]] = set()
 
-    def inject_later(session: str) -> None:
-        if fired:
-            return
-        fired.append(session)
+    def after_pm_s_prompt(session: str) -> list[dict[str, Any]]:
+        return idle_events(rt.directory, session) if len(prompted) == 1 else []  # the first
 
-        async def fire() -> None:
-            await asyncio.sleep(11.0)
-            for event in idle_events(rt.directory, session):
-                await proxy.inject(event)
-
-        t = asyncio.create_task(fire())
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-
-    proxy.on_prompt = inject_later
+    prompted = inject_after_prompts(proxy, 11.0, after_pm_s_prompt)
     rt.llm.script(Text(text="PM: thinking slowly, then sure.", first_byte_delay=20), agent="pm")
     rt.llm.script(Text(text="DEV: agreed."), agent="dev")
     rt.llm.script(Text(text="SUMMARY."), agent=OBSERVER_AGENT)
@@ -54,7 +40,7 @@ async def test_a_stale_idle_while_pm_thinks_never_prompts_dev_early(rt_factory: 
         await rt.result(s2, timeout=120)
     finally:
         await proxy.stop()
-    assert fired == [s2]
+    assert prompted[:1] == [s2]
     pm = memory_state(rt, s2).seat_turns()[0]
     assert pm.response == "PM: thinking slowly, then sure.", pm
     reqs = rt.llm.requests_for(session=s2, kind="turn")

@@ -11,14 +11,13 @@ completes, and one WARNING names the error's message.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from roundtabled.offline.scripted_actions import Text
 from tests.e2e.edge_helpers import memory_state
 
-from .conftest import LogCapture, proxied_rt
+from .conftest import LogCapture, inject_after_prompts, proxied_rt
 
 MESSAGE = "MCP server 'broken' failed to start: spawn /nonexistent/mcp ENOENT"
 
@@ -30,33 +29,15 @@ async def test_a_session_less_error_during_a_turn_is_logged_and_not_the_seat_s(
     0.2 s after dev's ``prompt_async`` the stream carries ``{"type": "session.error",
     "properties": {"error": {"name": "UnknownError", "data": {"message": MESSAGE}}}}``."""
     rt, proxy = await proxied_rt(rt_factory)
-    prompts: list[str] = []
-    tasks: set[asyncio.Task[None]] = set()
-
-    def on_prompt(session: str) -> None:
-        prompts.append(session)
-        if len(prompts) != 2:  # pm's prompt is the first, dev's the second
-            return
-
-        async def inject() -> None:
-            await asyncio.sleep(0.2)
-            await proxy.inject(
-                {
-                    "directory": rt.directory,
-                    "payload": {
-                        "type": "session.error",
-                        "properties": {
-                            "error": {"name": "UnknownError", "data": {"message": MESSAGE}}
-                        },
-                    },
-                }
-            )
-
-        t = asyncio.create_task(inject())
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-
-    proxy.on_prompt = on_prompt
+    error = {
+        "directory": rt.directory,
+        "payload": {
+            "type": "session.error",
+            "properties": {"error": {"name": "UnknownError", "data": {"message": MESSAGE}}},
+        },
+    }
+    # pm's prompt is the first, dev's the second
+    prompts = inject_after_prompts(proxy, 0.2, lambda _: [error] if len(prompts) == 2 else [])
     rt.llm.script(Text(text="DEV: slow but sound.", first_byte_delay=1.5), agent="dev")
     try:
         with LogCapture() as logs:

@@ -47,6 +47,23 @@ def permission_config(llm: ScriptedLLM) -> dict[str, Any]:
     return cfg
 
 
+async def reply_to(
+    events: EventLog, request_id: str, what: str
+) -> list[tuple[float, dict[str, Any]]]:
+    """The ``permission.replied`` events (receive time, payload) answering ``request_id``, once
+    there is one (within 10 s)."""
+    replied: list[tuple[float, dict[str, Any]]] = await wait_for(
+        lambda: [
+            (t, p)
+            for t, p in events.of_type("permission.replied")
+            if p["properties"]["requestID"] == request_id
+        ],
+        10,
+        what,
+    )
+    return replied
+
+
 async def test_bash_asks_in_s2_and_in_a_task_grandchild_are_rejected_within_2s_across_a_kill(
     rt_factory: Any, scripted_llm: ScriptedLLM
 ) -> None:
@@ -102,15 +119,7 @@ async def test_bash_asks_in_s2_and_in_a_task_grandchild_are_rejected_within_2s_a
         asked = await wait_for(lambda: events.of_type("permission.asked"), 60, "pm's request")
         first = asked[0][1]["properties"]
         assert first["sessionID"] == s2 and first["permission"] == "bash"
-        replied = await wait_for(
-            lambda: [
-                (t, p)
-                for t, p in events.of_type("permission.replied")
-                if p["properties"]["requestID"] == first["id"]
-            ],
-            10,
-            "the reply to pm's request",
-        )
+        replied = await reply_to(events, first["id"], "the reply to pm's request")
         assert replied[0][1]["properties"]["reply"] == "reject"
         assert replied[0][0] - asked[0][0] < 2.0
         # 2. helper's request: kill the daemon while it is in flight, restart after it is raised
@@ -136,14 +145,8 @@ async def test_bash_asks_in_s2_and_in_a_task_grandchild_are_rejected_within_2s_a
         restarted = time.monotonic()
         await rt._launch()
         second = second_asked[0][1]["properties"]
-        replied2 = await wait_for(
-            lambda: [
-                (t, p)
-                for t, p in events.of_type("permission.replied")
-                if p["properties"]["requestID"] == second["id"]
-            ],
-            10,
-            "the reply to helper's request after the restart",
+        replied2 = await reply_to(
+            events, second["id"], "the reply to helper's request after the restart"
         )
         assert replied2[0][1]["properties"]["reply"] == "reject"
         assert replied2[0][0] - restarted < 2.0, replied2[0][0] - restarted

@@ -13,7 +13,6 @@ reply, and no history entry is empty.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from typing import Any
 
@@ -22,7 +21,7 @@ from roundtabled.offline.scripted_actions import Text
 from tests.e2e.edge_helpers import memory_state
 from tests.fakes.daemon_proc import assert_each_turn_once
 
-from .conftest import idle_events, proxied_rt
+from .conftest import idle_events, inject_after_prompts, proxied_rt
 
 AGENTS = ["pm", "dev", "rv"]
 ROUNDS = 2
@@ -33,19 +32,7 @@ async def test_stale_idle_after_each_prompt_never_completes_the_turn(rt_factory:
     (``Text(..., first_byte_delay=1.5)``); ~20 ms after each ``prompt_async`` the proxy injects a
     stale ``session.status`` idle and a ``session.idle`` for S2."""
     rt, proxy = await proxied_rt(rt_factory)
-    tasks: set[asyncio.Task[None]] = set()
-
-    def inject_later(session: str) -> None:
-        async def fire() -> None:
-            await asyncio.sleep(0.02)
-            for event in idle_events(rt.directory, session):
-                await proxy.inject(event)
-
-        t = asyncio.create_task(fire())
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-
-    proxy.on_prompt = inject_later
+    inject_after_prompts(proxy, 0.02, lambda session: idle_events(rt.directory, session))
     replies = {
         (agent, r): f"{agent.upper()} round {r + 1}: a complete, considered answer #{agent}{r}."
         for r in range(ROUNDS)
