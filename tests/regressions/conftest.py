@@ -7,6 +7,7 @@ fixtures through a conftest), so each gets the same environment as ``tests/e2e``
 - :func:`cli` runs ``roundtabled ARGS`` through the real console entry point (subprocess; from
   ``tests/e2e/cli_helpers.py``).
 - :func:`wait_for` polls a condition (seconds; from ``tests/e2e/edge_helpers.py``).
+- ``cli_without_daemon`` (a fixture) runs the CLI in this process with no daemon to reach.
 - :class:`LogCapture` collects the daemon's log records (the in-process daemon logs through
   :mod:`logging`).
 """
@@ -23,8 +24,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
+from roundtabled.cli import main
 from roundtabled.offline.opencode_server import free_port
 from tests.e2e import conftest as e2e_conftest
 from tests.e2e.cli_helpers import cli as cli
@@ -36,6 +39,22 @@ from tests.fakes.proxy import STREAM_PATHS, FaultProxy, decode_frame, event_type
 # and `wait_for` above are the end-to-end helpers, re-exported for the regression files.
 rt_factory = e2e_conftest.rt_factory
 rt = e2e_conftest.rt
+
+
+@pytest.fixture
+def cli_without_daemon(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., tuple[int, str]]:
+    """``run(*argv)``: ``roundtabled ARGV`` in this process (:func:`roundtabled.cli.main`) with no
+    daemon to reach, its exit code and its stderr (stripped). The control port is an unused one,
+    so a refusal that reaches this stderr came before any call."""
+    monkeypatch.setenv("ROUNDTABLED_CONTROL_PORT", "9")
+
+    def run(*argv: str) -> tuple[int, str]:
+        code = main(list(argv))
+        return code, capsys.readouterr().err.strip()
+
+    return run
 
 
 class LogCapture(logging.Handler):

@@ -7,9 +7,9 @@ any call): each of those exact inputs is one ``Error:`` line naming its flag, ex
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
-from roundtabled.cli import main
+import pytest
 
 
 @pytest.mark.parametrize(
@@ -17,11 +17,9 @@ from roundtabled.cli import main
     [("--budget-tokens", "0"), ("--budget-tokens", "-1"), ("--budget-seconds", "0")],
 )
 def test_a_budget_of_zero_or_less_exits_2_naming_the_flag(
-    flag: str, value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    flag: str, value: str, cli_without_daemon: Callable[..., tuple[int, str]]
 ) -> None:
-    monkeypatch.setenv("ROUNDTABLED_CONTROL_PORT", "9")
-    code = main(["start", "--agents", "pm,dev", flag, value, "t"])
-    err = capsys.readouterr().err.strip()
+    code, err = cli_without_daemon("start", "--agents", "pm,dev", flag, value, "t")
     assert code == 2, err
     assert err.startswith(f"Error: {flag}"), err
     assert len(err.splitlines()) == 1, err

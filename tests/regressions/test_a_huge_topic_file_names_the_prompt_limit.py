@@ -9,21 +9,18 @@ characters`` line, exit code 2.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from roundtabled.cli import main
-
 
 @pytest.mark.parametrize("size", [1_000_000, 200_000])
 def test_a_huge_topic_file_names_the_prompt_limit(
-    size: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    size: int, tmp_path: Path, cli_without_daemon: Callable[..., tuple[int, str]]
 ) -> None:
-    monkeypatch.setenv("ROUNDTABLED_CONTROL_PORT", "9")
     topic = tmp_path / "topic.md"
     topic.write_text("x" * size, encoding="utf-8")
-    code = main(["start", "--agents", "pm,dev", f"@{topic}"])
-    err = capsys.readouterr().err.strip()
+    code, err = cli_without_daemon("start", "--agents", "pm,dev", f"@{topic}")
     assert code == 2, err
     assert err == f"Error: PROMPT must be at most 100000 characters, got {size}", err

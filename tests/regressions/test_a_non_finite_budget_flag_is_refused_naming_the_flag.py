@@ -4,9 +4,10 @@ The CLI now refuses it naming the flag; `--until converged --rounds 1` is refuse
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from roundtabled.cli import main
 from roundtabled.core.validation import parse_request
 from roundtabled.errors import ValidationFailed
 
@@ -16,12 +17,10 @@ from roundtabled.errors import ValidationFailed
     [("--budget-usd", "nan"), ("--budget-usd", "inf"), ("--budget-seconds", "nan")],
 )
 def test_a_non_finite_budget_flag_is_refused_naming_the_flag(
-    flag: str, value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    flag: str, value: str, cli_without_daemon: Callable[..., tuple[int, str]]
 ) -> None:
     # No daemon is needed: the refusal comes before any call (an unused port proves it).
-    monkeypatch.setenv("ROUNDTABLED_CONTROL_PORT", "9")
-    code = main(["start", "--agents", "pm,dev", flag, value, "t"])
-    err = capsys.readouterr().err
+    code, err = cli_without_daemon("start", "--agents", "pm,dev", flag, value, "t")
     assert code != 0
     assert f"{flag} must be a positive number (finite" in err and f"got {value}" in err
     assert "at least one of" not in err
