@@ -127,6 +127,17 @@ def model_of(agent: str) -> dict[str, str]:
     return {"providerID": "scripted", "modelID": mid}
 
 
+async def child_session(env: Env, parent: str, title: str) -> str:
+    """A new session under ``parent`` in the project; its id."""
+    s = await env.oc(
+        "POST",
+        "/session",
+        {"parentID": parent, "title": title},
+        params={"directory": env.directory},
+    )
+    return str(s["id"])
+
+
 async def floor_debate(
     env: Env,
     tap: EventTap,
@@ -138,13 +149,7 @@ async def floor_debate(
     ``spans`` gets the session's ``(start, end)``."""
     m0 = time.monotonic()
     t0 = time.perf_counter()
-    s = await env.oc(
-        "POST",
-        "/session",
-        {"parentID": parent, "title": "floor"},
-        params={"directory": env.directory},
-    )
-    sid = str(s["id"])
+    sid = await child_session(env, parent, "floor")
     for agent, text in script:
         idle = tap.expect_idle(sid)
         await env.oc(

@@ -137,13 +137,7 @@ async def timed(call: Callable[[], Awaitable[Any]], times: int) -> list[float]:
 async def events_and_costs(env: Env, tap: EventTap, listener: Listener, turns: int) -> Any:
     """``events_after_reply`` and ``request_cost`` (see the module docstring)."""
     parent = await env.new_parent("S1 gaps")
-    s = await env.oc(
-        "POST",
-        "/session",
-        {"parentID": parent, "title": "gaps"},
-        params={"directory": env.directory},
-    )
-    sid = str(s["id"])
+    sid = await debate.child_session(env, parent, "gaps")
     after: dict[str, list[float]] = {}
     for i in range(turns):
         idle = tap.expect_idle(sid)

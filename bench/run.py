@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import platform
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +43,28 @@ RESULTS = HERE / "results" / "latest.json"
 FIGURES = ("debate", "ingest", "memory", "recovery", "deliberation")
 
 
-async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    env = Env(tmp / "debate")
+@contextlib.asynccontextmanager
+async def daemon_env(root: Path) -> AsyncIterator[Env]:
+    """An :class:`Env` under ``root`` with its server (the roundtable plugin installed) and the
+    daemon running and the plugin reported to it; closed on the way out, also on an error."""
+    env = Env(root)
     try:
         await env.start(plugin=True)
         await env.launch_daemon()
         await env.plugin_reported()
+        yield env
+    finally:
+        await env.close()
+
+
+async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    async with daemon_env(tmp / "debate") as env:
         out = await debate.run(
             env,
             pairs=args.pairs,
             concurrent=args.concurrent,
             concurrent_rounds=args.concurrent_rounds,
         )
-    finally:
-        await env.close()
     events: bytes = out.pop("_events")
     if args.record_fixture or not FIXTURE.exists():
         FIXTURE.parent.mkdir(parents=True, exist_ok=True)
@@ -79,14 +89,8 @@ async def fig_recovery(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 async def fig_deliberation(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    env = Env(tmp / "deliberation")
-    try:
-        await env.start(plugin=True)
-        await env.launch_daemon()
-        await env.plugin_reported()
+    async with daemon_env(tmp / "deliberation") as env:
         return await deliberation.run(env)
-    finally:
-        await env.close()
 
 
 RUNNERS = {
