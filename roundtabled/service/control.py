@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -29,7 +29,7 @@ from roundtabled.core.validation import PresetSpec, apply_preset, parse_request,
 from roundtabled.engine.plugins import PLUGIN_VERSION, parse_report
 from roundtabled.engine.registry import Engine
 from roundtabled.errors import TransportError, ValidationFailed
-from roundtabled.opencode.stream import Backoff
+from roundtabled.opencode.stream import EventStream
 from roundtabled.service import export, listing, plan
 
 log = logging.getLogger("roundtabled.control")
@@ -50,28 +50,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def iso_utc(epoch_s: float) -> str:
     """``epoch_s`` (seconds since the epoch) as ISO 8601 UTC, to the second."""
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="seconds")
-
-
-class StreamHealth(Protocol):
-    """What the health route reads of the event stream
-    (:class:`roundtabled.opencode.stream.EventStream`).
-
-    ``connected``: a connection is delivering events now; ``last_error``: why the stream is down
-    (``None`` while it is up); ``down_since``: when it went down (s since the epoch, ``None``
-    while up); ``backoff``: its reconnect backoff (the stream retries until it is back).
-    """
-
-    @property
-    def connected(self) -> bool: ...
-
-    @property
-    def last_error(self) -> str | None: ...
-
-    @property
-    def down_since(self) -> float | None: ...
-
-    @property
-    def backoff(self) -> Backoff: ...
 
 
 def ensure_token(path: Path) -> str:
@@ -127,8 +105,8 @@ class ControlAPI:
     Args:
         engine: the engine to drive.
         token: the bearer token every request must carry.
-        stream: the daemon's event stream, for ``/v1/health`` (``None``: reported as not
-            connected).
+        stream: the daemon's event stream, whose ``connected``, ``last_error``, ``down_since``
+            and ``backoff`` ``/v1/health`` reports (``None``: reported as not connected).
         presets: the configured panels by name (``[presets.NAME]``), applied to a call naming
             one and listed by ``/v1/agents``.
         default_budget: the configured ``budget_*`` limits for a call that gives none.
@@ -138,7 +116,7 @@ class ControlAPI:
         self,
         engine: Engine,
         token: str,
-        stream: StreamHealth | None = None,
+        stream: EventStream | None = None,
         *,
         presets: dict[str, PresetSpec] | None = None,
         default_budget: Budget | None = None,
