@@ -204,15 +204,21 @@ class FaultProxy:
         await resp.write(frame)
         self.forwarded.append(etype)
         if etype == "session.idle" and self.duplicate_after is not None:
-            delay = self.duplicate_after
-
-            async def again() -> None:
-                await asyncio.sleep(delay)
-                with contextlib.suppress(ConnectionError, RuntimeError):
-                    await resp.write(frame)
-                    self.forwarded.append(etype)
-
-            t = asyncio.create_task(again())
-            self._tasks.add(t)
-            t.add_done_callback(self._tasks.discard)
+            self._relay_again(resp, frame, etype, self.duplicate_after)
         return True
+
+    def _relay_again(
+        self, resp: web.StreamResponse, frame: bytes, etype: str, delay: float
+    ) -> None:
+        """Forward ``frame`` (an event of type ``etype``) to ``resp`` once more ``delay`` s from
+        now, as a duplicate; skipped if the stream has closed by then."""
+
+        async def again() -> None:
+            await asyncio.sleep(delay)
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await resp.write(frame)
+                self.forwarded.append(etype)
+
+        t = asyncio.create_task(again())
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)

@@ -140,16 +140,7 @@ class RegressionProxy(FaultProxy):
         payload = decode_frame(frame)
         etype = event_type(payload) if payload is not None else ""
         if etype in ("session.idle", "session.status"):
-
-            async def again() -> None:
-                await asyncio.sleep(random.uniform(0.0, jitter))
-                with contextlib.suppress(ConnectionError, RuntimeError):
-                    await resp.write(frame)
-                    self.forwarded.append(etype)
-
-            t = asyncio.create_task(again())
-            self._tasks.add(t)
-            t.add_done_callback(self._tasks.discard)
+            self._relay_again(resp, frame, etype, random.uniform(0.0, jitter))
         return ok
 
 
