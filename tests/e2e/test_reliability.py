@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,26 @@ async def debate_once(
     return s1, s2
 
 
+async def debate_while(
+    rt: Any, label: str, inject: Callable[[], Awaitable[None]], *, every: float
+) -> None:
+    """:func:`debate_once` while ``inject()`` runs again and again, ``every`` s apart, until the
+    debate is over (the run in progress then finishes before this returns)."""
+    stop = asyncio.Event()
+
+    async def repeat() -> None:
+        while not stop.is_set():
+            await inject()
+            await asyncio.sleep(every)
+
+    task = asyncio.create_task(repeat())
+    try:
+        await debate_once(rt, label=label)
+    finally:
+        stop.set()
+        await task
+
+
 async def settle(rt: Any, s2: str, timeout: float = 60) -> None:
     """Wait until S2 is finalized on the server (title + index) and the daemon can change
     nothing more (``RT.settled``): a duplicate would have been made by then."""
@@ -135,34 +155,26 @@ async def test_duplicated_and_stale_idle_events_never_prompt_twice(
         rt.llm.script(
             *[Text(text=f"{agent} speaks slowly " * 8, chunk_delay=0.05)] * 2, agent=agent
         )
-    stop = asyncio.Event()
 
     async def spam() -> None:
-        while not stop.is_set():
-            for ses in list(rt.daemon.engine.tables):
-                await proxy.inject(
-                    {
-                        "directory": rt.directory,
-                        "payload": {"type": "session.idle", "properties": {"sessionID": ses}},
-                    }
-                )
-                await proxy.inject(
-                    {
-                        "directory": rt.directory,
-                        "payload": {
-                            "type": "session.status",
-                            "properties": {"sessionID": ses, "status": {"type": "idle"}},
-                        },
-                    }
-                )
-            await asyncio.sleep(0.2)
+        for ses in list(rt.daemon.engine.tables):
+            await proxy.inject(
+                {
+                    "directory": rt.directory,
+                    "payload": {"type": "session.idle", "properties": {"sessionID": ses}},
+                }
+            )
+            await proxy.inject(
+                {
+                    "directory": rt.directory,
+                    "payload": {
+                        "type": "session.status",
+                        "properties": {"sessionID": ses, "status": {"type": "idle"}},
+                    },
+                }
+            )
 
-    task = asyncio.create_task(spam())
-    try:
-        await debate_once(rt, label="duplicates")
-    finally:
-        stop.set()
-        await task
+    await debate_while(rt, "duplicates", spam, every=0.2)
     assert proxy.forwarded.count("session.idle") >= 12
     no_escaped_exceptions(caplog)
 
@@ -226,23 +238,15 @@ async def test_unknown_malformed_and_8_mb_events_are_tolerated(
             },
         },
     }
-    stop = asyncio.Event()
 
     async def noise() -> None:
-        while not stop.is_set():
-            await proxy.inject({"payload": {"type": "future.event.v9", "properties": {"a": 1}}})
-            await proxy.inject(b"{not json at all")
-            await proxy.inject({"payload": {"type": "session.idle", "properties": {}}})
-            await proxy.inject({"payload": "not an object"})
-            await proxy.inject(huge)
-            await asyncio.sleep(1.0)
+        await proxy.inject({"payload": {"type": "future.event.v9", "properties": {"a": 1}}})
+        await proxy.inject(b"{not json at all")
+        await proxy.inject({"payload": {"type": "session.idle", "properties": {}}})
+        await proxy.inject({"payload": "not an object"})
+        await proxy.inject(huge)
 
-    task = asyncio.create_task(noise())
-    try:
-        await debate_once(rt, label="noise")
-    finally:
-        stop.set()
-        await task
+    await debate_while(rt, "noise", noise, every=1.0)
     assert proxy.stream_connections == connections  # never reconnected: all tolerated
     no_escaped_exceptions(caplog)
 
