@@ -15,30 +15,33 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from . import cli_helpers
+
 PY = sys.executable
-RT_BIN = str(Path(sys.executable).parent / "roundtabled")
+RT_BIN = str(cli_helpers.RT_BIN)  # as the demo prints it
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ROUNDTABLED_", "OPENCODE_")) and k != "PYTHONUNBUFFERED"
-    }
+    env = cli_helpers.user_shell_env()
     env["TMPDIR"] = str(tmp_path)  # the demo's temporary directory and its transcript
-    env["PYTHONIOENCODING"] = "utf-8"
     return env
 
 
-async def test_the_demo_keeps_the_transcript_it_names(tmp_path: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
+async def _demo(tmp_path: Path, *flags: str) -> asyncio.subprocess.Process:
+    """``python -m roundtabled.service.demo FLAGS`` started, its stderr into its stdout (piped)."""
+    return await asyncio.create_subprocess_exec(
         PY,
         "-m",
         "roundtabled.service.demo",
+        *flags,
         env=_env(tmp_path),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+
+
+async def test_the_demo_keeps_the_transcript_it_names(tmp_path: Path) -> None:
+    proc = await _demo(tmp_path)
     out, _ = await asyncio.wait_for(proc.communicate(), 240)
     text = out.decode()
     assert proc.returncode == 0, text
@@ -53,23 +56,8 @@ async def test_the_demo_keeps_the_transcript_it_names(tmp_path: Path) -> None:
 
 
 async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        PY,
-        "-m",
-        "roundtabled.service.demo",
-        "--serve",
-        env=_env(tmp_path),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
+    proc, lines = await _serve_ready(tmp_path, keep=False)
     try:
-        while not any("Ctrl-C here stops everything" in line for line in lines):
-            raw = await asyncio.wait_for(proc.stdout.readline(), 120)
-            if not raw:
-                pytest.fail("demo --serve ended early:\n" + "".join(lines))
-            lines.append(raw.decode())
         export = next(line for line in lines if line.strip().startswith("export "))
         env = _env(tmp_path)
         for assignment in shlex.split(export.strip())[1:]:
@@ -100,33 +88,31 @@ async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> N
             pass
 
 
-async def _serve_ready(tmp_path: Path) -> tuple[asyncio.subprocess.Process, list[str]]:
-    """``demo --serve`` started and ready (its instructions printed): the process and its lines."""
-    proc = await asyncio.create_subprocess_exec(
-        PY,
-        "-m",
-        "roundtabled.service.demo",
-        "--serve",
-        "--keep",
-        env=_env(tmp_path),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    while not any("Ctrl-C here stops everything" in line for line in lines):
-        raw = await asyncio.wait_for(proc.stdout.readline(), 120)
-        if not raw:
-            pytest.fail("demo --serve ended early:\n" + "".join(lines))
-        lines.append(raw.decode())
-    return proc, lines
-
-
 async def _stop(proc: asyncio.subprocess.Process) -> None:
     """Stop a demo a failed assertion left running (SIGTERM: its own clean-up)."""
     if proc.returncode is None:
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.communicate(), 30)
+
+
+async def _serve_ready(
+    tmp_path: Path, *, keep: bool = True
+) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """``demo --serve`` (with ``--keep`` unless told otherwise) started and ready (its
+    instructions printed): the process and its lines. A demo that never gets ready is stopped."""
+    proc = await _demo(tmp_path, "--serve", *(["--keep"] if keep else []))
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        while not any("Ctrl-C here stops everything" in line for line in lines):
+            raw = await asyncio.wait_for(proc.stdout.readline(), 120)
+            if not raw:
+                pytest.fail("demo --serve ended early:\n" + "".join(lines))
+            lines.append(raw.decode())
+    except BaseException:
+        await _stop(proc)
+        raise
+    return proc, lines
 
 
 def _pid_gone(pid: int) -> bool:
@@ -308,18 +294,8 @@ async def test_the_demo_runs_on_a_local_openai_compatible_server(tmp_path: Path)
     llm = ScriptedLLM()
     await llm.start()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            PY,
-            "-m",
-            "roundtabled.service.demo",
-            "--base-url",
-            llm.url,  # no /v1: the demo adds it
-            "--model",
-            "my-local",
-            env=_env(tmp_path),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
+        # no /v1 in the URL: the demo adds it
+        proc = await _demo(tmp_path, "--base-url", llm.url, "--model", "my-local")
         out, _ = await asyncio.wait_for(proc.communicate(), 240)
     finally:
         await llm.stop()
