@@ -56,6 +56,37 @@ async def prompt(http: aiohttp.ClientSession, sid: str, body: dict[str, Any]) ->
         assert r.status == 204, await r.text()
 
 
+async def say(
+    http: aiohttp.ClientSession,
+    sid: str,
+    text: str,
+    *,
+    agent: str | None = "pm",
+    model: dict[str, str] = M2,
+) -> None:
+    """Prompt one text part in ``sid``, to ``agent`` (``None``: the server's default agent)."""
+    body: dict[str, Any] = {"parts": [{"type": "text", "text": text}], "model": model}
+    if agent is not None:
+        body["agent"] = agent
+    await prompt(http, sid, body)
+
+
+async def first_turn(
+    http: aiohttp.ClientSession,
+    text: str,
+    *,
+    agent: str | None = "pm",
+    model: dict[str, str] = M2,
+    n_assistant: int = 1,
+    within: float = 20.0,
+) -> tuple[str, list[dict[str, Any]]]:
+    """A new session, :func:`say` ``text`` in it, then :func:`wait_done`: the session's id and
+    its messages."""
+    sid = await new_session(http)
+    await say(http, sid, text, agent=agent, model=model)
+    return sid, await wait_done(http, sid, n_assistant, within)
+
+
 async def messages(http: aiohttp.ClientSession, sid: str) -> list[dict[str, Any]]:
     async with http.get(f"/session/{sid}/message") as r:
         assert r.status == 200
@@ -205,13 +236,7 @@ async def test_pm_turn(opencode_factory: Any, scripted_llm: ScriptedLLM) -> None
     server: OpenCodeServer = await opencode_factory()
     scripted_llm.script(Text(text="PM says: ship the MVP first.", chunk_size=5), agent="pm")
     async with server.client() as http:
-        sid = await new_session(http)
-        await prompt(
-            http,
-            sid,
-            {"parts": [{"type": "text", "text": "Opening statement?"}], "agent": "pm", "model": M2},
-        )
-        msgs = await wait_done(http, sid, 1)
+        sid, msgs = await first_turn(http, "Opening statement?")
     (req,) = scripted_llm.requests
     assert (req.agent, req.model, req.kind, req.session_id) == ("pm", "debater-2", "turn", sid)
     assert req.last_user_text == "Opening statement?"
@@ -238,9 +263,7 @@ async def test_tool_turn(opencode_factory: Any, scripted_llm: ScriptedLLM) -> No
         agent="build",
     )
     async with server.client() as http:
-        sid = await new_session(http)
-        await prompt(http, sid, {"parts": [{"type": "text", "text": "List notes"}], "model": ORCH})
-        msgs = await wait_done(http, sid, 2)
+        _sid, msgs = await first_turn(http, "List notes", agent=None, model=ORCH, n_assistant=2)
     first, second = scripted_llm.requests
     assert (first.kind, second.kind) == ("turn", "tool-followup")
     assert first.agent == second.agent == "build"
@@ -334,13 +357,7 @@ async def test_part_patch_edits_and_hides(opencode_factory: Any, scripted_llm: S
     server: OpenCodeServer = await opencode_factory()
     scripted_llm.script(Text(text="original reply"), agent="pm")
     async with server.client() as http:
-        sid = await new_session(http)
-        await prompt(
-            http,
-            sid,
-            {"parts": [{"type": "text", "text": "META block"}], "agent": "pm", "model": M2},
-        )
-        msgs = await wait_done(http, sid, 1)
+        sid, msgs = await first_turn(http, "META block")
         upart = msgs[0]["parts"][0]
         apart = next(p for p in msgs[1]["parts"] if p["type"] == "text")
         url = f"/session/{sid}/message/{upart['messageID']}/part/{upart['id']}"
@@ -354,9 +371,7 @@ async def test_part_patch_edits_and_hides(opencode_factory: Any, scripted_llm: S
         aurl = f"/session/{sid}/message/{apart['messageID']}/part/{apart['id']}"
         async with http.patch(aurl, json={**apart, "text": "edited reply"}) as r:
             assert r.status == 200
-        await prompt(
-            http, sid, {"parts": [{"type": "text", "text": "next"}], "agent": "pm", "model": M2}
-        )
+        await say(http, sid, "next")
         msgs = await wait_done(http, sid, 2)
     assert msgs[0]["parts"][0]["metadata"] == {"k": 1}
     last = scripted_llm.requests[-1]
@@ -370,11 +385,7 @@ async def test_http_400_gives_assistant_error(
     server: OpenCodeServer = await opencode_factory()
     scripted_llm.script(HttpError(status=400, message="bad request from script"), agent="dev")
     async with server.client() as http:
-        sid = await new_session(http)
-        await prompt(
-            http, sid, {"parts": [{"type": "text", "text": "go"}], "agent": "dev", "model": M2}
-        )
-        msgs = await wait_done(http, sid, 1)
+        _sid, msgs = await first_turn(http, "go", agent="dev")
     assistant = msgs[-1]["info"]
     assert assistant["error"]["name"] == "APIError"
     assert assistant["error"]["data"]["message"] == "bad request from script"
@@ -391,9 +402,7 @@ async def test_abort_disconnects_hanging_request(
     scripted_llm.script(Hang(), agent="rv")
     async with server.client() as http:
         sid = await new_session(http)
-        await prompt(
-            http, sid, {"parts": [{"type": "text", "text": "go"}], "agent": "rv", "model": M2}
-        )
+        await say(http, sid, "go", agent="rv")
         (rec,) = await scripted_llm.wait_for_requests(1, agent="rv")
         async with http.post(f"/session/{sid}/abort") as r:
             assert await r.json() is True
@@ -415,7 +424,7 @@ async def test_prefilled_custom_tool_is_fast_and_offline(
     async with server.client() as http:
         sid = await new_session(http)
         t0 = time.monotonic()
-        await prompt(http, sid, {"parts": [{"type": "text", "text": "echo hi"}], "model": ORCH})
+        await say(http, sid, "echo hi", agent=None, model=ORCH)
         msgs = await wait_done(http, sid, 2)
         latency = time.monotonic() - t0
     (tool_part,) = [p for m in msgs for p in m["parts"] if p["type"] == "tool"]
@@ -462,9 +471,7 @@ async def test_title_and_auto_compaction_are_classified(
     async with server.client() as http:
         async with http.post("/session", json={}) as r:  # default title → title request
             sid = (await r.json())["id"]
-        await prompt(
-            http, sid, {"parts": [{"type": "text", "text": "go"}], "agent": "pm", "model": M2}
-        )
+        await say(http, sid, "go")
         await scripted_llm.wait_for_requests(2, agent="pm", within=20)
         await wait_done(http, sid, 3)
         async with http.get(f"/session/{sid}") as r:
@@ -492,11 +499,7 @@ async def test_stall_is_retried_after_chunk_timeout(
     server: OpenCodeServer = await opencode_factory(cfg)
     scripted_llm.script(Stall(text="partial text then a long pause", pause=3.0), agent="dev")
     async with server.client() as http:
-        sid = await new_session(http)
-        await prompt(
-            http, sid, {"parts": [{"type": "text", "text": "go"}], "agent": "dev", "model": M2}
-        )
-        msgs = await wait_done(http, sid, 1, within=30)
+        _sid, msgs = await first_turn(http, "go", agent="dev", within=30)
     first, second = scripted_llm.requests_for(agent="dev")
     assert first.action == "stall" and first.disconnected
     assert second.action == "default"
