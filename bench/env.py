@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -107,6 +108,92 @@ class RemoteLLM:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.terminate()
             await self.proc.wait()
+
+
+async def server_call(
+    http: aiohttp.ClientSession,
+    server: OpenCodeServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    params: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """``method path`` at the OpenCode server (``timeout`` s, default aiohttp's): the decoded
+    JSON answer, ``None`` for a 204; raises :class:`aiohttp.ClientResponseError` on an error
+    status. The end-to-end tests call the server through this too."""
+    extra: dict[str, Any] = {}
+    if timeout is not None:
+        extra["timeout"] = aiohttp.ClientTimeout(total=timeout)
+    async with http.request(
+        method,
+        server.url + path,
+        json=body,
+        params=params,
+        headers=server.auth_headers,
+        **extra,
+    ) as resp:
+        resp.raise_for_status()
+        if resp.status == 204:
+            return None
+        return await resp.json()
+
+
+async def control_call(
+    http: aiohttp.ClientSession,
+    control: str,
+    token: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    params: dict[str, str] | None = None,
+    timeout: float,
+) -> tuple[int, Any]:
+    """``method path`` at a daemon's control API (``control`` its base URL, ``token`` its bearer
+    token, ``timeout`` s): the status and the decoded JSON answer, or the text of one that is not
+    JSON. The end-to-end tests call the daemon through this too."""
+    async with http.request(
+        method,
+        control + path,
+        json=body,
+        params=params,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=aiohttp.ClientTimeout(total=timeout),
+    ) as resp:
+        if "json" in resp.headers.get("content-type", ""):
+            return resp.status, await resp.json()
+        return resp.status, await resp.text()
+
+
+async def result_polls(
+    api: Callable[..., Awaitable[tuple[int, Any]]], s2: str, timeout: float
+) -> AsyncIterator[tuple[int, Any]]:
+    """S2's result long-polled through ``api`` (a control API call) like the tool shim, 10 s a
+    poll, until ``timeout`` s have passed: each answer, ``(status, data)``. What an answer means
+    (done, an error) is the caller's to judge."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        yield await api("GET", f"/v1/roundtables/{s2}/result", params={"wait": "10"})
+
+
+async def new_root_session(http: aiohttp.ClientSession, server: OpenCodeServer, title: str) -> str:
+    """A root session titled ``title`` in the server's project directory (where an orchestrator
+    would be, the parent S1 of a roundtable); its id."""
+    where = {"directory": str(server.project_dir)}
+    s = await server_call(http, server, "POST", "/session", {"title": title}, params=where)
+    return str(s["id"])
+
+
+async def stop_daemon_task(daemon: Daemon, task: asyncio.Task[int], timeout: float) -> None:
+    """Ask an in-process daemon to stop and wait up to ``timeout`` s for its task to end; a task
+    still running then is cancelled. The end-to-end fixtures stop their daemons through this."""
+    daemon.request_stop()
+    try:
+        await asyncio.wait_for(task, timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        task.cancel()
 
 
 def bench_config(llm: RemoteLLM) -> dict[str, Any]:
@@ -235,11 +322,7 @@ class Env:
     async def stop_daemon(self) -> None:
         """Stop the in-process daemon gracefully."""
         if self.daemon is not None and self.task is not None:
-            self.daemon.request_stop()
-            try:
-                await asyncio.wait_for(self.task, 20)
-            except (TimeoutError, asyncio.CancelledError):
-                self.task.cancel()
+            await stop_daemon_task(self.daemon, self.task, 20)
             await self.daemon.client.close()
         self.daemon, self.task = None, None
 
@@ -306,36 +389,20 @@ class Env:
     ) -> tuple[int, Any]:
         """Call the daemon's control API: (status, JSON or text)."""
         assert self.http is not None
-        async with self.http.request(
-            method,
-            self.control + path,
-            json=body,
-            params=params,
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=aiohttp.ClientTimeout(total=120),
-        ) as resp:
-            if "json" in resp.headers.get("content-type", ""):
-                return resp.status, await resp.json()
-            return resp.status, await resp.text()
+        return await control_call(
+            self.http, self.control, self.token, method, path, body, params=params, timeout=120
+        )
 
     async def oc(
         self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
     ) -> Any:
         """Call the OpenCode server; decoded JSON (``None`` for 204)."""
         assert self.http is not None
-        async with self.http.request(
-            method, self.srv.url + path, json=body, params=params, auth=self.srv.auth
-        ) as resp:
-            resp.raise_for_status()
-            if resp.status == 204:
-                return None
-            return await resp.json()
+        return await server_call(self.http, self.srv, method, path, body, params=params)
 
     async def new_parent(self, title: str = "S1 bench") -> str:
-        s = await self.oc(
-            "POST", "/session", {"title": title}, params={"directory": self.directory}
-        )
-        return str(s["id"])
+        assert self.http is not None
+        return await new_root_session(self.http, self.srv, title)
 
     async def start_rt(self, **body: Any) -> str:
         """``POST /v1/roundtables``; S2's id."""
@@ -346,12 +413,8 @@ class Env:
         return str(data["sessionID"])
 
     async def result(self, s2: str, timeout: float = 300) -> dict[str, Any]:
-        """Long-poll the result like the tool shim."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status, data = await self.api(
-                "GET", f"/v1/roundtables/{s2}/result", params={"wait": "10"}
-            )
+        """Long-poll the result like the tool shim (an answer other than 200 is polled again)."""
+        async for status, data in result_polls(self.api, s2, timeout):
             if status == 200 and data.get("done"):
                 return dict(data)
         raise RuntimeError(f"roundtable {s2} did not finish in {timeout} s")

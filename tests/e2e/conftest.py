@@ -16,6 +16,13 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bench.env import (
+    control_call,
+    new_root_session,
+    result_polls,
+    server_call,
+    stop_daemon_task,
+)
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
@@ -34,36 +41,6 @@ def roundtable_config(llm: ScriptedLLM, **kw: Any) -> dict[str, Any]:
     for name, cfg in extra.items():
         agents[name] = {**agents.get(name, {}), **cfg}
     return offline_config(llm.base_url, extra_agents=agents, **kw)
-
-
-async def server_call(
-    http: aiohttp.ClientSession,
-    server: OpenCodeServer,
-    method: str,
-    path: str,
-    body: Any = None,
-    *,
-    params: dict[str, str] | None = None,
-    timeout: float | None = None,
-) -> Any:
-    """``method path`` at the OpenCode server (``timeout`` s, default aiohttp's): the decoded
-    JSON answer, ``None`` for a 204; raises :class:`aiohttp.ClientResponseError` on an error
-    status."""
-    extra: dict[str, Any] = {}
-    if timeout is not None:
-        extra["timeout"] = aiohttp.ClientTimeout(total=timeout)
-    async with http.request(
-        method,
-        server.url + path,
-        json=body,
-        params=params,
-        headers=server.auth_headers,
-        **extra,
-    ) as resp:
-        resp.raise_for_status()
-        if resp.status == 204:
-            return None
-        return await resp.json()
 
 
 @dataclass
@@ -98,19 +75,12 @@ class RT:
         token: str | None = None,
         timeout: float = 60,
     ) -> tuple[int, Any]:
-        """Call the daemon's control API; returns (status, decoded JSON or text)."""
-        headers = {"Authorization": f"Bearer {token if token is not None else self.daemon.token}"}
-        async with self.http.request(
-            method,
-            self.control + path,
-            json=body,
-            params=params,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as resp:
-            if "json" in resp.headers.get("content-type", ""):
-                return resp.status, await resp.json()
-            return resp.status, await resp.text()
+        """Call the daemon's control API (``token`` default the daemon's own); returns (status,
+        decoded JSON or text)."""
+        bearer = token if token is not None else self.daemon.token
+        return await control_call(
+            self.http, self.control, bearer, method, path, body, params=params, timeout=timeout
+        )
 
     async def oc(
         self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
@@ -131,10 +101,7 @@ class RT:
 
     async def new_parent(self, title: str = "S1 main session") -> str:
         """A root session S1 in the project directory (where the orchestrator would be)."""
-        s = await self.oc(
-            "POST", "/session", {"title": title}, params={"directory": self.directory}
-        )
-        return str(s["id"])
+        return await new_root_session(self.http, self.server, title)
 
     async def start(self, **body: Any) -> str:
         """POST /v1/roundtables; returns S2's id (asserts 200)."""
@@ -144,12 +111,8 @@ class RT:
         return str(data["sessionID"])
 
     async def result(self, s2: str, timeout: float = 60) -> dict[str, Any]:
-        """Wait for the result like the tool shim (long poll)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status, data = await self.api(
-                "GET", f"/v1/roundtables/{s2}/result", params={"wait": "10"}
-            )
+        """Wait for the result like the tool shim (long poll; every answer must be a 200)."""
+        async for status, data in result_polls(self.api, s2, timeout):
             assert status == 200, data
             if data.get("done"):
                 return dict(data)
@@ -329,11 +292,7 @@ async def rt_factory(
     finally:
         for rt in made:
             if not rt.task.done():
-                rt.daemon.request_stop()
-                try:
-                    await asyncio.wait_for(rt.task, 15)
-                except (TimeoutError, asyncio.CancelledError):
-                    rt.task.cancel()
+                await stop_daemon_task(rt.daemon, rt.task, 15)
             await rt.daemon.client.close()
             await rt.http.close()
 
