@@ -30,7 +30,7 @@ from roundtabled.offline.scripted_actions import Action
 from roundtabled.offline.scripted_llm import RecordedRequest
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon
-from roundtabled.service.install import PLUGIN_DIR, render_tool
+from roundtabled.service.install import CONTROL_DIR, CONTROL_FILE, PLUGIN_DIR, render_tool
 
 SEAT_MODELS = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
 OBSERVER_PROMPT = "You are the roundtable observer. Consolidate the debate."
@@ -275,13 +275,23 @@ class Env:
         if plugin:
             self.control_port = free_port()
             token = self.root / "rt-config" / "roundtabled" / "token"
-            source = (resources.files("roundtabled") / "tools" / "roundtable-plugin.ts").read_text()
-            text = render_tool(
-                source, control_url=f"http://127.0.0.1:{self.control_port}", token_file=token
+            shipped = resources.files("roundtabled") / "tools"
+            control = render_tool(
+                (shipped / CONTROL_FILE).read_text(),
+                control_url=f"http://127.0.0.1:{self.control_port}",
+                token_file=token,
             )
-            target = self.server.project_dir / ".opencode" / PLUGIN_DIR / "roundtable-plugin.ts"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+            # The plugin reads the daemon's URL and token file from the control module.
+            opencode = self.server.project_dir / ".opencode"
+            for target, text in (
+                (opencode / CONTROL_DIR / CONTROL_FILE, control),
+                (
+                    opencode / PLUGIN_DIR / "roundtable-plugin.ts",
+                    (shipped / "roundtable-plugin.ts").read_text(),
+                ),
+            ):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
         await self.server.start()
         self.http = aiohttp.ClientSession()
 

@@ -112,10 +112,7 @@ def _contents(target: Path) -> dict[Path, bytes | None]:
     """The files an install into ``target`` writes, as they are now (``None``: absent)."""
     from roundtabled.service import install
 
-    paths = [target / install.TOOL_DIR / n for n in install.TOOL_FILES]
-    paths += [target / install.AGENT_DIR / n for n in install.AGENT_FILES]
-    paths += [target / install.PLUGIN_DIR / n for n in install.PLUGIN_FILES]
-    return {p: _read(p) for p in paths}
+    return {p: _read(p) for p in install.install_paths(target)}
 
 
 def cmd_install_service(args: argparse.Namespace, settings: cfg.Settings) -> int:

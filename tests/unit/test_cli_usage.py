@@ -115,11 +115,11 @@ def test_install_tool_twice_says_unchanged_and_names_the_next_step(
     proj.mkdir()
     assert main(["install-tool", "--project", str(proj)]) == EXIT_OK
     first = capsys.readouterr().out
-    assert first.count("installed ") == 4
+    assert first.count("installed ") == 5  # roundtabled/control.ts, 2 tools, agent, plugin
     assert "restart `opencode serve`" in first and f"doctor --directory {proj}" in first
     assert main(["install-tool", "--project", str(proj)]) == EXIT_OK
     second = capsys.readouterr().out
-    assert second.count("unchanged ") == 4 and "installed " not in second
+    assert second.count("unchanged ") == 5 and "installed " not in second
     assert "Nothing changed" in second
 
 
