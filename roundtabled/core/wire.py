@@ -408,6 +408,20 @@ def path_directory(path: Any) -> str | None:
     return d if isinstance(d, str) else None
 
 
+def plugin_files(config: Any) -> list[str]:
+    """File names of the local plugins in ``GET /config``'s ``plugin`` list (the plugins the
+    directory's current instance loaded from a config directory's ``plugin/`` folder, listed as
+    ``file://…/plugin/name.ts``; entries may also be ``[spec, options]``; npm packages are left
+    out): ``["roundtable-plugin.ts", …]``. Anything else in ``config`` → ``[]``."""
+    entries = config.get("plugin") if isinstance(config, dict) else None
+    out: list[str] = []
+    for entry in entries if isinstance(entries, list) else []:
+        spec = entry[0] if isinstance(entry, list) and entry else entry
+        if isinstance(spec, str) and spec.startswith(("file:", "/")):
+            out.append(spec.rstrip("/").rsplit("/", 1)[-1])
+    return out
+
+
 def agent_models(available: Sequence[dict[str, Any]]) -> dict[str, ModelRef | None]:
     """Each agent of ``GET /agent`` by name, with its configured model (``None``: none)."""
     return {str(a.get("name")): model_ref(a.get("model")) for a in available}

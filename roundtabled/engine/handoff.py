@@ -70,6 +70,7 @@ class Handoff:
             or table.cancel is not None
             or table.deleted_hint
             or table.error_seen_at is not None
+            or self.shell.plugins.checking(state.directory)  # the mode is being checked
             or (
                 table.disposed_at is not None
                 and table.disposed_at >= (pend.prompted_at or 0)  # disposed during this turn

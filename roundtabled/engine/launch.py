@@ -93,6 +93,11 @@ async def new_state(
         )
     if parent is not None:
         _check_directory(req, directory, wire.session_directory(parent))
+    if plugins is not None:
+        # The reads above made the directory's instance load its plugins, whose report came
+        # first; its check against the server ends here, so turn 1 is planned in the mode the
+        # instance supports.
+        await plugins.checked()
     if req.context == "recent":
         # The reads above made the directory's instance load its plugins (OpenCode awaits a
         # plugin's setup, whose report to the daemon comes first).

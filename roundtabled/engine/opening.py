@@ -143,7 +143,7 @@ class OpeningRunner:
             messages=messages,
             children=kids,
             seats=seats,
-            plugin=shell.plugins.version_for(table.state.directory),
+            plugin=await shell.plugins.current(table.state.directory),
         )
 
     async def step(self, table: Table) -> None:

@@ -11,9 +11,18 @@ longer be trusted:
 - it names another server than the daemon's (``serverUrl``: a TUI's own server in the same
   directory may have the plugin while the daemon's does not);
 - the daemon's event stream to the server (re)connects (the server may have restarted without
-  the plugin): every report is dropped;
+  the plugin): every report is dropped and checked again against the server (below), so a
+  daemon that connects after the plugin's first report does not wait for its next heartbeat;
 - the server disposes the directory's instance (a config reload): that directory's report is
   dropped; the new instance reports again when the plugin is still installed.
+
+A report alone is not proof either: the plugin of a disposed instance keeps reporting (OpenCode
+1.18.33 neither stops its timers nor tells its hooks of the disposal; docs/opencode-server.md),
+so after a config reload that removed the plugin, or to a daemon restarted since, a report can
+come from an instance that is gone. The first report for a directory (again after each drop) is
+therefore checked against the server: ``verify`` reads the configuration of the directory's
+current instance, whose ``plugin`` list names every plugin file that instance loaded; the report
+is trusted only when the roundtable plugin is among them.
 
 Dropping is always the safe direction: the roundtable then runs in patch mode until the next
 report.
@@ -23,16 +32,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from roundtabled.errors import ValidationFailed
 
-__all__ = ["HEARTBEAT_S", "PLUGIN_VERSION", "PluginRegistry", "PluginReport", "parse_report"]
+__all__ = [
+    "HEARTBEAT_S",
+    "PLUGIN_FILE",
+    "PLUGIN_VERSION",
+    "PluginRegistry",
+    "PluginReport",
+    "parse_report",
+]
+
+log = logging.getLogger("roundtabled.engine")
+
+PLUGIN_FILE = "roundtable-plugin.ts"
+"""The plugin's file name, as installed into a config directory's ``plugin/`` folder and as the
+server lists it in ``GET /config``'s ``plugin`` (``file://…/plugin/roundtable-plugin.ts``)."""
 
 PLUGIN_VERSION = "1"
 """The plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped plugin file):
@@ -94,6 +117,11 @@ def _authority(url: str) -> tuple[str, int | None]:
     return host, port
 
 
+Verify = Callable[[str], Awaitable[bool]]
+"""``await verify(directory)``: whether the server's current instance of ``directory`` loaded
+the roundtable plugin (module docstring); may raise (counted as not loaded)."""
+
+
 class PluginRegistry:
     """The reports the daemon trusts now, per instance directory.
 
@@ -101,16 +129,28 @@ class PluginRegistry:
         server_url: the OpenCode server the daemon drives (``http://127.0.0.1:4096``); a report
             naming another server is refused.
         clock: epoch ms now.
+        verify: checks the first report of a directory against the server (module docstring);
+            ``None`` trusts every well-formed report at once (tests of the registry alone).
     """
 
-    def __init__(self, server_url: str, clock: Callable[[], int]) -> None:
+    def __init__(
+        self, server_url: str, clock: Callable[[], int], verify: Verify | None = None
+    ) -> None:
         self.server = _authority(server_url)
         self.clock = clock
+        self.verify = verify
         self.reports: dict[str, PluginReport] = {}
         self._arrived = asyncio.Event()
+        self._checking: dict[str, tuple[asyncio.Task[None], int, PluginReport]] = {}
+        """Per directory key: the check in flight, the drop count it began at, its report."""
+        self._drops = 0
+        """How many times reports were dropped: a check that began before a drop is void."""
 
     def register(self, report: PluginReport) -> tuple[bool, str]:
-        """Record ``report``; returns ``(accepted, why not)``."""
+        """Record ``report``; returns ``(accepted, why not)``. A directory without a trusted
+        report is trusted only once ``verify`` confirms it (in the background: the plugin's
+        first report is sent while its instance is still loading, and the check reads that
+        instance); until then the report is accepted as pending."""
         if report.version != PLUGIN_VERSION:
             return False, (
                 f"plugin version {report.version!r}, the daemon speaks {PLUGIN_VERSION!r}: "
@@ -118,9 +158,56 @@ class PluginRegistry:
             )
         if report.server_url and _authority(report.server_url) != self.server:
             return False, "the plugin runs in another OpenCode server than the daemon's"
+        key = _key(report.directory)
+        if self.verify is None or key in self.reports:
+            self._trust(report)
+        elif key not in self._checking or self._checking[key][1] != self._drops:
+            task = asyncio.get_running_loop().create_task(self._check(report, self._drops))
+            self._checking[key] = (task, self._drops, report)
+        return True, ""
+
+    def checking(self, directory: str | None) -> bool:
+        """Whether a report of ``directory`` is being checked now (its mode is then decided
+        only once the check has ended: :meth:`current`)."""
+        return directory is not None and _key(directory) in self._checking
+
+    async def current(self, directory: str | None) -> str | None:
+        """:meth:`version_for` once a check of ``directory``'s report in flight has ended (a
+        reconnect re-checks every report: the next turn waits for that answer, never for a
+        heartbeat)."""
+        if directory is not None and (c := self._checking.get(_key(directory))) is not None:
+            await asyncio.gather(c[0], return_exceptions=True)
+        return self.version_for(directory)
+
+    async def checked(self) -> None:
+        """Return once every check of a report in flight now has ended."""
+        await asyncio.gather(*(c[0] for c in self._checking.values()), return_exceptions=True)
+
+    def _trust(self, report: PluginReport) -> None:
         self.reports[report.directory] = self.reports[_key(report.directory)] = report
         self._arrived.set()
-        return True, ""
+
+    async def _check(self, report: PluginReport, drops: int) -> None:
+        assert self.verify is not None
+        try:
+            loaded = await self.verify(report.directory)
+        except Exception as exc:  # the server is unreachable: the next report checks again
+            loaded = False
+            log.info("plugin report from %s not checked: %s", report.directory, exc)
+        finally:
+            key = _key(report.directory)
+            if key in self._checking and self._checking[key][1] == drops:
+                del self._checking[key]
+        if drops != self._drops:
+            return  # the reports were dropped meanwhile: the next report is checked again
+        if loaded:
+            self._trust(report)
+        else:
+            log.info(
+                "plugin report from %s refused: the server's instance of that directory has "
+                "not loaded the plugin (a report from a disposed instance)",
+                report.directory,
+            )
 
     def version_for(self, directory: str | None) -> str | None:
         """The version of the plugin loaded in ``directory``'s instance, or ``None``."""
@@ -146,6 +233,7 @@ class PluginRegistry:
 
     def forget(self, directory: str | None = None) -> None:
         """Drop the report of ``directory`` (``None``: every report)."""
+        self._drops += 1
         if directory is None:
             self.reports.clear()
             return
@@ -153,6 +241,18 @@ class PluginRegistry:
         for name, report in list(self.reports.items()):
             if name in (directory, key) or _key(report.directory) == key:
                 del self.reports[name]
+
+    def recheck(self) -> None:
+        """Drop every report and check each directory's again against the server (``verify``;
+        without it, every report is dropped): trusted again only where the instance still has
+        the plugin loaded (a report whose check is in flight included)."""
+        reports = {id(r): r for r in self.reports.values()}
+        reports.update({id(c[2]): c[2] for c in self._checking.values()})
+        self.forget()
+        if self.verify is None:
+            return
+        for report in reports.values():
+            self.register(report)
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The reports for ``GET /v1/health`` / doctor: ``[{directory, version, at}]``."""

@@ -182,8 +182,8 @@ class Engine:
     async def on_connect(self) -> None:
         """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
         self.shell.stream_epoch += 1  # events may have been lost: every open mirror is void
-        # The server may have restarted without the plugin: its reports must come again.
-        self.shell.plugins.forget()
+        # The server may have restarted without the plugin: each report is checked again.
+        self.shell.plugins.recheck()
         for table in list(self.tables.values()):
             table.poke()
         self.shell.spawn(self.requests.sweep())
@@ -217,7 +217,7 @@ class Engine:
                 now=self.shell.clock(),
                 status="idle",
                 new_id=ids.message_id(),
-                plugin=self.shell.plugins.version_for(state.directory),
+                plugin=await self.shell.plugins.current(state.directory),
             ),
         )
         if opening.running(state):

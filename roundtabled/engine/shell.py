@@ -14,11 +14,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from roundtabled.core import wire
 from roundtabled.core.commands import Toast
 from roundtabled.core.progress import ToastThrottle
 from roundtabled.core.state import RoundtableState, Signer
 from roundtabled.engine.metrics import HandoffMetrics
-from roundtabled.engine.plugins import PluginRegistry
+from roundtabled.engine.plugins import PLUGIN_FILE, PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
 from roundtabled.errors import TransportError
@@ -58,7 +59,9 @@ class Shell:
         self.clock = clock
         self.store = StateStore(client, signer)
         self.metrics = HandoffMetrics()
-        self.plugins = PluginRegistry(getattr(client, "base_url", ""), clock)
+        self.plugins = PluginRegistry(
+            getattr(client, "base_url", ""), clock, verify=self.plugin_loaded
+        )
         """Where the roundtable plugin reported itself loaded (the plugin mode's signal)."""
         self.toast_throttles: dict[str, ToastThrottle] = {}
         """Per roundtable (S2's id): when its last progress toast of a turn was shown."""
@@ -68,6 +71,15 @@ class Shell:
         self.last_error: str | None = None
         self.on_change: Callable[[], None] | None = None
         self.background: set[asyncio.Task[Any]] = set()
+
+    async def plugin_loaded(self, directory: str) -> bool:
+        """Whether the server's current instance of ``directory`` loaded the roundtable plugin
+        (its ``GET /config`` lists the file; :mod:`roundtabled.engine.plugins`).
+
+        Raises:
+            TransportError: the server did not answer.
+        """
+        return PLUGIN_FILE in wire.plugin_files(await self.client.config(directory))
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background; its failure is logged, never raised."""

@@ -214,7 +214,7 @@ class Worker:
             new_id=ids.message_id(),
             accepted=pend is not None and pend.message_id in table.accepted,
             error=error,
-            plugin=shell.plugins.version_for(state.directory),
+            plugin=await shell.plugins.current(state.directory),
         )
 
     def _deleted(self, parent_deleted: bool) -> Observation:

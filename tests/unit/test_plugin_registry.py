@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from roundtabled.core import wire
 from roundtabled.engine.plugins import PLUGIN_VERSION, PluginRegistry, parse_report
 from roundtabled.errors import ValidationFailed
 
@@ -66,3 +67,103 @@ async def test_wait_for_returns_on_the_report_or_after_the_wait(tmp_path: Path) 
     await asyncio.sleep(0)
     reg.register(_report(str(tmp_path)))
     assert await asyncio.wait_for(waiter, 5) == PLUGIN_VERSION
+
+
+class _Server:
+    """``verify`` of a registry: answers from ``loaded`` once ``gate`` opens (a check in flight
+    while the test drops the reports)."""
+
+    def __init__(self, loaded: bool) -> None:
+        self.loaded = loaded
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.asked: list[str] = []
+
+    async def __call__(self, directory: str) -> bool:
+        self.asked.append(directory)
+        await self.gate.wait()
+        return self.loaded
+
+
+async def test_a_first_report_is_trusted_only_once_the_server_lists_the_plugin(
+    tmp_path: Path,
+) -> None:
+    server = _Server(loaded=True)
+    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    assert reg.register(_report(str(tmp_path))) == (True, "")
+    assert reg.version_for(str(tmp_path)) is None  # pending: the server is asked first
+    assert await reg.wait_for(str(tmp_path), 5) == PLUGIN_VERSION
+    reg.register(_report(str(tmp_path)))  # a heartbeat of a trusted directory: not asked again
+    assert server.asked == [str(tmp_path)]
+
+
+async def test_a_report_from_an_instance_that_did_not_load_the_plugin_is_refused(
+    tmp_path: Path,
+) -> None:
+    # What a disposed instance's plugin does: its heartbeat goes on, the new instance has none.
+    server = _Server(loaded=False)
+    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    reg.register(_report(str(tmp_path)))
+    await reg.checked()
+    assert reg.version_for(str(tmp_path)) is None
+    reg.register(_report(str(tmp_path)))  # every later report is checked again
+    await reg.checked()
+    assert reg.version_for(str(tmp_path)) is None and len(server.asked) == 2
+
+
+async def test_a_check_that_began_before_a_drop_is_void(tmp_path: Path) -> None:
+    server = _Server(loaded=True)
+    server.gate.clear()
+    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    reg.register(_report(str(tmp_path)))
+    await asyncio.sleep(0)
+    reg.forget(str(tmp_path))  # the instance was disposed while the server was asked
+    server.gate.set()
+    await reg.checked()
+    assert reg.version_for(str(tmp_path)) is None
+
+
+async def test_a_check_the_server_cannot_answer_trusts_nothing(tmp_path: Path) -> None:
+    async def unreachable(directory: str) -> bool:
+        raise OSError("connection refused")
+
+    reg = PluginRegistry(SERVER, lambda: 0, verify=unreachable)
+    reg.register(_report(str(tmp_path)))
+    await reg.checked()
+    assert reg.version_for(str(tmp_path)) is None
+
+
+def test_the_plugin_files_of_a_config_are_its_local_plugins_by_file_name() -> None:
+    # What OpenCode 1.18.33's GET /config lists: file URLs of plugin/*.ts, npm specs, tuples.
+    config = {
+        "plugin": [
+            "file:///home/me/project/.opencode/plugin/roundtable-plugin.ts",
+            "opencode-wakatime@1.2.0",
+            ["file:///home/me/.config/opencode/plugins/other.js", {"x": 1}],
+            5,
+        ]
+    }
+    assert wire.plugin_files(config) == ["roundtable-plugin.ts", "other.js"]
+    assert wire.plugin_files({"plugin": []}) == [] == wire.plugin_files({})
+    assert wire.plugin_files(None) == [] == wire.plugin_files({"plugin": "x"})
+
+
+async def test_a_reconnect_checks_each_trusted_report_again(tmp_path: Path) -> None:
+    server = _Server(loaded=True)
+    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    reg.register(_report(str(tmp_path)))
+    reg.register(_report("/other"))
+    await reg.checked()
+    server.loaded = False  # the server restarted without the plugin
+    server.gate.clear()
+    reg.recheck()
+    assert reg.version_for(str(tmp_path)) is None  # untrusted while it is checked
+    reg.recheck()  # a second reconnect during the check: the first check is void, a new one runs
+    server.gate.set()
+    await reg.checked()
+    assert reg.version_for(str(tmp_path)) is None and reg.version_for("/other") is None
+    assert len(server.asked) == 6
+    server.loaded = True
+    reg.recheck()  # nothing trusted: nothing to check
+    await reg.checked()
+    assert len(server.asked) == 6
