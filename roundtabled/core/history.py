@@ -12,7 +12,14 @@ from typing import Literal
 
 from roundtabled.core.observer_flow import annotate
 from roundtabled.core.observer_verdict import REPAIR_SEAT
-from roundtabled.core.state import HistoryEntry, PendingTurn, RoundtableState, Usage
+from roundtabled.core.state import (
+    MODE_NOTES,
+    HistoryEntry,
+    PendingTurn,
+    RoundtableState,
+    Usage,
+    ViewMode,
+)
 from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 
 TURN_KINDS = ("turn", "observer")
@@ -298,3 +305,29 @@ def all_replies_exist(state: RoundtableState, messages: Sequence[MessageView]) -
     )
     expected = state.total_rounds * len(state.agents) + 1
     return answered >= expected
+
+
+def with_modes_ran(state: RoundtableState, messages: Sequence[MessageView]) -> RoundtableState:
+    """``state`` whose notes name the view modes S2's signed daemon prompts (``messages``) ran
+    in and no other, in the order each first ran (a turn or observer marker with
+    ``view: "plugin"`` ran in the plugin mode, one without in the patch mode; docs/plugin.md).
+
+    After a restart the stored notes can be behind S2 (the state write after a fast handoff is
+    deferred): without this, a debate whose turns ran with the plugin until the kill would say
+    only the mode of the turns after it."""
+    ran: list[ViewMode] = []
+    for m in messages:
+        if isinstance(m, UserView) and m.marker is not None and m.marker.kind in TURN_KINDS:
+            mode: ViewMode = "plugin" if m.marker.view == "plugin" else "patch"
+            if mode not in ran:
+                ran.append(mode)
+    # The stored notes name a prefix of the modes that ran (they are behind S2), but for a turn
+    # planned and never sent, whose mode no prompt ran in: its note goes (the turn is planned
+    # again, in the mode of the instance now, which says its own); the missing ones ran after
+    # the stored ones and are appended in order.
+    said = [MODE_NOTES[mode] for mode in ran]
+    kept = [n for n in state.notes if n not in MODE_NOTES.values() or n in said]
+    missing = [n for n in said if n not in kept]
+    if kept == state.notes and not missing:
+        return state
+    return state.model_copy(update={"notes": [*kept, *missing]})

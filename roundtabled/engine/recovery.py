@@ -22,6 +22,7 @@ import orjson
 from roundtabled.core import history, lifecycle, wire
 from roundtabled.core.commands import Abort, PersistState
 from roundtabled.core.state import Phase, RoundtableState
+from roundtabled.engine.plugins import HEARTBEAT_S
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, StateError, TransportError
@@ -137,6 +138,16 @@ class Recovery:
             )
         return counters
 
+    async def _plugin_loaded(self, directory: str | None) -> bool:
+        """Whether the server's instance of ``directory`` lists the roundtable plugin (a server
+        that cannot say: no)."""
+        if directory is None:
+            return False
+        try:
+            return await self.shell.plugin_loaded(directory)
+        except TransportError:
+            return False
+
     async def recover_one(self, session: dict[str, Any]) -> str:
         """Resume, abort or skip one candidate; returns which (a key of the counters)."""
         shell = self.shell
@@ -179,6 +190,12 @@ class Recovery:
         warn_pasted_meta(s2, messages, state.state_message_id)
         views = wire.message_views(messages, s2, shell.signer)
         state = state.model_copy(update={"history": history.rebuild_history(state, views)})
+        state = history.with_modes_ran(state, views)
+        if state.active and await self._plugin_loaded(state.directory):
+            # The directory's instance has the plugin loaded, and its report comes within a
+            # heartbeat: a daemon that resumed before hearing it would run the next turns in the
+            # PATCH mode for nothing (a write per answered prompt) and switch back at the report.
+            await shell.plugins.wait_for(state.directory, HEARTBEAT_S + 1.0)
         table = self.resume(state)
         if state.active:
             table.log.info(
