@@ -5,6 +5,19 @@ resumes roundtables of its own directories); each daemon runs with ``ROUNDTABLED
 (:mod:`roundtabled.faults`), which SIGKILLs it the n-th time it passes that crash point, then a
 fresh daemon without the fault finishes the debate on the same state. Kill points run in batches
 of ``batch`` at once; what each test checks after the restart is its own ``check`` callable.
+
+Each suite runs in every mode of the seat's view (docs/plugin.md), :data:`Mode`:
+
+- ``patch``: no roundtable plugin; the daemon hides each answered turn prompt by a PATCH;
+- ``plugin``: the plugin is installed in each case's project and reports to that case's daemon
+  (a fixed control port across restarts); the prompts stay in S2 and the plugin leaves them out
+  of each request; the restarted daemon waits for the plugin's report and goes on in that mode;
+- ``plugin-removed``: a switch mid-way: the plugin is there for the daemon that is killed and
+  gone (file deleted, the directory's instance disposed) for the restarted one, which must hide
+  by a PATCH every prompt the plugin left visible before it prompts again.
+
+In every mode :func:`assert_views` proves from the scripted model's requests that no seat saw an
+earlier turn prompt.
 """
 
 from __future__ import annotations
@@ -16,16 +29,28 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import aiohttp
 
-from roundtabled.core.state import CONCLUDED_SUFFIX, DELIMITER_TEXT, META_KEY, OBSERVER_AGENT
-from roundtabled.offline.opencode_server import OpenCodeServer
+from bench.env import server_call
+from roundtabled.core.state import (
+    CONCLUDED_SUFFIX,
+    DELIMITER_TEXT,
+    META_KEY,
+    MODE_NOTES,
+    MODE_SWITCH_NOTES,
+    OBSERVER_AGENT,
+    ViewMode,
+)
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port
 from roundtabled.offline.scripted_llm import ScriptedLLM
-from tests.fakes.daemon_proc import DaemonProc, text_of
+from roundtabled.service import install
+from tests.fakes.daemon_proc import DaemonProc, earlier_prompts_seen, signed_markers, text_of
 
-from .conftest import server_call
+Mode = Literal["patch", "plugin", "plugin-removed"]
+"""How the seat's view is kept across the kill (module docstring)."""
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass
@@ -35,13 +60,18 @@ class Case:
     point: str
     n: int
     daemon: DaemonProc
+    mode: Mode = "patch"
     s1: str = ""
     s2: str = ""
     killed: bool = False
 
     @property
     def fault(self) -> str:
-        return f"{self.point}:{self.n}"
+        return f"{self.mode} {self.point}:{self.n}"
+
+    @property
+    def plugin_dir(self) -> Path:
+        return Path(self.daemon.directory) / ".opencode" / install.PLUGIN_DIR
 
 
 class Oc:
@@ -70,7 +100,7 @@ async def run_case(case: Case, oc: Oc, http: aiohttp.ClientSession, debate: dict
     prompt, ``parentSessionID`` and ``directory`` are added here.
     """
     d = case.daemon
-    await d.start(http, case.fault)
+    await d.start(http, f"{case.point}:{case.n}")
     s1 = await oc.call("POST", "/session", {"title": "S1"}, {"directory": d.directory})
     case.s1 = str(s1["id"])
     body = {
@@ -103,6 +133,8 @@ async def run_case(case: Case, oc: Oc, http: aiohttp.ClientSession, debate: dict
         children = await oc.call("GET", f"/session/{case.s1}/children")
         assert len(children) == 1, children
         case.s2 = str(children[0]["id"])
+    if case.mode == "plugin-removed":
+        await remove_plugin(case, oc)
     await d.start(http, None)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -115,6 +147,115 @@ async def run_case(case: Case, oc: Oc, http: aiohttp.ClientSession, debate: dict
         raise AssertionError(f"{case.fault}: the debate did not conclude after the restart")
     # Anything duplicated needs a worker or a busy session: counted once there is neither.
     await d.settled(http, case.s2)
+
+
+def install_plugin(case: Case, staging: Path) -> None:
+    """Put the roundtable plugin (what ``roundtabled install-tool`` installs besides the tools
+    and the observer agent, which the suites' config defines) into the case's project, reporting
+    to the case's daemon; before the server loads the project."""
+    token = case.daemon.root / "config" / "roundtabled" / "token"
+    for path in install.install_tools(staging, control_url=case.daemon.url, token_file=token):
+        rel = path.relative_to(staging)
+        if rel.parts[0] in (install.TOOL_DIR, install.AGENT_DIR):
+            continue
+        dest = Path(case.daemon.directory) / ".opencode" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(path.read_text())
+
+
+async def remove_plugin(case: Case, oc: Oc) -> None:
+    """Take the plugin out of the project's instance while the daemon is down: once a prompt
+    the killed daemon sent has run to its end with the plugin (a dispose aborts a running turn),
+    delete the file and dispose the instance (OpenCode loads plugins once per instance: the
+    next request loads one without)."""
+    where = {"directory": case.daemon.directory}
+    deadline = time.monotonic() + 60
+    while not await _latest_prompt_answered(case, oc) or (
+        await oc.call("GET", "/session/status", params=where)
+    ).get(case.s2):
+        assert time.monotonic() < deadline, f"{case.fault}: S2's last prompt never ended"
+        await asyncio.sleep(0.1)
+    for path in case.plugin_dir.iterdir():
+        path.unlink()
+    await oc.call("POST", "/instance/dispose", params=where)
+
+
+async def _latest_prompt_answered(case: Case, oc: Oc) -> bool:
+    """Whether the latest daemon prompt of S2 (a turn's or the observer's) and of each seat's own
+    session of the independent opening has a completed reply that ended its turn (no prompt:
+    nothing to wait for)."""
+    sessions = [case.s2] + [
+        str(c["id"]) for c in await oc.call("GET", f"/session/{case.s2}/children")
+    ]
+    for sid in sessions:
+        msgs = await oc.call("GET", f"/session/{sid}/message")
+        prompts = [
+            m
+            for m in msgs
+            if m["info"]["role"] == "user"
+            and (
+                sid != case.s2  # a seat's own session holds its opening prompt only
+                or any(
+                    x.kind in ("turn", "observer")
+                    for x in signed_markers([m], case.s2, case.daemon.signer)
+                )
+            )
+        ]
+        if not prompts:
+            continue
+        pid = prompts[-1]["info"]["id"]
+        if not any(
+            r["info"].get("time", {}).get("completed")
+            and r["info"].get("finish") not in (None, "tool-calls", "unknown")
+            for r in msgs
+            if r["info"].get("parentID") == pid
+        ):
+            return False
+    return True
+
+
+async def assert_views(case: Case, oc: Oc, llm: ScriptedLLM, msgs: list[dict[str, Any]]) -> None:
+    """No seat's model request held an earlier turn prompt, whichever mode ran it
+    (:func:`tests.fakes.daemon_proc.earlier_prompts_seen`), and the result names the modes the
+    debate ran in: the one of the case, or the switch for ``plugin-removed``."""
+    f = case.fault
+    seen = earlier_prompts_seen(msgs, case.s2, case.daemon.signer, llm)
+    assert not seen, f"{f}: {seen}"
+    # The modes S2's prompts ran in, in order (a marker's view; none: the PATCH mode), and the
+    # one line of the result that says them.
+    ran: list[ViewMode] = []
+    for m in signed_markers(msgs, case.s2, case.daemon.signer):
+        mode: ViewMode = m.view or "patch"
+        if m.kind in ("turn", "observer") and mode not in ran:
+            ran.append(mode)
+    allowed: dict[Mode, list[list[ViewMode]]] = {
+        "patch": [["patch"]],
+        "plugin": [["plugin"]],
+        # killed before S2's first prompt, or after its last (the observer's)
+        "plugin-removed": [["plugin", "patch"], ["patch"], ["plugin"]],
+    }
+    assert ran in allowed[case.mode], f"{f}: S2's prompts ran in {ran}"
+    expected = [MODE_NOTES[ran[0]] if len(ran) == 1 else MODE_SWITCH_NOTES[(ran[0], ran[1])]]
+    notes = (await daemon_status(case, oc))["result"]["status"]["notes"]
+    said = [n for n in (*MODE_NOTES.values(), *MODE_SWITCH_NOTES.values()) if n in notes]
+    if ran == ["plugin"] and case.mode == "plugin-removed":
+        # Killed after the observer's prompt: the restarted daemon hid the answered prompts by
+        # a PATCH before finishing (what the patch mode needs), and may say the switch.
+        assert said in ([MODE_NOTES["plugin"]], [MODE_SWITCH_NOTES[("plugin", "patch")]]), said
+    else:
+        assert said == expected, f"{f}: the modes {ran} said as {said}"
+
+
+async def daemon_status(case: Case, oc: Oc) -> dict[str, Any]:
+    """The case's concluded roundtable as its (restarted) daemon's control API reports it
+    (``result``: the result contract, docs/result.md)."""
+    async with oc.http.get(
+        f"{case.daemon.url}/v1/roundtables/{case.s2}",
+        headers={"Authorization": f"Bearer {case.daemon.token}"},
+    ) as resp:
+        data: dict[str, Any] = await resp.json()
+        assert resp.status == 200, data
+        return data
 
 
 async def assert_result_once(
@@ -189,6 +330,7 @@ async def run_kill_points(
     check: Check,
     batch: int,
     label: str,
+    mode: Mode = "patch",
 ) -> tuple[list[Case], list[str]]:
     """One daemon (under ``root``) and one project directory (``<project>NN``) per kill point,
     run ``batch`` at a time. Returns the cases and one line per failed case; prints
@@ -196,9 +338,12 @@ async def run_kill_points(
     cases: list[Case] = []
     for i, (point, n) in enumerate(points):
         directory = await server.add_project(f"{project}{i:02d}")
-        cases.append(
-            Case(point, n, DaemonProc(root / f"daemon-{i:02d}", server.url, str(directory)))
-        )
+        daemon = DaemonProc(root / f"daemon-{i:02d}", server.url, str(directory))
+        case = Case(point, n, daemon, mode)
+        if mode != "patch":
+            daemon.port, daemon.keep_port = free_port(), True
+            install_plugin(case, root / f"staging-{i:02d}")
+        cases.append(case)
     t0 = time.monotonic()
     failures: list[str] = []
     for start in range(0, len(cases), batch):
@@ -209,7 +354,7 @@ async def run_kill_points(
     tried = sum(c.killed for c in cases)
     passed = len(cases) - len(failures)
     print(
-        f"\n{label}: {len(cases)} planned, {tried} killed, {passed} passed "
+        f"\n{label} ({mode}): {len(cases)} planned, {tried} killed, {passed} passed "
         f"in {time.monotonic() - t0:.0f} s"
     )
     return cases, failures

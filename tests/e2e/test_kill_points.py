@@ -70,6 +70,22 @@ KILL_POINTS: list[tuple[str, int]] = [
     ("delimiter-posted", 1),
     ("title-set", 1),
 ]
+# In the plugin modes (kill_point_harness.Mode) the points where the mode matters: turn 1 planned
+# (state-created), a prompt already sent in plugin mode that the restarted daemon adopts
+# (prompted), a finished turn whose successor is planned by the restarted daemon (turn-recorded),
+# the handoff to the observer (intent-persisted 2, observer-prompted) and the end.
+VIEW_KILL_POINTS: list[tuple[str, int]] = [
+    ("state-created", 1),
+    ("intent-persisted", 2),
+    ("prompted", 2),
+    ("prompted", 5),
+    ("prompted", 9),
+    ("turn-recorded", 1),
+    ("turn-recorded", 6),
+    ("turn-recorded", 9),
+    ("observer-prompted", 1),
+    ("final-persisted", 1),
+]
 BATCH = int(os.environ.get("RT_KP_BATCH", "6"))
 """Kill points run at once (one daemon each, one shared server)."""
 
@@ -88,20 +104,24 @@ async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
     assert answers == AGENTS * ROUNDS + [OBSERVER_AGENT], f"{f}: answers {answers}"
     summary = await kp.assert_result_once(case, oc, llm, msgs)
     assert summary
+    await kp.assert_views(case, oc, llm, msgs)
     assert not llm.requests_for(session=case.s1), f"{f}: a model ran in S1"
     log = await kp.assert_clean_exit(case)
     assert case.daemon.token not in log, f"{f}: the control token is in the daemon log"
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", kp.MODES)
 async def test_kill_9_at_every_crash_point_each_turn_once_result_once(
-    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any
+    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any, mode: kp.Mode
 ) -> None:
-    """≥ 20 kill points of a 3 × 3 debate: after each kill and a restart, every seat spoke exactly
-    once per round, the observer once, the result reached S1 once, and nothing raised."""
+    """≥ 20 kill points of a 3 × 3 debate (:data:`VIEW_KILL_POINTS` in the plugin modes): after
+    each kill and a restart, every seat spoke exactly once per round and saw no earlier turn
+    prompt, the observer once, the result reached S1 once, and nothing raised."""
     server: OpenCodeServer = await opencode_factory(observer_config(scripted_llm))
+    points = KILL_POINTS if mode == "patch" else VIEW_KILL_POINTS
     cases, failures = await kp.run_kill_points(
-        kp.selected(KILL_POINTS),
+        kp.selected(points),
         server=server,
         llm=scripted_llm,
         root=tmp_path,
@@ -110,7 +130,8 @@ async def test_kill_9_at_every_crash_point_each_turn_once_result_once(
         check=check_case,
         batch=BATCH,
         label="kill points",
+        mode=mode,
     )
-    assert os.environ.get("RT_KP_ONLY") or len(cases) >= 20
+    assert os.environ.get("RT_KP_ONLY") or len(cases) >= (20 if mode == "patch" else 10)
     assert not failures, "\n".join(failures)
     assert sum(c.killed for c in cases) == len(cases)

@@ -42,6 +42,15 @@ KILL_POINTS: list[tuple[str, int]] = [
     ("opening-recorded", 2),
     ("opening-recorded", 4),
 ]
+# In the plugin modes (kill_point_harness.Mode): a seat's prompt sent (the restarted daemon adopts
+# it), its answer settled, and the records before round 2, whose first turn the restarted daemon
+# plans in the mode the instance has.
+VIEW_KILL_POINTS: list[tuple[str, int]] = [
+    ("opening-prompted", 2),
+    ("opening-answered", 3),
+    ("opening-recorded", 2),
+    ("opening-recorded", 4),
+]
 BATCH = int(os.environ.get("RT_KP_BATCH", "5"))
 
 
@@ -71,19 +80,22 @@ async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
     reqs = [r.agent for r in llm.requests_for(session=s2, kind="turn")]
     assert reqs == AGENTS * (ROUNDS - 1) + [OBSERVER_AGENT], f"{f}: model requests {reqs}"
     await kp.assert_result_once(case, oc, llm, msgs)
+    await kp.assert_views(case, oc, llm, msgs)
     await kp.assert_clean_exit(case)
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", kp.MODES)
 async def test_kill_9_inside_the_independent_opening_each_seat_once_per_round(
-    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any
+    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any, mode: kp.Mode
 ) -> None:
-    """Each crash point of the parallel round: after the kill and a restart, each seat's session
-    was created once, prompted once and recorded once, round 2 ran each seat once, the observer
-    once, and the result reached S1 once."""
+    """Each crash point of the parallel round (:data:`VIEW_KILL_POINTS` in the plugin modes):
+    after the kill and a restart, each seat's session was created once, prompted once and
+    recorded once, round 2 ran each seat once and no seat saw an earlier turn prompt, the
+    observer once, and the result reached S1 once."""
     server: OpenCodeServer = await opencode_factory(observer_config(scripted_llm))
     cases, failures = await kp.run_kill_points(
-        kp.selected(KILL_POINTS),
+        kp.selected(KILL_POINTS if mode == "patch" else VIEW_KILL_POINTS),
         server=server,
         llm=scripted_llm,
         root=tmp_path,
@@ -92,6 +104,7 @@ async def test_kill_9_inside_the_independent_opening_each_seat_once_per_round(
         check=check_case,
         batch=BATCH,
         label="opening kill points",
+        mode=mode,
     )
     assert not failures, "\n".join(failures)
     assert sum(c.killed for c in cases) == len(cases)

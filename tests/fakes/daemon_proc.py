@@ -17,9 +17,9 @@ from typing import Any
 
 import aiohttp
 
-from roundtabled.core.state import OBSERVER_AGENT, Marker, Signer, read_marker
+from roundtabled.core.state import META_KEY, OBSERVER_AGENT, Marker, Signer, read_marker
 from roundtabled.offline.opencode_server import free_port, offline_config
-from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
 from roundtabled.service.daemon import load_signer
 
 OBSERVER_PROMPT = "You are the roundtable observer: consolidate the debate you are shown."
@@ -53,6 +53,9 @@ class DaemonProc:
     directory: str
     runs: list[asyncio.subprocess.Process] = field(default_factory=list)
     port: int = 0
+    keep_port: bool = False
+    """Listen on ``port`` at every start (a plugin installed for this daemon reports to it);
+    otherwise each start takes a free port."""
 
     @property
     def log_path(self) -> Path:
@@ -93,7 +96,8 @@ class DaemonProc:
     async def start(self, http: aiohttp.ClientSession, fault: str | None = None) -> None:
         """Spawn the daemon and wait until its control API reports ``ready``."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        if not (self.keep_port and self.port):
+            self.port = free_port()
         with self.log_path.open("ab") as log:
             log.write(f"\n=== start (fault={fault}) ===\n".encode())
             log.flush()
@@ -239,3 +243,41 @@ def assert_each_turn_once(
     assert reqs[:-1] == agents * rounds and len(reqs) == len(agents) * rounds + 1, (
         f"{label}: model requests {reqs}"
     )
+
+
+def earlier_prompts_seen(
+    msgs: list[dict[str, Any]], s2: str, signer: Signer, llm: ScriptedLLM
+) -> list[str]:
+    """One line per seat request of S2 that held an answered turn prompt of an earlier turn
+    (the debate's first, which carries the topic, excepted) or lacked its own; ``[]`` when none.
+
+    The i-th seat request answers the i-th signed turn prompt of S2 (``msgs``; one request per
+    turn, which the callers check). The text compared is the prompt the model is sent: the
+    message's text parts but the ignored label that carries the marker (a prompt hidden in the
+    PATCH mode counts by its text all the same)."""
+    prompts: list[tuple[int, int, str]] = []
+    for m in msgs:
+        if m["info"]["role"] != "user":
+            continue
+        marks = [x for x in signed_markers([m], s2, signer) if x.kind == "turn"]
+        if marks:
+            text = "\n".join(
+                str(p.get("text") or "")
+                for p in m.get("parts") or []
+                if p.get("type") == "text" and META_KEY not in (p.get("metadata") or {})
+            )
+            prompts.append((marks[0].round, marks[0].seat, text))
+    requests = [r for r in llm.requests_for(session=s2, kind="turn") if r.agent != OBSERVER_AGENT]
+    if len(requests) != len(prompts):
+        return [f"{len(requests)} seat requests for {len(prompts)} turn prompts"]
+    out: list[str] = []
+    for i, req in enumerate(requests):
+        users = "\n".join(
+            content_text(m.get("content")) for m in req.messages if m.get("role") == "user"
+        )
+        if prompts[i][2] not in users:
+            out.append(f"request {i} ({req.agent}) lacks its own prompt")
+        seen = [(r, s) for r, s, text in prompts[:i] if (r, s) != (0, 0) and text in users]
+        if seen:
+            out.append(f"request {i} ({req.agent}) saw the earlier prompts {seen}")
+    return out
