@@ -21,8 +21,8 @@ from roundtabled.core.state import MODE_NOTES, EndReason
 from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.offline.scripted_llm import RecordedRequest, content_text
 from roundtabled.service import install
+from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import RT
-from tests.e2e.test_cli import cli
 
 AGENTS = ["pm", "dev", "rv"]
 

@@ -2,11 +2,9 @@
 real ``opencode serve`` with the scripted model.
 
 Offers the end-to-end fixtures (``rt_factory``, ``rt``) to every regression file (pytest finds
-fixtures through a conftest), so each gets the same environment as ``tests/e2e``. Helpers:
+fixtures through a conftest), so each gets the same environment as ``tests/e2e`` (whose
+``cli_helpers.cli`` and ``edge_helpers.wait_for`` the regression files import). Helpers:
 
-- :func:`cli` runs ``roundtabled ARGS`` through the real console entry point (subprocess; from
-  ``tests/e2e/cli_helpers.py``).
-- :func:`wait_for` polls a condition (seconds; from ``tests/e2e/edge_helpers.py``).
 - ``cli_without_daemon`` (a fixture) runs the CLI in this process with no daemon to reach.
 - :class:`LogCapture` collects the daemon's log records (the in-process daemon logs through
   :mod:`logging`).
@@ -30,13 +28,10 @@ from aiohttp import web
 from roundtabled.cli import main
 from roundtabled.offline.opencode_server import free_port
 from tests.e2e import conftest as e2e_conftest
-from tests.e2e.cli_helpers import cli as cli
 from tests.e2e.conftest import RT
-from tests.e2e.edge_helpers import wait_for as wait_for
 from tests.fakes.proxy import STREAM_PATHS, FaultProxy, decode_frame, event_type
 
-# The end-to-end fixtures, offered to every regression file (pytest looks for them here); `cli`
-# and `wait_for` above are the end-to-end helpers, re-exported for the regression files.
+# The end-to-end fixtures, offered to every regression file (pytest looks for them here).
 rt_factory = e2e_conftest.rt_factory
 rt = e2e_conftest.rt
 

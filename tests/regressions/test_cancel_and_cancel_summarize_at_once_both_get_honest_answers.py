@@ -17,7 +17,7 @@ import pytest
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Hang, Text
 from tests.e2e.conftest import RT
-from tests.regressions.conftest import wait_for
+from tests.e2e.edge_helpers import wait_for
 
 
 @pytest.mark.parametrize("summarize_first", [True, False])

@@ -9,9 +9,8 @@ from __future__ import annotations
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Hang, Text
 from roundtabled.offline.scripted_llm import default_text
+from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import RT
-
-from .conftest import cli
 
 
 async def test_cancel_prints_its_effect_and_the_result_head_not_the_transcript(rt: RT) -> None:

@@ -26,10 +26,11 @@ from typing import Any
 from roundtabled.core.result import INTERRUPTION_HEADER
 from roundtabled.core.state import EndReason, Phase
 from roundtabled.offline.scripted_actions import Hang, Text
+from tests.e2e.edge_helpers import wait_for
 from tests.fakes.daemon_proc import text_of
 from tests.fakes.proxy import event_type
 
-from .conftest import RegressionProxy, proxied_rt, wait_for
+from .conftest import RegressionProxy, proxied_rt
 
 MUTATING = ("POST", "PATCH", "PUT", "DELETE")
 

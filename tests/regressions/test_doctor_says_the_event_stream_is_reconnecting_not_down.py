@@ -16,9 +16,9 @@ from roundtabled.opencode.stream import EventStream
 from roundtabled.service import config as cfg
 from roundtabled.service import doctor
 from roundtabled.service.control import iso_utc
+from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import RT
-
-from .conftest import cli, wait_for
+from tests.e2e.edge_helpers import wait_for
 
 
 def free_port() -> int:

@@ -20,10 +20,9 @@ from hypothesis import strategies as st
 from roundtabled.core.validation import check_agents
 from roundtabled.errors import ValidationFailed
 from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
+from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import RT
 from tests.e2e.edge_helpers import ask_build
-
-from .conftest import cli
 
 #: The exact failing inputs from the field, with the name the error must mention.
 CASES: list[tuple[list[str], str]] = [

@@ -26,9 +26,9 @@ from typing import Any
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.opencode.stream import Backoff
 from tests.e2e.conftest import RT
-from tests.e2e.edge_helpers import EventLog
+from tests.e2e.edge_helpers import EventLog, wait_for
 
-from .conftest import LogCapture, seat_turns, wait_for
+from .conftest import LogCapture, seat_turns
 
 GAP_S = 4.0
 

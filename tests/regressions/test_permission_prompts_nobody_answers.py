@@ -18,9 +18,9 @@ from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Text, tool_call
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
-from tests.e2e.edge_helpers import EventLog, memory_state
+from tests.e2e.edge_helpers import EventLog, memory_state, wait_for
 
-from .conftest import seat_turns, wait_for
+from .conftest import seat_turns
 
 HELPER_PROMPT = "You are helper, a research assistant that runs commands for the developer."
 TURN_TIMEOUT_S = 90

@@ -15,9 +15,9 @@ from roundtabled.errors import TransportError
 from roundtabled.offline.scripted_actions import Text, tool_call
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import roundtable_config
-from tests.e2e.edge_helpers import EventLog
+from tests.e2e.edge_helpers import EventLog, wait_for
 
-from .conftest import seat_turns, wait_for
+from .conftest import seat_turns
 
 QUESTION_ARGS = {
     "questions": [

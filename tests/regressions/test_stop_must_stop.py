@@ -20,10 +20,9 @@ from roundtabled.core.result import CANCELLED_HEADER
 from roundtabled.offline.scripted_actions import Text, tool_call
 from roundtabled.offline.scripted_llm import RecordedRequest
 from roundtabled.service import install
+from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import RT
-from tests.e2e.edge_helpers import ask_build, record_cancels
-
-from .conftest import cli, wait_for
+from tests.e2e.edge_helpers import ask_build, record_cancels, wait_for
 
 AGENTS = ["pm", "dev", "rv"]
 PM_TEXT = "PM round 1: we ship the slim version first."

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 
 from roundtabled.offline.scripted_actions import Text
+from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import RT
+from tests.e2e.edge_helpers import wait_for
 
-from .conftest import LogCapture, cli, wait_for
+from .conftest import LogCapture
 
 
 async def test_doctor_passes_after_the_server_restarted_under_the_daemon(rt: RT) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
+from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import roundtable_config
-
-from .conftest import cli, wait_for
+from tests.e2e.edge_helpers import wait_for
 
 TITLE_DELAY_S = 3.0
 CLOBBER = "Generated Title That Must Not Win"

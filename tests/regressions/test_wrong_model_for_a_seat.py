@@ -18,8 +18,7 @@ from roundtabled.offline.opencode_server import SEAT_PROMPTS
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from tests.e2e.conftest import RT, SEAT_MODELS, roundtable_config
-
-from .conftest import wait_for
+from tests.e2e.edge_helpers import wait_for
 
 MODELS = {**SEAT_MODELS, OBSERVER_AGENT: "observer-1"}
 OBSERVER_PROMPT_HEAD = "You are the impartial roundtable observer."
