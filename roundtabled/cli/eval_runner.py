@@ -231,6 +231,26 @@ def spend_upto(
     return {"calls": len(mine), "tokens": est, "cost": None, "estimated": True}
 
 
+def observer_spend(turns: Sequence[Mapping[str, Any]], topic: str) -> dict[str, Any]:
+    """Calls and tokens of the observer turns in ``turns`` (the export's, ``round`` 1-based);
+    ``estimated``: the provider reported no usage on any of them, so the tokens are estimated as
+    :func:`spend_upto` does (what the observer saw: the topic and every seat reply up to its
+    round; what it wrote) — a provider that reports nothing must not read as an observer that
+    cost nothing."""
+    mine = [t for t in turns if t.get("kind") == "observer"]
+    tokens = sum(_usage(t)[0] for t in mine)
+    if tokens > 0 or not mine:
+        return {"calls": len(mine), "tokens": tokens, "estimated": False}
+    seat_turns = [t for t in turns if t.get("kind", "turn") == "turn"]
+    est = 0
+    for t in mine:
+        seen = sum(
+            len(str(o.get("response") or "")) for o in seat_turns if o["round"] <= t["round"]
+        )
+        est += (len(topic) + seen + len(str(t.get("response") or ""))) // CHARS_PER_TOKEN
+    return {"calls": len(mine), "tokens": est, "estimated": True}
+
+
 async def self_consistency(
     oc: OpenCodeClient, opts: EvalOptions, q: Question, parent: str, directory: str | None
 ) -> dict[str, Any]:
@@ -408,10 +428,11 @@ async def run_question(
         }
     if "sc" in opts.protocols and oc is not None:
         protos["sc"] = await self_consistency(oc, opts, q, parent, directory)
-    observer = [t for t in turns if t.get("kind") == "observer"]
+    observer = observer_spend(turns, topic)
     record["overhead"] = {
-        "observerCalls": len(observer),
-        "observerTokens": sum(_usage(t)[0] for t in observer),
+        "observerCalls": observer["calls"],
+        "observerTokens": observer["tokens"],
+        "observerTokensEstimated": observer["estimated"],
         "seconds": sum(seconds.values()),
     }
     return record
