@@ -169,13 +169,18 @@ class PluginRegistry:
     def checking(self, directory: str | None) -> bool:
         """Whether a report of ``directory`` is being checked now (its mode is then decided
         only once the check has ended: :meth:`current`)."""
-        return directory is not None and _key(directory) in self._checking
+        # Asked on every fast handoff: no realpath (syscalls) unless a check is in flight.
+        return bool(self._checking) and directory is not None and _key(directory) in self._checking
 
     async def current(self, directory: str | None) -> str | None:
         """:meth:`version_for` once a check of ``directory``'s report in flight has ended (a
         reconnect re-checks every report: the next turn waits for that answer, never for a
         heartbeat)."""
-        if directory is not None and (c := self._checking.get(_key(directory))) is not None:
+        if (
+            self._checking
+            and directory is not None
+            and (c := self._checking.get(_key(directory))) is not None
+        ):
             await asyncio.gather(c[0], return_exceptions=True)
         return self.version_for(directory)
 
