@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -43,7 +45,7 @@ from roundtabled.core.state import (
     OBSERVER_AGENT,
     ViewMode,
 )
-from roundtabled.offline.opencode_server import OpenCodeServer, free_port
+from roundtabled.offline.opencode_server import OpenCodeServer
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
 from tests.fakes.daemon_proc import DaemonProc, earlier_prompts_seen, signed_markers, text_of
@@ -147,6 +149,21 @@ async def run_case(case: Case, oc: Oc, http: aiohttp.ClientSession, debate: dict
         raise AssertionError(f"{case.fault}: the debate did not conclude after the restart")
     # Anything duplicated needs a worker or a busy session: counted once there is neither.
     await d.settled(http, case.s2)
+
+
+def _held_port() -> int:
+    """A free port below the kernel's ephemeral range: the case's daemon listens on it across
+    its restarts and it stays unbound for minutes meanwhile, so it must not be one that
+    ``free_port`` (an ephemeral port) can hand to a test in another worker."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no free port in 20000-32000")
 
 
 def install_plugin(case: Case, staging: Path) -> None:
@@ -341,7 +358,7 @@ async def run_kill_points(
         daemon = DaemonProc(root / f"daemon-{i:02d}", server.url, str(directory))
         case = Case(point, n, daemon, mode)
         if mode != "patch":
-            daemon.port, daemon.keep_port = free_port(), True
+            daemon.port, daemon.keep_port = _held_port(), True
             install_plugin(case, root / f"staging-{i:02d}")
         cases.append(case)
     t0 = time.monotonic()
