@@ -30,7 +30,7 @@ from roundtabled.core.state import sign_marker
 from roundtabled.core.wire import UserView
 from roundtabled.engine.mirror import TurnMirror
 from roundtabled.engine.shell import Shell
-from roundtabled.engine.table import Table
+from roundtabled.engine.table import Ahead, Table
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.opencode.client import HTTP_CLOCK
 
@@ -38,6 +38,15 @@ PERSIST_DELAY_MS = 500
 """After a fast handoff the state write waits this long (ms): turns that end sooner (an instant
 model) are handed off without a write; a crash in between is recovered from the prompts' signed
 markers (machine invariant 4)."""
+
+
+def _fast(d: Decision) -> bool:
+    """A decision the fast handoff executes: the next prompt, or the end; never an abort."""
+    if any(isinstance(c, Abort) for c in d.commands):
+        return False
+    return any(isinstance(c, Prompt) and c.send for c in d.commands) or any(
+        isinstance(c, Finalize) for c in d.commands
+    )
 
 
 class Handoff:
@@ -52,17 +61,69 @@ class Handoff:
         Taken only when the mirror is complete (see :mod:`roundtabled.engine.mirror`) and nothing
         else is pending for this roundtable (cancel, deletion or error hint, abort, instance
         disposal), and only when the machine then prompts the next turn (or finalizes); every other
-        decision is taken from a read of S2.
+        decision is taken from a read of S2. The decision taken ahead at the final step
+        (:meth:`decide_ahead`) is used when nothing of the turn changed since.
         """
         mirror = table.mirror
+        if mirror is None or not self._may_decide(table, mirror):
+            return None
+        raw = mirror.messages()
+        if raw is None:
+            return None  # not finished yet: keep collecting
+        ahead, table.ahead = table.ahead, None
+        plugin = self.shell.plugins.version_for(table.state.directory)
+        if (
+            ahead is not None
+            and ahead.changes == mirror.changes
+            and ahead.state is table.state
+            and ahead.plugin == plugin
+        ):
+            d: Decision | None = ahead.decision
+            self.shell.metrics.ahead_decisions += 1
+        else:
+            d = self._from_mirror(table, raw, plugin)
+            if d is None:
+                return None
+        table.mirror = None  # used (the next prompt opens a new one)
+        return d if d is not None and _fast(d) else None
+
+    def decide_ahead(self, table: Table, event: ev.Event) -> None:
+        """On the event that completes the pending turn's final step (as :meth:`hide_early`),
+        take the handoff's decision from the mirror before the idle arrives: the machine's work
+        overlaps the server's wind-down of the turn, and at the idle :meth:`decide` uses it if
+        no message or part of the turn changed in between (``docs/design.md``, "fast handoff").
+        Never raises: any failure leaves the decision to the idle.
+        """
+        mirror = table.mirror
+        pend = table.state.pending
+        if (
+            mirror is None
+            or pend is None
+            or not wire.ends_turn(event.properties.get("info"), mirror.since)
+            or not self._may_decide(table, mirror)
+        ):
+            return
+        try:
+            raw = mirror.messages(ahead=True)
+            if raw is None:
+                return
+            plugin = self.shell.plugins.version_for(table.state.directory)
+            d = self._from_mirror(table, raw, plugin)
+        except Exception as exc:  # the idle decides it again, and reports its own failure
+            table.log.debug("deciding ahead of the idle failed: %s", exc)
+            return
+        if d is not None and _fast(d):
+            table.ahead = Ahead(mirror.changes, table.state, plugin, d)
+
+    def _may_decide(self, table: Table, mirror: TurnMirror) -> bool:
+        """Whether the mirror may decide this turn's handoff at all (voiding it for good when
+        it cannot be trusted)."""
         state = table.state
         pend = state.pending
-        if mirror is None:
-            return None
         if mirror.epoch != self.shell.stream_epoch or mirror.doubt is not None:
             table.mirror = None  # void for good: this turn is decided from reads
-            return None
-        if (
+            return False
+        return not (
             pend is None
             or pend.message_id != mirror.since
             or pend.abort_requested_at is not None
@@ -75,17 +136,21 @@ class Handoff:
                 table.disposed_at is not None
                 and table.disposed_at >= (pend.prompted_at or 0)  # disposed during this turn
             )
-        ):
-            return None
-        raw = mirror.messages()
-        if raw is None:
-            return None  # not finished yet: keep collecting
+        )
+
+    def _from_mirror(
+        self, table: Table, raw: list[dict[str, Any]], plugin: str | None
+    ) -> Decision | None:
+        """The machine's decision on the mirror's messages ``raw`` of the pending turn, or
+        ``None`` when only a read of S2 can decide it."""
+        state = table.state
+        pend = state.pending
+        assert pend is not None
         if wire.ends_with_tool_calls(raw):
             # Only S2's real status can tell a refused-tools end from an idle *event* that
             # came between two steps (stale or duplicated): read S2.
             return None
-        s2 = state.session_id
-        views = wire.message_views(raw, s2, self.shell.signer)
+        views = wire.message_views(raw, state.session_id, self.shell.signer)
         if not history.turn_is_final(history.answers_to(views, pend.message_id), idle=False):
             # An idle event the mirror took while the seat's final step is not completed in it
             # (stale, or ahead of the reply's last update): only a read of S2 decides this turn.
@@ -98,17 +163,9 @@ class Handoff:
             new_id=ids.message_id(),
             accepted=True,
             from_events=True,
-            plugin=self.shell.plugins.version_for(state.directory),
+            plugin=plugin,
         )
-        d = machine.decide(state, obs)
-        table.mirror = None  # used (the next prompt opens a new one)
-        if any(isinstance(c, Abort) for c in d.commands):
-            return None
-        if any(isinstance(c, Prompt) and c.send for c in d.commands):
-            return d
-        if any(isinstance(c, Finalize) for c in d.commands):
-            return d
-        return None
+        return machine.decide(state, obs)
 
     async def start_turn(self, table: Table, cmd: Prompt) -> None:
         """Start a turn prompt first: hide, prompt, then write the intent.
@@ -244,6 +301,7 @@ class Handoff:
         pokes_before = table.pokes
         # Collect the new turn's events from before the server can emit any of them.
         table.mirror = TurnMirror(state.session_id, cmd.message_id, shell.stream_epoch)
+        table.ahead = None
         try:
             await shell.client.prompt_async(state.session_id, body)
         except NotFound:

@@ -28,6 +28,9 @@ class HandoffMetrics:
     """Of which waiting for a slot of the client's request pool (ms, same index)."""
     fast_handoffs: int = 0
     read_handoffs: int = 0
+    ahead_decisions: int = 0
+    """Fast handoffs whose decision was taken at the turn's final step, before its idle
+    (:meth:`roundtabled.engine.handoff.Handoff.decide_ahead`)."""
     early_hides: int = 0
     """Handoffs whose hiding PATCH was already done when the turn ended (started at the final
     step, :meth:`roundtabled.engine.handoff.Handoff.hide_early`)."""

@@ -62,6 +62,9 @@ class TurnMirror:
     """A ``session.idle`` (or ``session.status idle``) arrived after the last change of a reply."""
     doubt: str | None = None
     """Why this mirror can no longer be trusted (``None``: complete so far)."""
+    changes: int = 0
+    """How many times a message or part of the turn changed (idles do not count): a decision
+    taken from the mirror stands only while this is unchanged."""
 
     def feed(self, event: ev.Event) -> bool:
         """Apply one event of S2. Returns True when the event made the turn look finished (an
@@ -82,12 +85,18 @@ class TurnMirror:
                 return False
             if info.get("role") == "user":
                 if mid == self.since:
+                    old = self.infos.get(mid)
                     self.infos[mid] = info
+                    # Of the prompt's info a view reads only when it was created: the update the
+                    # server sends after the idle (the turn's summary) changes no decision.
+                    if old is None or old.get("time") != info.get("time"):
+                        self.changes += 1
                 elif mid > self.since:
                     self._doubt("another user message")  # a person's interjection
                 return False  # an older user message (the previous turn's summary update)
             if info.get("parentID") == self.since:
                 self.infos[mid] = info
+                self.changes += 1
                 self.idle = False
             elif mid > self.since:
                 self._doubt("a reply to another message")
@@ -104,6 +113,7 @@ class TurnMirror:
                 return False
             if mid == self.since or mid in self.infos or mid > self.since:
                 self.parts.setdefault(mid, {})[pid] = part
+                self.changes += 1
                 if mid != self.since:
                     self.idle = False
             return False
@@ -148,11 +158,14 @@ class TurnMirror:
             return None
         return {"info": user, "parts": _ordered(user_parts)}
 
-    def messages(self) -> list[dict[str, Any]] | None:
+    def messages(self, *, ahead: bool = False) -> list[dict[str, Any]] | None:
         """The turn as ``GET /session/{id}/message`` would list it (``{info, parts}`` items, the
         user message first, parts in id order), or ``None`` when the mirror cannot stand in for
-        a read (doubt, not idle, or the user message or its parts not seen)."""
-        if self.doubt is not None or not self.idle:
+        a read (doubt, not idle, or the user message or its parts not seen).
+
+        ``ahead``: the picture before the idle arrives (a decision taken ahead of it, used only
+        if :attr:`changes` is the same once the idle came)."""
+        if self.doubt is not None or not (self.idle or ahead):
             return None
         user = self.infos.get(self.since)
         user_parts = self.parts.get(self.since)

@@ -154,6 +154,7 @@ class Engine:
                 return
             if etype == ev.MESSAGE_UPDATED:
                 self.worker.handoff.hide_early(table, event)
+                self.worker.handoff.decide_ahead(table, event)
             if mirror.doubt is None and etype in (
                 ev.MESSAGE_UPDATED,
                 ev.SESSION_STATUS,

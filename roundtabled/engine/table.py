@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from roundtabled.core.commands import Cancel
+from roundtabled.core.commands import Cancel, Decision
 from roundtabled.core.progress import round_position
 from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.state import HistoryEntry, RoundtableState, has_meta_text
@@ -24,6 +24,20 @@ from roundtabled.engine.mirror import TurnMirror
 from roundtabled.opencode.client import HttpClock
 
 log = logging.getLogger("roundtabled.engine")
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """A handoff decision taken at the pending turn's final step, before its idle
+    (:meth:`roundtabled.engine.handoff.Handoff.decide_ahead`)."""
+
+    changes: int
+    """:attr:`TurnMirror.changes` when it was taken."""
+    state: RoundtableState
+    """The state it was taken on (the very object: any change of it voids the decision)."""
+    plugin: str | None
+    """The plugin version it assumed for the directory."""
+    decision: Decision
 
 
 @dataclass
@@ -85,6 +99,8 @@ class Table:
     mirror: TurnMirror | None = None
     """The pending turn as the event stream reports it (fast handoff,
     :mod:`roundtabled.engine.mirror`)."""
+    ahead: Ahead | None = None
+    """The next handoff's decision, taken at the pending turn's final step (before its idle)."""
     hiding: tuple[str, asyncio.Task[bool]] | None = None
     """The early hiding of the pending turn's prompt: its message id and the task (True when
     done), awaited by the handoff before its prompt

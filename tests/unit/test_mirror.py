@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from roundtabled.core import events as ev
+from roundtabled.core import wire
+from roundtabled.core.state import Signer
 from roundtabled.engine.mirror import TurnMirror
 
 S2 = "ses_mirror0000000001"
@@ -60,7 +62,12 @@ def status(kind: str) -> ev.Event:
 
 def normal_turn(m: TurnMirror) -> list[bool]:
     """The events of a normal turn; returns what each feed said."""
-    seq = [
+    return [m.feed(e) for e in normal_turn_events()]
+
+
+def normal_turn_events() -> list[ev.Event]:
+    """A normal turn: the prompt, one reply step, ``busy``, ``idle``, ``session.idle``."""
+    return [
         user_info(),
         part(USER, "prt_01", text="your turn"),
         part(USER, "prt_02", text="label", ignored=True),
@@ -76,7 +83,6 @@ def normal_turn(m: TurnMirror) -> list[bool]:
         status("idle"),
         event(ev.SESSION_IDLE),
     ]
-    return [m.feed(e) for e in seq]
 
 
 def test_a_normal_turn_is_complete_at_idle_and_lists_like_get() -> None:
@@ -89,6 +95,29 @@ def test_a_normal_turn_is_complete_at_idle_and_lists_like_get() -> None:
     assert [p["id"] for p in msgs[1]["parts"]] == ["prt_03", "prt_04", "prt_05"]
     assert msgs[1]["parts"][1]["text"] == "hello there"
     assert msgs[1]["info"]["time"]["completed"] == 3
+
+
+def test_changes_count_what_a_decision_reads_and_not_the_idle_or_the_summary() -> None:
+    """A decision taken ahead of the idle stands only while ``changes`` is unchanged: every
+    change of a reply or a part counts; the idle and the prompt's summary update do not."""
+    m = TurnMirror(S2, USER, 1)
+    seq = normal_turn_events()
+    for e in seq[:-3]:  # up to the completed reply, before the idle
+        m.feed(e)
+    assert m.messages() is None
+    ahead = m.messages(ahead=True)
+    assert ahead is not None and ahead[1]["parts"][1]["text"] == "hello there"
+    taken = m.changes
+    for e in seq[-3:]:
+        m.feed(e)
+    summary = dict(user_info().properties["info"], summary={"diffs": []})
+    m.feed(event(ev.MESSAGE_UPDATED, info=summary))
+    now = m.messages()
+    assert m.changes == taken and now is not None
+    signer = Signer(b"mirror-unit-tests-key-0123456789")
+    assert wire.message_views(now, S2, signer) == wire.message_views(ahead, S2, signer)
+    m.feed(part(ANS1, "prt_04", text="hello there, again"))
+    assert m.changes == taken + 1
 
 
 def test_idle_before_any_reply_is_not_completion() -> None:
