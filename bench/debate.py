@@ -295,6 +295,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         metrics.handoff_server.clear()
         metrics.handoff_queued.clear()
         fast0, read0, early0 = metrics.fast_handoffs, metrics.read_handoffs, metrics.early_hides
+        ahead0 = metrics.ahead_decisions
         d_times: list[float] = []
         f_times: list[float] = []
         d_spans: dict[str, Span] = {}
@@ -323,6 +324,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         h1["fast_handoffs"] = metrics.fast_handoffs - fast0
         h1["read_handoffs"] = metrics.read_handoffs - read0
         h1["early_hides"] = metrics.early_hides - early0
+        h1["ahead_decisions"] = metrics.ahead_decisions - ahead0
         # Figure 3 on the last measured debate.
         table = engine.recent[last_s2]
         fig3 = orchestration_bytes(await env.llm.requests_for(last_s2), table.state)
@@ -352,6 +354,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         hn["fast_handoffs"] = metrics.fast_handoffs - fast0 - h1["fast_handoffs"]
         hn["read_handoffs"] = metrics.read_handoffs - read0 - h1["read_handoffs"]
         hn["early_hides"] = metrics.early_hides - early0 - h1["early_hides"]
+        hn["ahead_decisions"] = metrics.ahead_decisions - ahead0 - h1["ahead_decisions"]
     finally:
         await tap.close()
     return {
