@@ -92,16 +92,25 @@ class Handoff:
         take the handoff's decision from the mirror before the idle arrives: the machine's work
         overlaps the server's wind-down of the turn, and at the idle :meth:`decide` uses it if
         no message or part of the turn changed in between (``docs/design.md``, "fast handoff").
-        Never raises: any failure leaves the decision to the idle.
+
+        The decision runs as the loop's next callback, not inside the event's dispatch: a handoff
+        of another roundtable woken by an earlier event goes first. Never raises: any failure
+        leaves the decision to the idle.
         """
         mirror = table.mirror
-        pend = table.state.pending
         if (
             mirror is None
-            or pend is None
+            or table.state.pending is None
             or not wire.ends_turn(event.properties.get("info"), mirror.since)
-            or not self._may_decide(table, mirror)
         ):
+            return
+        try:
+            asyncio.get_running_loop().call_soon(self._decide_ahead_now, table, mirror)
+        except RuntimeError:  # fed without a loop (the ingestion benchmark): decide now
+            self._decide_ahead_now(table, mirror)
+
+    def _decide_ahead_now(self, table: Table, mirror: TurnMirror) -> None:
+        if table.mirror is not mirror or not self._may_decide(table, mirror):
             return
         try:
             raw = mirror.messages(ahead=True)

@@ -26,37 +26,52 @@ async def test_each_handoff_of_a_plain_debate_uses_the_decision_taken_ahead(harn
     assert h.engine.metrics.ahead_decisions == 4
 
 
-async def test_a_part_that_arrives_after_the_final_step_voids_the_decision_taken_ahead(
-    harness: H,
-) -> None:
-    """dev's text part reaches the daemon only after its reply's completion event (the server
-    publishes them independently): the decision taken at the completion saw no text; at the idle
-    the turn has changed, so it is decided again, on dev's words."""
+async def test_a_part_that_arrives_after_the_decision_taken_ahead_voids_it(harness: H) -> None:
+    """dev's text part reaches the daemon only after the decision was taken at its reply's
+    completion event (the server publishes them independently), before the idle: that decision
+    saw no text; at the idle the turn has changed, so it is decided again, on dev's words."""
     h = await harness()
     h.fake.script(Text(text="DEV: ship it behind a flag."), agent="dev")
-    held: list[Json] = []
     dev_messages: set[str] = set()
+    part: list[Json] = []  # dev's text part, held back (its newest copy)
+    after: list[Json] = []  # what followed dev's completion, held back with it
+    flow = {"held": False, "passing": False}
 
-    def late_text(event: Json) -> list[Json]:
+    def hold(event: Json) -> list[Json]:
         props = event["properties"]
+        if flow["passing"]:
+            return [event]
+        if flow["held"]:
+            after.append(event)
+            return []
         if event["type"] == "message.updated":
             info = props["info"]
             if info.get("role") == "assistant" and info.get("agent") == "dev":
                 dev_messages.add(info["id"])
-                if (info.get("time") or {}).get("completed") and held:
-                    out = [event, *held]
-                    held.clear()
-                    return out
+                flow["held"] = bool((info.get("time") or {}).get("completed"))
         if event["type"] == "message.part.updated":
-            part = props.get("part") or {}
-            if part.get("type") == "text" and part.get("messageID") in dev_messages:
-                held[:] = [event]  # only the newest copy of the part is passed on, late
+            p = props.get("part") or {}
+            if p.get("type") == "text" and p.get("messageID") in dev_messages:
+                part[:] = [event]
                 return []
         return [event]
 
-    h.fake.event_filter = late_text
+    handoff = h.engine.worker.handoff
+    decide_now = handoff._decide_ahead_now
+
+    def then_release(table: Any, mirror: Any) -> None:
+        decide_now(table, mirror)
+        if flow["held"] and not flow["passing"]:
+            assert table.ahead is not None  # taken without dev's text
+            flow["passing"] = True
+            for e in [*part, *after]:
+                h.fake.emit(e["type"], e["properties"])
+
+    handoff._decide_ahead_now = then_release  # type: ignore[method-assign]
+    h.fake.event_filter = hold
     s2 = await h.start(agents=["pm", "dev", "rv"])
     await h.result(s2)
+    assert flow["passing"]
     assert h.prompted_agents(s2) == ["pm", "dev", "rv", "roundtable-observer"]
     assert h.handoffs() == (3, 0)
     assert [e.response for e in h.entries(s2)][1] == "DEV: ship it behind a flag."
