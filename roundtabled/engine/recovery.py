@@ -99,6 +99,9 @@ class Recovery:
         self.shell = shell
         self.live = live
         self.resume = resume
+        self._loaded: dict[str, asyncio.Task[bool]] = {}
+        """Directory → whether its instance lists the plugin: asked once per directory (the
+        roundtables of one directory are resumed concurrently)."""
 
     async def recover(self) -> dict[str, int]:
         """Find every roundtable left active (or not finalized) and resume it; abort those whose
@@ -106,6 +109,7 @@ class Recovery:
         Bounded concurrency against the server (``recovery_concurrency``)."""
         shell = self.shell
         counters = {"resumed": 0, "aborted": 0, "skipped": 0, "scanned": 0}
+        self._loaded = {}  # asked again at each scan: the instance may have been reloaded
         directories = set(shell.settings.directories) | known_directories(shell.settings.state_dir)
         with contextlib.suppress(TransportError):
             server_dir = wire.path_directory(await shell.client.path())
@@ -143,6 +147,12 @@ class Recovery:
         that cannot say: no)."""
         if directory is None:
             return False
+        task = self._loaded.get(directory)
+        if task is None:
+            task = self._loaded[directory] = asyncio.ensure_future(self._ask_loaded(directory))
+        return await asyncio.shield(task)
+
+    async def _ask_loaded(self, directory: str) -> bool:
         try:
             return await self.shell.plugin_loaded(directory)
         except TransportError:

@@ -99,6 +99,22 @@ async def test_a_graceful_restart_mid_turn_resumes_without_a_second_prompt(harne
     assert h.entries(s2)[0].response == "PM: long answer."
 
 
+async def test_recovery_asks_each_directory_once_whether_its_plugin_is_loaded(harness: H) -> None:
+    """Three roundtables of one directory resumed together: one ``GET /config`` for the three
+    (the answer is the instance's, not the roundtable's)."""
+    h = await harness()
+    for _ in range(3):
+        h.fake.script(Text(text="PM: slowly.", first_byte_delay=20), agent="pm")
+    started = [await h.start(prompt=f"Topic {i}?") for i in range(3)]
+    await h.clock.advance(2)
+    before = len(h.fake.calls_of("config"))
+    await h.restart()
+    assert len(h.fake.calls_of("config")) - before == 1
+    for s2 in started:
+        await h.result(s2)
+        assert h.prompted_agents(s2) == ORDER
+
+
 @pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")  # kill -9
 async def test_a_kill_right_after_the_start_resumes_the_same_turn(harness: H) -> None:
     h = await harness()
