@@ -99,8 +99,7 @@ async def new_state(
         # instance supports.
         await plugins.checked()
     if req.context == "recent":
-        # The reads above made the directory's instance load its plugins (OpenCode awaits a
-        # plugin's setup, whose report to the daemon comes first).
+        # Only the plugin can keep a seat's request to the recent turns: refused without it.
         where = directory
         if where is None:
             where = wire.path_directory(await client.path())
