@@ -3,6 +3,11 @@
 ``roundtabled eval --base-url URL --model NAME …`` as the user types it, against a local
 OpenAI-compatible server that is already running (e.g. llama.cpp's).
 
+``--debate DIR --base-url URL --model NAME`` runs ``roundtabled start …`` instead (one real
+roundtable, e.g. ``--until converged``): DIR becomes the seats' project, written as the eval writes
+its own (seats ``seat-a``, ``seat-b``, ``seat-c`` on the model, no tools; the tools and the plugin
+installed with ``roundtabled install-tool``).
+
 ``--closing answer`` runs the daemon with the seats' closing line replaced by an ``Answer:``-last
 form (:data:`ANSWER_CLOSING`) to compare the two forms on the same questions; the product's own
 form is ``--closing position`` (the default). Everything after ``--`` goes to ``roundtabled
@@ -16,15 +21,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
+from roundtabled.cli.evaluate import DEFAULT_LOCAL_SEATS
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
+from roundtabled.service import provider
 
 ANSWER_CLOSING = (
     "Think it through step by step first. On the last line of your reply write only: "
@@ -45,7 +54,7 @@ def daemon_main(closing: str) -> None:
     sys.exit(main(["serve"]))
 
 
-async def run(closing: str, eval_args: list[str]) -> int:
+async def run(closing: str, eval_args: list[str], debate: Debate | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="rt-eval-local-"))
     config = {
         "$schema": "https://opencode.ai/config.json",
@@ -68,16 +77,33 @@ async def run(closing: str, eval_args: list[str]) -> int:
     if server.password:
         env["OPENCODE_SERVER_PASSWORD"] = server.password
     try:
-        return await asyncio.to_thread(_daemon_and_eval, closing, eval_args, env, work, port)
+        return await asyncio.to_thread(
+            _daemon_and_eval, closing, eval_args, env, work, port, debate
+        )
     finally:
         await server.stop()
         print(f"bench: logs in {work}", file=sys.stderr)
 
 
+@dataclass(frozen=True)
+class Debate:
+    """One real roundtable instead of the eval: the seats' project and their model."""
+
+    project: Path
+    base_url: str
+    model: str
+
+
 def _daemon_and_eval(
-    closing: str, eval_args: list[str], env: dict[str, str], work: Path, port: int
+    closing: str,
+    eval_args: list[str],
+    env: dict[str, str],
+    work: Path,
+    port: int,
+    debate: Debate | None = None,
 ) -> int:
-    """Start the daemon, wait for its ping, run ``roundtabled eval``, stop the daemon."""
+    """Start the daemon, wait for its ping, run ``roundtabled eval`` (or, with ``debate``,
+    ``roundtabled start`` in its project), stop the daemon."""
     with open(work / "roundtabled.log", "wb") as log:
         daemon = subprocess.Popen(
             [
@@ -96,7 +122,12 @@ def _daemon_and_eval(
                     break
                 except OSError:
                     time.sleep(0.1)
-            cmd = [str(Path(sys.executable).parent / "roundtabled"), "eval", *eval_args]
+            exe = str(Path(sys.executable).parent / "roundtabled")
+            if debate is None:
+                cmd = [exe, "eval", *eval_args]
+            else:
+                _write_project(debate, exe, env)
+                cmd = [exe, "start", "--directory", str(debate.project.resolve()), *eval_args]
             print("$", " ".join(cmd), file=sys.stderr, flush=True)
             return subprocess.run(cmd, env=env).returncode
         finally:
@@ -104,13 +135,34 @@ def _daemon_and_eval(
             daemon.wait(15)
 
 
+def _write_project(debate: Debate, exe: str, env: dict[str, str]) -> None:
+    """The seats' project of a real roundtable, as ``roundtabled eval`` writes its own."""
+    debate.project.mkdir(parents=True, exist_ok=True)
+    config = provider.with_local_model(
+        {"$schema": "https://opencode.ai/config.json"},
+        debate.base_url,
+        debate.model,
+        list(DEFAULT_LOCAL_SEATS),
+    )
+    (debate.project / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
+    subprocess.run([exe, "install-tool", "--project", str(debate.project)], env=env, check=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.eval_local")
     p.add_argument("--closing", choices=["position", "answer"], default="position")
+    p.add_argument("--debate", type=Path, help="run `roundtabled start` in this project instead")
+    p.add_argument("--base-url", help="with --debate: the seats' OpenAI-compatible server")
+    p.add_argument("--model", help="with --debate: the model that server serves")
     p.add_argument("eval_args", nargs=argparse.REMAINDER)
     a = p.parse_args()
     args = a.eval_args[1:] if a.eval_args[:1] == ["--"] else a.eval_args
-    sys.exit(asyncio.run(run(a.closing, args)))
+    debate = None
+    if a.debate is not None:
+        if not a.base_url or not a.model:
+            p.error("--debate needs --base-url and --model")
+        debate = Debate(a.debate, a.base_url, a.model)
+    sys.exit(asyncio.run(run(a.closing, args, debate)))
 
 
 if __name__ == "__main__":
