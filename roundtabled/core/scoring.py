@@ -147,6 +147,10 @@ def question_text(q: Question) -> str:
 
 _NUMBER = re.compile(r"[-−]?\d[\d,]*(?:\.\d+)?")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_RESULT = re.compile(
+    r"(?:=|\bis\b|\bequals\b)\s*[*_`]*\s*([-−]?\d[\d,]*(?:\.\d+)?)\s*[*_`]*[\s.!]*$",
+    re.IGNORECASE,
+)
 _LINE = re.compile(
     r"^[\s>*_#-]*(?:\*\*|__)?\s*(position|answer|final answer)\s*(?:\*\*|__)?\s*[:：]\s*(.*)$",
     re.IGNORECASE,
@@ -205,10 +209,15 @@ def read_answer(reply: str) -> ReadAnswer:
 
 
 def _as_number(text: str) -> Decimal | None:
-    """The one number ``text`` names (``12``, ``-3``, ``1,024``, ``12.0``, ``= 42``); ``None``
-    when it names none or several different ones."""
+    """The one number ``text`` names (``12``, ``-3``, ``1,024``, ``12.0``, ``= 42``), or the
+    result it ends on when it restates the question first (``10*4+12*13 is 196``,
+    ``40 + 156 = 196``: the number after the last ``=`` / ``is`` / ``equals``, ending the text);
+    ``None`` when it names none, or several without such a result (``12 or 13``)."""
     nums = {n for n in (_parse_decimal(t) for t in _NUMBER.findall(text)) if n is not None}
-    return next(iter(nums)) if len(nums) == 1 else None
+    if len(nums) == 1:
+        return next(iter(nums))
+    m = _RESULT.search(text)
+    return _parse_decimal(m.group(1)) if m and nums else None
 
 
 def _parse_decimal(token: str) -> Decimal | None:
