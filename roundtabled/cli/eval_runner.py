@@ -616,8 +616,11 @@ async def run_eval(
             "started": run.get("started") or started,
             "label": opts.label,
         }
+        prices = wire.model_prices(providers)
+        # The server records a cost of 0 for a model without a price: unknown, not free.
+        run["costListed"] = bool(seat_models) and all(m in prices for m in seat_models)
         run_file.write_text(json.dumps(run, indent=2) + "\n")
-        est = estimate(opts, todo, wire.model_prices(providers), seat_models)
+        est = estimate(opts, todo, prices, seat_models)
         usd = (
             f"about ${est['usd']:.4f}"
             if est["usd"] is not None
@@ -633,7 +636,17 @@ async def run_eval(
         print(f"eval: parent session {parent}; results append to {results}", file=sys.stderr)
         async with ControlClient(target.control_url, target.token_file) as cc:
             stopped = await _run_all(
-                cc, opts, todo, parent, directory, results, done, len(questions), on_record, oc
+                cc,
+                opts,
+                todo,
+                parent,
+                directory,
+                results,
+                done,
+                len(questions),
+                on_record,
+                oc,
+                cost_listed=run["costListed"],
             )
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
@@ -682,9 +695,12 @@ async def _run_all(
     total: int,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     oc: OpenCodeClient | None = None,
+    *,
+    cost_listed: bool = True,
 ) -> str | None:
     """Run ``todo`` with at most ``opts.concurrency`` questions at once; returns why a spend cap
-    stopped the run (``None`` when every question ran)."""
+    stopped the run (``None`` when every question ran). ``cost_listed`` False: a seat's model
+    lists no price, so every record's cost is unknown (:func:`without_cost`)."""
     progress = Progress(total, len(done))
     sem = asyncio.Semaphore(max(1, opts.concurrency))
     spent = {
@@ -726,6 +742,8 @@ async def _run_all(
                     stop.append(why)
                     return
             rec = await run_question(cc, opts, q, parent, directory, oc)
+            if not cost_listed:
+                rec = without_cost(rec)
             async with lock:
                 with results.open("a") as f:
                     f.write(json.dumps(rec) + "\n")
@@ -751,6 +769,13 @@ def _total_tokens(rec: Mapping[str, Any]) -> int:
     return biggest + int((rec.get("overhead") or {}).get("observerTokens", 0))
 
 
+def without_cost(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with every protocol's cost unknown (``None``): what a run whose seats' models list
+    no price records (OpenCode writes a cost of 0 for such a model, which measures nothing)."""
+    protocols = {k: {**v, "cost": None} for k, v in rec.get("protocols", {}).items()}
+    return {**rec, "protocols": protocols}
+
+
 def _total_cost(rec: Mapping[str, Any]) -> float | None:
     costs = [v.get("cost") for v in rec.get("protocols", {}).values()]
     if any(c is None for c in costs):
@@ -772,6 +797,8 @@ def build_report(
 ) -> dict[str, Any]:
     """The JSON report (docs/eval.md): the run, the per-protocol summary and the questions."""
     names = protocol_names(opts)
+    if run.get("costListed") is False:  # also the records of a run from before it was said
+        records = [without_cost(r) for r in records]
     summary = scoring.summarise(records, names)
     estimated = any(v.get("estimated") for r in records for v in r["protocols"].values())
     models: dict[str, str] = {}
