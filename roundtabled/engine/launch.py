@@ -3,6 +3,9 @@
 The reads a start needs (the caller's session, the server's configuration and agents) go
 concurrently; the request is then checked against the server's agents and each seat gets its
 model (the agent's own, else the server's default), before S2 is created with its index.
+A directory's agents, configuration and providers are read once per server instance
+(:class:`InstanceReads`): OpenCode loads them when it opens the directory's instance and serves
+the same answer until it disposes that instance (docs/opencode-server.md, "Directory scoping").
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +33,99 @@ from roundtabled.core.state import (
     VerdictRecord,
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents, check_extend_rounds
-from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry
+from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry, directory_key
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
 from roundtabled.opencode.client import OpenCodeClient
+
+
+@dataclass(frozen=True)
+class DirectoryReads:
+    """What a start reads of a directory's server instance: ``agents`` (``GET /agent``),
+    ``config`` (``GET /config``) and ``known_models`` (the ``provider/model`` labels of
+    ``GET /config/providers``; ``None`` when that read failed: only a warning depends on it)."""
+
+    agents: list[dict[str, Any]]
+    config: dict[str, Any]
+    known_models: set[str] | None
+
+
+class InstanceReads:
+    """:class:`DirectoryReads` per directory, kept for as long as the server instance that
+    answered them lives.
+
+    An entry is dropped when the event stream reports the instance disposed (:meth:`forget`) and
+    every entry when the stream reconnects (:meth:`clear`: a disposal in the gap went unheard). A
+    read that a disposal or a reconnect overtook is used by its own start but not kept.
+    ``epoch``: the shell's count of stream connections (an entry is valid in its own only).
+    """
+
+    def __init__(self, epoch: Callable[[], int]) -> None:
+        self._epoch = epoch
+        self._entries: dict[str | None, tuple[int, DirectoryReads]] = {}
+        self._generation = 0
+
+    def forget(self, directory: str | None) -> None:
+        """Drop ``directory``'s entry under any of its names, and the server's own directory's
+        (which may be the same instance, unnamed); ``None``: every entry."""
+        self._generation += 1
+        if directory is None:
+            self._entries.clear()
+            return
+        key = directory_key(directory)
+        for name in list(self._entries):
+            if name is None or name == directory or directory_key(name) == key:
+                del self._entries[name]
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        self.forget(None)
+
+    def kept(self, directory: str | None) -> bool:
+        """Whether ``directory``'s reads are kept from the current connection."""
+        entry = self._entries.get(directory)
+        return entry is not None and entry[0] == self._epoch()
+
+    async def get(self, client: OpenCodeClient, directory: str | None) -> DirectoryReads:
+        """``directory``'s reads (``None``: the server's own directory), from the server unless
+        kept from this instance.
+
+        Raises:
+            TransportError: ``GET /agent`` or ``GET /config`` could not be read.
+        """
+        epoch = self._epoch()
+        kept = self._entries.get(directory)
+        if kept is not None and kept[0] == epoch:
+            return kept[1]
+        generation = self._generation
+        reads = await read_directory(client, directory)
+        if self._generation == generation and self._epoch() == epoch:
+            self._entries[directory] = (epoch, reads)
+        return reads
+
+
+async def read_directory(client: OpenCodeClient, directory: str | None) -> DirectoryReads:
+    """``directory``'s agents, configuration and providers, read concurrently.
+
+    Raises:
+        TransportError: ``GET /agent`` or ``GET /config`` could not be read (a failed providers
+            read gives ``known_models`` ``None``).
+    """
+    config_task = asyncio.ensure_future(client.config(directory))
+    providers_task = asyncio.ensure_future(client.providers(directory))
+    try:
+        available = await client.agents(directory)
+        config = await config_task
+        known_models: set[str] | None = None
+        with contextlib.suppress(RoundtableError):
+            known_models = wire.provider_models(await providers_task)
+    finally:
+        for task in (config_task, providers_task):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(config_task, providers_task, return_exceptions=True)
+    return DirectoryReads(available, config, known_models)
 
 
 async def new_state(
@@ -43,10 +135,12 @@ async def new_state(
     now: int,
     *,
     plugins: PluginRegistry | None = None,
+    reads: InstanceReads | None = None,
 ) -> RoundtableState:
     """Create S2 for ``req`` (a start, not an extend) and return its first state (nothing
     pending, nothing written into S2 yet). ``now``: epoch ms. ``plugins``: where the roundtable
-    plugin reported itself loaded (``context: "recent"`` needs it in S2's directory).
+    plugin reported itself loaded (``context: "recent"`` needs it in S2's directory). ``reads``:
+    the directory reads kept per server instance (``None``: read them from the server).
 
     Raises:
         ValidationFailed: bad directory, parent session, agents or observer; missing models;
@@ -67,36 +161,30 @@ async def new_state(
         # service runs elsewhere): S1's directory first, then the reads made for it.
         parent = await parent_session(client, req.parent_session_id)
         directory = wire.session_directory(parent)
-    # The reads are independent: one round trip instead of three.
+    # The reads are independent: one round trip instead of two.
+    was_kept = reads is not None and reads.kept(directory)
     parent_task = (
         asyncio.ensure_future(parent_session(client, req.parent_session_id))
         if req.parent_session_id and parent is None
         else None
     )
-    config_task = asyncio.ensure_future(client.config(directory))
-    providers_task = asyncio.ensure_future(client.providers(directory))
     try:
-        available = await client.agents(directory)
-        config = await config_task
+        found = await (
+            reads.get(client, directory) if reads is not None else read_directory(client, directory)
+        )
         if parent_task is not None:
             parent = await parent_task
-        known_models: set[str] | None = None  # only a warning depends on it: none, no warning
-        with contextlib.suppress(RoundtableError):
-            known_models = wire.provider_models(await providers_task)
     finally:
-        for task in (parent_task, config_task, providers_task):
-            if task is not None and not task.done():
-                task.cancel()
-        await asyncio.gather(
-            *(t for t in (parent_task, config_task, providers_task) if t is not None),
-            return_exceptions=True,
-        )
+        if parent_task is not None:
+            if not parent_task.done():
+                parent_task.cancel()
+            await asyncio.gather(parent_task, return_exceptions=True)
     if parent is not None:
         _check_directory(req, directory, wire.session_directory(parent))
     if plugins is not None:
-        # The reads above made the directory's instance load its plugins, whose report came
-        # first; its check against the server ends here, so turn 1 is planned in the mode the
-        # instance supports.
+        # The reads above (or the ones kept) made the directory's instance load its plugins,
+        # whose report came first; its check against the server ends here, so turn 1 is
+        # planned in the mode the instance supports.
         await plugins.checked()
     if req.context == "recent":
         # Only the plugin can keep a seat's request to the recent turns: refused without it.
@@ -106,8 +194,17 @@ async def new_state(
         wait = HEARTBEAT_S + 1.0  # a daemon that just (re)connected hears from it soon
         check_plugin(await plugins.wait_for(where, wait) if plugins is not None else None)
     observer = req.observer or BUILTIN_OBSERVER
-    check_agents(req.agents, req.observer, available)
-    models = seat_models(req.agents, observer, available, config)
+    try:
+        models = checked_models(req, observer, found)
+    except ValidationFailed:
+        if reads is None or not was_kept:
+            raise
+        # Kept reads refuse the request: the instance may have been reloaded a moment ago with
+        # the agent the caller names, its disposal not heard yet. The server decides: read again.
+        reads.forget(directory)
+        found = await reads.get(client, directory)
+        models = checked_models(req, observer, found)
+    available, known_models = found.agents, found.known_models
     title = req.title or prompts.default_title(req.prompt)
     state_msg, state_part = ids.message_id(), ids.part_id()
     session = await client.create_session(
@@ -258,6 +355,19 @@ def check_extension(state: RoundtableState, req: RoundtableRequest) -> None:
             f"(the roundtable's observer is {state.observer})",
         )
     check_extend_rounds(state.total_rounds, req.rounds)
+
+
+def checked_models(
+    req: RoundtableRequest, observer: str, found: DirectoryReads
+) -> dict[str, ModelRef]:
+    """``req``'s agents and observer checked against ``found``'s agents; the model of each.
+
+    Raises:
+        ValidationFailed: as :func:`check_agents` and :func:`seat_models`.
+    """
+    assert req.agents is not None
+    check_agents(req.agents, req.observer, found.agents)
+    return seat_models(req.agents, observer, found.agents, found.config)
 
 
 def seat_models(

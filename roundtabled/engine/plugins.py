@@ -101,7 +101,9 @@ def parse_report(body: Any, now: int) -> PluginReport:
     return PluginReport(version, directory, url, now)
 
 
-def _key(directory: str) -> str:
+def directory_key(directory: str) -> str:
+    """``directory``'s real path: two names of one directory (a link and its target) compare
+    equal."""
     return os.path.realpath(directory)
 
 
@@ -158,7 +160,7 @@ class PluginRegistry:
             )
         if report.server_url and _authority(report.server_url) != self.server:
             return False, "the plugin runs in another OpenCode server than the daemon's"
-        key = _key(report.directory)
+        key = directory_key(report.directory)
         if self.verify is None or key in self.reports:
             self._trust(report)
         elif key not in self._checking or self._checking[key][1] != self._drops:
@@ -170,7 +172,11 @@ class PluginRegistry:
         """Whether a report of ``directory`` is being checked now (its mode is then decided
         only once the check has ended: :meth:`current`)."""
         # Asked on every fast handoff: no realpath (syscalls) unless a check is in flight.
-        return bool(self._checking) and directory is not None and _key(directory) in self._checking
+        return (
+            bool(self._checking)
+            and directory is not None
+            and directory_key(directory) in self._checking
+        )
 
     async def current(self, directory: str | None) -> str | None:
         """:meth:`version_for` once a check of ``directory``'s report in flight has ended (a
@@ -179,7 +185,7 @@ class PluginRegistry:
         if (
             self._checking
             and directory is not None
-            and (c := self._checking.get(_key(directory))) is not None
+            and (c := self._checking.get(directory_key(directory))) is not None
         ):
             await asyncio.gather(c[0], return_exceptions=True)
         return self.version_for(directory)
@@ -189,7 +195,7 @@ class PluginRegistry:
         await asyncio.gather(*(c[0] for c in self._checking.values()), return_exceptions=True)
 
     def _trust(self, report: PluginReport) -> None:
-        self.reports[report.directory] = self.reports[_key(report.directory)] = report
+        self.reports[report.directory] = self.reports[directory_key(report.directory)] = report
         self._arrived.set()
 
     async def _check(self, report: PluginReport, drops: int) -> None:
@@ -200,7 +206,7 @@ class PluginRegistry:
             loaded = False
             log.info("plugin report from %s not checked: %s", report.directory, exc)
         finally:
-            key = _key(report.directory)
+            key = directory_key(report.directory)
             if key in self._checking and self._checking[key][1] == drops:
                 del self._checking[key]
         if drops != self._drops:
@@ -219,7 +225,7 @@ class PluginRegistry:
         if directory is None:
             return None
         # The exact string first: the handoff asks this per turn, realpath costs syscalls.
-        report = self.reports.get(directory) or self.reports.get(_key(directory))
+        report = self.reports.get(directory) or self.reports.get(directory_key(directory))
         return report.version if report is not None else None
 
     async def wait_for(self, directory: str | None, seconds: float) -> str | None:
@@ -242,9 +248,9 @@ class PluginRegistry:
         if directory is None:
             self.reports.clear()
             return
-        key = _key(directory)
+        key = directory_key(directory)
         for name, report in list(self.reports.items()):
-            if name in (directory, key) or _key(report.directory) == key:
+            if name in (directory, key) or directory_key(report.directory) == key:
                 del self.reports[name]
 
     def recheck(self) -> None:

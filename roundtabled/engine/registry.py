@@ -75,6 +75,8 @@ class Engine:
         self.worker = Worker(shell)
         self.requests = SeatRequests(shell, self.tables, self.descendants)
         self.recovery = Recovery(shell, lambda s2: s2 in self.tables, self._resume)
+        self.start_reads = launch.InstanceReads(lambda: shell.stream_epoch)
+        """The agents, configuration and providers a start reads, kept per server instance."""
 
     @property
     def last_error(self) -> str | None:
@@ -106,6 +108,7 @@ class Engine:
             where = event.properties.get("directory") or event.directory
             log.info("OpenCode disposed the instance of %s (config reload); resyncing", where)
             self.shell.plugins.forget(where)
+            self.start_reads.forget(where)
             for reloaded in list(self.tables.values()):
                 if reloaded.state.directory == where:
                     reloaded.disposed_at = self.shell.clock()
@@ -183,6 +186,7 @@ class Engine:
     async def on_connect(self) -> None:
         """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
         self.shell.stream_epoch += 1  # events may have been lost: every open mirror is void
+        self.start_reads.clear()  # and a disposal of an instance may have gone unheard
         # The server may have restarted without the plugin: each report is checked again.
         self.shell.plugins.recheck()
         for table in list(self.tables.values()):
@@ -204,7 +208,12 @@ class Engine:
             return await self.extend(req)
         assert req.agents is not None
         state = await launch.new_state(
-            self.client, self.settings, req, self.shell.clock(), plugins=self.shell.plugins
+            self.client,
+            self.settings,
+            req,
+            self.shell.clock(),
+            plugins=self.shell.plugins,
+            reads=self.start_reads,
         )
         settings = self.settings
         title = state.title
