@@ -16,11 +16,13 @@ PROVIDER_ID = "local"
 """The provider id the written configuration uses: the seats' model is ``local/NAME``."""
 
 SEAT_PROMPT = (
-    "You are a careful, concise panellist. Answer the question in a few sentences, then close "
-    "as the message asks."
+    "You are a panellist who always shows full working. Before any answer, reason through the "
+    "problem step by step in detail, then give your final answer as the message asks."
 )
 """The prompt of the seats written for a local model: short, since a small local model reads it
-on every turn."""
+on every turn, and asking for the working first, since a small model told to be concise answers
+the roundtable's turn prompt with its closing line alone (the forms compared in bench/README.md,
+"eval")."""
 
 
 class BadModelOption(ValueError):
