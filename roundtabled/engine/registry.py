@@ -250,13 +250,14 @@ class Engine:
             " → ".join(state.agents),
             state.total_rounds,
         )
-        self.shell.toast(state, f"Roundtable started: {title}", "info")
-        # Send turn 1 before answering, so the caller sees a running debate.
+        # Send turn 1 before answering, so the caller sees a running debate; the toast after it
+        # (one event loop serves both on the server: a toast beside the prompt delays turn 1).
         if first_prompt is not None:
             table.deadline_ms = first.wake_at
             await self.worker.handoff.prompt(table, first_prompt)
         else:
             await self.worker.step(table)
+        self.shell.toast(state, f"Roundtable started: {title}", "info")
         # The worker waits for the first wake (an event of turn 1, or its deadline): a pass now
         # would only read S2 while turn 1 is starting on the server.
         self._run(table, wait_first=True)
