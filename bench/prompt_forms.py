@@ -1,0 +1,137 @@
+"""Which seat prompt and turn prompt let a small local model reason (bench/README.md, "eval").
+
+Usage (from the repository root, a local OpenAI-compatible server already running)::
+
+    .venv/bin/python -m bench.prompt_forms --base-url http://127.0.0.1:18080/v1 --model local \\
+        [--level easy] [--limit 12] [--samples 2] [--out FILE]
+
+Straight to the model server (no OpenCode, no daemon), so each form costs one request per
+question and sample: the first ``--limit`` arithmetic questions of ``--level`` (seed 0, the
+eval's own), each asked ``--samples`` times in four forms — the seat prompt the eval wrote before
+(:data:`CONCISE_SEAT`) or the one it writes now (:data:`roundtabled.service.provider.SEAT_PROMPT`)
+as the system message, and as the user message either the daemon's real opening turn prompt for
+the question (:func:`roundtabled.core.prompts.turn_prompt`, the eval's ``answer`` instruction and
+``Answer:``-last closing, as ``bench.eval_local --closing answer`` runs it) or the question with
+that instruction alone. The answer is read and compared as the eval does it
+(:func:`roundtabled.core.scoring.read_answer`, :func:`roundtabled.core.scoring.canonical`).
+Prints one JSON document: per form, right answers / asked, and how many replies were the
+closing line alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.eval_local import ANSWER_CLOSING
+from roundtabled.cli.eval_runner import topic_for
+from roundtabled.core import prompts, scoring
+from roundtabled.core.scoring import Question
+from roundtabled.core.state import RoundtableState
+from roundtabled.service.provider import SEAT_PROMPT
+
+CONCISE_SEAT = (
+    "You are a careful, concise panellist. Answer the question in a few sentences, then close "
+    "as the message asks."
+)
+"""The seat prompt ``eval --model`` wrote until 2026-12-04."""
+
+SEATS = ["seat-a", "seat-b", "seat-c"]
+
+
+def turn_text(q: Question) -> str:
+    """The daemon's opening turn prompt for ``q`` with the ``Answer:``-last closing line."""
+    state = RoundtableState.model_validate(
+        {
+            "session_id": "ses_bench",
+            "title": "eval",
+            "agents": SEATS,
+            "total_rounds": 1,
+            "prompt": topic_for(q, "answer"),
+        }
+    )
+    saved = prompts.CLOSING_LINE
+    prompts.CLOSING_LINE = ANSWER_CLOSING
+    try:
+        return prompts.turn_prompt(state, round_index=0, seat=0, since=(), opening=True)
+    finally:
+        prompts.CLOSING_LINE = saved
+
+
+FORMS = {
+    "concise seat, daemon's turn prompt": (CONCISE_SEAT, turn_text),
+    "working-first seat, daemon's turn prompt": (SEAT_PROMPT, turn_text),
+    "concise seat, question alone": (CONCISE_SEAT, lambda q: topic_for(q, "answer")),
+    "working-first seat, question alone": (SEAT_PROMPT, lambda q: topic_for(q, "answer")),
+}
+
+
+async def ask(http: aiohttp.ClientSession, url: str, model: str, system: str, user: str) -> str:
+    body = {
+        "model": model,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "max_tokens": 700,
+    }
+    async with http.post(url + "/chat/completions", json=body) as r:
+        r.raise_for_status()
+        data: dict[str, Any] = await r.json()
+    return str(data["choices"][0]["message"]["content"] or "")
+
+
+async def run(base_url: str, model: str, level: str, limit: int, samples: int) -> dict[str, Any]:
+    questions = scoring.arithmetic_questions(level, limit, 0)[:limit]
+    gate = asyncio.Semaphore(4)
+    timeout = aiohttp.ClientTimeout(total=900)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+
+        async def one(form: str, q: Question) -> tuple[str, bool, bool]:
+            system, user = FORMS[form]
+            async with gate:
+                reply = await ask(http, base_url.rstrip("/"), model, system, user(q))
+            answer = scoring.canonical(scoring.read_answer(reply).text, q.choices)
+            lines = [ln for ln in reply.strip().splitlines() if ln.strip()]
+            return form, answer is not None and answer == scoring.gold_canonical(q), len(lines) <= 1
+
+        jobs = [one(f, q) for f in FORMS for q in questions for _ in range(samples)]
+        done = await asyncio.gather(*jobs)
+    out: dict[str, Any] = {
+        "level": level,
+        "questions": len(questions),
+        "samples": samples,
+        "model": model,
+        "forms": {},
+    }
+    for form in FORMS:
+        rows = [d for d in done if d[0] == form]
+        out["forms"][form] = {
+            "right": sum(1 for d in rows if d[1]),
+            "asked": len(rows),
+            "closing_line_alone": sum(1 for d in rows if d[2]),
+        }
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.prompt_forms")
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--level", default="easy")
+    p.add_argument("--limit", type=int, default=12)
+    p.add_argument("--samples", type=int, default=2)
+    p.add_argument("--out")
+    a = p.parse_args()
+    result = asyncio.run(run(a.base_url, a.model, a.level, a.limit, a.samples))
+    text = json.dumps(result, indent=2)
+    if a.out:
+        Path(a.out).write_text(text + "\n")
+    sys.stdout.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
