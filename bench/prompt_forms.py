@@ -7,15 +7,19 @@ Usage (from the repository root, a local OpenAI-compatible server already runnin
 
 Straight to the model server (no OpenCode, no daemon), so each form costs one request per
 question and sample: the first ``--limit`` arithmetic questions of ``--level`` (seed 0, the
-eval's own), each asked ``--samples`` times in four forms — the seat prompt the eval wrote before
-(:data:`CONCISE_SEAT`) or the one it writes now (:data:`roundtabled.service.provider.SEAT_PROMPT`)
-as the system message, and as the user message either the daemon's real opening turn prompt for
-the question (:func:`roundtabled.core.prompts.turn_prompt`, the eval's ``answer`` instruction and
-``Answer:``-last closing, as ``bench.eval_local --closing answer`` runs it) or the question with
-that instruction alone. The answer is read and compared as the eval does it
+eval's own), each asked ``--samples`` times in each of :data:`FORMS`. A form is a system message
+and a user message. The system message: the seat prompt the eval wrote before
+(:data:`CONCISE_SEAT`) or the one it writes now (:data:`roundtabled.service.provider.SEAT_PROMPT`),
+with or without the lines OpenCode adds after an agent's prompt (:data:`OPENCODE_SYSTEM_TAIL`, as
+OpenCode 1.18.33 sent them to the scripted model). The user message: the daemon's real opening
+turn prompt (:func:`roundtabled.core.prompts.turn_prompt`, the eval's ``answer`` instruction and
+the ``Answer:``-last closing, as ``bench.eval_local --closing answer`` runs it) of a one-round
+roundtable (the eval's opening: its last round, so the spec's "This is the last prompt —
+finalize your thoughts" line is in it) or of a three-round one (round 1/3, no such line), or the
+question with the instruction alone. The answer is read and compared as the eval does it
 (:func:`roundtabled.core.scoring.read_answer`, :func:`roundtabled.core.scoring.canonical`).
-Prints one JSON document: per form, right answers / asked, and how many replies were the
-closing line alone.
+Prints one JSON document: per form, right answers / asked, and how many replies were one line
+(the closing line alone, no working).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +50,25 @@ CONCISE_SEAT = (
 SEATS = ["seat-a", "seat-b", "seat-c"]
 
 
-def turn_text(q: Question) -> str:
-    """The daemon's opening turn prompt for ``q`` with the ``Answer:``-last closing line."""
+OPENCODE_SYSTEM_TAIL = (
+    "\nYou are powered by the model named local. The exact model ID is local/local\n"
+    "Here is some useful information about the environment you are running in:\n<env>\n"
+    "  Working directory: /work/project\n  Workspace root folder: /work/project\n"
+    "  Is directory a git repo: yes\n  Platform: linux\n  Today's date: Fri Dec 04 2026\n</env>"
+)
+"""What OpenCode 1.18.33 appends to an agent's prompt in the system message (recorded by the
+scripted model for a seat on a provider ``local`` model ``local``; the directory shortened)."""
+
+
+def turn_text(q: Question, rounds: int = 1) -> str:
+    """The daemon's opening turn prompt for ``q`` in a roundtable of ``rounds`` rounds, with the
+    ``Answer:``-last closing line."""
     state = RoundtableState.model_validate(
         {
             "session_id": "ses_bench",
             "title": "eval",
             "agents": SEATS,
-            "total_rounds": 1,
+            "total_rounds": rounds,
             "prompt": topic_for(q, "answer"),
         }
     )
@@ -64,11 +80,33 @@ def turn_text(q: Question) -> str:
         prompts.CLOSING_LINE = saved
 
 
-FORMS = {
-    "concise seat, daemon's turn prompt": (CONCISE_SEAT, turn_text),
-    "working-first seat, daemon's turn prompt": (SEAT_PROMPT, turn_text),
-    "concise seat, question alone": (CONCISE_SEAT, lambda q: topic_for(q, "answer")),
-    "working-first seat, question alone": (SEAT_PROMPT, lambda q: topic_for(q, "answer")),
+def question_alone(q: Question) -> str:
+    return topic_for(q, "answer")
+
+
+def turn_of_three(q: Question) -> str:
+    return turn_text(q, 3)
+
+
+FORMS: dict[str, tuple[str, Callable[[Question], str]]] = {
+    "concise seat + OpenCode's lines, opening turn of 1 round (the eval before)": (
+        CONCISE_SEAT + OPENCODE_SYSTEM_TAIL,
+        turn_text,
+    ),
+    "working-first seat + OpenCode's lines, opening turn of 1 round (the eval now)": (
+        SEAT_PROMPT + OPENCODE_SYSTEM_TAIL,
+        turn_text,
+    ),
+    "working-first seat + OpenCode's lines, opening turn of 3 rounds": (
+        SEAT_PROMPT + OPENCODE_SYSTEM_TAIL,
+        turn_of_three,
+    ),
+    "working-first seat, opening turn of 3 rounds": (SEAT_PROMPT, turn_of_three),
+    "working-first seat + OpenCode's lines, question alone": (
+        SEAT_PROMPT + OPENCODE_SYSTEM_TAIL,
+        question_alone,
+    ),
+    "working-first seat, question alone": (SEAT_PROMPT, question_alone),
 }
 
 

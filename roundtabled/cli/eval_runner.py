@@ -190,7 +190,7 @@ def seat_rounds(
             text = str(mine[-1].get("response") or "") if mine else ""
             got = scoring.read_answer(text) if mine else scoring.ReadAnswer(None, "none")
             if mine or not answers:
-                answers.append(scoring.canonical(got.text, q.choices))
+                answers.append(scoring.answer_to(q, got.text))
                 confs.append(got.confidence)
             else:  # no turn in this round (the debate stopped early): its last answer stands
                 answers.append(answers[-1])
@@ -275,7 +275,7 @@ async def self_consistency(
 
     replies = [await sample(i) for i in range(k)]
     answers = [scoring.read_answer(r[0]) for r in replies]
-    vote = scoring.majority([(scoring.canonical(a.text, q.choices), a.confidence) for a in answers])
+    vote = scoring.majority([(scoring.answer_to(q, a.text), a.confidence) for a in answers])
     gold = scoring.gold_canonical(q)
     tokens = sum(r[1] for r in replies)
     estimated = tokens == 0

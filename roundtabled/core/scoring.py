@@ -254,6 +254,17 @@ def canonical(answer: str | None, choices: Sequence[str] = ()) -> str | None:
     return folded or None
 
 
+def answer_to(q: Question, answer: str | None) -> str | None:
+    """``answer`` in :func:`canonical` form as an answer to ``q``: to a question whose gold
+    answer is a number, an answer that names no number is no answer (``None``), not its folded
+    text (a seat that wrote ``Answer: {"decision": …}``, copying the observer's verdict, has not
+    answered; folded, three such copies would win the vote)."""
+    form = canonical(answer, q.choices)
+    if form is not None and not q.choices and _as_number(q.answer) is not None:
+        return form if _as_number(form) is not None else None
+    return form
+
+
 def gold_canonical(q: Question) -> str | None:
     """The gold answer of ``q`` in :func:`canonical` form (a choice question's gold may be the
     letter or the choice text)."""
