@@ -519,6 +519,16 @@ def _decide(state: RoundtableState, obs: Observation) -> Decision:
             error = "its prompt got no reply: a later message in the session was answered instead"
             return _with(cmds, _advance(state, obs, failed_entry(pend, error), extras, turn_msg))
 
+    if idle and not others_running and pend.abort_requested_at is None:
+        overflow = failed_compaction(obs.messages, pend.message_id)
+        if overflow is not None:
+            # OpenCode compacted S2 inside this turn and the compaction failed: the turn will
+            # never get its reply. Recorded as failed now, not at the turn timeout.
+            entry = pending_entry(pend, answers).model_copy(
+                update={"has_error": True, "error": overflow}
+            )
+            return _settle(state, obs, cmds, entry, turn_msg)
+
     stale = [a for a in answers if not a.completed]
     if idle and stale and pend.abort_requested_at is None:
         # The server says idle, yet a step of this turn never completed: the server restarted
@@ -693,6 +703,24 @@ def folded_into(messages: Sequence[MessageView], prompt_id: str) -> UserView | N
             replies = answers_to(messages, m.id)
             if replies and all(r.completed for r in replies):
                 return m
+    return None
+
+
+def failed_compaction(messages: Sequence[MessageView], prompt_id: str) -> str | None:
+    """The error of a compaction that OpenCode ran after the prompt ``prompt_id`` and that
+    failed (its ``compaction`` reply ended with an error, e.g. ``ContextOverflowError`` when the
+    conversation no longer fits the model's context even to be summarised), while the prompt
+    has no finished reply: the server's words, ``None`` when there is none (call only with S2
+    idle and no step running; docs/design.md, "Turns that never start or are swallowed")."""
+    ids = [m.id for m in messages]
+    if prompt_id not in ids or turn_is_final(answers_to(messages, prompt_id), idle=True):
+        return None
+    for m in messages[ids.index(prompt_id) + 1 :]:
+        if isinstance(m, UserView) and m.marker is not None and m.marker.kind in TURN_KINDS:
+            return None  # a later turn of ours: the pending turn is over anyway
+        if isinstance(m, AnswerView) and m.agent == "compaction" and m.error_name:
+            detail = f": {m.error_message}" if m.error_message else ""
+            return f"OpenCode's compaction of the session failed ({m.error_name}{detail})"
     return None
 
 
