@@ -86,6 +86,10 @@ class EvalOptions:
     directory: str | None = None
     base_url: str | None = None
     model: str | None = None
+    output_limit: int = provider.DEFAULT_OUTPUT
+    """With ``model``: OpenCode's ``limit.output`` (tokens a reply may take)."""
+    context_limit: int = provider.DEFAULT_CONTEXT
+    """With ``model``: OpenCode's ``limit.context`` (tokens)."""
     cleanup: bool = False
     turn_timeout: float | None = None
     sc_seat: str | None = None
@@ -104,6 +108,8 @@ class EvalOptions:
             "answerLine": self.answer_line,
             "model": self.model,
             "baseURL": self.base_url,
+            "outputLimit": self.output_limit if self.model else None,
+            "contextLimit": self.context_limit if self.model else None,
             "scSeat": self.sc_seat,
         }
 
@@ -557,7 +563,12 @@ async def run_eval(
         project = opts.out / "project"
         project.mkdir(exist_ok=True)
         config = provider.with_local_model(
-            {"$schema": "https://opencode.ai/config.json"}, opts.base_url, opts.model, opts.agents
+            {"$schema": "https://opencode.ai/config.json"},
+            opts.base_url,
+            opts.model,
+            opts.agents,
+            context=opts.context_limit,
+            output=opts.output_limit,
         )
         (project / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
         # The built-in observer is an agent file of the project (README, "Install"); the tools

@@ -62,8 +62,14 @@ def check_model_name(value: str, flag: str = "--model") -> str:
     return name
 
 
+DEFAULT_CONTEXT = 16384
+"""``limit.context`` of a written model (tokens) unless told otherwise."""
+DEFAULT_OUTPUT = 2048
+"""``limit.output`` of a written model (tokens) unless told otherwise."""
+
+
 def provider_config(
-    base_url: str, model: str, *, context: int = 16384, output: int = 2048
+    base_url: str, model: str, *, context: int = DEFAULT_CONTEXT, output: int = DEFAULT_OUTPUT
 ) -> dict[str, Any]:
     """The ``provider`` block of ``opencode.json`` for one model of a local server (``context``
     and ``output`` in tokens; ``output`` is what OpenCode asks the server for per reply)."""
@@ -83,8 +89,8 @@ def with_local_model(
     model: str,
     seats: list[str],
     *,
-    context: int = 16384,
-    output: int = 2048,
+    context: int = DEFAULT_CONTEXT,
+    output: int = DEFAULT_OUTPUT,
 ) -> dict[str, Any]:
     """``config`` (an ``opencode.json`` dict) with the local provider added, it as the default
     model (the built-in observer's and the title's), and each of ``seats`` on it: an agent the

@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from roundtabled.cli import main
+from roundtabled.cli.evaluate import options_from
+from roundtabled.cli.parser import build_parser
 from roundtabled.service import provider
+
+LOCAL = ["--base-url", "http://127.0.0.1:8080/v1", "--model", "m"]
 
 
 @pytest.mark.parametrize(
@@ -28,6 +32,11 @@ from roundtabled.service import provider
         (["--base-url", "ftp://x", "--model", "m"], "--base-url"),
         (["--base-url", "http://127.0.0.1:8080", "--model", "a b"], "--model"),
         (["--agents", "a,b", "--tasks", "/nonexistent.jsonl"], "--tasks"),
+        (["--agents", "a,b", "--output-limit", "512"], "--output-limit and --context-limit"),
+        ([*LOCAL, "--output-limit", "12"], "--output-limit must be 64-65536"),
+        ([*LOCAL, "--output-limit", "lots"], "--output-limit must be a whole number"),
+        ([*LOCAL, "--context-limit", "100"], "--context-limit must be 1024-2097152"),
+        ([*LOCAL, "--output-limit", "4096", "--context-limit", "4096"], "must be below"),
     ],
 )
 def test_a_bad_flag_is_one_error_line_naming_it(
@@ -63,3 +72,14 @@ def test_the_local_provider_configuration() -> None:
     assert cfg["agent"]["pm"] == {"prompt": "P", "model": "local/qwen"}
     assert cfg["agent"]["s2"]["permission"] == {"*": "deny"}
     assert cfg["agent"]["s2"]["model"] == "local/qwen"
+
+
+def test_the_output_and_context_limits_are_written_for_the_run(tmp_path: Path) -> None:
+    args = ["eval", "--out", str(tmp_path / "run"), *LOCAL]
+    opts = options_from(build_parser().parse_args([*args, "--output-limit", "512"]))
+    assert (opts.output_limit, opts.context_limit) == (512, provider.DEFAULT_CONTEXT)
+    assert opts.identity()["outputLimit"] == 512
+    plain = options_from(build_parser().parse_args(["eval", "--agents", "a,b"]))
+    assert plain.identity()["outputLimit"] is None  # no model written: no limit of ours
+    cfg = provider.with_local_model({}, "http://h:1/v1", "m", ["s"], context=8192, output=512)
+    assert cfg["provider"]["local"]["models"]["m"]["limit"] == {"context": 8192, "output": 512}
