@@ -57,7 +57,7 @@ PLUGIN_FILE = "roundtable-plugin.ts"
 """The plugin's file name, as installed into a config directory's ``plugin/`` folder and as the
 server lists it in ``GET /config``'s ``plugin`` (``file://…/plugin/roundtable-plugin.ts``)."""
 
-PLUGIN_VERSION = "1"
+PLUGIN_VERSION = "2"
 """The plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped plugin file):
 what the marker's ``view``/``hide`` fields mean to it. Another version is not trusted."""
 

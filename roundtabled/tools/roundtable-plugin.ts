@@ -11,7 +11,8 @@
 // - Only when that prompt's marker says `view: "plugin"` (the daemon chose the plugin mode): it
 //   leaves out every earlier seat turn prompt (except round 1's first, which carries the topic),
 //   and, for `hide: [first, last]` (0-indexed rounds, context "recent"), the prompts of those
-//   rounds' turns and their replies. Whole messages are spliced out of `output.messages` in place
+//   rounds' turns and their replies; from a seat's request, every earlier observer prompt and
+//   its reply (an extension's seats do not see the verdict before it). Whole messages are spliced out of `output.messages` in place
 //   (assigning a new array does nothing). The first message stays a user message.
 // - Adds no words of its own; idempotent (installed in the project and globally it runs twice:
 //   the second run finds nothing left to remove); any error leaves the list untouched and is
@@ -26,7 +27,7 @@
 
 import { authHeaders, controlUrl } from "../roundtabled/control.ts"
 
-const PLUGIN_VERSION = "1"
+const PLUGIN_VERSION = "2"
 const META = "roundtabled"
 const REPORT_TIMEOUT_MS = 2_000
 const REPORT_EVERY_MS = 1_000
@@ -66,7 +67,16 @@ function toRemove(messages: any[]): number[] {
   const hiddenPrompts = new Set<string>()
   for (let i = 0; i < latest; i++) {
     const m = marks[i]
-    if (!m || m.kind !== "turn") continue
+    if (!m) continue
+    if (m.kind === "observer") {
+      // A seat's request never holds an earlier verdict: the observer is no debater.
+      if (head.kind === "turn") {
+        out.add(i)
+        hiddenPrompts.add(String(messages[i].info.id))
+      }
+      continue
+    }
+    if (m.kind !== "turn") continue
     if (!(m.round === 0 && m.seat === 0)) out.add(i)
     if (span && m.round >= span[0] && m.round <= span[1]) {
       out.add(i)

@@ -158,6 +158,45 @@ async def test_with_the_plugin_seats_see_no_earlier_prompt_nor_hidden_rounds(
     ]
 
 
+async def test_with_the_plugin_an_extensions_seats_do_not_see_the_verdict_before_it(
+    rt_factory: Any,
+) -> None:
+    rt: RT = await rt_factory(plugin=True)
+    await plugin_reported(rt)
+    status, started = await rt.api(
+        "POST",
+        "/v1/roundtables",
+        {"agents": AGENTS, "prompt": "Split the monolith?", "rounds": 1, "directory": rt.directory},
+    )
+    assert status == 200, started
+    s2 = started["sessionID"]
+    await rt.result(s2, timeout=120)
+    await rt.finalized(s2)
+    msgs = await rt.messages(s2)
+    observer_prompt = next(m for m in msgs if (_marker(m) or {}).get("kind") == "observer")
+    verdict = next(
+        _texts(m) for m in msgs if m["info"].get("parentID") == observer_prompt["info"]["id"]
+    )
+    assert verdict
+    before = len(rt.llm.requests)
+    status, data = await rt.api(
+        "POST", "/v1/roundtables", {"sessionID": s2, "prompt": "Continue: and costs?", "rounds": 1}
+    )
+    assert status == 200, data
+    await rt.result(s2, timeout=120)
+    turns = [r for r in rt.llm.requests[before:] if r.session_id == s2 and r.kind == "turn"]
+    seats = [r for r in turns if r.agent in AGENTS]
+    assert len(seats) == 3
+    for req in seats:
+        assert verdict[:80] not in _request_text(req, "assistant"), f"{req.agent} saw the verdict"
+        assert _texts(observer_prompt)[:80] not in _request_text(req, "user")
+        roles = [m.get("role") for m in req.messages if m.get("role") != "system"]
+        assert roles[0] == "user"
+    # The extension's observer still sees the whole debate, its earlier verdict included.
+    observer = [r for r in turns if r.agent not in AGENTS]
+    assert observer and verdict[:80] in _request_text(observer[-1], "assistant")
+
+
 async def test_without_the_plugin_recent_context_is_refused_naming_it(rt: RT) -> None:
     status, data = await rt.api(
         "POST",
