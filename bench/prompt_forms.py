@@ -80,6 +80,29 @@ def turn_text(q: Question, rounds: int = 1) -> str:
         prompts.CLOSING_LINE = saved
 
 
+def question_last(q: Question, rounds: int = 1, note: bool = True, closing: str = "") -> str:
+    """The same lines as :func:`turn_text` in another order: the roundtable's framing first (the
+    roster, the round header, who speaks, the note, the last-round line), then the topic, then the
+    closing request, so the question is the last thing the model reads before it answers."""
+    name = SEATS[0]
+    lines = [
+        "[System] You are participating in a roundtable debate. "
+        f"Agents ({' → '.join(SEATS)}) will discuss the topic below in {rounds} round(s).",
+        f"Round 1/{rounds} | Current agent: {name}",
+        f"You are {name}. Speak only as {name}.",
+    ]
+    if note:
+        lines.append(prompts._OPENING_NOTE)
+    if rounds == 1:
+        lines.append(prompts._LAST_ROUND)
+    lines += ["", f"[Topic] {topic_for(q, 'answer')}", "", closing or ANSWER_CLOSING]
+    return "\n".join(lines)
+
+
+def question_last_no_note(q: Question) -> str:
+    return question_last(q, note=False)
+
+
 def question_alone(q: Question) -> str:
     return topic_for(q, "answer")
 
@@ -102,6 +125,14 @@ FORMS: dict[str, tuple[str, Callable[[Question], str]]] = {
         turn_of_three,
     ),
     "working-first seat, opening turn of 3 rounds": (SEAT_PROMPT, turn_of_three),
+    "working-first seat + OpenCode's lines, 1 round, the question last": (
+        SEAT_PROMPT + OPENCODE_SYSTEM_TAIL,
+        question_last,
+    ),
+    "working-first seat + OpenCode's lines, 1 round, the question last, no note": (
+        SEAT_PROMPT + OPENCODE_SYSTEM_TAIL,
+        question_last_no_note,
+    ),
     "working-first seat + OpenCode's lines, question alone": (
         SEAT_PROMPT + OPENCODE_SYSTEM_TAIL,
         question_alone,
@@ -122,7 +153,10 @@ async def ask(http: aiohttp.ClientSession, url: str, model: str, system: str, us
     return str(data["choices"][0]["message"]["content"] or "")
 
 
-async def run(base_url: str, model: str, level: str, limit: int, samples: int) -> dict[str, Any]:
+async def run(
+    base_url: str, model: str, level: str, limit: int, samples: int, only: str = ""
+) -> dict[str, Any]:
+    forms = [f for f in FORMS if only in f]
     questions = scoring.arithmetic_questions(level, limit, 0)[:limit]
     gate = asyncio.Semaphore(4)
     timeout = aiohttp.ClientTimeout(total=900)
@@ -136,7 +170,7 @@ async def run(base_url: str, model: str, level: str, limit: int, samples: int) -
             lines = [ln for ln in reply.strip().splitlines() if ln.strip()]
             return form, answer is not None and answer == scoring.gold_canonical(q), len(lines) <= 1
 
-        jobs = [one(f, q) for f in FORMS for q in questions for _ in range(samples)]
+        jobs = [one(f, q) for f in forms for q in questions for _ in range(samples)]
         done = await asyncio.gather(*jobs)
     out: dict[str, Any] = {
         "level": level,
@@ -145,7 +179,7 @@ async def run(base_url: str, model: str, level: str, limit: int, samples: int) -
         "model": model,
         "forms": {},
     }
-    for form in FORMS:
+    for form in forms:
         rows = [d for d in done if d[0] == form]
         out["forms"][form] = {
             "right": sum(1 for d in rows if d[1]),
@@ -162,9 +196,10 @@ def main() -> None:
     p.add_argument("--level", default="easy")
     p.add_argument("--limit", type=int, default=12)
     p.add_argument("--samples", type=int, default=2)
+    p.add_argument("--only", default="", help="run only the forms whose name contains this text")
     p.add_argument("--out")
     a = p.parse_args()
-    result = asyncio.run(run(a.base_url, a.model, a.level, a.limit, a.samples))
+    result = asyncio.run(run(a.base_url, a.model, a.level, a.limit, a.samples, a.only))
     text = json.dumps(result, indent=2)
     if a.out:
         Path(a.out).write_text(text + "\n")

@@ -143,14 +143,7 @@ def plan_turn(
         seat = state.current_agent_index
         agent = state.agents[seat]
         pend_round = state.current_round
-        text = prompts.turn_prompt(
-            state,
-            round_index=state.current_round,
-            seat=seat,
-            since=since_last_turn(state, agent),
-            opening=opening,
-            change=unexplained_change(state.history, agent),
-        )
+        text = ""  # written below, once the view (and with it the digest) is known
     pend = PendingTurn(
         kind=kind,
         round=pend_round,
@@ -163,15 +156,25 @@ def plan_turn(
         kind=kind, round=state.current_round, seat=seat, agent=agent, roundtable=state.session_id
     )
     new, hide = _view(state.model_copy(update={"pending": pend, "updated_at": obs.now}), obs, hide)
+    digest = ""
     if new.view == "plugin":
         span = None
         if pend.kind == "turn" and state.options.context == "recent":
             rounds = deliberation.rounds_to_hide(pend.round)
             if rounds:
                 span = (rounds[0] - 1, rounds[-1] - 1)  # 1-based rounds, 0-indexed markers
-                block = deliberation.digest(state.history, rounds, state.agents)
-                text = prompts.with_digest(text, block)
+                digest = deliberation.digest(state.history, rounds, state.agents)
         marker = marker.model_copy(update={"view": "plugin", "hide": span})
+    if kind == "turn":
+        text = prompts.turn_prompt(
+            state,
+            round_index=state.current_round,
+            seat=seat,
+            since=since_last_turn(state, agent),
+            opening=opening,
+            change=unexplained_change(state.history, agent),
+            digest=digest,
+        )
     prompt = Prompt(pend.message_id, agent, text, marker, hide, persist_first=not obs.from_events)
     return Decision(
         new,

@@ -57,7 +57,6 @@ __all__ = [
     "infer_extend_mode",
     "stances_block",
     "turn_prompt",
-    "with_digest",
 ]
 
 ExtendMode = Literal["continuation", "new-topic"]
@@ -439,6 +438,7 @@ def turn_prompt(
     since: Sequence[HistoryEntry],
     opening: bool,
     change: Change | None = None,
+    digest: str = "",
 ) -> str:
     """The prompt that gives the turn to ``state.agents[seat]`` in round ``round_index``
     (docs/behaviour.md, 'What each seat sees').
@@ -454,13 +454,20 @@ def turn_prompt(
         change: this seat's label change in its previous turn that came without a reason
             (:func:`roundtabled.core.positions.unexplained_change`): one line asks what changed its
             mind, answered on a ``Changed:`` line (docs/result.md). Ignored on the opening turn.
+        digest: the recent-context digest of the rounds left out of the request
+            (:func:`roundtabled.core.deliberation.digest`, ``context: "recent"``), its own
+            paragraph before the topic; ``""`` adds nothing. Capped on its own, outside
+            :data:`TURN_ORCHESTRATION_BUDGET`.
 
-    Layout: roster line, ``[Topic]`` (:func:`effective_topic`), ``Round N/M | Current agent: X``,
+    Layout: the roundtable's framing first — roster line, ``Round N/M | Current agent: X``,
     ``You are X. Speak only as X.``, the seat's assigned side when it has one
-    (:func:`roundtabled.core.sides.side_instruction`), the change question (when ``change``), the
-    attribution block, from round 2 on the stances on the table (:func:`stances_block`), the
-    last-round line in the last round only, and last the closing request (:data:`CLOSING_LINE`:
-    the argument first, the ``Position:`` line last).
+    (:func:`roundtabled.core.sides.side_instruction`), the opening note or the change question,
+    the attribution block, from round 2 on the stances on the table (:func:`stances_block`), the
+    last-round line in the last round only, the digest —, then ``[Topic]``
+    (:func:`effective_topic`), and last the closing request (:data:`CLOSING_LINE`: the argument
+    first, the ``Position:`` line last). The question is the last thing a seat reads before it
+    answers: with the framing after the topic, a small model answered with the closing line
+    alone (docs/deliberation.md, "The closing line"; bench/README.md, "prompt_forms").
     The orchestration text is bounded (:data:`TURN_ORCHESTRATION_BUDGET`, see the
     module docstring); the topic is not.
     """
@@ -472,27 +479,25 @@ def turn_prompt(
         f"Agents ({' → '.join(agents)}) will discuss the topic below in {total} round(s)."
     )
     topic = effective_topic(state, round_index)
-    head = [roster, f"[Topic] {topic}", ""]
-    position = [f"Round {round_index + 1}/{total} | Current agent: {name}"]
-    position.append(f"You are {name}. Speak only as {name}.")
+    head = [roster, f"Round {round_index + 1}/{total} | Current agent: {name}"]
+    head.append(f"You are {name}. Speak only as {name}.")
     side = state.options.sides.get(state.agents[seat])
     if side is not None:
-        position.append(side_instruction(one_line(side)))
+        head.append(side_instruction(one_line(side)))
     if opening:
-        position.append(_OPENING_NOTE)
+        head.append(_OPENING_NOTE)
     elif change is not None:
-        position.append(_change_question(change))
+        head.append(_change_question(change))
     table = stances_block(state) if round_index >= 1 else ""
-    tail = [table] if table else []
+    framing_tail = [table] if table else []
     if round_index + 1 >= total:
-        tail.append(_LAST_ROUND)
-    tail.append(CLOSING_LINE)
-
-    end = ["", *tail] if tail else []
-    skeleton = "\n".join([*head, *position, *end])
+        framing_tail.append(_LAST_ROUND)
+    end = ["", f"[Topic] {topic}", "", CLOSING_LINE]
+    skeleton = "\n".join([*head, *framing_tail, *end])
     used = _utf8_len(skeleton) - _utf8_len(topic) + 1  # +1: the newline before the block
     block = _since_block(since, opening, TURN_ORCHESTRATION_BUDGET - used)
-    return "\n".join([*head, *position, *([block] if block else []), *end])
+    extra = ["", digest] if digest else []
+    return "\n".join([*head, *([block] if block else []), *framing_tail, *extra, *end])
 
 
 def failure_toast(agent: str, round_number: int, next_agent: str | None) -> str:
@@ -509,10 +514,3 @@ def failure_toast(agent: str, round_number: int, next_agent: str | None) -> str:
     if next_agent is not None:
         text += f" Skipping to {next_agent.upper()}."
     return text
-
-
-def with_digest(text: str, digest: str) -> str:
-    """A seat's turn prompt ``text`` followed by the recent-context ``digest`` block
-    (:func:`roundtabled.core.deliberation.digest`, ``context: "recent"``): its own paragraph
-    after the prompt, so the prompt's other blocks are unchanged; ``""`` adds nothing."""
-    return f"{text}\n\n{digest}" if digest else text

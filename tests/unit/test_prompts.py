@@ -207,9 +207,10 @@ def test_turn_prompt_attribution_and_last_round() -> None:
     assert "- rv (round 2) failed: ProviderAuthError: bad key" in text
     assert "- pm (round 2) was cut off at the time limit: “partial answer”" in text
     assert "[used tools: bash]" in text
-    assert text.endswith(
-        "[System] This is the last prompt — finalize your thoughts\n" + CLOSING_LINE
-    )
+    # The framing first, the question last, then the closing request.
+    assert "[System] This is the last prompt — finalize your thoughts\n\n[Topic] " in text
+    assert text.endswith("\n\n[Topic] Which ORM should we use?\n\n" + CLOSING_LINE)
+    assert text.index("Round 3/3") < text.index("Since your last turn:") < text.index("[Topic]")
     assert "assistant messages in this conversation" not in text
     # entries are listed in order
     assert text.index("- dev (round 2)") < text.index("the user") < text.index("- rv")
