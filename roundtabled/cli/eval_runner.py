@@ -835,10 +835,34 @@ def build_report(
         "sessions": [r["sessionID"] for r in records],
         "label": run.get("label"),
         "tokensEstimated": estimated,
+        "answerReads": answer_reads(records),
         "bestSingle": summary["bestSingle"],
         "protocols": [_summary_json(s) for s in summary["protocols"]],
         "records": list(records),
     }
+
+
+def answer_reads(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How the seats' turns were read, over every question: ``{source: turns}`` with the sources
+    of :class:`roundtabled.core.scoring.ReadAnswer` (``placeholder``: the turn wrote the
+    instruction's ``<…>`` back instead of an answer). Rounds in which a seat had no turn are not
+    counted."""
+    counts: dict[str, int] = {}
+    for r in records:
+        for seat in (r.get("seats") or {}).values():
+            for read in seat.get("reads") or ():
+                if read.get("turn"):
+                    counts[read["source"]] = counts.get(read["source"], 0) + 1
+    return counts
+
+
+_READ_WORDS = {
+    "position": "a `Position:` label",
+    "answer": "an `Answer:` line",
+    "boxed": "a boxed answer",
+    "placeholder": "the instruction's placeholder written back (no answer)",
+    "none": "no answer line",
+}
 
 
 def _summary_json(s: scoring.ProtocolSummary) -> dict[str, Any]:
@@ -912,6 +936,17 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         "wrong). Tokens and calls count the seat turns the protocol needs; the observer's "
         "consolidation after each call is overhead, listed per question in report.json.",
     ]
+    reads = report.get("answerReads") or {}
+    if reads:
+        lines += [
+            "",
+            "The seats' turns were read as: "
+            + "; ".join(
+                f"{_READ_WORDS.get(k, k)} {v}"
+                for k, v in sorted(reads.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
+            + ".",
+        ]
     if report["tokensEstimated"]:
         lines += [
             "",

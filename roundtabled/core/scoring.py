@@ -155,6 +155,8 @@ _LINE = re.compile(
     r"^[\s>*_#-]*(?:\*\*|__)?\s*(position|answer|final answer)\s*(?:\*\*|__)?\s*[:：]\s*(.*)$",
     re.IGNORECASE,
 )
+_PLACEHOLDER = re.compile(r"^<[^<>]*>$")
+"""An instruction's placeholder copied as the answer (``<your final answer>``)."""
 _DASHES = re.compile(r"\s+[—–-]{1,2}\s+|\s*[—–]\s*")
 _CONF = re.compile(r"\(?\s*confidence[^)]*\)?\s*$", re.IGNORECASE)
 
@@ -162,8 +164,9 @@ _CONF = re.compile(r"\(?\s*confidence[^)]*\)?\s*$", re.IGNORECASE)
 @dataclass(frozen=True)
 class ReadAnswer:
     """What a reply answered: ``text`` (``None``: no answer found, never guessed), ``source``
-    (``position``, ``answer``, ``boxed`` or ``none``) and ``confidence`` (0–1, ``None``
-    unknown)."""
+    (``position``, ``answer``, ``boxed``, ``placeholder`` — its only answer line was the
+    instruction's ``<…>`` placeholder written back — or ``none``) and ``confidence`` (0–1,
+    ``None`` unknown)."""
 
     text: str | None
     source: str
@@ -186,26 +189,34 @@ def read_answer(reply: str) -> ReadAnswer:
     """The answer a reply states: the last ``Position:`` / ``Answer:`` / ``Final answer:`` line
     (for ``Position:``, its label: the text before the dash and the confidence), else the last
     ``\\boxed{…}``; else no answer. Markdown emphasis and surrounding punctuation are dropped.
-    Lenient as real models write (bold, en dashes, ``Answer: **42**.``), but never a number picked
-    from the prose."""
-    found: tuple[str, str] | None = None
+    Lenient as real models write (bold, en dashes, ``Answer: **42**.``, ``Answer: Answer: 42``),
+    but never a number picked from the prose, and never the instruction's own placeholder
+    (``Answer: <your final answer>``: skipped, docs/eval.md)."""
+    found: ReadAnswer | None = None
+    copied = False
     for line in reply.splitlines():
         m = _LINE.match(line.strip())
-        if m and m.group(2).strip():
-            found = (m.group(1).lower(), m.group(2).strip())
-    if found is not None:
-        kind, body = found
+        if not (m and m.group(2).strip()):
+            continue
+        kind, body = m.group(1).lower(), m.group(2).strip()
+        # "Answer: Answer: 89": the label written twice.
+        while (again := _LINE.match(body)) is not None and again.group(2).strip():
+            body = again.group(2).strip()
         conf = _confidence(body)
         body = _CONF.sub("", body).strip()
         if kind == "position":
             body = _DASHES.split(body, maxsplit=1)[0]
         text = body.strip().strip("*_`\"'“”.,;: ").strip()
-        if text:
-            return ReadAnswer(text, "answer" if kind != "position" else "position", conf)
+        if _PLACEHOLDER.match(text):
+            copied = True  # the instruction's "<final answer>" written back, not an answer
+        elif text:
+            found = ReadAnswer(text, "position" if kind == "position" else "answer", conf)
+    if found is not None:
+        return found
     boxed = _BOXED.findall(reply)
     if boxed and boxed[-1].strip():
         return ReadAnswer(boxed[-1].strip(), "boxed", _confidence(reply))
-    return ReadAnswer(None, "none", None)
+    return ReadAnswer(None, "placeholder" if copied else "none", None)
 
 
 def _as_number(text: str) -> Decimal | None:
