@@ -845,14 +845,17 @@ def build_report(
 def answer_reads(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """How the seats' turns were read, over every question: ``{source: turns}`` with the sources
     of :class:`roundtabled.core.scoring.ReadAnswer` (``placeholder``: the turn wrote the
-    instruction's ``<…>`` back instead of an answer). Rounds in which a seat had no turn are not
-    counted."""
+    instruction's ``<…>`` back instead of an answer; also in records read before that source
+    existed). Rounds in which a seat had no turn are not counted."""
     counts: dict[str, int] = {}
     for r in records:
         for seat in (r.get("seats") or {}).values():
             for read in seat.get("reads") or ():
                 if read.get("turn"):
-                    counts[read["source"]] = counts.get(read["source"], 0) + 1
+                    src = read["source"]
+                    if scoring.is_placeholder(read.get("answer")):
+                        src = "placeholder"
+                    counts[src] = counts.get(src, 0) + 1
     return counts
 
 

@@ -207,7 +207,7 @@ def read_answer(reply: str) -> ReadAnswer:
         if kind == "position":
             body = _DASHES.split(body, maxsplit=1)[0]
         text = body.strip().strip("*_`\"'“”.,;: ").strip()
-        if _PLACEHOLDER.match(text):
+        if is_placeholder(text):
             copied = True  # the instruction's "<final answer>" written back, not an answer
         elif text:
             found = ReadAnswer(text, "position" if kind == "position" else "answer", conf)
@@ -217,6 +217,12 @@ def read_answer(reply: str) -> ReadAnswer:
     if boxed and boxed[-1].strip():
         return ReadAnswer(boxed[-1].strip(), "boxed", _confidence(reply))
     return ReadAnswer(None, "placeholder" if copied else "none", None)
+
+
+def is_placeholder(text: str | None) -> bool:
+    """True when ``text`` is an instruction's ``<…>`` placeholder written back as an answer
+    (``<your final answer>``): never an answer (:func:`read_answer`)."""
+    return text is not None and _PLACEHOLDER.match(text.strip()) is not None
 
 
 def _as_number(text: str) -> Decimal | None:

@@ -65,3 +65,22 @@ def test_the_report_counts_the_turns_that_wrote_the_placeholder_back(tmp_path: P
     write_reports(tmp_path, report)
     md = (tmp_path / "report.md").read_text()
     assert "the instruction's placeholder written back (no answer) 2" in md
+
+
+def test_records_read_before_say_placeholder_too(tmp_path: Path) -> None:
+    # The run's own record of easy-0-1's seat-b, read before the placeholder was recognised.
+    reads = [
+        {"round": 1, "answer": "42", "source": "boxed", "turn": True},
+        {"round": 2, "answer": "<your final answer>", "source": "answer", "turn": True},
+        {"round": 3, "answer": "42", "source": "answer", "turn": True},
+        {"round": 4, "answer": "<your final answer>", "source": "answer", "turn": True},
+    ]
+    record: dict[str, Any] = {
+        "id": "easy-0-1",
+        "sessionID": "ses_db72b2ef6ffeSDz4xvLlUK2PCe",
+        "seats": {"seat-b": {"correct": [True, False, True, False], "reads": reads}},
+        "protocols": {"vote": {"correct": True, "finalRound": 0, "calls": 3}},
+    }
+    opts = EvalOptions(agents=["seat-b"], out=tmp_path, protocols=["vote"])
+    report = build_report(opts, {"parentSessionID": "ses_x"}, [record], 1)
+    assert report["answerReads"] == {"boxed": 1, "placeholder": 2, "answer": 1}
