@@ -375,6 +375,7 @@ async def run_question(
         "question": q.question,
         "gold": q.answer,
         "sessionID": ses,
+        "parentSessionID": parent,
         "endReasons": [
             str((r.get("result") or {}).get("status", {}).get("endReason")) for _, r, _ in phases
         ],
@@ -607,13 +608,19 @@ async def run_eval(
             ) from None
         models = wire.agent_models(agents)
         seat_models = [m.label() for a in opts.agents if (m := models.get(a)) is not None]
-        parent = run.get("parentSessionID")
-        if parent:
+        recorded = run.get("parentSessionID")
+        earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
+        parent = recorded
+        if parent and todo:
             try:
                 await oc.get_session(parent)
             except Exception:
                 parent = None
         if not parent:
+            # The recorded parent is gone (another server, or deleted): the questions still to
+            # run go under a new one, and the report keeps naming the old one for its records.
+            if recorded:
+                earlier.append(str(recorded))
             s1 = await oc.create_session(
                 directory=directory, title=f"roundtabled eval {opts.out.name}"
             )
@@ -621,6 +628,7 @@ async def run_eval(
         run = {
             "options": opts.identity(),
             "parentSessionID": parent,
+            "earlierParentSessionIDs": earlier,
             "directory": directory,
             "opencodeVersion": health.get("version"),
             "roundtabledVersion": __version__,
@@ -832,6 +840,7 @@ def build_report(
         "opencodeVersion": run.get("opencodeVersion"),
         "roundtabledVersion": run.get("roundtabledVersion", __version__),
         "parentSessionID": run.get("parentSessionID"),
+        "parents": parent_counts(run, records),
         "sessions": [r["sessionID"] for r in records],
         "label": run.get("label"),
         "tokensEstimated": estimated,
@@ -840,6 +849,24 @@ def build_report(
         "protocols": [_summary_json(s) for s in summary["protocols"]],
         "records": list(records),
     }
+
+
+def parent_counts(run: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``{parent session id: roundtables of ``records`` under it}``, the run's current parent
+    first, then the earlier ones a resume could no longer reach (``run.json``
+    ``earlierParentSessionIDs``). A record names its parent (``parentSessionID``); one written
+    before records did is counted under the first parent of the run."""
+    earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
+    current = run.get("parentSessionID")
+    order = [*earlier, *([str(current)] if current else [])]
+    counts: dict[str, int] = {p: 0 for p in order}
+    for r in records:
+        p = r.get("parentSessionID") or (order[0] if order else None)
+        if p is not None:
+            counts[str(p)] = counts.get(str(p), 0) + 1
+    if current:
+        counts = {str(current): counts.pop(str(current)), **counts}
+    return counts
 
 
 def answer_reads(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -902,9 +929,17 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         + (", ".join(f"{k}={v}" for k, v in report["models"].items()) or "unknown"),
         f"- OpenCode {report['opencodeVersion']}, roundtabled {report['roundtabledVersion']}",
         f"- questions: {report['questions']['done']} of {report['questions']['planned']}",
-        f"- parent session: {report['parentSessionID']} ({len(report['sessions'])} roundtables "
-        "under it; `--cleanup` deletes them)",
     ]
+    parents = report.get("parents") or {}
+    if not parents and report.get("parentSessionID"):
+        parents = {report["parentSessionID"]: len(report["sessions"])}
+    for i, (p, n) in enumerate(parents.items()):
+        lines.append(
+            f"- parent session: {p} ({n} roundtables under it; `--cleanup` deletes them)"
+            if i == 0
+            else f"- earlier parent session: {p} ({n} roundtables under it; not reachable when "
+            "the run resumed, so `--cleanup` cannot delete them)"
+        )
     if report.get("label"):
         lines.append(f"- note: {report['label']}")
     lines += [
