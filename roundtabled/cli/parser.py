@@ -103,9 +103,10 @@ def add_deliberation_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--context",
         choices=["full", "recent"],
-        help="full: seats see every reply (default). recent (the opening, a digest and the last "
-        "round) is refused by this version: OpenCode sends hidden replies to the model anyway "
-        "(docs/deliberation.md)",
+        help="full: seats see every reply (default). recent: a seat's request holds the topic, "
+        "round 1, a digest of the rounds between and the last round (docs/deliberation.md); it "
+        "needs the roundtable plugin in the server (roundtabled install-tool) and is refused "
+        "without it",
     )
 
 
