@@ -346,13 +346,18 @@ def ledger_verdict(state: RoundtableState) -> Verdict:
     """The verdict built from the position ledger alone (the observer's was unusable, failed, or
     never ran): consensus from the tally, decision = the label held unanimously or by a
     majority, confidence = that group's weight over all counted seats (capped, see
-    :func:`confidence_cap`). Only free seats are counted (:func:`counted`)."""
+    :func:`confidence_cap`), unknown (``None``) when a seat of that group stated no confidence:
+    the tally's stand-in weight for such a seat orders the groups, it is no measurement
+    (docs/result.md). Only free seats are counted (:func:`counted`)."""
     seats = positions(state)
     free = counted(seats)
     items = tally(free)
     cons = tally_consensus(items, len(free))
     decision = items[0].label if cons in ("unanimous", "majority") else None
-    conf = round(items[0].weight / len(free), 3) if items and free else None
+    stated = bool(items) and all(
+        s.confidence is not None for s in free if s.agent in items[0].seats
+    )
+    conf = round(items[0].weight / len(free), 3) if stated and free else None
     agreements: list[str] = []
     disagreements: list[Disagreement] = []
     if items and cons in ("unanimous", "majority"):
