@@ -1028,9 +1028,17 @@ def _plot(path: Path, report: Mapping[str, Any]) -> str | None:
     if not pts:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
+    span = max(x for x, _, _ in pts) - min(x for x, _, _ in pts) or 1.0
+    placed: list[tuple[float, float]] = []
     for x, y, name in pts:
         ax.scatter([x], [100 * y])
-        ax.annotate(name, (x, 100 * y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        # Protocols at (nearly) the same point (seats of one model) get their labels stacked,
+        # not printed over each other.
+        near = sum(1 for px, py in placed if abs(px - x) < 0.08 * span and abs(py - y) < 0.03)
+        placed.append((x, y))
+        ax.annotate(
+            name, (x, 100 * y), textcoords="offset points", xytext=(4, 4 - 10 * near), fontsize=8
+        )
     ax.set_xlabel("tokens per question" + (" (estimated)" if report["tokensEstimated"] else ""))
     ax.set_ylabel("accuracy (%)")
     ax.set_title("roundtabled eval")
