@@ -149,7 +149,7 @@ class Engine:
     def _wake(self, table: Table, event: ev.Event) -> None:
         """An event about S2 itself: feed the turn's mirror, and wake the worker if it may
         have something to decide. Also: the state block that rode in turn 1's prompt is seen
-        stored."""
+        stored, and turn 1's first step (the model called) sends the start's toast."""
         etype = event.type
         state = table.state
         if (
@@ -159,6 +159,12 @@ class Engine:
             == (state.state_message_id, state.state_part_id)
         ):
             self.store.landed(state.session_id)
+        elif (
+            etype == ev.MESSAGE_UPDATED
+            and table.start_toast is not None
+            and wire.answers(event.properties.get("info"), table.start_toast[0])
+        ):
+            self.worker.started(table)
         mirror = table.mirror
         if mirror is not None and mirror.epoch == self.shell.stream_epoch:
             if mirror.feed(event):
@@ -268,10 +274,12 @@ class Engine:
             await self.worker.step(table)
             self.shell.toast(state, toast, "info")
         else:
-            # Send turn 1 before answering, so the caller sees a running debate; the toast after
-            # it (one event loop serves both on the server: a toast beside the prompt delays
-            # turn 1).
+            # Send turn 1 before answering, so the caller sees a running debate. The toast waits
+            # until turn 1 has reached the model (one event loop serves both on the server: a
+            # toast beside the prompt delays turn 1): at its first step's message.updated, or
+            # the worker's first pass, whichever comes first (:meth:`_wake`, Worker.step).
             table.deadline_ms = first.wake_at
+            table.start_toast = (first_prompt.message_id, toast)
             try:
                 await self.worker.handoff.prompt(table, first_prompt, first=True)
             except TransportError:
@@ -281,7 +289,6 @@ class Engine:
                 self.shell.store.landed(state.session_id)
                 self.shell.changed()
                 raise
-            self.shell.toast(state, toast, "info")
         # The worker waits for the first wake (an event of turn 1, or its deadline): a pass now
         # would only read S2 while turn 1 is starting on the server.
         self._run(table, wait_first=True)
