@@ -286,7 +286,6 @@ class Engine:
                 # Nothing of the roundtable is in S2 (no state block), as when the block's own
                 # write failed: the start fails, and no trace of it stays here.
                 self._unlink(table)
-                self.shell.store.landed(state.session_id)
                 self.shell.changed()
                 raise
         # The worker waits for the first wake (an event of turn 1, or its deadline): a pass now
@@ -453,8 +452,10 @@ class Engine:
         table.task = asyncio.create_task(work(), name=f"rt-{table.state.session_id}")
 
     def _unlink(self, table: Table) -> None:
-        """Drop ``table`` from the roundtables driven and the event routes."""
+        """Drop ``table`` from the roundtables driven and the event routes (and the record of
+        a state block riding in a prompt, which no event reaches any more)."""
         s2 = table.state.session_id
+        self.store.landed(s2)
         if self.tables.get(s2) is table:
             del self.tables[s2]
         parent = table.state.parent_session_id

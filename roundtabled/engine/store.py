@@ -91,7 +91,8 @@ class StateStore:
 
     def landed(self, s2: str) -> None:
         """S2 showed its state block stored (its part's ``message.part.updated``, or a read):
-        writes go ahead from now on. Also drops the record of a start that failed."""
+        writes go ahead from now on. Also drops the record of a roundtable no longer driven
+        (a start that failed, a roundtable retired)."""
         event = self._riding.pop(s2, None)
         if event is not None:
             event.set()

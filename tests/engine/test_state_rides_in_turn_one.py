@@ -12,8 +12,11 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from roundtabled.core import wire
 from roundtabled.core.state import Phase, is_state_part
+from roundtabled.errors import TransportError
 from roundtabled.offline.scripted_actions import Text
 
 from .conftest import Harness
@@ -57,6 +60,23 @@ async def test_after_a_start_s2_holds_one_user_message_turn_one_s_prompt_with_th
     assert stored.pending is not None and stored.pending.message_id == prompt["info"]["id"]
     assert stored.pending.agent == "pm"
     assert h.fake.calls_of("post_no_reply", s2) == []
+
+
+async def test_a_start_whose_one_post_failed_leaves_s2_without_a_roundtable(harness: H) -> None:
+    """The POST carrying turn 1 and the state block fails: the start fails, as a failed write of
+    the block did before, and S2 holds no block (as after a kill before that POST): nothing
+    drives it, and the start-up scan reports and skips it."""
+    h = await harness()
+    h.fake.fail_next("prompt_async", TransportError("connection reset", retryable=True))
+    with pytest.raises(TransportError):
+        await h.start()
+    (s2,) = [sid for sid, s in h.fake.sessions.items() if s.info.get("metadata")]
+    assert s2 not in h.engine.tables and await h.messages(s2) == []
+    assert not h.engine.store.riding(s2)
+    counters = await h.engine.recover()
+    assert (counters["resumed"], counters["skipped"]) == (0, 1)
+    await h.restart(graceful=False)
+    assert s2 not in h.engine.tables
 
 
 async def test_a_restart_during_turn_one_loads_the_state_from_its_prompt_and_finishes(
