@@ -14,10 +14,11 @@ import os
 import signal
 
 POINTS = (
-    "state-created",  # S2 and its state block, naming turn 1's intent, exist; turn 1 not sent
+    "state-created",  # S2 and its state block exist: inside turn 1's prompt, sent with it (the
+    # block names turn 1's intent), or a message of its own (a start without a first prompt)
     "intent-persisted",  # the state naming the pending turn is written (before its prompt on a
-    # handoff decided from a read and for turn 1, with the state block; after it, deferred, on a
-    # fast handoff)
+    # handoff decided from a read; for turn 1, by its prompt, which carries the state block;
+    # after it, deferred, on a fast handoff)
     "prompted",  # the prompt is accepted; on a fast handoff the stored state is still behind
     "turn-recorded",  # a finished turn is in memory; the next intent not yet persisted
     "opening-session-created",  # a seat's session of an independent opening exists, unadopted

@@ -226,7 +226,10 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
     """The history from S2's messages, up to (not including) the pending turn's prompt.
 
     Used after a restart: while a roundtable is active its history is not persisted (it is derived
-    from the signed turn markers and the answers' ``parentID``).
+    from the signed turn markers and the answers' ``parentID``). A message that is the state
+    block and turn 1's prompt at once is that turn's prompt; the state block's own message
+    (the layout before, and a start without a first prompt) is nobody's (docs/design.md,
+    "State format").
     """
     stop = state.pending.message_id if state.pending else None
     # An independent opening round ran in sessions of its own: its turns are in the state.
@@ -235,9 +238,11 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
     for m in messages:
         if m.id == stop:
             break
-        if not isinstance(m, UserView) or m.state_block:
+        if not isinstance(m, UserView):
             continue
         mk = m.marker
+        if m.state_block and mk is None:
+            continue  # the state block's own message: nobody's turn (turn 1 may carry it too)
         if mk is not None and mk.kind in ("turn", "observer"):
             answers = answers_to(messages, m.id)
             if _sent_again(m, answers, messages):

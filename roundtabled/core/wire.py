@@ -38,9 +38,11 @@ class UserView:
     ``marker``: the daemon's verified marker, or ``None`` for a person's (or the server's)
     message. ``text``: visible text (parts neither ignored nor synthetic). ``synthetic``: every
     visible part is server-generated (e.g. auto-compaction's "Continue…"). ``compaction``: the
-    message starts a compaction. ``state_block``: it carries the daemon's state block.
-    ``visible_parts``: raw visible text parts (to hide them later). The flags default to a
-    plain message: none of them.
+    message starts a compaction. ``state_block``: it carries the daemon's state block, alone
+    (a ``noReply`` message of its own: ``marker`` is ``None``) or beside turn 1's prompt (one
+    message: ``marker`` is that turn's; docs/design.md, "State format"). ``visible_parts``: raw
+    visible text parts (to hide them later; the state part, ``ignored``, is never among them).
+    The flags default to a plain message: none of them.
     """
 
     id: str
@@ -250,6 +252,18 @@ def label_part(text: str, metadata: dict[str, Any]) -> dict[str, Any]:
     return {"type": "text", "text": text, "ignored": True, "metadata": metadata}
 
 
+def block_part(part_id: str, text: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The state block's part as a new message carries it (``POST …/message`` or
+    ``prompt_async``): ``ignored``, under the daemon's own ``part_id`` so that it can be
+    rewritten in place later (:func:`state_part`)."""
+    return {"id": part_id, **label_part(text, meta)}
+
+
+def has_part(raw: dict[str, Any], part_id: str) -> bool:
+    """Whether one ``{info, parts}`` message holds the part ``part_id``."""
+    return any(p.get("id") == part_id for p in raw.get("parts") or [])
+
+
 def state_part(
     session_id: str, message_id: str, part_id: str, text: str, meta: dict[str, Any]
 ) -> dict[str, Any]:
@@ -272,17 +286,27 @@ def prompt_body(
     label: str,
     marker: dict[str, Any],
     model: ModelRef | None,
+    *,
+    block: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The body of ``POST /session/{id}/prompt_async`` for a seat's or the observer's turn: the
     prompt ``text`` the model reads, then the ``ignored`` ``label`` people read, carrying the
     signed ``marker`` metadata. ``model`` is sticky per session on the server
     (``docs/opencode-server.md``, "sticky model"): the seat's own is always sent.
 
+    ``block``: the state block's part (:func:`block_part`) when this prompt's message is the
+    state block too (turn 1 of a fresh roundtable, docs/design.md "State format"). It goes
+    first: the server writes a message's parts in the order given, and lists them in the order
+    of their ids, where the daemon's id (chosen before S2 existed) sorts before the server's;
+    so the block is written right after the message itself and read back where it was written.
+
     The prompt is ``synthetic``: the server sends synthetic text to the model like any other
     (only ``ignored`` parts stay out of its requests), while the pinned TUI does not show it in
     a user message, so a person reading the child session sees one header line per turn (the
     label), not the instructions (docs/design.md, "What the TUI shows")."""
     parts = [{**text_part(text), "synthetic": True}, label_part(label, marker)]
+    if block is not None:
+        parts.insert(0, block)
     body: dict[str, Any] = {"messageID": message_id, "agent": agent, "parts": parts}
     if model is not None:
         body["model"] = {"providerID": model.provider_id, "modelID": model.model_id}
@@ -484,6 +508,29 @@ def completed_assistant(info: Any) -> bool:
         and info.get("role") == "assistant"
         and bool((info.get("time") or {}).get("completed"))
     )
+
+
+def answers(info: Any, parent_id: str) -> bool:
+    """A message ``info`` (from ``message.updated``) of an assistant step answering the user
+    message ``parent_id`` (created, completed or not: the server has started that turn's model
+    call)."""
+    return (
+        isinstance(info, dict)
+        and info.get("role") == "assistant"
+        and info.get("parentID") == parent_id
+    )
+
+
+def updated_part_ids(props: dict[str, Any]) -> tuple[str, str] | None:
+    """``(message id, part id)`` of a ``message.part.updated`` event's part (``None``: a part
+    not parsed, or without ids)."""
+    part = props.get("part")
+    if not isinstance(part, dict):
+        return None
+    mid, pid = part.get("messageID"), part.get("id")
+    if isinstance(mid, str) and isinstance(pid, str):
+        return mid, pid
+    return None
 
 
 def ends_turn(info: Any, parent_id: str) -> bool:

@@ -141,10 +141,22 @@ class Executor:
     async def start_turn(self, table: Table, cmd: Prompt) -> None:
         """Start the turn of a :class:`Prompt`. Decided from a read (``persist_first``): its
         intent and the hiding of old prompts first (concurrently), then the prompt (a crash in
-        between is recovered from the written intent). Decided from the event mirror: the
-        handoff's order, prompt first (:meth:`Handoff.start_turn`)."""
+        between is recovered from the written intent); a prompt whose message is the state
+        block's carries the intent itself. Decided from the event mirror: the handoff's order,
+        prompt first (:meth:`Handoff.start_turn`)."""
         if not cmd.persist_first:
             await self.handoff.start_turn(table, cmd)
+            return
+        if cmd.send and cmd.message_id == table.state.state_message_id:
+            # Turn 1 sent again under its id (the server never stored it): the prompt carries
+            # the state block, so sending it writes the intent; a PATCH first would meet a
+            # message that does not exist.
+            await self.handoff.hide(table, cmd.hide)
+            if cmd.index:
+                await self.shell.store.write_index(table.state)
+            self.shell.metrics.read_handoffs += 1
+            await self.handoff.prompt(table, cmd)
+            table.unpersisted = False
             return
         await asyncio.gather(
             self.shell.store.persist(table.state, index=cmd.index),

@@ -290,10 +290,19 @@ class Handoff:
         table.persist_at = None
         return persist_wake and table.mirror is not None and table.mirror.doubt is None
 
-    async def prompt(self, table: Table, cmd: Prompt) -> None:
+    async def prompt(self, table: Table, cmd: Prompt, *, first: bool = False) -> None:
         """Send one turn's prompt (``prompt_async`` with the seat's model and the signed marker),
         opening the mirror of the new turn first. A failed POST is not retried here: the machine
-        re-prompts only if the message is absent from S2."""
+        re-prompts only if the message is absent from S2.
+
+        A prompt whose message is the state block's (turn 1 of a fresh roundtable, and the same
+        turn sent again under its id because the server never stored it) carries the block as
+        one more ``ignored`` part, written from ``table.state``: sending it writes the state
+        with the turn's intent (docs/design.md, "Exactly once").
+
+        ``first``: the start's own prompt (:meth:`roundtabled.engine.registry.Engine.start`): a
+        failed POST is raised (TransportError, NotFound) instead of left to the machine, as the
+        failed write of a state block of its own was: the roundtable does not exist in S2."""
         shell = self.shell
         state = table.state
         # The one turn header style of every text people read (CLI, export, history texts).
@@ -304,8 +313,15 @@ class Handoff:
             else f"── observer · {cmd.agent} ──"
         )
         marker = sign_marker(cmd.marker, state.session_id, shell.signer)
+        carries = cmd.message_id == state.state_message_id
         body = wire.prompt_body(
-            cmd.message_id, cmd.agent, cmd.text, label, marker, state.models.get(cmd.agent)
+            cmd.message_id,
+            cmd.agent,
+            cmd.text,
+            label,
+            marker,
+            state.models.get(cmd.agent),
+            block=shell.store.ride(state) if carries else None,
         )
         pokes_before = table.pokes
         # Collect the new turn's events from before the server can emit any of them.
@@ -314,13 +330,21 @@ class Handoff:
         try:
             await shell.client.prompt_async(state.session_id, body)
         except NotFound:
+            if first:
+                raise
             table.deleted_hint = True
             table.poke()
             return
         except TransportError as exc:
+            if first:
+                raise
             table.log.warning("prompt for %s failed: %s", cmd.agent, exc)
             table.poke()
             return
+        if carries:
+            # The state block (with this turn's intent) and the prompt went out as one write.
+            faults.checkpoint("state-created")
+            faults.checkpoint("intent-persisted")
         if table.answering is not None:
             dt, server = shell.metrics.record(
                 table.answering, table.clock.reading(), time.perf_counter()

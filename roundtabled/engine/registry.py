@@ -148,8 +148,23 @@ class Engine:
 
     def _wake(self, table: Table, event: ev.Event) -> None:
         """An event about S2 itself: feed the turn's mirror, and wake the worker if it may
-        have something to decide."""
+        have something to decide. Also: the state block that rode in turn 1's prompt is seen
+        stored, and turn 1's first step (the model called) sends the start's toast."""
         etype = event.type
+        state = table.state
+        if (
+            etype == ev.MESSAGE_PART_UPDATED
+            and self.store.riding(state.session_id)
+            and wire.updated_part_ids(event.properties)
+            == (state.state_message_id, state.state_part_id)
+        ):
+            self.store.landed(state.session_id)
+        elif (
+            etype == ev.MESSAGE_UPDATED
+            and table.start_toast is not None
+            and wire.answers(event.properties.get("info"), table.start_toast[0])
+        ):
+            self.worker.started(table)
         mirror = table.mirror
         if mirror is not None and mirror.epoch == self.shell.stream_epoch:
             if mirror.feed(event):
@@ -217,16 +232,19 @@ class Engine:
         )
         settings = self.settings
         title = state.title
-        # Turn 1 is decided before the state block is written, and the block is written with
-        # its intent in it: this daemon created S2 a moment ago, so S2 is idle and empty, and a
-        # read (GET /session/status) plus a second write (the intent) would only put two round
-        # trips before the debate.
+        toast = f"Roundtable started: {title}"
+        # Turn 1 is decided before anything is written into S2, with the state block's message
+        # id (named by S2's index since its creation) as its prompt's: this daemon created S2 a
+        # moment ago, so S2 is idle and empty, and a read (GET /session/status) would only put
+        # a round trip before the debate. Its prompt then carries the block, intent included:
+        # one write before turn 1, where a block of its own was two (docs/design.md, "State
+        # format").
         first = machine.decide(
             state,
             Observation(
                 now=self.shell.clock(),
                 status="idle",
-                new_id=ids.message_id(),
+                new_id=state.state_message_id or ids.message_id(),
                 plugin=await self.shell.plugins.current(state.directory),
             ),
         )
@@ -234,14 +252,16 @@ class Engine:
             first = Decision(state)  # round 1 runs in the seats' own sessions (the worker)
         first_prompt: Prompt | None = None
         match first.commands:
-            case [Prompt(send=True, hide=(), persist_first=True) as prompt]:
+            case [Prompt(send=True, hide=(), persist_first=True) as prompt] if (
+                prompt.message_id == state.state_message_id
+            ):
                 first_prompt, state = prompt, first.state
-            case _:  # never for a fresh S2; then turn 1 is decided from a read like any other
+            case _:  # no first prompt: the independent opening (or any other decision)
                 pass
-        await self.store.create(state)
-        faults.checkpoint("state-created")
-        if first_prompt is not None:
-            faults.checkpoint("intent-persisted")
+        if first_prompt is None:
+            # The block is a message of its own; turn 1 is decided by the worker, from a read.
+            await self.store.create(state)
+            faults.checkpoint("state-created")
         remember_directory(settings.state_dir, state.directory)
         table = self._adopt(state)
         table.log.info(
@@ -250,14 +270,24 @@ class Engine:
             " → ".join(state.agents),
             state.total_rounds,
         )
-        # Send turn 1 before answering, so the caller sees a running debate; the toast after it
-        # (one event loop serves both on the server: a toast beside the prompt delays turn 1).
-        if first_prompt is not None:
-            table.deadline_ms = first.wake_at
-            await self.worker.handoff.prompt(table, first_prompt)
-        else:
+        if first_prompt is None:
             await self.worker.step(table)
-        self.shell.toast(state, f"Roundtable started: {title}", "info")
+            self.shell.toast(state, toast, "info")
+        else:
+            # Send turn 1 before answering, so the caller sees a running debate. The toast waits
+            # until turn 1 has reached the model (one event loop serves both on the server: a
+            # toast beside the prompt delays turn 1): at its first step's message.updated, or
+            # the worker's first pass, whichever comes first (:meth:`_wake`, Worker.step).
+            table.deadline_ms = first.wake_at
+            table.start_toast = (first_prompt.message_id, toast)
+            try:
+                await self.worker.handoff.prompt(table, first_prompt, first=True)
+            except TransportError:
+                # Nothing of the roundtable is in S2 (no state block), as when the block's own
+                # write failed: the start fails, and no trace of it stays here.
+                self._unlink(table)
+                self.shell.changed()
+                raise
         # The worker waits for the first wake (an event of turn 1, or its deadline): a pass now
         # would only read S2 while turn 1 is starting on the server.
         self._run(table, wait_first=True)
@@ -421,8 +451,11 @@ class Engine:
 
         table.task = asyncio.create_task(work(), name=f"rt-{table.state.session_id}")
 
-    def _retire(self, table: Table) -> None:
+    def _unlink(self, table: Table) -> None:
+        """Drop ``table`` from the roundtables driven and the event routes (and the record of
+        a state block riding in a prompt, which no event reaches any more)."""
         s2 = table.state.session_id
+        self.store.landed(s2)
         if self.tables.get(s2) is table:
             del self.tables[s2]
         parent = table.state.parent_session_id
@@ -433,6 +466,10 @@ class Engine:
         for child, owner in list(self.descendants.items()):
             if owner == s2:
                 del self.descendants[child]
+
+    def _retire(self, table: Table) -> None:
+        s2 = table.state.session_id
+        self._unlink(table)
         self.recent[s2] = table
         while len(self.recent) > RECENT_MAX:
             self.recent.popitem(last=False)

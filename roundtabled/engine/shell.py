@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -92,7 +93,13 @@ class Shell:
             except Exception:
                 log.exception("background task failed")
 
-        self.track(asyncio.create_task(guarded()))
+        task = asyncio.create_task(guarded())
+        if inspect.iscoroutine(coro):
+            # A task cancelled before its first step (the engine closing) never awaits ``coro``:
+            # closed here, it is not reported as a coroutine never awaited (a no-op otherwise).
+            inner = coro
+            task.add_done_callback(lambda _: inner.close())
+        self.track(task)
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Keep ``task`` among the background tasks (cancelled by the engine's close)."""

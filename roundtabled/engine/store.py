@@ -1,10 +1,11 @@
 """State blocks in S2: create, persist, load and authenticate them; hide parts; read S2.
 
-A roundtable's state lives in S2 itself: a ``noReply`` user message whose only part is
-``ignored`` (kept by the server, never sent to a model), updated in place by ``PATCH`` of that
-part and trusted only with a valid MAC of the daemon's key (``docs/design.md``, "state
-format"). The session's metadata holds a small index (phase, where the block is) for the
-start-up scan.
+A roundtable's state lives in S2 itself: an ``ignored`` part (kept by the server, never sent to
+a model), updated in place by ``PATCH`` of that part and trusted only with a valid MAC of the
+daemon's key (``docs/design.md``, "State format"). A fresh roundtable's block rides in turn 1's
+prompt message (one ``prompt_async``, :meth:`StateStore.ride`); otherwise it is a ``noReply``
+message of its own (:meth:`StateStore.create`). The session's metadata holds a small index
+(phase, where the block is) for the start-up scan.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from roundtabled.core import wire
@@ -24,10 +26,15 @@ from roundtabled.core.state import (
     persisted_form,
 )
 from roundtabled.core.wire import UserView
-from roundtabled.errors import NotFound, StateError, StateForgedError
+from roundtabled.errors import NotFound, StateError, StateForgedError, TransportError
 from roundtabled.opencode.client import OpenCodeClient
 
 log = logging.getLogger("roundtabled.engine")
+
+LANDING_WAIT_S = 1.0
+"""How long a state write waits for the event showing that the prompt carrying the state block
+(turn 1's, still running) was stored, before it reads S2 instead: the server stores a
+``prompt_async``'s message after answering it, milliseconds later."""
 
 
 class StateStore:
@@ -41,53 +48,153 @@ class StateStore:
     def __init__(self, client: OpenCodeClient, signer: Signer) -> None:
         self.client = client
         self.signer = signer
+        self._riding: dict[str, asyncio.Event] = {}
+        """S2 → set once S2 showed its state block stored, for a block sent inside a prompt
+        (:meth:`ride`) and not yet seen stored (dropped then)."""
+
+    def block(self, state: RoundtableState) -> dict[str, Any]:
+        """S2's state block for ``state`` as a new message carries it (its card and the signed
+        state, under ``state``'s part id)."""
+        # The card is drawn from the whole state (the persisted form drops the history while the
+        # debate runs, and the card names the round).
+        text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
+        assert state.state_part_id
+        return wire.block_part(state.state_part_id, text, meta)
 
     async def create(self, state: RoundtableState) -> None:
-        """Post S2's state block (a noReply message with the ids ``state`` names).
+        """Post S2's state block as a message of its own (a noReply message with the ids
+        ``state`` names): a start without a first prompt (docs/design.md, "State format").
 
         Raises:
             TransportError: the server could not be reached or refused.
         """
-        text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
-        assert state.state_message_id and state.state_part_id
-        part = {"id": state.state_part_id, **wire.label_part(text, meta)}
-        await self.client.post_no_reply(state.session_id, [part], message_id=state.state_message_id)
+        assert state.state_message_id
+        await self.client.post_no_reply(
+            state.session_id, [self.block(state)], message_id=state.state_message_id
+        )
+
+    def ride(self, state: RoundtableState) -> dict[str, Any]:
+        """The state block for the prompt whose message is the block's (turn 1 of a fresh
+        roundtable, :meth:`roundtabled.engine.handoff.Handoff.prompt`), sent by the caller.
+
+        The server stores a ``prompt_async``'s message after it answered the POST, or never
+        (a locked database): until S2 shows the block stored (:meth:`landed`), a write of the
+        state waits for it (:meth:`persist`), so that a PATCH can neither meet a message not
+        stored yet nor be overwritten by the prompt's own copy of the block.
+        """
+        self._riding.setdefault(state.session_id, asyncio.Event())
+        return self.block(state)
+
+    def riding(self, s2: str) -> bool:
+        """Whether ``s2``'s state block was sent inside a prompt and not yet seen stored."""
+        return s2 in self._riding
+
+    def landed(self, s2: str) -> None:
+        """S2 showed its state block stored (its part's ``message.part.updated``, or a read):
+        writes go ahead from now on. Also drops the record of a roundtable no longer driven
+        (a start that failed, a roundtable retired)."""
+        event = self._riding.pop(s2, None)
+        if event is not None:
+            event.set()
 
     async def persist(self, state: RoundtableState, *, index: bool = False) -> None:
         """Write the state block in place (PATCH of its part); ``index`` also updates the session
-        metadata used by the start-up scan (only on phase changes).
+        metadata used by the start-up scan (only on phase changes). A block that rode in a
+        prompt is written only once S2 showed it stored (:meth:`_landing`).
+
+        Raises:
+            NotFound: S2 or its state block is gone.
+            TransportError: the server could not be reached or refused (also: the prompt
+                carrying the block, still the turn in flight, is not stored yet).
+        """
+        if state.session_id in self._riding and await self._landing(state):
+            write: Awaitable[Any] = self.create(state)  # the old layout: a message of its own
+        else:
+            write = self.update(state)
+        if not index:
+            await write
+            return
+        results = await asyncio.gather(write, self.write_index(state), return_exceptions=True)
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
+
+    async def update(self, state: RoundtableState) -> None:
+        """PATCH the state block's part in place with ``state``.
 
         Raises:
             NotFound: S2 or its state block is gone.
             TransportError: the server could not be reached or refused.
         """
-        # The card is drawn from the whole state (the persisted form drops the history while the
-        # debate runs, and the card names the round).
         text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
         assert state.state_message_id and state.state_part_id
         part = wire.state_part(
             state.session_id, state.state_message_id, state.state_part_id, text, meta
         )
-        write = self.client.update_part(state.session_id, state.state_message_id, part)
-        if not index:
-            await write
-            return
-        results = await asyncio.gather(
-            write,
-            self.client.update_session(
-                state.session_id,
-                metadata=wire.index_metadata(
-                    state.phase,
-                    state.state_message_id,
-                    state.state_part_id,
-                    finalized=state.finalization.toast_done,
-                ),
+        await self.client.update_part(state.session_id, state.state_message_id, part)
+
+    async def write_index(self, state: RoundtableState) -> None:
+        """Write S2's index (the session metadata the start-up scan reads) for ``state``.
+
+        Raises:
+            NotFound: S2 is gone.
+            TransportError: the server could not be reached or refused.
+        """
+        assert state.state_message_id and state.state_part_id
+        await self.client.update_session(
+            state.session_id,
+            metadata=wire.index_metadata(
+                state.phase,
+                state.state_message_id,
+                state.state_part_id,
+                finalized=state.finalization.toast_done,
             ),
-            return_exceptions=True,
         )
-        for res in results:
-            if isinstance(res, BaseException):
-                raise res
+
+    async def _landing(self, state: RoundtableState) -> bool:
+        """Wait until the state block that rode in a prompt is known stored. Returns True when
+        it never will be: that prompt's turn is over (settled by the machine) and S2 does not
+        hold the block (the server never stored the message: a locked database), so the block
+        is written as a message of its own under the same ids (the layout of a start without
+        a first prompt; the turn is never sent again).
+
+        While the prompt is the turn in flight its message may still be on its way: the event
+        showing the block stored is awaited (:data:`LANDING_WAIT_S`), then S2 is read.
+
+        Raises:
+            TransportError: (retryable) the prompt in flight is not stored yet.
+        """
+        s2 = state.session_id
+        landed = self._riding[s2]
+        pend = state.pending
+        in_flight = pend is not None and pend.message_id == state.state_message_id
+        if in_flight and not landed.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LANDING_WAIT_S):
+                    await landed.wait()
+        if landed.is_set():
+            return False
+        assert state.state_message_id and state.state_part_id
+        try:
+            msg: dict[str, Any] | None = await self.client.message(s2, state.state_message_id)
+        except NotFound:
+            msg = None
+        if msg is not None and wire.has_part(msg, state.state_part_id):
+            self.landed(s2)
+            return False
+        if in_flight:
+            raise TransportError(
+                f"turn 1's prompt carrying the state block of {s2} is not stored yet",
+                retryable=True,
+            )
+        log.warning(
+            "roundtable %s: the server never stored turn 1's prompt carrying the state block; "
+            "writing the block as a message of its own",
+            s2,
+            extra={"session_id": s2},
+        )
+        self.landed(s2)
+        return True
 
     async def load(self, s2: str) -> RoundtableState:
         """Read and authenticate S2's state block (through the session's index, else by a scan

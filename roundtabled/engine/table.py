@@ -105,6 +105,10 @@ class Table:
     """The early hiding of the pending turn's prompt: its message id and the task (True when
     done), awaited by the handoff before its prompt
     (:meth:`roundtabled.engine.handoff.Handoff.hide`)."""
+    start_toast: tuple[str, str] | None = None
+    """The start's toast, ``(turn 1's prompt id, message)``, until it is sent: once turn 1 has
+    reached the model (a step answering that prompt), or at the worker's first pass
+    (:meth:`roundtabled.engine.registry.Engine.start`)."""
     unpersisted: bool = False
     """The in-memory state names a prompt the state block in S2 does not (a fast handoff whose
     state write failed): written at the next step."""

@@ -124,11 +124,21 @@ class Worker:
                 await table.wake.wait()
         table.wake.clear()
 
+    def started(self, table: Table) -> None:
+        """Send the start's toast if it is still due (once: it is taken here)."""
+        due, table.start_toast = table.start_toast, None
+        if due is not None:
+            self.shell.toast(table.state, due[1], "info")
+
     async def step(self, table: Table) -> bool:
         """One reconcile pass. Returns True when the roundtable needs no more work."""
         table.answering = None if table.woke_at is None else (table.woke_at, *table.woke_clock)
         table.answering_cpu = table.woke_cpu
         table.woke_at = None  # a poke from now on wakes the next pass
+        # The first pass after a start comes at turn 1's first event that wakes it (its end, an
+        # error, a deadline): the start's toast goes first if turn 1's first step did not
+        # send it (a turn that never reached the model, events lost).
+        self.started(table)
         state = table.state
         if opening.running(state):
             # Round 1 of an independent opening runs in sessions of its own.

@@ -274,6 +274,39 @@ async def test_ignored_parts_are_stored_but_never_sent_to_the_model(backend: Bac
     assert "HIDDEN" not in all_texts(req)
 
 
+async def test_a_prompt_s_ignored_part_with_a_chosen_id_is_kept_first_and_patched_in_place(
+    backend: Backend,
+) -> None:
+    """What turn 1's prompt carrying the state block relies on (docs/design.md, "State
+    format"): an ignored part with an id chosen before the POST, given first, is stored under
+    that id and listed first (the real server lists parts in id order, the daemon's id is the
+    oldest), never reaches the model, and a PATCH by its id replaces it in place."""
+    b = backend
+    sid = await b.session()
+    mid, pid = ids.message_id(), ids.part_id()
+    block = text("STATE card", id=pid, ignored=True, metadata={"roundtabled": {"kind": "state"}})
+    body = {
+        "messageID": mid,
+        "agent": "pm",
+        "model": M1,
+        "parts": [block, text("VISIBLE prompt", synthetic=True), text("LABEL", ignored=True)],
+    }
+    await b.client.prompt_async(sid, body)
+    await b.idle_count(sid, 1)
+    msgs, _ = await b.client.messages(sid)
+    assert [p.get("text") for p in msgs[0]["parts"]] == ["STATE card", "VISIBLE prompt", "LABEL"]
+    assert msgs[0]["parts"][0]["id"] == pid
+    (req,) = b.requests_for(session=sid)
+    assert "VISIBLE prompt" in all_texts(req) and "STATE" not in all_texts(req)
+    new = {**block, "sessionID": sid, "messageID": mid, "text": "STATE card v2"}
+    await b.client.update_part(sid, mid, new)
+    got = await b.client.message(sid, mid)
+    assert [(p["id"], p.get("text")) for p in got["parts"]] == [
+        (pid, "STATE card v2"),
+        *((p["id"], p.get("text")) for p in msgs[0]["parts"][1:]),
+    ]
+
+
 async def test_no_reply_message_has_no_status_events_and_no_model_request(
     backend: Backend,
 ) -> None:

@@ -41,11 +41,18 @@ ROUNDS = 3
 # "turn-recorded" once per finished turn (the observer's answer is the 10th). With the scripted
 # model answering at once, every handoff after turn 1 is a fast one (roundtabled.engine.mirror): the
 # prompt goes out first and the state write is deferred, so "intent-persisted" passes only for
-# turn 1 (written with the state block, right after "state-created", so only that one is listed)
-# and for the handoff to the observer (a phase change, written right after the prompt). A kill
-# at "prompted":n ≥ 2 therefore leaves the stored state several turns behind S2: the restarted
-# daemon must walk the signed markers forward and adopt the prompt already sent (machine
-# invariant 4), never send it again.
+# turn 1 and for the handoff to the observer (a phase change, written right after the prompt). A
+# kill at "prompted":n ≥ 2 therefore leaves the stored state several turns behind S2: the
+# restarted daemon must walk the signed markers forward and adopt the prompt already sent
+# (machine invariant 4), never send it again.
+# Turn 1's prompt carries the state block (docs/design.md, "State format"): "state-created",
+# "intent-persisted":1 and "prompted":1 all pass right after that one POST, so only the first is
+# listed. A kill there leaves S2 with the block (turn 1's intent in it) and turn 1's prompt
+# together: the restarted daemon finds the prompt pending and waits for its reply. (Before the
+# block moved into the prompt, "state-created" came before turn 1 was sent, and the restarted
+# daemon sent it under its id.) A kill before that POST, after S2 was created, has no crash
+# point: S2 then holds its index and no block, and the start-up scan reports and skips it, as it
+# did when a kill came before the block's own POST.
 KILL_POINTS: list[tuple[str, int]] = [
     ("state-created", 1),
     ("intent-persisted", 2),

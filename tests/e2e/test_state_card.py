@@ -103,6 +103,42 @@ async def _state_part(rt: RT, s2: str) -> tuple[str, dict[str, Any]]:
     return str(msg["info"]["id"]), part
 
 
+async def test_turn_one_s_prompt_carries_the_state_card_and_a_restart_resumes_from_it(
+    rt: RT,
+) -> None:
+    """A start writes S2 once before turn 1: its prompt, whose message carries the state card
+    as its first, ignored part (docs/design.md, "State format"). While turn 1 runs S2 holds
+    that one user message, the index names it, and a daemon restarted then resumes from it:
+    turn 1 is not sent again, the debate concludes and the card is written in place."""
+    rt.llm.script(Text(text="PM across the restart.", first_byte_delay=4.0), agent="pm")
+    rt.llm.script(Text(text="DEV after the restart."), agent="dev")
+    rt.llm.script(Text(text="SUMMARY: one write."), agent=OBSERVER_AGENT)
+    s2 = await rt.start(agents=["pm", "dev"], prompt="One write before turn 1", rounds=1)
+    await rt.llm.wait_for_requests(1, 30, session=s2, agent="pm")
+    msgs = await rt.messages(s2)
+    users = [m for m in msgs if m["info"]["role"] == "user"]
+    assert len(users) == 1 and msgs[0]["info"]["id"] == users[0]["info"]["id"], msgs
+    msg_id, part = await _state_part(rt, s2)
+    assert msg_id == users[0]["info"]["id"] and users[0]["parts"][0]["id"] == part["id"]
+    assert part["ignored"] is True and part["text"].startswith(CARD_HEADER)
+    assert [p["text"] for p in users[0]["parts"][1:] if p.get("ignored")] == ["── pm · round 1 ──"]
+    signer = rt.daemon.engine.signer
+    state = decode_state(part["text"], part["metadata"], s2, signer)
+    assert state.pending is not None and state.pending.message_id == msg_id
+
+    rt.daemon.request_stop()
+    await asyncio.wait_for(rt.task, 15)
+    await rt._launch(control_port=urlparse(rt.control).port)
+    result = await rt.result(s2)
+    assert "SUMMARY: one write." in result["summary"]
+    await rt.finalized(s2)
+    assert [r.agent for r in rt.llm.requests_for(session=s2, kind="turn")][:2] == ["pm", "dev"]
+    msgs = await rt.messages(s2)
+    assert sum(1 for m in msgs if m["info"]["id"] == msg_id) == 1
+    _, part = await _state_part(rt, s2)
+    assert decode_state(part["text"], part["metadata"], s2, signer).phase == Phase.DONE
+
+
 async def test_a_roundtable_holding_the_seed_text_form_resumes_extends_and_gets_the_card(
     rt: RT,
 ) -> None:

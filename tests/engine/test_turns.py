@@ -41,14 +41,20 @@ async def test_three_seats_two_rounds_take_turns_in_seat_order(harness: H) -> No
     assert h.status(s2)["turns"] == 6  # type: ignore[index]
 
 
-async def test_start_returns_once_turn_one_is_sent_after_the_state_block(harness: H) -> None:
+async def test_start_returns_once_turn_one_is_sent_carrying_the_state_block(harness: H) -> None:
+    """One write into S2 before turn 1: its prompt, whose message is the state block too (no
+    noReply message of its own, docs/design.md "State format")."""
     h = await harness()
     before = len(h.fake.calls)
     s2 = await h.start()
     methods = [m for m, _ in h.fake.calls[before:] if m not in ("toast",)]
-    assert methods == ["agents", "config", "create_session", "post_no_reply", "prompt_async"]
+    assert methods == ["agents", "config", "create_session", "prompt_async"]
     assert h.prompted_agents(s2) == ["pm"]
     assert h.status(s2)["phase"] == "active"  # type: ignore[index]
+    (body,) = h.prompts(s2)
+    index = (await h.fake.get_session(s2))["metadata"]["roundtabled"]
+    assert body["messageID"] == index["stateMessageID"]
+    assert [p.get("id") for p in body["parts"] if is_state_part(p)] == [index["statePartID"]]
 
 
 async def test_every_prompt_names_its_agent_and_its_seat_model(harness: H) -> None:
@@ -69,13 +75,16 @@ async def test_every_prompt_has_one_visible_text_and_one_signed_ignored_label(ha
     h = await harness()
     s2 = await h.start()
     await h.result(s2)
-    for body in h.prompts(s2):
+    for i, body in enumerate(h.prompts(s2)):
         parts = body["parts"]
+        if i == 0:  # turn 1's message is the state block too: its part goes first
+            block, *parts = parts
+            assert is_state_part(block) and block["ignored"] is True
         assert len(parts) == 2
         assert not parts[0].get("ignored")
         assert parts[1]["ignored"] is True
         assert "roundtabled" in parts[1]["metadata"]
-    labels = [b["parts"][1]["text"] for b in h.prompts(s2)]
+    labels = [b["parts"][-1]["text"] for b in h.prompts(s2)]
     assert labels == [
         "── pm · round 1 ──",
         "── dev · round 1 ──",
@@ -137,17 +146,21 @@ async def test_hiding_the_previous_prompt_lands_before_the_next_prompt(harness: 
     assert order[hide + 1] == ("prompt_async", "rv")
 
 
-async def test_the_state_block_is_one_message_updated_in_place(harness: H) -> None:
+async def test_the_state_block_is_one_part_of_turn_one_s_prompt_updated_in_place(
+    harness: H,
+) -> None:
     h = await harness()
     s2 = await h.start(rounds=2)
     await h.finalized(s2)
     blocks = [m for m in await h.messages(s2) if any(is_state_part(p) for p in m["parts"])]
     assert len(blocks) == 1
-    assert len(blocks[0]["parts"]) == 1 and blocks[0]["parts"][0]["ignored"] is True
-    assert len(h.fake.calls_of("post_no_reply", s2)) == 2  # the state block and the delimiter
+    assert blocks[0]["info"]["id"] == h.prompts(s2)[0]["messageID"]  # turn 1's prompt
+    (part,) = [p for p in blocks[0]["parts"] if is_state_part(p)]
+    assert part["ignored"] is True
+    assert len(h.fake.calls_of("post_no_reply", s2)) == 1  # the delimiter only
     state_id = blocks[0]["info"]["id"]
     writes = [a for a in h.fake.calls_of("update_part", s2) if a[1] == state_id]
-    assert len(writes) >= 2
+    assert len(writes) >= 2 and all(a[2]["id"] == part["id"] for a in writes)
 
 
 async def test_s2_is_a_child_of_s1_with_the_title_and_the_scan_index(harness: H) -> None:

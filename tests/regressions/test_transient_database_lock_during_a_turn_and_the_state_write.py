@@ -7,10 +7,11 @@ then ends in ``session.error`` of that name. The daemon gave up on its own write
 quick attempts (or at once for ``noReply`` messages) and took the seat's turn as failed.
 
 Proves, on the real ``opencode serve`` with the scripted model: with the lock held from outside
-(``BEGIN IMMEDIATE``, :mod:`tests.fakes.db_lock`) for 7 s when the state block is created, again
-during a seat's turn and again when the daemon writes the state block, the debate ends with one
-state block holding the intended content, each seat prompted once per round and its text kept,
-the result delivered once, and no traceback in the daemon's log.
+(``BEGIN IMMEDIATE``, :mod:`tests.fakes.db_lock`) for 7 s when the state block is created (it
+rides in turn 1's prompt, docs/design.md "State format"), again during a seat's turn and again
+when the daemon writes the state block, the debate ends with one state block holding the
+intended content, each seat prompted once per round and its text kept, the result delivered
+once, and no traceback in the daemon's log.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ LOCK_S = 7.0
 
 async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> None:
     """Exact failing input: pm, dev × 2 rounds; the write lock is taken for 7 s (1) when the
-    daemon sends the ``noReply`` message creating S2's state block, before it goes out; (2) 0.2 s
-    after pm's round-1 request reaches the model (that reply streams in 12 chunks 0.15 s apart);
-    (3) when the daemon sends its next state-block PATCH after that, before it goes out."""
+    daemon sends turn 1's prompt, whose message creates S2's state block, before it goes out
+    (the server answers it and, 5 s later, reports the failed write with nothing stored: the
+    daemon sends it again under its id, the block with it); (2) 0.2 s after pm's round-1
+    request reaches the model (that reply streams in 12 chunks 0.15 s apart); (3) when the
+    daemon sends its next state-block PATCH after that, before it goes out."""
     replies = {
         ("pm", 0): "PM round 1: ship the queue behind a feature flag, measured weekly.",
         ("dev", 0): "DEV round 1: the flag costs a day; the queue needs idempotent consumers.",
@@ -50,14 +53,14 @@ async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> Non
     rt.llm.script(Text(text="SUMMARY: flag, idempotency, contract tests."), agent=OBSERVER_AGENT)
     lock = WriteLock(rt.server)
     client = rt.daemon.client
-    original_patch, original_post = client.update_part, client.post_no_reply
+    original_patch, original_prompt = client.update_part, client.prompt_async
     locked_writes: list[str] = []
 
-    async def post_no_reply(session_id: str, parts: list[dict[str, Any]], **kw: Any) -> Any:
-        if not locked_writes and is_state_part(parts[0]):
+    async def prompt_async(session_id: str, body: dict[str, Any]) -> Any:
+        if not locked_writes and any(is_state_part(p) for p in body["parts"]):
             locked_writes.append("state block created")
             await lock.hold(LOCK_S)
-        return await original_post(session_id, parts, **kw)
+        return await original_prompt(session_id, body)
 
     async def update_part(session_id: str, message_id: str, part: dict[str, Any]) -> Any:
         # The third hold starts with the first state-block PATCH after the second hold ended.
@@ -67,7 +70,7 @@ async def test_lock_held_during_a_turn_and_during_the_state_write(rt: RT) -> Non
         return await original_patch(session_id, message_id, part)
 
     client.update_part = update_part  # type: ignore[method-assign]
-    client.post_no_reply = post_no_reply  # type: ignore[method-assign]
+    client.prompt_async = prompt_async  # type: ignore[method-assign]
     with LogCapture() as logs:
         s1 = await rt.new_parent()
         s2 = await rt.start(
