@@ -148,16 +148,13 @@ class HistoryEntry(StateModel):
 
     @property
     def usage_unreported(self) -> bool:
-        """A model's answer (a seat's turn, the observer's, a reply to a person; text, no error)
-        for which the server recorded no usage. Its usage is unknown, not zero: a provider that
+        """A model's answer (a seat's turn, the observer's, a reply to a person) with text, for
+        which the server recorded no usage. Its usage is unknown, not zero: a provider that
         sends no usage in its stream (llama.cpp's OpenAI-compatible server,
-        docs/opencode-server.md) leaves every field 0."""
-        return (
-            self.kind != "user"
-            and not self.has_error
-            and bool(self.response.strip())
-            and not self.usage.recorded
-        )
+        docs/opencode-server.md) leaves every field 0, and so does a step cut off by the time
+        limit or an abort (the model worked, its usage was never reported). A turn that failed
+        without writing anything is not counted."""
+        return self.kind != "user" and bool(self.response.strip()) and not self.usage.recorded
 
 
 @dataclass(frozen=True, slots=True)
