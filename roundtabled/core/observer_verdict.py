@@ -167,6 +167,17 @@ def _placeholder(text: str) -> bool:
     return any(folded == p.casefold() for p in re.findall(r"<[^<>]*>", VERDICT_EXAMPLE))
 
 
+_TURN_HEADER = re.compile(r"·\s*round\s+\d+|──")
+"""The daemon's turn header (``── seat-a · round 1 ──``), or a piece of it."""
+
+
+def _names_a_turn(decision: str, seats: dict[str, str]) -> bool:
+    """True when ``decision`` is only a seat's name, or holds a piece of the daemon's turn header
+    (``seat-a · round 1 ──``): the observer copied the transcript's layout, not a decision."""
+    folded = " ".join(decision.casefold().strip(" .*_`\"'“”").split())
+    return folded in seats or _TURN_HEADER.search(decision) is not None
+
+
 def repair_prompt(error: str) -> str:
     """The one repair request sent to the observer after an invalid verdict.
 
@@ -251,6 +262,13 @@ def parse_reply(text: str, agents: Sequence[str]) -> tuple[str, ObserverVerdict 
             "panel decided, or null",
         )
     seats = {a.casefold(): a for a in agents}
+    if verdict.decision is not None and _names_a_turn(verdict.decision, seats):
+        return (
+            prose,
+            None,
+            f"decision: {verdict.decision!r} names a seat or a turn header, not a decision; "
+            "write what the panel decided, or null",
+        )
     fixed = []
     for i, d in enumerate(verdict.disagreements):
         names = []
@@ -260,5 +278,12 @@ def parse_reply(text: str, agents: Sequence[str]) -> tuple[str, ObserverVerdict 
                 known = ", ".join(agents)
                 return prose, None, f"disagreements.{i}.minority: {name!r} is not a seat ({known})"
             names.append(seat)
+        if len(agents) > 1 and {n.casefold() for n in names} >= set(seats):
+            return (
+                prose,
+                None,
+                f"disagreements.{i}.minority: names every seat ({', '.join(agents)}); a minority "
+                "is some of the seats",
+            )
         fixed.append(d.model_copy(update={"minority": names}))
     return prose, verdict.model_copy(update={"disagreements": fixed}), None
