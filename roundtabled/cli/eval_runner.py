@@ -208,9 +208,12 @@ def seat_rounds(
     return out, reads
 
 
-def _usage(turn: Mapping[str, Any]) -> tuple[int, float]:
+def _usage(turn: Mapping[str, Any]) -> tuple[int, float | None]:
+    """Tokens and cost of one exported turn; the cost ``None`` when its model lists no price
+    (the export's ``usage.cost`` ``null``, docs/result.md)."""
     u = turn.get("usage") or {}
-    return int(u.get("input", 0)) + int(u.get("output", 0)), float(u.get("cost", 0.0))
+    cost = u.get("cost", 0.0)
+    return int(u.get("input", 0)) + int(u.get("output", 0)), None if cost is None else float(cost)
 
 
 def spend_upto(
@@ -227,7 +230,8 @@ def spend_upto(
         if int(t["round"]) <= last_round and (agent is None or t.get("agent") == agent)
     ]
     tokens = sum(_usage(t)[0] for t in mine)
-    cost = sum(_usage(t)[1] for t in mine)
+    costs = [_usage(t)[1] for t in mine]
+    cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
     if tokens > 0 or not mine:
         return {"calls": len(mine), "tokens": tokens, "cost": cost, "estimated": False}
     est = 0

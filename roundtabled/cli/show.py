@@ -172,10 +172,8 @@ def usage_cells(u: dict[str, Any]) -> str:
     if u.get("input") is None:
         return f"{'unknown':>8} (no usage reported for {u.get('unreportedTurns', 0)} turn(s))"
     at_least = "≥" if u.get("unreportedTurns") else " "
-    row = (
-        f"{at_least}{u.get('input', 0):>7} in {u.get('output', 0):>7} out  "
-        f"${float(u.get('cost') or 0):.4f}"
-    )
+    cost = "cost unknown" if u.get("cost") is None else f"${float(u['cost']):.4f}"
+    row = f"{at_least}{u.get('input', 0):>7} in {u.get('output', 0):>7} out  {cost}"
     if u.get("unreportedTurns"):
         row += f"  (usage of {u['unreportedTurns']} turn(s) unknown)"
     return row

@@ -18,7 +18,7 @@ Pure and deterministic: no I/O, no clock. Rounds in texts are 1-based."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, TypedDict
 
 import orjson
@@ -31,7 +31,6 @@ from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
     RoundtableState,
-    Usage,
     UsageTotal,
     went_wrong,
 )
@@ -274,8 +273,9 @@ class UsageTable(TypedDict):
     total: UsageTotal
 
 
-def usage_table(history: Sequence[HistoryEntry]) -> UsageTable:
-    """Total the ``usage`` of ``history`` per agent name, per (1-based) round and overall.
+def usage_table(history: Sequence[HistoryEntry], unpriced: Collection[str] = ()) -> UsageTable:
+    """Total the ``usage`` of ``history`` per agent name, per (1-based) round and overall; the
+    turns of ``unpriced`` agents (:attr:`RoundtableState.unpriced`) make a total's cost unknown.
 
     Returns:
         ``{"perAgent": {agent: UsageTotal}, "perRound": {round: UsageTotal}, "total":
@@ -288,9 +288,9 @@ def usage_table(history: Sequence[HistoryEntry]) -> UsageTable:
     for e in history:
         if e.kind == "user":
             continue
-        per_agent[e.agent] = per_agent.get(e.agent, UsageTotal()).plus(e)
-        per_round[e.round] = per_round.get(e.round, UsageTotal()).plus(e)
-        total = total.plus(e)
+        per_agent[e.agent] = per_agent.get(e.agent, UsageTotal()).plus(e, unpriced)
+        per_round[e.round] = per_round.get(e.round, UsageTotal()).plus(e, unpriced)
+        total = total.plus(e, unpriced)
     return {"perAgent": per_agent, "perRound": per_round, "total": total}
 
 
@@ -321,29 +321,32 @@ def _cost(c: float) -> str:
     return f"${c:.2f}"
 
 
-def _usage_label(u: Usage) -> str:
-    """``1.2k in / 340 out · $0.0012``: in = input + cache read/write, out = output + reasoning."""
+def _usage_label(t: UsageTotal) -> str:
+    """``1.2k in / 340 out · $0.0012``: in = input + cache read/write, out = output + reasoning;
+    ``cost unknown (no price listed)`` for a model without a price."""
+    u = t.usage
     tokens_in = u.input + u.cache_read + u.cache_write
-    return f"{_tokens(tokens_in)} in / {_tokens(u.output + u.reasoning)} out · {_cost(u.cost)}"
+    cost = "cost unknown (no price listed)" if t.unpriced else _cost(u.cost)
+    return f"{_tokens(tokens_in)} in / {_tokens(u.output + u.reasoning)} out · {cost}"
 
 
-def _usage_footer(history: Sequence[HistoryEntry]) -> str | None:
+def _usage_footer(history: Sequence[HistoryEntry], unpriced: Collection[str]) -> str | None:
     groups: dict[str, UsageTotal] = {}
     total = UsageTotal()
     for e in history:
         if e.kind == "user":
             continue
         label = "observer" if e.kind == "observer" else one_line(e.agent)
-        groups[label] = groups.get(label, UsageTotal()).plus(e)
-        total = total.plus(e)
+        groups[label] = groups.get(label, UsageTotal()).plus(e, unpriced)
+        total = total.plus(e, unpriced)
     if not total.usage.recorded and not total.unreported:
         return None
     items = [
-        f"{name}: {usage_words(u, _usage_label(u.usage))}"
+        f"{name}: {usage_words(u, _usage_label(u))}"
         for name, u in groups.items()
         if u.usage.recorded or u.unreported
     ]
-    items.append(f"total: {usage_words(total, _usage_label(total.usage))}")
+    items.append(f"total: {usage_words(total, _usage_label(total))}")
     return "Usage — " + " | ".join(items)
 
 
@@ -619,7 +622,7 @@ def delivery_text(state: RoundtableState, result: RoundtableResult | None = None
         *verdict_lines(result),
     ]
     if state.options.usage_footer:
-        footer = _usage_footer(state.history)
+        footer = _usage_footer(state.history, state.unpriced)
         if footer:
             lines.append(footer)
     lines.append(result.transcript)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -167,13 +167,18 @@ class UsageTotal:
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
     unreported: int = 0
+    unpriced: int = 0
+    """Counted turns of agents whose model lists no price (:attr:`RoundtableState.unpriced`):
+    the server records a cost of 0 for them, which is no measurement, so the cost is unknown."""
 
-    def plus(self, entry: HistoryEntry) -> UsageTotal:
-        """This total with ``entry`` counted."""
+    def plus(self, entry: HistoryEntry, unpriced: Collection[str] = ()) -> UsageTotal:
+        """This total with ``entry`` counted; ``unpriced``: the agents whose model lists no
+        price (:attr:`RoundtableState.unpriced`)."""
         return UsageTotal(
             self.usage.plus(entry.usage),
             self.turns + 1,
             self.unreported + int(entry.usage_unreported),
+            self.unpriced + int(entry.agent in unpriced),
         )
 
     @property
@@ -181,12 +186,19 @@ class UsageTotal:
         """Nothing was recorded and at least one answered turn reported no usage."""
         return self.unreported > 0 and not self.usage.recorded
 
+    @property
+    def cost_unknown(self) -> bool:
+        """The cost is unknown: nothing was recorded, or a counted turn's model lists no price."""
+        return self.unknown or self.unpriced > 0
+
     def dump(self) -> dict[str, Any]:
-        """The JSON form: the usage's fields (``null`` each when :attr:`unknown`) and
-        ``unreportedTurns`` (the sum is "at least" when > 0)."""
+        """The JSON form: the usage's fields (``null`` each when :attr:`unknown`; ``cost`` also
+        when :attr:`cost_unknown`) and ``unreportedTurns`` (the sum is "at least" when > 0)."""
         fields = self.usage.dump()
         if self.unknown:
             fields = {k: None for k in fields}
+        if self.cost_unknown:
+            fields["cost"] = None
         return {**fields, "unreportedTurns": self.unreported}
 
 
@@ -530,6 +542,10 @@ class RoundtableState(StateModel):
     title: str
     agents: list[str]
     models: dict[str, ModelRef] = Field(default_factory=dict)
+    unpriced: list[str] = Field(default_factory=list)
+    """Agents (seats, the observer) whose model lists no price in the server's providers when
+    the roundtable started: the server records a cost of 0 for their turns, which the result
+    reports as unknown (docs/result.md, usage). Empty when the providers could not be read."""
     total_rounds: int
     observer: str = BUILTIN_OBSERVER
     prompt: str

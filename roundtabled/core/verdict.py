@@ -713,28 +713,29 @@ def build_usage(state: RoundtableState) -> ResultUsage:
     counted = [e for e in state.history if e.kind != "user"]
     for e in counted:
         per.setdefault(e.agent, []).append(e)
-    total = _agent_usage(counted)
+    total = _agent_usage(counted, state.unpriced)
     return ResultUsage(
         input=total.input,
         output=total.output,
         cost=total.cost,
         unreported_turns=total.unreported_turns,
-        per_agent={name: _agent_usage(entries) for name, entries in per.items()},
+        per_agent={name: _agent_usage(entries, state.unpriced) for name, entries in per.items()},
     )
 
 
-def _agent_usage(entries: Sequence[HistoryEntry]) -> AgentUsage:
-    """The contract's form of :class:`UsageTotal` (output includes reasoning)."""
+def _agent_usage(entries: Sequence[HistoryEntry], unpriced: Sequence[str]) -> AgentUsage:
+    """The contract's form of :class:`UsageTotal` (output includes reasoning); the cost is
+    ``None`` when a turn's model lists no price (``unpriced``)."""
     total = UsageTotal()
     for e in entries:
-        total = total.plus(e)
+        total = total.plus(e, unpriced)
     if total.unknown:
         return AgentUsage(input=None, output=None, cost=None, unreported_turns=total.unreported)
     u = total.usage
     return AgentUsage(
         input=u.input,
         output=u.output + u.reasoning,
-        cost=round(u.cost, 8),
+        cost=None if total.cost_unknown else round(u.cost, 8),
         unreported_turns=total.unreported,
     )
 

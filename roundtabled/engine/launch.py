@@ -43,12 +43,15 @@ from roundtabled.opencode.client import OpenCodeClient
 @dataclass(frozen=True)
 class DirectoryReads:
     """What a start reads of a directory's server instance: ``agents`` (``GET /agent``),
-    ``config`` (``GET /config``) and ``known_models`` (the ``provider/model`` labels of
-    ``GET /config/providers``; ``None`` when that read failed: only a warning depends on it)."""
+    ``config`` (``GET /config``), ``known_models`` (the ``provider/model`` labels of
+    ``GET /config/providers``; ``None`` when that read failed: only a warning depends on it) and
+    ``priced_models`` (those of them with a price, :func:`roundtabled.core.wire.model_prices`;
+    ``None`` likewise)."""
 
     agents: list[dict[str, Any]]
     config: dict[str, Any]
     known_models: set[str] | None
+    priced_models: set[str] | None = None
 
 
 class InstanceReads:
@@ -118,14 +121,17 @@ async def read_directory(client: OpenCodeClient, directory: str | None) -> Direc
         available = await client.agents(directory)
         config = await config_task
         known_models: set[str] | None = None
+        priced: set[str] | None = None
         with contextlib.suppress(RoundtableError):
-            known_models = wire.provider_models(await providers_task)
+            providers = await providers_task
+            known_models = wire.provider_models(providers)
+            priced = set(wire.model_prices(providers))
     finally:
         for task in (config_task, providers_task):
             if not task.done():
                 task.cancel()
         await asyncio.gather(config_task, providers_task, return_exceptions=True)
-    return DirectoryReads(available, config, known_models)
+    return DirectoryReads(available, config, known_models, priced)
 
 
 async def new_state(
@@ -205,6 +211,26 @@ async def new_state(
         found = await reads.get(client, directory)
         models = checked_models(req, observer, found)
     available, known_models = found.agents, found.known_models
+    # The server records a cost of 0 for a model without a price: the result says "unknown"
+    # for those agents' turns (docs/result.md, usage), and a USD budget cannot be kept.
+    observer_agent = observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT
+    unpriced = (
+        []
+        if found.priced_models is None
+        else [
+            name
+            for name in dict.fromkeys([*req.agents, observer_agent])
+            if name in models and models[name].label() not in found.priced_models
+        ]
+    )
+    if req.budget is not None and req.budget.usd is not None and unpriced:
+        labels = ", ".join(f"{n} ({models[n].label()})" for n in unpriced)
+        raise ValidationFailed(
+            "budget.usd",
+            f"budget.usd (--budget-usd): the price of {labels} is unknown (the server lists "
+            "none for the model), so spending cannot be measured; set the model's cost in "
+            "opencode.json, or use budget.tokens (--budget-tokens)",
+        )
     title = req.title or prompts.default_title(req.prompt)
     state_msg, state_part = ids.message_id(), ids.part_id()
     session = await client.create_session(
@@ -250,6 +276,7 @@ async def new_state(
                 )
     return RoundtableState(
         notes=notes,
+        unpriced=unpriced,
         sessionID=str(session["id"]),
         parentSessionID=req.parent_session_id,
         directory=wire.session_directory(session) or directory,

@@ -185,7 +185,7 @@ def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]
     ``result``: a roundtable that is over also carries its result contract (``result``,
     docs/result.md; ``None`` while it runs): the single status, not the list."""
     st = table.state
-    usage = usage_table(st.history)
+    usage = usage_table(st.history, st.unpriced)
     pend = st.pending
     return {
         "sessionID": st.session_id,

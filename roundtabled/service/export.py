@@ -7,11 +7,12 @@ persisted final state keeps only capped previews).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from roundtabled.core import history, wire
 from roundtabled.core.result import build_result, usage_table
-from roundtabled.core.state import RoundtableState
+from roundtabled.core.state import HistoryEntry, RoundtableState
 from roundtabled.core.verdict import consensus_text
 from roundtabled.engine.registry import Engine
 
@@ -40,7 +41,7 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
     ``status``, ``verdict``, ``summary`` with its honesty header, ``usage``) plus the transcript
     (``turns``, every turn in full) and the debate's set-up. ``observerSummary`` is the observer's
     own text; ``usage`` adds ``perRound`` and ``total`` to the contract's totals."""
-    usage = usage_table(state.history)
+    usage = usage_table(state.history, state.unpriced)
     contract = build_result(state).dump()
     return {
         **contract,
@@ -58,10 +59,7 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
         "phase": state.phase.value,
         "endReason": state.end_reason.value if state.end_reason else None,
         "errors": state.errors,
-        "turns": [
-            {**e.dump(), **({"usageUnknown": True} if e.usage_unreported else {})}
-            for e in state.history
-        ],
+        "turns": [_turn(e, state.unpriced) for e in state.history],
         "summary": contract["summary"],
         "observerSummary": state.summary,
         "usage": {
@@ -71,6 +69,16 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
             "total": usage["total"].dump(),
         },
     }
+
+
+def _turn(e: HistoryEntry, unpriced: Sequence[str]) -> dict[str, Any]:
+    """One history entry as the export lists it: ``usageUnknown`` when the server reported no
+    usage for it, and its ``usage.cost`` ``null`` when its model lists no price (docs/result.md,
+    usage)."""
+    d = {**e.dump(), **({"usageUnknown": True} if e.usage_unreported else {})}
+    if e.agent in unpriced and isinstance(d.get("usage"), dict):
+        d["usage"] = {**d["usage"], "cost": None}
+    return d
 
 
 def _md_cell(value: object) -> str:
@@ -190,10 +198,14 @@ def to_markdown(data: dict[str, Any]) -> str:
         if turn.get("usageUnknown"):
             lines += ["<sub>usage unknown (the server reported none)</sub>", ""]
         elif usage.get("input") or usage.get("output"):
+            cost = (
+                "cost unknown"
+                if usage.get("cost") is None
+                else f"${float(usage.get('cost', 0)):.4f}"
+            )
             lines += [
                 f"<sub>{_fmt_tokens(int(usage.get('input', 0)))} in · "
-                f"{_fmt_tokens(int(usage.get('output', 0)))} out · "
-                f"${float(usage.get('cost', 0)):.4f}</sub>",
+                f"{_fmt_tokens(int(usage.get('output', 0)))} out · {cost}</sub>",
                 "",
             ]
     if data.get("errors"):
@@ -228,7 +240,5 @@ def _usage_cells(u: dict[str, Any]) -> str:
     if u.get("input") is None:
         return "unknown | unknown | unknown"
     at_least = "≥ " if u.get("unreportedTurns") else ""
-    return (
-        f"{at_least}{u.get('input', 0)} | {at_least}{u.get('output', 0)} | "
-        f"{at_least}{float(u.get('cost') or 0):.4f}"
-    )
+    cost = "unknown" if u.get("cost") is None else f"{at_least}{float(u['cost']):.4f}"
+    return f"{at_least}{u.get('input', 0)} | {at_least}{u.get('output', 0)} | {cost}"

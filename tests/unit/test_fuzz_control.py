@@ -63,8 +63,11 @@ class StubEngine:
             check_agents(req.agents, req.observer, AVAILABLE)
         return _StubState()
 
-    def status(self, s2: str) -> dict[str, Any] | None:
+    def status(self, s2: str, *, result: bool = False) -> dict[str, Any] | None:
         return {"phase": "active"} if s2 == KNOWN else None
+
+    async def stored_status(self, s2: str, *, result: bool = False) -> dict[str, Any] | None:
+        return None
 
     async def wait_result(self, s2: str, timeout: float) -> dict[str, Any] | None:
         if s2 != KNOWN:
