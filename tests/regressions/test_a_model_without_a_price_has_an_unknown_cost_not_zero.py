@@ -13,7 +13,7 @@ from __future__ import annotations
 from roundtabled.cli.show import usage_cells
 from roundtabled.core.result import build_result, delivery_text, usage_table
 from roundtabled.core.state import Usage
-from roundtabled.service.export import _usage_cells
+from roundtabled.service.export import to_data, to_markdown
 from tests.e2e.conftest import RT
 from tests.states import finished as state_of
 from tests.states import seat_turn as turn
@@ -31,7 +31,11 @@ def test_an_unpriced_model_s_cost_is_unknown_in_the_result_and_the_texts() -> No
     assert "$0" not in text and "cost unknown (no price listed)" in text
     total = usage_table(state.history, state.unpriced)["total"].dump()
     assert total["cost"] is None and "cost unknown" in usage_cells(total)
-    assert _usage_cells(total).endswith("| unknown")
+    data = to_data(state)
+    assert data["usage"]["total"]["cost"] is None
+    assert all(t["usage"]["cost"] is None for t in data["turns"])
+    md = to_markdown(data)
+    assert "| **total** | 800 | 160 | unknown |" in md and "$0" not in md
 
 
 def test_a_priced_model_keeps_its_recorded_cost() -> None:
