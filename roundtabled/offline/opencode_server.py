@@ -25,6 +25,7 @@ import atexit
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import time
@@ -197,8 +198,43 @@ def agent_prompts_of(config: dict[str, Any]) -> dict[str, str]:
 # ----------------------------------------------------------------------------------------------
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 10000
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for ports it picks itself (``bind(0)``, outgoing connections), inclusive.
+
+    Read from ``/proc/sys/net/ipv4/ip_local_port_range``; Linux's default ``(32768, 60999)`` where
+    that file cannot be read."""
+    try:
+        low, high = (int(x) for x in _EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
+    """A TCP port on 127.0.0.1 that is free now and that the kernel never picks by itself.
+
+    The port is chosen at random below the kernel's ephemeral range and checked with a bind. A
+    port from ``bind(0)`` comes from the pool the kernel also draws outgoing connections' local
+    ports from, so between this call and the caller's own bind (seconds later, after an
+    ``opencode serve`` started) a client socket could take it and the caller fails with "address
+    already in use". Below the range only another explicit bind can. Falls back to ``bind(0)``
+    when the range leaves no room or 200 tries found nothing free.
+    """
+    low, _ = ephemeral_port_range()
+    rng = random.SystemRandom()
+    if low - 1 > _LOWEST_PORT:
+        for _ in range(200):
+            port = rng.randint(_LOWEST_PORT, low - 1)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

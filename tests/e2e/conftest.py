@@ -228,7 +228,14 @@ class RT:
         settings = load_settings(cli, env=self.settings_env)
         self.daemon = Daemon(settings)
         self.task = asyncio.create_task(self.daemon.run())
-        await asyncio.wait_for(self.daemon.engine.ready.wait(), 30)
+        # A daemon that exits at start (a port it cannot bind) fails the test now, not after 30 s.
+        ready = asyncio.ensure_future(self.daemon.engine.ready.wait())
+        done, _ = await asyncio.wait({ready, self.task}, timeout=30, return_when="FIRST_COMPLETED")
+        if ready not in done:
+            ready.cancel()
+            if self.task in done:
+                raise AssertionError(f"the daemon exited at start with {self.task.result()}")
+            raise TimeoutError("the daemon was not ready after 30 s")
 
 
 async def make_rt(tmp_path: Path, llm: ScriptedLLM, server: OpenCodeServer, **overrides: Any) -> RT:

@@ -6,12 +6,12 @@ daemon took to reconnect. The stream now records when it went down (health:
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
+from roundtabled.offline.opencode_server import free_port
 from roundtabled.opencode.stream import EventStream
 from roundtabled.service import config as cfg
 from roundtabled.service import doctor
@@ -19,12 +19,6 @@ from roundtabled.service.control import iso_utc
 from tests.e2e.cli_helpers import cli
 from tests.e2e.conftest import RT
 from tests.e2e.edge_helpers import wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_doctor_says_the_event_stream_is_reconnecting_not_down(
