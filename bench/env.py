@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
@@ -437,3 +438,12 @@ class Env:
                 return
             await asyncio.sleep(0.05)
         raise RuntimeError(f"{session} still busy after {timeout} s")
+
+
+def emit_json(result: object, out: str | Path | None) -> None:
+    """Print ``result`` as indented JSON on stdout and, when ``out`` names a file, write it there
+    too (the bench commands' ``--out``)."""
+    text = json.dumps(result, indent=2)
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
+    sys.stdout.write(text + "\n")

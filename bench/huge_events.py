@@ -27,9 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from bench.env import Env
+from bench.env import Env, emit_json
 from roundtabled.offline.scripted_actions import Text
 
 HUGE = 8 * 1024 * 1024
@@ -114,8 +112,4 @@ if __name__ == "__main__":
     parser.add_argument("--others", type=int, default=10, help="roundtables beside the huge one")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
-    report = asyncio.run(main(args.others))
-    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit_json(asyncio.run(main(args.others)), args.out)

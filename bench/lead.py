@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -28,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import debate
-from bench.env import TOPIC, Env
+from bench.env import TOPIC, Env, emit_json
 from roundtabled.opencode.client import OpenCodeClient
 
 CALLS = (
@@ -129,11 +127,7 @@ def main() -> None:
     a = p.parse_args()
     if a.runs < 2:
         p.error("--runs must be at least 2 (the first start in a directory reads it)")
-    result = asyncio.run(measure(a.runs))
-    text = json.dumps(result, indent=2)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    emit_json(asyncio.run(measure(a.runs)), a.out)
 
 
 if __name__ == "__main__":

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from bench.env import emit_json
 from bench.eval_local import ANSWER_CLOSING
 from roundtabled.cli.eval_runner import topic_for
 from roundtabled.core import prompts, scoring
@@ -92,9 +90,9 @@ def question_last(q: Question, rounds: int = 1, note: bool = True, closing: str 
         f"You are {name}. Speak only as {name}.",
     ]
     if note:
-        lines.append(prompts._OPENING_NOTE)
+        lines.append(prompts.OPENING_NOTE)
     if rounds == 1:
-        lines.append(prompts._LAST_ROUND)
+        lines.append(prompts.LAST_ROUND)
     lines += ["", f"[Topic] {topic_for(q, 'answer')}", "", closing or ANSWER_CLOSING]
     return "\n".join(lines)
 
@@ -199,11 +197,7 @@ def main() -> None:
     p.add_argument("--only", default="", help="run only the forms whose name contains this text")
     p.add_argument("--out")
     a = p.parse_args()
-    result = asyncio.run(run(a.base_url, a.model, a.level, a.limit, a.samples, a.only))
-    text = json.dumps(result, indent=2)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    emit_json(asyncio.run(run(a.base_url, a.model, a.level, a.limit, a.samples, a.only)), a.out)
 
 
 if __name__ == "__main__":

@@ -107,11 +107,13 @@ delivery …" does not). Any other prompt is a new topic. The spec names the fir
 ("Debate more", "Continue", "Dive deeper"); the others are common phrasings of the same intent.
 """
 
-_OPENING_NOTE = (
+OPENING_NOTE = (
     "Note: the assistant messages in this conversation are the debaters' turns in speaking order, "
     "not only yours; each later prompt says who spoke since your last turn."
 )
-_LAST_ROUND = "[System] This is the last prompt — finalize your thoughts"
+"""The note of a seat's first turn (``turn_text``); ``bench.prompt_forms`` reuses it."""
+LAST_ROUND = "[System] This is the last prompt — finalize your thoughts"
+"""The line of a seat's last turn (spec wording; ``turn_text``)."""
 _NOBODY = "Nobody has spoken since your last turn."
 
 
@@ -485,13 +487,13 @@ def turn_prompt(
     if side is not None:
         head.append(side_instruction(one_line(side)))
     if opening:
-        head.append(_OPENING_NOTE)
+        head.append(OPENING_NOTE)
     elif change is not None:
         head.append(_change_question(change))
     table = stances_block(state) if round_index >= 1 else ""
     framing_tail = [table] if table else []
     if round_index + 1 >= total:
-        framing_tail.append(_LAST_ROUND)
+        framing_tail.append(LAST_ROUND)
     end = ["", f"[Topic] {topic}", "", CLOSING_LINE]
     skeleton = "\n".join([*head, *framing_tail, *end])
     used = _utf8_len(skeleton) - _utf8_len(topic) + 1  # +1: the newline before the block

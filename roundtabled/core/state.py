@@ -266,6 +266,13 @@ BUILTIN_OBSERVER = "built-in"
 OBSERVER_AGENT = "roundtable-observer"
 """Hidden, tool-less OpenCode agent that runs the built-in observer (installed with the tools)."""
 
+
+def observer_agent_of(observer: str) -> str:
+    """The OpenCode agent that runs the observer turn of ``observer`` (an agent's name, or
+    ``BUILTIN_OBSERVER`` for the daemon's own, run by ``OBSERVER_AGENT``)."""
+    return OBSERVER_AGENT if observer == BUILTIN_OBSERVER else observer
+
+
 MAX_ROUNDS = 50
 """Upper bound of ``rounds`` (docs/behaviour.md, 'The call'), per call (start or extend)."""
 MAX_TOTAL_ROUNDS = 200
@@ -587,7 +594,7 @@ class RoundtableState(StateModel):
 
     def observer_agent(self) -> str:
         """The OpenCode agent that runs the observer turn."""
-        return OBSERVER_AGENT if self.observer == BUILTIN_OBSERVER else self.observer
+        return observer_agent_of(self.observer)
 
     def seat_turns(self) -> list[HistoryEntry]:
         """History entries that are seat turns, oldest first."""

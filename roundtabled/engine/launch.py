@@ -31,6 +31,7 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
     VerdictRecord,
+    observer_agent_of,
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents, check_extend_rounds
 from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry, directory_key
@@ -213,7 +214,7 @@ async def new_state(
     available, known_models = found.agents, found.known_models
     # The server records a cost of 0 for a model without a price: the result says "unknown"
     # for those agents' turns (docs/result.md, usage), and a USD budget cannot be kept.
-    observer_agent = observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT
+    observer_agent = observer_agent_of(observer)
     unpriced = (
         []
         if found.priced_models is None
@@ -265,9 +266,7 @@ async def new_state(
     # A seat whose model the server lacks still runs and fails honestly each turn (the server's
     # "Model not found"); said at the start so the caller need not wait for it.
     if known_models:  # an empty or unreadable list says nothing about any model
-        for name in dict.fromkeys(
-            [*req.agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]
-        ):
+        for name in dict.fromkeys([*req.agents, observer_agent]):
             label = models[name].label()
             if label not in known_models:
                 notes.append(
@@ -419,7 +418,7 @@ def seat_models(
         )
     default_model = wire.model_ref(config.get("model"))
     models: dict[str, ModelRef] = {}
-    for name in [*agents, observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT]:
+    for name in [*agents, observer_agent_of(observer)]:
         ref = by_name.get(name) or default_model
         if ref is None:
             raise ValidationFailed(
