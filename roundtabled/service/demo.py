@@ -511,6 +511,43 @@ async def first_child_exit(demo: DemoEnv) -> str:
         await asyncio.sleep(CHILD_POLL_S)
 
 
+class BadArgument(ValueError):
+    """A demo flag (or environment variable) that is bad or does not apply; the message names
+    it, what it takes and why."""
+
+
+DEGRADED_NEEDS_OFFLINE = (
+    "--degraded needs the offline scripted model (it scripts dev's provider failing on every "
+    "turn), so it cannot be combined with {source} (a real model); {fix}"
+)
+"""The refusal of ``--degraded`` on a real model: a real provider cannot be made to fail on
+dev's turns alone, and a demo that ran healthy under ``--degraded`` would show nothing it says."""
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Check the flags and environment variables before anything starts, and fill in
+    ``args.base_url`` / ``args.model`` (:func:`local_model`).
+
+    Raises:
+        BadArgument: a flag that does not apply (``--degraded`` on a real model,
+            ``--transcript`` with ``--serve``).
+        provider.BadModelOption: a bad URL or model name.
+    """
+    local_model(args)
+    own_model = None if args.base_url else os.environ.get("ROUNDTABLED_DEMO_MODEL") or None
+    if args.degraded and (args.base_url or own_model):
+        source = "ROUNDTABLED_DEMO_MODEL" if own_model else args.base_url_source
+        fix = (
+            "drop one of them" if source.startswith("--") else f"unset {source} or drop --degraded"
+        )
+        raise BadArgument(DEGRADED_NEEDS_OFFLINE.format(source=source, fix=fix))
+    if args.serve and args.transcript:
+        raise BadArgument(
+            "--transcript does not apply to --serve: it runs no debate of its own (export one "
+            "you start by hand with: roundtabled export SES --format md -o FILE)"
+        )
+
+
 def local_model(args: argparse.Namespace) -> None:
     """Fill ``args.base_url`` / ``args.model`` from the flags or ``ROUNDTABLED_DEMO_BASE_URL`` /
     ``ROUNDTABLED_DEMO_MODEL`` (with a base URL, the latter is the served model's name), checked.
@@ -524,6 +561,7 @@ def local_model(args: argparse.Namespace) -> None:
             raise provider.BadModelOption("--model needs --base-url (the server that serves it)")
         return
     flag = "--base-url" if args.base_url else "ROUNDTABLED_DEMO_BASE_URL"
+    args.base_url_source = flag
     args.base_url = provider.check_base_url(base, flag)
     name = args.model or os.environ.get("ROUNDTABLED_DEMO_MODEL")
     if not name:
@@ -569,8 +607,8 @@ def main() -> int:
     )
     args = p.parse_args()
     try:
-        local_model(args)
-    except provider.BadModelOption as exc:
+        check_arguments(args)
+    except (BadArgument, provider.BadModelOption) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     try:
