@@ -530,11 +530,14 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     Raises:
         BadArgument: a flag that does not apply (``--degraded`` on a real model,
-            ``--transcript`` with ``--serve``).
+            ``--transcript`` with ``--serve``) or ``ROUNDTABLED_DEMO_MODEL`` without a provider
+            (:func:`check_own_model`).
         provider.BadModelOption: a bad URL or model name.
     """
     local_model(args)
     own_model = None if args.base_url else os.environ.get("ROUNDTABLED_DEMO_MODEL") or None
+    if own_model is not None:
+        check_own_model(own_model)
     if args.degraded and (args.base_url or own_model):
         source = "ROUNDTABLED_DEMO_MODEL" if own_model else args.base_url_source
         fix = (
@@ -545,6 +548,23 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise BadArgument(
             "--transcript does not apply to --serve: it runs no debate of its own (export one "
             "you start by hand with: roundtabled export SES --format md -o FILE)"
+        )
+
+
+def check_own_model(value: str) -> None:
+    """``ROUNDTABLED_DEMO_MODEL`` without a base URL: one of your OpenCode providers' models,
+    ``provider/model``. A bare name (``local``) is refused here; OpenCode would refuse it only
+    once the debate starts (an agent without a model).
+
+    Raises:
+        BadArgument: naming the variable and both forms it takes.
+    """
+    prov, slash, name = value.strip().partition("/")
+    if not slash or not prov or not name or any(c.isspace() for c in value.strip()):
+        raise BadArgument(
+            f"ROUNDTABLED_DEMO_MODEL = {value!r}; expected provider/model (a model of your "
+            "OpenCode providers, e.g. anthropic/claude-sonnet-4-5), or a local server's model "
+            "name with --base-url URL (or ROUNDTABLED_DEMO_BASE_URL)"
         )
 
 
