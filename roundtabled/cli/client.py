@@ -62,11 +62,17 @@ new field adds it here."""
 def name_the_flag(message: str, field: str | None) -> str:
     """``message`` (an API error about ``field``) with the field named as its CLI flag: a
     message that starts with the field gets the flag instead; any other gets ``FLAG: `` in
-    front. Unchanged when the field has no flag."""
+    front. Unchanged when the field has no flag. A daemon message that names a field and its
+    flag both (``budget.usd (--budget-usd)``, for the tool's caller and the CLI's) names the
+    flag alone."""
+    for name, spelled in FLAG_FOR_FIELD.items():
+        message = message.replace(f"{name} ({spelled})", spelled)
     flag = FLAG_FOR_FIELD.get(field or "")
     if flag is None:
         return message
     body = message.removeprefix("Error:").lstrip()
+    if body.startswith(flag):
+        return f"Error: {body}"
     if re.match(rf"{re.escape(str(field))}\b", body):
         body = flag + body[len(str(field)) :]
     else:

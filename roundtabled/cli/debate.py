@@ -69,6 +69,26 @@ def deliberation_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def turn_timeout_flag(value: float | None) -> float | None:
+    """``turnTimeout`` of the control API body from ``--turn-timeout`` (``None``: not given).
+
+    Raises:
+        CliError: exit 2, a value the daemon's rule refuses
+            (:func:`roundtabled.core.validation.parse_request`), ``--turn-timeout`` named. Checked
+            here because JSON has no NaN or infinity: orjson sends ``nan`` as null, which the
+            daemon reads as "not set" and runs on its default.
+    """
+    if value is None:
+        return None
+    try:
+        checked = validation.parse_request(
+            {"prompt": "turn timeout check", "agents": [], "turnTimeout": value}
+        )
+    except ValidationFailed as exc:
+        raise CliError(name_the_flag(str(exc), exc.field), EXIT_USAGE) from None
+    return checked.turn_timeout
+
+
 def side_flags(values: list[str] | None) -> dict[str, str] | None:
     """``sides`` of the control API body from the repeatable ``--side SEAT=SIDE`` flags.
 
@@ -124,7 +144,7 @@ def start_body(args: argparse.Namespace) -> dict[str, Any]:
         ("observer", args.observer),
         ("title", args.title),
         ("parentSessionID", args.parent),
-        ("turnTimeout", args.turn_timeout),
+        ("turnTimeout", turn_timeout_flag(args.turn_timeout)),
         ("directory", str(Path(args.directory).resolve()) if args.directory else None),
     ):
         if value is not None:

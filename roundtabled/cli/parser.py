@@ -275,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_install_service,
     ):
         add(sub)
+    for command in sub.choices.values():
+        if isinstance(command, UsageParser):
+            command.commands = dict(sub.choices)
     return p
 
 

@@ -14,10 +14,12 @@ def read_topic(value: str) -> str:
     ``@FILE`` for a UTF-8 file (a topic too long or multi-line for a shell argument).
 
     Raises:
-        CliError: the file cannot be read or is not UTF-8, or the topic is longer than the
-            daemon takes (:data:`MAX_PROMPT_CHARS`): exit code 2, ``PROMPT`` named. The length is
-            checked here, by the daemon's own rule, because a topic of a few hundred KB makes
-            a request body over the control API's size limit, refused before any field is read.
+        CliError: the file cannot be read or is not UTF-8, the file or standard input holds no
+            text, or the topic is longer than the daemon takes (:data:`MAX_PROMPT_CHARS`): exit
+            code 2, ``PROMPT`` named. The length is checked here, by the daemon's own rule,
+            because a topic of a few hundred KB makes a request body over the control API's size
+            limit, refused before any field is read; an empty file here because the daemon can
+            only name the empty string, not the file it came from.
     """
     topic = _read(value)
     if len(topic) > MAX_PROMPT_CHARS:
@@ -28,11 +30,11 @@ def read_topic(value: str) -> str:
 
 def _read(value: str) -> str:
     if value == "-":
-        return sys.stdin.read()
+        return _some_text(sys.stdin.read(), "standard input")
     if value.startswith("@") and len(value) > 1:
         path = Path(value[1:]).expanduser()
         try:
-            return path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise CliError(
@@ -40,4 +42,16 @@ def _read(value: str) -> str:
                 "- for standard input, or @FILE)",
                 EXIT_USAGE,
             ) from None
+        return _some_text(text, f"the file {str(path)!r}")
     return value
+
+
+def _some_text(topic: str, source: str) -> str:
+    """``topic`` read from ``source`` (in words), refused when it holds no text."""
+    if not topic.strip():
+        raise CliError(
+            f"Error: PROMPT: {source} holds no text (give the topic itself, - for standard "
+            "input, or @FILE)",
+            EXIT_USAGE,
+        )
+    return topic

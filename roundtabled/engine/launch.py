@@ -156,12 +156,7 @@ async def new_state(
     """
     assert req.agents is not None
     directory = req.directory
-    if directory is not None and not Path(directory).is_dir():
-        raise ValidationFailed(
-            "directory",
-            f"directory {directory!r} does not exist (give the project "
-            "directory OpenCode serves, or omit it for the server's own)",
-        )
+    check_directory_exists(directory)
     parent: dict[str, Any] | None = None
     if req.parent_session_id and directory is None:
         # The agents of S1's project, not of the server's own directory (a server started as a
@@ -212,26 +207,9 @@ async def new_state(
         found = await reads.get(client, directory)
         models = checked_models(req, observer, found)
     available, known_models = found.agents, found.known_models
-    # The server records a cost of 0 for a model without a price: the result says "unknown"
-    # for those agents' turns (docs/result.md, usage), and a USD budget cannot be kept.
     observer_agent = observer_agent_of(observer)
-    unpriced = (
-        []
-        if found.priced_models is None
-        else [
-            name
-            for name in dict.fromkeys([*req.agents, observer_agent])
-            if name in models and models[name].label() not in found.priced_models
-        ]
-    )
-    if req.budget is not None and req.budget.usd is not None and unpriced:
-        labels = ", ".join(f"{n} ({models[n].label()})" for n in unpriced)
-        raise ValidationFailed(
-            "budget.usd",
-            f"budget.usd (--budget-usd): the price of {labels} is unknown (the server lists "
-            "none for the model), so spending cannot be measured; set the model's cost in "
-            "opencode.json, or use budget.tokens (--budget-tokens)",
-        )
+    unpriced = unpriced_agents(req.agents, observer, models, found.priced_models)
+    check_usd_budget(req, models, unpriced)
     title = req.title or prompts.default_title(req.prompt)
     state_msg, state_part = ids.message_id(), ids.part_id()
     session = await client.create_session(
@@ -311,6 +289,63 @@ def check_plugin(version: str | None) -> None:
     """
     if version is None:
         raise ValidationFailed("context", RECENT_NEEDS_PLUGIN)
+
+
+def check_directory_exists(directory: str | None) -> None:
+    """A call's ``directory`` (``None``: the server's own) must exist: checked before the
+    agents are read from it, so a mistyped directory is named, not an agent it lacks.
+
+    Raises:
+        ValidationFailed: field ``directory``.
+    """
+    if directory is not None and not Path(directory).is_dir():
+        raise ValidationFailed(
+            "directory",
+            f"directory {directory!r} does not exist (give the project "
+            "directory OpenCode serves, or omit it for the server's own)",
+        )
+
+
+def unpriced_agents(
+    agents: Sequence[str],
+    observer: str,
+    models: dict[str, ModelRef],
+    priced_models: set[str] | None,
+) -> list[str]:
+    """The seats (and the observer's agent) whose model lists no price, in order.
+
+    The server records a cost of 0 for such a model: the result says "unknown" for those
+    agents' turns (docs/result.md, usage), and a USD budget cannot be kept
+    (:func:`check_usd_budget`). ``priced_models``: the priced ``provider/model`` labels; ``None``
+    when the providers could not be read (then no model is called unpriced).
+    """
+    if priced_models is None:
+        return []
+    observer_agent = observer_agent_of(observer)
+    return [
+        name
+        for name in dict.fromkeys([*agents, observer_agent])
+        if name in models and models[name].label() not in priced_models
+    ]
+
+
+def check_usd_budget(
+    req: RoundtableRequest, models: dict[str, ModelRef], unpriced: Sequence[str]
+) -> None:
+    """A USD budget needs every model's price (a start and a dry run refuse it alike).
+
+    Raises:
+        ValidationFailed: field ``budget.usd``, naming the unpriced agents and their models.
+    """
+    if req.budget is None or req.budget.usd is None or not unpriced:
+        return
+    labels = ", ".join(f"{n} ({models[n].label()})" for n in unpriced)
+    raise ValidationFailed(
+        "budget.usd",
+        f"budget.usd (--budget-usd): the price of {labels} is unknown (the server lists "
+        "none for the model), so spending cannot be measured; set the model's cost in "
+        "opencode.json, or use budget.tokens (--budget-tokens)",
+    )
 
 
 async def parent_session(client: OpenCodeClient, session_id: str) -> dict[str, Any]:

@@ -12,7 +12,11 @@ vLLM): the demo writes its provider configuration (:mod:`roundtabled.service.pro
 ``ROUNDTABLED_DEMO_MODEL=provider/model`` alone (e.g. ``anthropic/claude-sonnet-4-5``) uses your
 own model through your OpenCode credentials (``opencode auth login`` stores them under
 ``$XDG_DATA_HOME/opencode``); otherwise the offline scripted model answers (no network), and the
-demo says so.
+demo says so. ``--turn-timeout S`` gives a slow model more time per turn (the demo daemon's
+``turn_timeout``); ``--output-limit N`` / ``--context-limit N`` set the local model's
+``limit.output`` / ``limit.context`` (with ``--base-url``). The flags are checked before anything
+starts, by the rules of ``roundtabled start`` and ``roundtabled eval``: a bad or inapplicable one
+is one ``Error:`` line, exit code 2.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from roundtabled.core import validation
+from roundtabled.errors import ValidationFailed
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
 from roundtabled.offline.orchestrator import orchestrator_reply
 from roundtabled.offline.scripted_actions import HttpError, Text
@@ -212,7 +218,15 @@ class DemoEnv:
     daemon: subprocess.Popen[bytes]
 
 
-def write_config(path: Path, work: Path, *, server_url: str, port: int, token_file: Path) -> None:
+def write_config(
+    path: Path,
+    work: Path,
+    *,
+    server_url: str,
+    port: int,
+    token_file: Path,
+    turn_timeout: float | None = None,
+) -> None:
     """The demo daemon's own configuration file (docs: README, "Configuration"): where the
     server and the control API are, its token file and state, and a ``demo`` preset of the
     example panel. Every command that sets ``ROUNDTABLED_CONFIG`` to it (the ``export`` line of
@@ -225,6 +239,8 @@ def write_config(path: Path, work: Path, *, server_url: str, port: int, token_fi
         server_url: the demo's ``opencode serve``.
         port: the control API's TCP port.
         token_file: the daemon's token file.
+        turn_timeout: seconds per turn of every roundtable (``--turn-timeout``; ``None``: the
+            daemon's default).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     # JSON strings are TOML basic strings (the same escapes), so json.dumps quotes them.
@@ -237,7 +253,8 @@ def write_config(path: Path, work: Path, *, server_url: str, port: int, token_fi
         f"token_file = {q(str(token_file))}\n"
         f"key_file = {q(str(token_file.parent / 'signing-key'))}\n"
         f"state_dir = {q(str(work / 'roundtabled-state' / 'roundtabled'))}\n"
-        "\n[presets.demo]\n"
+        + (f"turn_timeout = {q(turn_timeout)}\n" if turn_timeout is not None else "")
+        + "\n[presets.demo]\n"
         'agents = ["pm", "dev", "rv"]\n'
         "rounds = 2\n"
     )
@@ -257,7 +274,8 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
     if args.base_url:
         print(
             f"demo: using the local model {args.model} at {args.base_url} (an OpenAI-compatible "
-            "server; provider configuration written for this run)"
+            "server; provider configuration written for this run: replies up to "
+            f"{args.output_limit} tokens, context {args.context_limit})"
         )
         config: dict[str, Any] = provider.with_local_model(
             {
@@ -270,6 +288,8 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
             args.base_url,
             args.model,
             ["pm", "dev", "rv"],
+            output=args.output_limit,
+            context=args.context_limit,
         )
         server_env: dict[str, str] = {}
     elif model:
@@ -321,7 +341,14 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
         await server.start()
         print(f"demo: OpenCode {server.url} (project {server.project_dir})")
         rt_env["ROUNDTABLED_SERVER_URL"] = server.url
-        write_config(config_file, work, server_url=server.url, port=port, token_file=token_file)
+        write_config(
+            config_file,
+            work,
+            server_url=server.url,
+            port=port,
+            token_file=token_file,
+            turn_timeout=args.turn_timeout,
+        )
         log = await asyncio.to_thread(open, work / "roundtabled.log", "wb")
         daemon = await asyncio.to_thread(
             subprocess.Popen,
@@ -511,6 +538,103 @@ async def first_child_exit(demo: DemoEnv) -> str:
         await asyncio.sleep(CHILD_POLL_S)
 
 
+class BadArgument(ValueError):
+    """A demo flag (or environment variable) that is bad or does not apply; the message names
+    it, what it takes and why."""
+
+
+DEGRADED_NEEDS_OFFLINE = (
+    "--degraded needs the offline scripted model (it scripts dev's provider failing on every "
+    "turn), so it cannot be combined with {source} (a real model); {fix}"
+)
+"""The refusal of ``--degraded`` on a real model: a real provider cannot be made to fail on
+dev's turns alone, and a demo that ran healthy under ``--degraded`` would show nothing it says."""
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Check the flags and environment variables before anything starts, and fill in
+    ``args.base_url`` / ``args.model`` (:func:`local_model`), ``args.turn_timeout`` (seconds or
+    ``None``) and ``args.output_limit`` / ``args.context_limit`` (tokens).
+
+    Raises:
+        BadArgument: a flag that does not apply (``--degraded`` on a real model,
+            ``--transcript`` with ``--serve``, a limit without ``--base-url``) or a bad value.
+        provider.BadModelOption: a bad URL, model name or limit.
+    """
+    local_model(args)
+    own_model = None if args.base_url else os.environ.get("ROUNDTABLED_DEMO_MODEL") or None
+    if own_model is not None:
+        check_own_model(own_model)
+    if args.degraded and (args.base_url or own_model):
+        source = "ROUNDTABLED_DEMO_MODEL" if own_model else args.base_url_source
+        fix = (
+            "drop one of them" if source.startswith("--") else f"unset {source} or drop --degraded"
+        )
+        raise BadArgument(DEGRADED_NEEDS_OFFLINE.format(source=source, fix=fix))
+    if args.serve and args.transcript:
+        raise BadArgument(
+            "--transcript does not apply to --serve: it runs no debate of its own (export one "
+            "you start by hand with: roundtabled export SES --format md -o FILE)"
+        )
+    args.turn_timeout = checked_turn_timeout(args.turn_timeout)
+    given = [
+        f
+        for f, v in (("--output-limit", args.output_limit), ("--context-limit", args.context_limit))
+        if v is not None
+    ]
+    if given and not args.base_url:
+        raise BadArgument(
+            f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} with --base-url "
+            "(the demo writes them into the local model's provider configuration; OpenCode's "
+            "own providers set their models' limits)"
+        )
+    args.output_limit, args.context_limit = provider.check_limits(
+        args.output_limit, args.context_limit
+    )
+
+
+def check_own_model(value: str) -> None:
+    """``ROUNDTABLED_DEMO_MODEL`` without a base URL: one of your OpenCode providers' models,
+    ``provider/model``. A bare name (``local``) is refused here; OpenCode would refuse it only
+    once the debate starts (an agent without a model).
+
+    Raises:
+        BadArgument: naming the variable and both forms it takes.
+    """
+    prov, slash, name = value.strip().partition("/")
+    if not slash or not prov or not name or any(c.isspace() for c in value.strip()):
+        raise BadArgument(
+            f"ROUNDTABLED_DEMO_MODEL = {value!r}; expected provider/model (a model of your "
+            "OpenCode providers, e.g. anthropic/claude-sonnet-4-5), or a local server's model "
+            "name with --base-url URL (or ROUNDTABLED_DEMO_BASE_URL)"
+        )
+
+
+def checked_turn_timeout(value: str | None) -> float | None:
+    """``--turn-timeout`` (seconds, as typed; ``None``: not given) checked by the rule of
+    ``roundtabled start --turn-timeout`` (the daemon's ``turnTimeout``,
+    :func:`roundtabled.core.validation.parse_request`), its message naming the flag.
+
+    Raises:
+        BadArgument: not a number of seconds from 1 to 86400.
+    """
+    if value is None:
+        return None
+    number: object
+    try:
+        number = float(value)
+    except ValueError:
+        number = value  # the rule names it as typed
+    try:
+        req = validation.parse_request(
+            {"prompt": "turn timeout check", "agents": [], "turnTimeout": number}
+        )
+    except ValidationFailed as exc:
+        text = str(exc).removeprefix("Error: ")
+        raise BadArgument(text.replace("turnTimeout", "--turn-timeout", 1)) from None
+    return req.turn_timeout
+
+
 def local_model(args: argparse.Namespace) -> None:
     """Fill ``args.base_url`` / ``args.model`` from the flags or ``ROUNDTABLED_DEMO_BASE_URL`` /
     ``ROUNDTABLED_DEMO_MODEL`` (with a base URL, the latter is the served model's name), checked.
@@ -524,6 +648,7 @@ def local_model(args: argparse.Namespace) -> None:
             raise provider.BadModelOption("--model needs --base-url (the server that serves it)")
         return
     flag = "--base-url" if args.base_url else "ROUNDTABLED_DEMO_BASE_URL"
+    args.base_url_source = flag
     args.base_url = provider.check_base_url(base, flag)
     name = args.model or os.environ.get("ROUNDTABLED_DEMO_MODEL")
     if not name:
@@ -535,9 +660,23 @@ def local_model(args: argparse.Namespace) -> None:
     )
 
 
+class DemoParser(argparse.ArgumentParser):
+    """The demo's flags; a usage error (an unknown flag, a missing value) is one ``Error:``
+    line and exit code 2, as every bad input of the project."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``Error: <message> (see scripts/demo --help)`` on stderr and exit 2.
+
+        Raises:
+            SystemExit: always, code 2.
+        """
+        sys.stderr.write(f"Error: {message} (see scripts/demo --help)\n")
+        sys.exit(2)
+
+
 def main() -> int:
     """Entry point of ``python -m roundtabled.service.demo``."""
-    p = argparse.ArgumentParser(prog="roundtabled-demo", description=__doc__.split("\n")[0])
+    p = DemoParser(prog="roundtabled-demo", description=__doc__.split("\n")[0])
     p.add_argument("--workdir", help="keep everything in this directory")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument(
@@ -567,10 +706,30 @@ def main() -> int:
         metavar="NAME",
         help="the model name that server serves (with --base-url; env ROUNDTABLED_DEMO_MODEL)",
     )
+    p.add_argument(
+        "--turn-timeout",
+        metavar="S",
+        help="seconds a seat's turn may take before it is aborted and skipped (1-86400; "
+        "default the daemon's, 300): more for a slow local model",
+    )
+    p.add_argument(
+        "--output-limit",
+        metavar="N",
+        help="with --base-url: tokens a reply may take, OpenCode's limit.output "
+        f"({provider.OUTPUT_LIMITS[0]}-{provider.OUTPUT_LIMITS[1]}, default "
+        f"{provider.DEFAULT_OUTPUT})",
+    )
+    p.add_argument(
+        "--context-limit",
+        metavar="N",
+        help="with --base-url: tokens of the model's context, OpenCode's limit.context "
+        f"({provider.CONTEXT_LIMITS[0]}-{provider.CONTEXT_LIMITS[1]}, default "
+        f"{provider.DEFAULT_CONTEXT}; the model server's own context must hold it)",
+    )
     args = p.parse_args()
     try:
-        local_model(args)
-    except provider.BadModelOption as exc:
+        check_arguments(args)
+    except (BadArgument, provider.BadModelOption) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     try:

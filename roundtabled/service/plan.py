@@ -1,9 +1,10 @@
 """The shell of a dry run (``dryRun``, ``roundtabled start --dry-run``): read the server, estimate.
 
-Reads the agents (their prompts and models), the server's configuration (its default model) and
-its providers (the models' prices) for the call's directory, checks the seats as a start would,
-and hands the figures to the pure estimate (:mod:`roundtabled.core.estimate`). Creates no
-session and writes nothing.
+Checks the call's directory, reads the agents (their prompts and models), the server's
+configuration (its default model) and its providers (the models' prices) for it, checks the
+seats and a USD budget as a start would (the same functions of
+:mod:`roundtabled.engine.launch`), and hands the figures to the pure estimate
+(:mod:`roundtabled.core.estimate`). Creates no session and writes nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from typing import Any
 
 from roundtabled.core import wire
 from roundtabled.core.estimate import Price, Seat, estimate, plan_json, plan_text
-from roundtabled.core.state import BUILTIN_OBSERVER, OBSERVER_AGENT
+from roundtabled.core.state import BUILTIN_OBSERVER, observer_agent_of
 from roundtabled.core.validation import RoundtableRequest, check_agents
-from roundtabled.engine.launch import parent_session, seat_models
+from roundtabled.engine.launch import (
+    check_directory_exists,
+    check_usd_budget,
+    parent_session,
+    seat_models,
+    unpriced_agents,
+)
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.client import OpenCodeClient
 
@@ -29,21 +36,28 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
         and in words (:func:`roundtabled.core.estimate.plan_text`).
 
     Raises:
-        ValidationFailed: the seats or the observer as a start would refuse them.
+        ValidationFailed: the directory, the seats, the observer or a USD budget as a start
+            would refuse them.
         TransportError: the server could not be reached.
     """
     assert req.agents is not None
     directory = req.directory
+    # First: the agents are read from this directory, so a missing one would be reported as
+    # an agent it lacks.
+    check_directory_exists(directory)
     if directory is None and req.parent_session_id:
         directory = wire.session_directory(await parent_session(client, req.parent_session_id))
     available = await client.agents(directory)
     config = await client.config(directory)
-    providers: dict[str, Any] = {}
+    providers: dict[str, Any] | None = None
     with contextlib.suppress(RoundtableError):  # no listing: every price is unknown
         providers = await client.providers(directory)
     observer = req.observer or BUILTIN_OBSERVER
     check_agents(req.agents, req.observer, available)
     models = seat_models(req.agents, observer, available, config)
+    listed = wire.model_prices(providers or {})
+    priced = None if providers is None else set(listed)
+    check_usd_budget(req, models, unpriced_agents(req.agents, observer, models, priced))
     prompt_of = {str(a.get("name")): a.get("prompt") for a in available}
     sides = req.sides or {}
 
@@ -57,8 +71,8 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
         )
 
     seats = [seat(a) for a in req.agents]
-    obs = seat(observer if observer != BUILTIN_OBSERVER else OBSERVER_AGENT)
-    prices = {k: Price(i, o) for k, (i, o) in wire.model_prices(providers).items()}
+    obs = seat(observer_agent_of(observer))
+    prices = {k: Price(i, o) for k, (i, o) in listed.items()}
     estimates = [
         estimate(
             seats,

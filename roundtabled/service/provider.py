@@ -66,6 +66,44 @@ DEFAULT_CONTEXT = 16384
 """``limit.context`` of a written model (tokens) unless told otherwise."""
 DEFAULT_OUTPUT = 2048
 """``limit.output`` of a written model (tokens) unless told otherwise."""
+OUTPUT_LIMITS = (64, 65536)
+"""``--output-limit``'s allowed range (tokens), the rule of ``roundtabled eval``'s flag."""
+CONTEXT_LIMITS = (1024, 2**21)
+"""``--context-limit``'s allowed range (tokens), the rule of ``roundtabled eval``'s flag."""
+
+
+def check_limits(output: str | None, context: str | None) -> tuple[int, int]:
+    """``--output-limit`` and ``--context-limit`` as given (``None``: the default), checked by
+    ``roundtabled eval``'s rule: whole numbers in :data:`OUTPUT_LIMITS` and
+    :data:`CONTEXT_LIMITS`, the output below the context (the context holds the prompt and the
+    reply).
+
+    Returns:
+        ``(output, context)`` in tokens.
+
+    Raises:
+        BadModelOption: naming the flag, its allowed range and the value given.
+    """
+    out = _whole(output, "--output-limit", *OUTPUT_LIMITS) or DEFAULT_OUTPUT
+    ctx = _whole(context, "--context-limit", *CONTEXT_LIMITS) or DEFAULT_CONTEXT
+    if out >= ctx:
+        raise BadModelOption(
+            f"--output-limit ({out}) must be below --context-limit ({ctx}): the context "
+            "holds the prompt and the reply"
+        )
+    return out, ctx
+
+
+def _whole(value: str | None, flag: str, low: int, high: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise BadModelOption(f"{flag} must be a whole number {low}-{high}, got {value!r}") from None
+    if not low <= n <= high:
+        raise BadModelOption(f"{flag} must be {low}-{high}, got {n}")
+    return n
 
 
 def provider_config(
