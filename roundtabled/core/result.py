@@ -576,7 +576,8 @@ def _position_line(p: SeatPosition) -> str:
     if p.label is None:
         return f"{who}: no stated position" if p.round else f"{who}: did not speak"
     changed = " (changed)" if p.changes else ""
-    return f"{who}: {p.label}{_conf(p.confidence)}{changed}"
+    kept = f" (kept from round {p.round})" if p.carried else ""
+    return f"{who}: {p.label}{_conf(p.confidence)}{changed}{kept}"
 
 
 VERDICT_SOURCE_WORDS = {

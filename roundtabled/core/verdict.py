@@ -696,6 +696,36 @@ def _position_notes(state: RoundtableState, seats: Sequence[SeatPosition]) -> li
     return out
 
 
+def _span(rounds: Sequence[int]) -> str:
+    """``round 3``, ``rounds 3–4`` (a run), ``rounds 1, 3`` (sorted, distinct ``rounds``)."""
+    if len(rounds) == 1:
+        return f"round {rounds[0]}"
+    if rounds == list(range(rounds[0], rounds[-1] + 1)):
+        return f"rounds {rounds[0]}–{rounds[-1]}"
+    return f"rounds {', '.join(str(r) for r in rounds)}"
+
+
+def extension_note(state: RoundtableState, seats: Sequence[SeatPosition]) -> str | None:
+    """The note of a finished ``extend`` in which no seat stated a position (docs/result.md,
+    verdict): the positions, and the decision on them, stand on rounds before it; ``None`` when
+    some seat stated one there, when no turn of the extension ran, or when no seat ever stated
+    one (:func:`no_decision_note` says that). A note, not a degradation: the extension's turns
+    that went wrong have their own notes."""
+    start = state.options.call_from_round  # 0-indexed first round of the last call
+    if start <= 0 or state.active:
+        return None
+    turns = [e for e in state.seat_turns() if e.round > start]
+    if not turns or any(_stated(state, e) is not None for e in turns):
+        return None
+    kept = sorted({s.round for s in seats if s.stance is not None and s.round is not None})
+    if not kept:
+        return None
+    extension = _span(list(range(start + 1, max(e.round for e in turns) + 1)))
+    on = f"round {kept[0]}'s positions" if len(kept) == 1 else f"the positions of {_span(kept)}"
+    what = "the decision" if decision_of(state, seats) is not None else "the verdict"
+    return f"no seat stated a position in the extension ({extension}): {what} stands on {on}"
+
+
 def _side_notes(seats: Sequence[SeatPosition]) -> list[str]:
     return [
         f"{s.agent} argued an assigned side ({s.side}): its position is shown but not counted "
@@ -742,6 +772,8 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         *info,
         *verdict_notes,
         *_side_notes(seated),
+        # Said once for the whole extension, before each seat's kept position.
+        *filter(None, [extension_note(state, seated)]),
         *_position_notes(state, seated),
         *said_modes(state.notes),
     ]

@@ -720,6 +720,35 @@ def test_an_extension_without_a_position_keeps_the_earlier_one_and_the_decision(
     assert next(p for p in plain.positions if p.agent == "pm").label is None
 
 
+def test_an_extension_in_which_no_seat_stated_a_position_is_said_once() -> None:
+    history = [
+        turn("pm", 1, pos("keep", 7)),
+        turn("dev", 1, pos("split", 6)),
+        turn("rv", 1, "No closing line."),
+        turn("pm", 2, "Nothing new."),
+        turn("dev", 2, pos("split", 6)),
+        turn("rv", 2, pos("wait", 5)),
+        # the extension (round 3): nobody states a position; dev names itself
+        turn("pm", 3, "Still nothing new."),
+        turn("dev", 3, pos("Dev", 6)),
+        turn("rv", 3, "", has_error=True, error="APIError: boom"),
+    ]
+    opts = Options(call_from_round=2)
+    r = build_result(state(history, total_rounds=3, options=opts, summary=""))
+    assert r.verdict.decision is None and r.verdict.tally_consensus == "none"
+    assert (
+        "no seat stated a position in the extension (round 3): the verdict stands on the "
+        "positions of rounds 1–2"
+    ) in r.status.notes
+    # Before the extension ran a turn, or with no extension at all, there is no such note.
+    for st_ in (
+        state(history[:6], total_rounds=3, options=opts, summary=""),
+        state(history, total_rounds=3, summary=""),
+    ):
+        notes = build_result(st_).status.notes
+        assert not [n for n in notes if "in the extension (" in n and "stands on" in n]
+
+
 _reply = st.sampled_from(
     [
         "prose without a closing line",
