@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core.result import HEADER_TITLE, build_result
+from roundtabled.core.result import HEADER_TITLE, build_result, verdict_lines
 from roundtabled.core.state import EndReason, HistoryEntry, Phase, RoundtableState, VerdictRecord
 
 AGENTS = ["seat-a", "seat-b"]
@@ -94,6 +94,10 @@ def test_no_position_and_no_usable_verdict_is_degraded_and_said_first(
     assert header[0] == HEADER_TITLE
     assert f"- {NOTE.format(obs=obs)}" in header
     assert result.summary.endswith(PROSE)
+    # The verdict's lines show no label that counts as no position as if it were one.
+    lines = "\n".join(verdict_lines(result))
+    assert "no decision" in lines
+    assert all(f"{p.agent}: no stated position" in lines for p in result.verdict.positions)
 
 
 def test_an_observer_verdict_that_names_no_decision_is_no_decision_either() -> None:
