@@ -575,8 +575,12 @@ def _position_line(p: SeatPosition) -> str:
     who = p.agent + (f" [side: {p.side}, not counted]" if p.side is not None else "")
     if p.label is None:
         return f"{who}: no stated position" if p.round else f"{who}: did not speak"
+    if p.no_stance is not None:
+        # A label that names no stance is no position: never shown as if it were one.
+        return f"{who}: no stated position (“{p.label}” is {p.no_stance})"
     changed = " (changed)" if p.changes else ""
-    return f"{who}: {p.label}{_conf(p.confidence)}{changed}"
+    kept = f" (kept from round {p.round})" if p.carried else ""
+    return f"{who}: {p.label}{_conf(p.confidence)}{changed}{kept}"
 
 
 VERDICT_SOURCE_WORDS = {

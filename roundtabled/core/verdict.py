@@ -353,7 +353,7 @@ def ledger_verdict(state: RoundtableState) -> Verdict:
     free = counted(seats)
     items = tally(free)
     cons = tally_consensus(items, len(free))
-    decision = items[0].label if cons in ("unanimous", "majority") else None
+    decision = _ledger_decision(items, cons)
     stated = bool(items) and all(
         s.confidence is not None for s in free if s.agent in items[0].seats
     )
@@ -385,6 +385,24 @@ def ledger_verdict(state: RoundtableState) -> Verdict:
         agreements=agreements,
         disagreements=disagreements,
     )
+
+
+def _ledger_decision(items: Sequence[TallyItem], cons: Consensus) -> str | None:
+    """The decision the seats' positions give: the stance held unanimously or by a majority."""
+    return items[0].label if items and cons in ("unanimous", "majority") else None
+
+
+def decision_of(state: RoundtableState, seats: Sequence[SeatPosition]) -> str | None:
+    """The verdict's decision as :func:`build_verdict` gives it, for the final ``seats``
+    (:func:`positions`): the observer's when its verdict was usable (its ``null`` included),
+    else the one the free seats' positions give (:func:`ledger_verdict`)."""
+    data = state.verdict.data
+    if data is not None:
+        decision = data.get("decision")
+        return decision if isinstance(decision, str) and decision.strip() else None
+    free = counted(seats)
+    items = tally(free)
+    return _ledger_decision(items, tally_consensus(items, len(free)))
 
 
 _RANK: dict[str, int] = {"unanimous": 3, "majority": 2, "split": 1, "none": 1, "unknown": 0}
@@ -598,6 +616,36 @@ def _observer_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[st
     return []
 
 
+_NO_DECISION_BY: dict[ObserverOutcome, str] = {
+    "fallback": "gave no usable verdict",
+    "failed": "failed",
+    "skipped": "did not run",
+    "cancelled": "did not run",
+}
+"""What the observer did, in the no-decision note, when it gave no verdict to read."""
+
+
+def no_decision_note(
+    state: RoundtableState, seats: Sequence[SeatPosition], outcome: ObserverOutcome
+) -> str | None:
+    """The degradation of a finished roundtable that decided nothing (docs/result.md,
+    status): no seat's final position (``seats``, :func:`positions`) names a stance and the
+    verdict has no decision, neither the observer's nor the seats'; ``None`` otherwise. A debate
+    in which the seats stated positions and disagreed is a split, not this; one in which no
+    seat spoke at all has its own notes (every seat's, the observer's)."""
+    if state.active or any(s.stance is not None for s in seats):
+        return None
+    if len(silent_seats(state)) == len(state.agents) or decision_of(state, seats) is not None:
+        return None
+    if state.verdict.data is not None:
+        by = "named no decision"
+    else:
+        by = _NO_DECISION_BY.get(outcome, "gave no verdict")
+    return (
+        f"no seat stated a position in its last answer and the observer {by}: there is no decision"
+    )
+
+
 def _verdict_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[str]:
     """Notes about the observer's verdict JSON (said, but not degradations: the debate ran)."""
     built = "decision, consensus and confidence are built from the seats' stated positions"
@@ -648,6 +696,36 @@ def _position_notes(state: RoundtableState, seats: Sequence[SeatPosition]) -> li
     return out
 
 
+def _span(rounds: Sequence[int]) -> str:
+    """``round 3``, ``rounds 3–4`` (a run), ``rounds 1, 3`` (sorted, distinct ``rounds``)."""
+    if len(rounds) == 1:
+        return f"round {rounds[0]}"
+    if rounds == list(range(rounds[0], rounds[-1] + 1)):
+        return f"rounds {rounds[0]}–{rounds[-1]}"
+    return f"rounds {', '.join(str(r) for r in rounds)}"
+
+
+def extension_note(state: RoundtableState, seats: Sequence[SeatPosition]) -> str | None:
+    """The note of a finished ``extend`` in which no seat stated a position (docs/result.md,
+    verdict): the positions, and the decision on them, stand on rounds before it; ``None`` when
+    some seat stated one there, when no turn of the extension ran, or when no seat ever stated
+    one (:func:`no_decision_note` says that). A note, not a degradation: the extension's turns
+    that went wrong have their own notes."""
+    start = state.options.call_from_round  # 0-indexed first round of the last call
+    if start <= 0 or state.active:
+        return None
+    turns = [e for e in state.seat_turns() if e.round > start]
+    if not turns or any(_stated(state, e) is not None for e in turns):
+        return None
+    kept = sorted({s.round for s in seats if s.stance is not None and s.round is not None})
+    if not kept:
+        return None
+    extension = _span(list(range(start + 1, max(e.round for e in turns) + 1)))
+    on = f"round {kept[0]}'s positions" if len(kept) == 1 else f"the positions of {_span(kept)}"
+    what = "the decision" if decision_of(state, seats) is not None else "the verdict"
+    return f"no seat stated a position in the extension ({extension}): {what} stands on {on}"
+
+
 def _side_notes(seats: Sequence[SeatPosition]) -> list[str]:
     return [
         f"{s.agent} argued an assigned side ({s.side}): its position is shown but not counted "
@@ -677,6 +755,10 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         # A converged stop is the debate working as asked: said, but not a degradation.
         (info if state.end_reason == EndReason.CONVERGED else degradation).append(stop)
     degradation += _observer_notes(state, outcome)
+    seated = positions(state)
+    if (undecided := no_decision_note(state, seated, outcome)) is not None:
+        # Nothing to act on: neither the observer nor the seats' positions gave a decision.
+        degradation.append(undecided)
     info += _verdict_notes(state, outcome)
     if (unjudged := convergence_note(state)) is not None:
         info.append(unjudged)
@@ -685,12 +767,13 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
     degraded = bool(degradation) or (
         state.end_reason is not None and state.end_reason not in NATURAL_ENDS
     )
-    seated = positions(state)
     notes = [
         *degradation,
         *info,
         *verdict_notes,
         *_side_notes(seated),
+        # Said once for the whole extension, before each seat's kept position.
+        *filter(None, [extension_note(state, seated)]),
         *_position_notes(state, seated),
         *said_modes(state.notes),
     ]

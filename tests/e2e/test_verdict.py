@@ -150,10 +150,19 @@ async def test_no_closing_line_gives_null_positions_and_says_so(rt: RT) -> None:
     notes = c["status"]["notes"]
     assert any("pm stated no Position line" in n and "not guessed" in n for n in notes)
     assert seat(c, "pm")["noPosition"] == 1
-    # No verdict JSON at all: the ledger verdict, said, but the debate itself was healthy.
+    # No verdict JSON at all: the ledger verdict, said. With no position stated either, nothing
+    # was decided: degraded, and the header says so first.
     assert c["status"]["observer"] == "fallback" and c["verdict"]["source"] == "ledger"
     assert any("gave no verdict JSON" in n for n in notes)
-    assert c["status"]["degraded"] is False
+    assert c["verdict"]["decision"] is None
+    assert c["status"]["degraded"] is True
+    undecided = (
+        "no seat stated a position in its last answer and the observer gave no usable verdict: "
+        "there is no decision"
+    )
+    assert undecided in notes
+    assert c["summary"].startswith(f"{HEADER_TITLE}\n")
+    assert f"- {undecided}" in c["summary"].splitlines()
 
 
 # ── degraded seats ──────────────────────────────────────────────────────────────────────────────

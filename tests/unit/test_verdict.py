@@ -220,14 +220,22 @@ def test_contract_field_names() -> None:
 
 def test_no_closing_line_means_null_positions_said_not_guessed() -> None:
     history = [turn(a, r, f"{a} argues at length, round {r}.") for r in (1, 2) for a in AGENTS]
-    result = build_result(state(history))
+    result = build_result(state(history, verdict=VerdictRecord(data=VALID)))
     assert [p.label for p in result.verdict.positions] == [None, None, None]
     assert result.verdict.tally == [] and result.verdict.tally_consensus == "unknown"
     assert any(
         "pm stated no Position line" in n and "not guessed" in n for n in result.status.notes
     )
     assert all(s.no_position == 2 for s in result.status.seats)
-    assert not result.status.degraded  # a missing closing line is said, but is not a failure
+    # A missing closing line is said, but is not a failure: the observer still decided.
+    assert not result.status.degraded
+    # Without the observer's decision nothing was decided at all: that is a degradation.
+    undecided = build_result(state(history, verdict=VerdictRecord(error="none", fallback=True)))
+    assert undecided.status.degraded and undecided.verdict.decision is None
+    assert (
+        "no seat stated a position in its last answer and the observer gave no usable verdict: "
+        "there is no decision"
+    ) in undecided.status.notes
 
 
 def test_seat_failing_every_turn_is_degraded_header_first_and_never_agrees() -> None:
@@ -710,6 +718,76 @@ def test_an_extension_without_a_position_keeps_the_earlier_one_and_the_decision(
     # abandoned).
     plain = ledger_verdict(state(history, total_rounds=3, summary=""))
     assert next(p for p in plain.positions if p.agent == "pm").label is None
+
+
+def test_an_extension_in_which_no_seat_stated_a_position_is_said_once() -> None:
+    history = [
+        turn("pm", 1, pos("keep", 7)),
+        turn("dev", 1, pos("split", 6)),
+        turn("rv", 1, "No closing line."),
+        turn("pm", 2, "Nothing new."),
+        turn("dev", 2, pos("split", 6)),
+        turn("rv", 2, pos("wait", 5)),
+        # the extension (round 3): nobody states a position; dev names itself
+        turn("pm", 3, "Still nothing new."),
+        turn("dev", 3, pos("Dev", 6)),
+        turn("rv", 3, "", has_error=True, error="APIError: boom"),
+    ]
+    opts = Options(call_from_round=2)
+    r = build_result(state(history, total_rounds=3, options=opts, summary=""))
+    assert r.verdict.decision is None and r.verdict.tally_consensus == "none"
+    assert (
+        "no seat stated a position in the extension (round 3): the verdict stands on the "
+        "positions of rounds 1–2"
+    ) in r.status.notes
+    # Before the extension ran a turn, or with no extension at all, there is no such note.
+    for st_ in (
+        state(history[:6], total_rounds=3, options=opts, summary=""),
+        state(history, total_rounds=3, summary=""),
+    ):
+        notes = build_result(st_).status.notes
+        assert not [n for n in notes if "in the extension (" in n and "stands on" in n]
+
+
+_reply = st.sampled_from(
+    [
+        "prose without a closing line",
+        pos("keep", 7),
+        pos("split", 6),
+        pos("PM", 8),  # a seat's name: no position
+        pos("<short label>", 5),  # a placeholder: no position
+        "",  # failed
+    ]
+)
+_record = st.sampled_from(
+    [
+        VerdictRecord(error="no block", fallback=True),
+        VerdictRecord(error="bad", repair_asked=True, fallback=True),
+        VerdictRecord(data={**VALID, "decision": None, "consensus": "none"}),
+        VerdictRecord(data=VALID),
+    ]
+)
+
+
+@settings(max_examples=150)
+@given(st.lists(_reply, min_size=3, max_size=6), _record)
+def test_a_finished_debate_without_any_decision_is_degraded_and_one_with_one_is_not(
+    replies: list[str], record: VerdictRecord
+) -> None:
+    """The no-decision rule (docs/result.md, status): degraded exactly when some seat spoke, no
+    seat's final position names a stance and the verdict has no decision; said in the header."""
+    history = [
+        turn(a, i // 3 + 1, text, **({"has_error": True, "error": "E"} if not text else {}))
+        for i, (a, text) in enumerate(zip(AGENTS * 2, replies, strict=False))
+    ]
+    rounds = (len(replies) + 2) // 3
+    r = build_result(state(history, total_rounds=rounds, verdict=record))
+    spoke_ = any(e.response for e in history)
+    undecided = r.verdict.decision is None and all(p.stance is None for p in r.verdict.positions)
+    said = [n for n in r.status.notes if n.endswith("there is no decision")]
+    assert bool(said) == (undecided and spoke_)
+    if said:
+        assert r.status.degraded and f"- {said[0]}" in r.summary.splitlines()
 
 
 def test_the_observer_may_merge_stances_and_both_groupings_are_shown() -> None:
