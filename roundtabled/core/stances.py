@@ -282,8 +282,10 @@ def _clean(label: str) -> str:
     chars = " \t\"'`*_.,;:!?«»“”‘’"
     kept = text.strip(chars)
     start = len(text) - len(text.lstrip(chars))
-    if kept[:1].isdigit() and start and text[start - 1] == ".":
-        return "." + kept  # a leading decimal point is the number's: ".5" is 0.5
+    if kept[:1].isdigit() and start and text[start - 1] in ".,":
+        # A leading decimal point is the number's: ".5" is 0.5, and ",5" too, as numbers() reads
+        # a decimal comma.
+        return text[start - 1] + kept
     return kept
 
 
