@@ -88,6 +88,7 @@ from roundtabled.core.state import (
     RoundtableState,
     ViewMode,
 )
+from roundtabled.core.verdict import no_stance
 from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 
 REPROMPT_GRACE_MS = 5_000
@@ -172,7 +173,9 @@ def plan_turn(
             seat=seat,
             since=since_last_turn(state, agent),
             opening=opening,
-            change=unexplained_change(state.history, agent),
+            change=unexplained_change(
+                state.history, agent, lambda label: no_stance(state, label) is None
+            ),
             digest=digest,
         )
     prompt = Prompt(pend.message_id, agent, text, marker, hide, persist_first=not obs.from_events)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -337,15 +337,20 @@ def seat_turns(history: Sequence[LedgerEntry], agent: str) -> list[LedgerEntry]:
     return [e for e in history if e.kind == "turn" and e.agent == agent]
 
 
-def changes(history: Sequence[LedgerEntry], agent: str) -> list[Change]:
+def changes(
+    history: Sequence[LedgerEntry],
+    agent: str,
+    names_stance: Callable[[str], bool] | None = None,
+) -> list[Change]:
     """Every label change of ``agent``, oldest first, with the seat's reason where it gave one.
 
     A change compares a turn's label with the seat's last *stated* label as stances (a
     rephrasing of the same stance, :func:`roundtabled.core.stances.same_stance`, is no change;
-    a turn without a ``Position:`` line changes nothing: it is unknown, not a new position).
-    The reason is the ``Changed:`` line of the changing turn, else of the seat's next answered
-    turn (whose prompt asks for it, see :func:`unexplained_change`); a reason is used for one
-    change only.
+    a turn without a ``Position:`` line changes nothing: it is unknown, not a new position, and
+    neither does a label for which ``names_stance`` is false — the seat's name, a placeholder:
+    docs/result.md, "no position"). The reason is the ``Changed:`` line of the changing turn,
+    else of the seat's next answered turn (whose prompt asks for it, see
+    :func:`unexplained_change`); a reason is used for one change only.
     """
     turns = [e for e in seat_turns(history, agent) if spoke(e)]
     out: list[Change] = []
@@ -353,7 +358,7 @@ def changes(history: Sequence[LedgerEntry], agent: str) -> list[Change]:
     used: set[int] = set()
     for i, entry in enumerate(turns):
         pos = position_of(entry)
-        if pos is None:
+        if pos is None or (names_stance is not None and not names_stance(pos.label)):
             continue
         if last is not None and not same_stance(pos.label, last.label):
             why = None
@@ -368,13 +373,18 @@ def changes(history: Sequence[LedgerEntry], agent: str) -> list[Change]:
     return out
 
 
-def unexplained_change(history: Sequence[LedgerEntry], agent: str) -> Change | None:
+def unexplained_change(
+    history: Sequence[LedgerEntry],
+    agent: str,
+    names_stance: Callable[[str], bool] | None = None,
+) -> Change | None:
     """The change stated in ``agent``'s last answered turn when that turn gave no reason: its next
-    turn prompt asks, in one line, what changed its mind. ``None`` otherwise."""
+    turn prompt asks, in one line, what changed its mind. ``None`` otherwise. ``names_stance``:
+    as for :func:`changes`."""
     turns = [e for e in seat_turns(history, agent) if spoke(e)]
     if not turns:
         return None
-    found = changes(history, agent)
+    found = changes(history, agent, names_stance)
     if found and found[-1].round == turns[-1].round and found[-1].why is None:
         return found[-1]
     return None

@@ -240,6 +240,10 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
     final labels (:func:`roundtabled.core.stances.group`) and its changes over all rounds
     (extensions too)."""
     finals = {agent: final_stated(state, agent) for agent in state.agents}
+
+    def stated(label: str) -> bool:
+        return no_stance(state, label) is None
+
     reasons = {
         a: no_stance(state, pos.label) if pos is not None else None
         for a, (_, pos, _) in finals.items()
@@ -260,7 +264,7 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
                 stance=names.get(pos.label) if pos is not None and reason is None else None,
                 no_stance=reason,
                 carried=carried,
-                changes=[_change(c) for c in changes(state.history, agent)],
+                changes=[_change(c) for c in changes(state.history, agent, stated)],
                 side=state.options.sides.get(agent),
             )
         )
