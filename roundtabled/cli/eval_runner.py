@@ -548,13 +548,14 @@ async def run_eval(
     ``on_record`` is called with each question's record once it is appended.
 
     Raises:
-        CliError: bad options (exit 2), the daemon or server unreachable (exit 1).
+        CliError: bad options (exit 2); the daemon or the server unreachable at the start
+            (exit 1; nothing is written or printed before, so the error is the only line); a
+            failure during the run (its code; the message's second line names the partial
+            report when questions are recorded).
     """
     questions = load_questions(opts)
-    opts.out.mkdir(parents=True, exist_ok=True)
-    run_file = opts.out / "run.json"
-    results = opts.out / "results.jsonl"
     run: dict[str, Any] = {}
+    run_file = opts.out / "run.json"
     if run_file.exists():
         run = json.loads(run_file.read_text())
         if run.get("options") != opts.identity():
@@ -563,6 +564,52 @@ async def run_eval(
                 f"({json.dumps(run.get('options'))}); give another --out to start a new run",
                 2,
             )
+    oc = OpenCodeClient(
+        target.server_url,
+        username=target.server_username,
+        password=target.server_password,
+        timeout=120,
+    )
+    try:
+        async with ControlClient(target.control_url, target.token_file) as cc:
+            health = await _reach(cc, oc, target)
+            return await _run(opts, target, questions, run, cc, oc, health, on_record)
+    finally:
+        await oc.close()
+
+
+async def _reach(cc: ControlClient, oc: OpenCodeClient, target: Target) -> dict[str, Any]:
+    """The server's health, once the daemon and the server both answered: before anything is
+    written or printed, so that a run that cannot start says only why.
+
+    Raises:
+        CliError: (exit 1) the daemon's own error for an unreachable daemon (as every command
+            says it), or the server's.
+    """
+    await cc.call("GET", "/v1/health")
+    try:
+        return dict(await oc.health())
+    except Exception as exc:
+        raise CliError(
+            f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
+        ) from None
+
+
+async def _run(
+    opts: EvalOptions,
+    target: Target,
+    questions: Sequence[Question],
+    run: dict[str, Any],
+    cc: ControlClient,
+    oc: OpenCodeClient,
+    health: Mapping[str, Any],
+    on_record: Callable[[dict[str, Any]], None] | None,
+) -> int:
+    """The run of :func:`run_eval` once the daemon and the server answered (``run``: the
+    ``run.json`` of the run it resumes, or empty)."""
+    opts.out.mkdir(parents=True, exist_ok=True)
+    run_file = opts.out / "run.json"
+    results = opts.out / "results.jsonl"
     directory = opts.directory
     if opts.base_url and opts.model:
         project = opts.out / "project"
@@ -590,74 +637,70 @@ async def run_eval(
             f"{', '.join(opts.agents)} on local/{opts.model} at {opts.base_url})",
             file=sys.stderr,
         )
-    oc = OpenCodeClient(
-        target.server_url,
-        username=target.server_username,
-        password=target.server_password,
-        timeout=120,
-    )
     done = {r["id"]: r for r in read_records(results)}
     todo = [q for q in questions if q.id not in done]
     started = time.time()
     interrupted = False
     stopped: str | None = None
+    failed: CliError | None = None
     try:
         try:
-            health = await oc.health()
-            providers = await oc.providers(directory)
-            agents = await oc.agents(directory)
-        except Exception as exc:
-            raise CliError(
-                f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
-            ) from None
-        models = wire.agent_models(agents)
-        seat_models = [m.label() for a in opts.agents if (m := models.get(a)) is not None]
-        recorded = run.get("parentSessionID")
-        earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
-        parent = recorded
-        if parent and todo:
             try:
-                await oc.get_session(parent)
-            except Exception:
-                parent = None
-        if not parent:
-            # The recorded parent is gone (another server, or deleted): the questions still to
-            # run go under a new one, and the report keeps naming the old one for its records.
-            if recorded:
-                earlier.append(str(recorded))
-            s1 = await oc.create_session(
-                directory=directory, title=f"roundtabled eval {opts.out.name}"
+                providers = await oc.providers(directory)
+                agents = await oc.agents(directory)
+            except Exception as exc:
+                raise CliError(
+                    f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
+                ) from None
+            models = wire.agent_models(agents)
+            seat_models = [m.label() for a in opts.agents if (m := models.get(a)) is not None]
+            recorded = run.get("parentSessionID")
+            earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
+            parent = recorded
+            if parent and todo:
+                try:
+                    await oc.get_session(parent)
+                except Exception:
+                    parent = None
+            if not parent:
+                # The recorded parent is gone (another server, or deleted): the questions still
+                # to run go under a new one, and the report keeps naming the old one for its
+                # records.
+                if recorded:
+                    earlier.append(str(recorded))
+                s1 = await oc.create_session(
+                    directory=directory, title=f"roundtabled eval {opts.out.name}"
+                )
+                parent = str(s1["id"])
+            run = {
+                "options": opts.identity(),
+                "parentSessionID": parent,
+                "earlierParentSessionIDs": earlier,
+                "directory": directory,
+                "opencodeVersion": health.get("version"),
+                "roundtabledVersion": __version__,
+                "started": run.get("started") or started,
+                "label": opts.label,
+            }
+            prices = wire.model_prices(providers)
+            # The server records a cost of 0 for a model without a price: unknown, not free.
+            run["costListed"] = bool(seat_models) and all(m in prices for m in seat_models)
+            run_file.write_text(json.dumps(run, indent=2) + "\n")
+            est = estimate(opts, todo, prices, seat_models)
+            usd = (
+                f"about ${est['usd']:.4f}"
+                if est["usd"] is not None
+                else "cost unknown (the server lists no price for the seats' models)"
             )
-            parent = str(s1["id"])
-        run = {
-            "options": opts.identity(),
-            "parentSessionID": parent,
-            "earlierParentSessionIDs": earlier,
-            "directory": directory,
-            "opencodeVersion": health.get("version"),
-            "roundtabledVersion": __version__,
-            "started": run.get("started") or started,
-            "label": opts.label,
-        }
-        prices = wire.model_prices(providers)
-        # The server records a cost of 0 for a model without a price: unknown, not free.
-        run["costListed"] = bool(seat_models) and all(m in prices for m in seat_models)
-        run_file.write_text(json.dumps(run, indent=2) + "\n")
-        est = estimate(opts, todo, prices, seat_models)
-        usd = (
-            f"about ${est['usd']:.4f}"
-            if est["usd"] is not None
-            else "cost unknown (the server lists no price for the seats' models)"
-        )
-        print(
-            f"eval: {len(todo)} of {len(questions)} questions to run ({len(done)} done), seats "
-            f"{', '.join(opts.agents)} ({', '.join(seat_models) or 'models unknown'}); estimate: "
-            f"{est['seatCallsPerQuestion']} seat calls + up to {est['observerCallsPerQuestion']} "
-            f"observer calls per question, about {est['tokens']:,} tokens, {usd}",
-            file=sys.stderr,
-        )
-        print(f"eval: parent session {parent}; results append to {results}", file=sys.stderr)
-        async with ControlClient(target.control_url, target.token_file) as cc:
+            print(
+                f"eval: {len(todo)} of {len(questions)} questions to run ({len(done)} done), "
+                f"seats {', '.join(opts.agents)} ({', '.join(seat_models) or 'models unknown'}); "
+                f"estimate: {est['seatCallsPerQuestion']} seat calls + up to "
+                f"{est['observerCallsPerQuestion']} observer calls per question, about "
+                f"{est['tokens']:,} tokens, {usd}",
+                file=sys.stderr,
+            )
+            print(f"eval: parent session {parent}; results append to {results}", file=sys.stderr)
             stopped = await _run_all(
                 cc,
                 opts,
@@ -671,6 +714,8 @@ async def run_eval(
                 oc,
                 cost_listed=run["costListed"],
             )
+        except CliError as exc:
+            failed = exc
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
     finally:
@@ -678,19 +723,29 @@ async def run_eval(
             r for r in read_records(results) if r["id"] not in done
         ]
         records = _dedupe(records, questions)
-        report = build_report(
-            opts, run, records, len(questions), interrupted=interrupted, stopped=stopped
-        )
-        write_reports(opts.out, report)
-        if opts.cleanup and run.get("parentSessionID") and not interrupted:
+        if records or failed is None:
+            report = build_report(
+                opts, run, records, len(questions), interrupted=interrupted, stopped=stopped
+            )
+            write_reports(opts.out, report)
+        # After an interrupt or a failure the run's sessions stay: a resume attaches to them.
+        if opts.cleanup and run.get("parentSessionID") and not interrupted and failed is None:
             with contextlib.suppress(Exception):
                 await oc.delete_session(run["parentSessionID"])
                 print(
                     f"eval: deleted the run's sessions (parent {run['parentSessionID']})",
                     file=sys.stderr,
                 )
-        await oc.close()
-        print(f"eval: report {opts.out / 'report.md'}", file=sys.stderr)
+    if failed is not None:
+        # The error comes first; the report, when any question is recorded, after it.
+        if records:
+            raise CliError(
+                f"{failed}\neval: the report of the {len(records)} questions recorded is "
+                f"partial: {opts.out / 'report.md'}. Run the same command again to resume.",
+                failed.code,
+            )
+        raise failed
+    print(f"eval: report {opts.out / 'report.md'}", file=sys.stderr)
     if interrupted:
         print(
             "eval: interrupted; the report is partial. Run the same command again to resume.",
