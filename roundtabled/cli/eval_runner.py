@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -845,9 +846,42 @@ async def run_eval(
     try:
         async with ControlClient(target.control_url, target.token_file) as cc:
             health = await _reach(cc, oc, target)
-            return await _run(opts, target, questions, run, cc, oc, health, on_record)
+            opts.out.mkdir(parents=True, exist_ok=True)
+            with _only_run(opts.out):
+                return await _run(opts, target, questions, run, cc, oc, health, on_record)
     finally:
         await oc.close()
+
+
+@contextlib.contextmanager
+def _only_run(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.lock`` while the run drives its questions: one run decides what happens to
+    a run directory's roundtables (which to attach to, extend, or give up), so a second
+    ``roundtabled eval`` on the same ``--out`` at once is refused rather than driving them too.
+    The lock goes with the process (``flock``), so a killed run leaves none behind.
+
+    Raises:
+        CliError: (exit 1) another run holds it, naming ``--out`` and that run's process.
+    """
+    f = (out / ".lock").open("a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise CliError(
+            f"Error: --out {out} is in use by another roundtabled eval ({holder}); wait for it "
+            "to end, or give another --out"
+        ) from None
+    try:
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}\n")
+        f.flush()
+        yield
+    finally:
+        f.close()
 
 
 async def _reach(cc: ControlClient, oc: OpenCodeClient, target: Target) -> dict[str, Any]:
@@ -879,7 +913,6 @@ async def _run(
 ) -> int:
     """The run of :func:`run_eval` once the daemon and the server answered (``run``: the
     ``run.json`` of the run it resumes, or empty)."""
-    opts.out.mkdir(parents=True, exist_ok=True)
     run_file = opts.out / "run.json"
     results = opts.out / "results.jsonl"
     directory = opts.directory
