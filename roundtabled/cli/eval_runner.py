@@ -14,25 +14,34 @@ OpenCode server behind it, under one parent session per run:
 Results are appended to ``results.jsonl`` per question (a re-run with the same ``--out`` resumes),
 and ``report.md`` / ``report.json`` (and ``accuracy-vs-tokens.png`` with matplotlib) are written
 at the end, also after Ctrl-C or a spend cap (then marked partial).
+
+Each roundtable is one question's, driven by this run alone: its id is appended to
+``roundtables.jsonl`` as soon as the daemon started it, before the run waits on it. A re-run
+attaches to a started roundtable its question has no record of, and a running eval rides out a
+daemon restart, so a question never runs twice at once; one that is gone is said, started again
+once, and counted in the report (docs/eval.md, "Resuming").
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from roundtabled import __version__
-from roundtabled.cli.client import CliError, ControlClient
+from roundtabled.cli.client import EXIT_USAGE, CliError, ConnectionLost, ControlClient
+from roundtabled.cli.follow import REATTACH_PAUSE_S, REATTACH_S
 from roundtabled.core import scoring, wire
 from roundtabled.core.scoring import Question
+from roundtabled.core.state import CONCLUDED_SUFFIX
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import install, provider
 
@@ -64,6 +73,17 @@ SC_CLOSING = (
 """The closing line of an ``sc`` sample: the daemon's form, so that it is read like a seat's."""
 CHARS_PER_TOKEN = 4
 """Used to estimate tokens from texts when the provider reports no usage (said in the report)."""
+JOURNAL_FILE = "roundtables.jsonl"
+"""``OUT/roundtables.jsonl``: a line per roundtable the run started (``{"id", "sessionID",
+"parentSessionID", "started"}``), written before the run waits on it, and one per roundtable it
+gave up (the same, with ``"abandoned": reason``)."""
+GONE_END_REASONS = ("session-deleted", "parent-deleted")
+"""End reasons of a roundtable whose debate can no longer be read (its session is gone)."""
+GONE = (
+    "is gone (roundtabled knows no roundtable by that id: its session was deleted, or the run "
+    "moved to another server)"
+)
+"""Why a roundtable the daemon does not know is given up (follows "its roundtable SES")."""
 
 
 @dataclass
@@ -164,14 +184,242 @@ def protocol_names(opts: EvalOptions) -> list[str]:
 # ── one question ──────────────────────────────────────────────────────────────────────────────
 
 
-async def wait_done(cc: ControlClient, ses: str) -> dict[str, Any]:
-    """Long-poll the result of roundtable ``ses`` until it is done; returns the result answer."""
-    while True:
-        res = await cc.call(
-            "GET", f"/v1/roundtables/{ses}/result", params={"wait": "25"}, timeout=40
+class RoundtableGone(Exception):
+    """The roundtable ``ses`` of a question is gone, or ended without a debate that can be read;
+    ``reason`` says which (a phrase that follows "its roundtable SES")."""
+
+    def __init__(self, ses: str, parent: str, reason: str) -> None:
+        super().__init__(f"roundtable {ses} {reason}")
+        self.ses, self.parent, self.reason = ses, parent, reason
+
+
+class Journal:
+    """The roundtables of a run (:data:`JOURNAL_FILE`), read at the start and appended to as
+    they are started and given up; a last line cut by an interrupt is ignored."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: list[dict[str, Any]] = [
+            line for line in read_records(path) if line.get("sessionID")
+        ]
+
+    def started(self, qid: str) -> dict[str, Any] | None:
+        """The last roundtable started for question ``qid`` and not given up, or ``None``."""
+        given_up = {line["sessionID"] for line in self.lines if line.get("abandoned")}
+        for line in reversed(self.lines):
+            if line["id"] == qid and line["sessionID"] not in given_up:
+                return dict(line)
+        return None
+
+    def sessions(self) -> set[str]:
+        return {str(line["sessionID"]) for line in self.lines}
+
+    def abandoned(self) -> list[dict[str, Any]]:
+        """``[{"id", "sessionID", "parentSessionID", "abandoned": reason}]`` in order."""
+        return [line for line in self.lines if line.get("abandoned")]
+
+    def add(self, qid: str, ses: str, parent: str, abandoned: str | None = None) -> None:
+        line: dict[str, Any] = {"id": qid, "sessionID": ses, "parentSessionID": parent}
+        if abandoned is None:
+            line["started"] = time.time()
+        else:
+            line["abandoned"] = abandoned
+        self.lines.append(line)
+        with self.path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def _daemon_away(exc: CliError) -> bool:
+    """``exc`` says the daemon is away for now (the connection broke, a call got no answer in
+    time, or it is shutting down): worth waiting for, unlike an answer that refuses. The
+    client's messages are the only sign of the last two (:mod:`roundtabled.cli.client`)."""
+    msg = str(exc)
+    return (
+        isinstance(exc, ConnectionLost)
+        or "did not answer within" in msg
+        or "is shutting down" in msg
+    )
+
+
+async def _away(exc: CliError, qid: str, since: float | None) -> float:
+    """Wait a moment for a daemon that is away (:func:`_daemon_away`) to come back; returns
+    since when it is away. A restarted daemon resumes the roundtables from their sessions, so
+    the question goes on with the same roundtable once it answers again.
+
+    Raises:
+        CliError: it was away longer than :data:`~roundtabled.cli.follow.REATTACH_S`.
+    """
+    now = time.monotonic()
+    if since is None:
+        print(
+            f"eval: {qid}: lost roundtabled ({str(exc).removeprefix('Error: ')}); waiting up to "
+            f"{REATTACH_S:g} s for it to come back",
+            file=sys.stderr,
         )
+        since = now
+    elif now - since > REATTACH_S:
+        raise CliError(
+            f"Error: roundtabled did not come back within {REATTACH_S:g} s ({qid}); its "
+            "roundtables go on when it is back, and the same command again attaches to them"
+        ) from None
+    await asyncio.sleep(REATTACH_PAUSE_S)
+    return since
+
+
+async def _call(
+    cc: ControlClient,
+    qid: str,
+    path: str,
+    *,
+    params: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> Any:
+    """``GET path`` of the control API, again while the daemon is away (:func:`_away`): a read,
+    so a repeat changes nothing."""
+    since: float | None = None
+    while True:
+        try:
+            return await cc.call("GET", path, params=params, timeout=timeout)
+        except CliError as exc:
+            if not _daemon_away(exc):
+                raise
+            since = await _away(exc, qid, since)
+
+
+async def _status(cc: ControlClient, qid: str, ses: str) -> dict[str, Any] | None:
+    """The status of roundtable ``ses`` (with its result once it is over), also of one the
+    daemon holds in memory no more, or not yet (read from its session); ``None`` when the
+    daemon knows no roundtable ``ses`` (its session is gone)."""
+    try:
+        return dict(await _call(cc, qid, f"/v1/roundtables/{ses}"))
+    except CliError as exc:
+        if exc.code == EXIT_USAGE:
+            return None
+        raise
+
+
+async def wait_done(cc: ControlClient, ses: str, qid: str = "", parent: str = "") -> dict[str, Any]:
+    """Long-poll the result of roundtable ``ses`` (of question ``qid`` under ``parent``) until
+    it is done; returns the result answer. A daemon restart is ridden out: a restarted daemon
+    answers for the roundtables it resumes once its start-up scan is done, and for one that
+    concluded before from its session.
+
+    Raises:
+        RoundtableGone: ``ses`` is gone, or ended with its session deleted.
+        CliError: the daemon stayed away, or does not resume ``ses`` in time.
+    """
+    unheld: float | None = None
+    while True:
+        try:
+            res = await _call(
+                cc, qid, f"/v1/roundtables/{ses}/result", params={"wait": "25"}, timeout=40
+            )
+        except CliError as exc:
+            if exc.code != EXIT_USAGE:
+                raise
+            st = await _status(cc, qid, ses)
+            if st is None:
+                raise RoundtableGone(ses, parent, GONE) from None
+            if st.get("phase") not in ("active", "observing"):
+                res = {**st, "done": True}
+            else:
+                # Active in its session but not held: the daemon is (re)starting and resumes
+                # it once its start-up scan is done.
+                now = time.monotonic()
+                unheld = unheld if unheld is not None else now
+                if now - unheld > REATTACH_S:
+                    raise CliError(
+                        f"Error: roundtable {ses} ({qid}) is active in its session but "
+                        f"roundtabled has not resumed it within {REATTACH_S:g} s; see "
+                        f"`roundtabled status {ses}` and the daemon's log"
+                    ) from None
+                await asyncio.sleep(REATTACH_PAUSE_S)
+                continue
         if res.get("done"):
+            if res.get("endReason") in GONE_END_REASONS:
+                raise RoundtableGone(ses, parent, f"ended without a result ({res['endReason']})")
             return dict(res)
+
+
+async def _unrecorded(
+    cc: ControlClient, oc: OpenCodeClient | None, parent: str, qid: str, known: set[str]
+) -> str | None:
+    """A roundtable of question ``qid`` under ``parent`` that is not in ``known`` (found by the
+    title the run gives it), or ``None``: what a start whose answer was lost may have begun."""
+    if oc is None:
+        return None
+    titles = {f"eval {qid}", f"eval {qid}{CONCLUDED_SUFFIX}"}
+    try:
+        children = await oc.children(parent)
+    except Exception as exc:
+        raise CliError(f"Error: cannot read the run's sessions under {parent}: {exc}") from None
+    for child in children:
+        ses = str(child.get("id"))
+        if (
+            child.get("title") in titles
+            and ses not in known
+            and await _status(cc, qid, ses) is not None
+        ):
+            return ses
+    return None
+
+
+async def _start(
+    cc: ControlClient,
+    oc: OpenCodeClient | None,
+    qid: str,
+    body: dict[str, Any],
+    known: set[str],
+) -> str:
+    """Start the roundtable of question ``qid`` (``body``: the ``POST /v1/roundtables`` of a new
+    one); returns its session id. Exactly once: when the answer is lost (the daemon went away
+    mid-call) the roundtable may have begun, so once the daemon answers again the run's parent
+    is searched for it (:func:`_unrecorded`, ``known``: the run's roundtables) before another
+    start."""
+    since: float | None = None
+    while True:
+        try:
+            created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+            return str(created["sessionID"])
+        except CliError as exc:
+            if not _daemon_away(exc):
+                raise
+            since = await _away(exc, qid, since)
+            found = await _unrecorded(cc, oc, body["parentSessionID"], qid, known)
+            if found is not None:
+                return found
+
+
+async def _extend(
+    cc: ControlClient, qid: str, ses: str, parent: str, have: int, total: int
+) -> None:
+    """Extend roundtable ``ses`` from ``have`` to ``total`` rounds. Exactly once: when the
+    answer is lost (the daemon went away mid-call) the roundtable's own ``totalRounds`` says
+    whether the extension took, once the daemon answers again.
+
+    Raises:
+        RoundtableGone: ``ses`` is gone.
+    """
+    body = {
+        "sessionID": ses,
+        "prompt": CONTINUE_PROMPT,
+        "rounds": total - have,
+        "extendMode": "continuation",
+    }
+    since: float | None = None
+    while True:
+        try:
+            await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
+            return
+        except CliError as exc:
+            if not _daemon_away(exc):
+                raise
+            since = await _away(exc, qid, since)
+            st = await _status(cc, qid, ses)
+            if st is None:
+                raise RoundtableGone(ses, parent, GONE) from None
+            if int(st.get("totalRounds") or 0) >= total:
+                return
 
 
 def seat_rounds(
@@ -313,62 +561,86 @@ async def run_question(
     parent: str,
     directory: str | None,
     oc: OpenCodeClient | None = None,
+    journal: Journal | None = None,
 ) -> dict[str, Any]:
     """Run one question (the opening, then the extensions the protocols need) and return its
-    record for ``results.jsonl``."""
+    record for ``results.jsonl``. With a ``journal``, a roundtable started for ``q`` before (and
+    not given up) is attached to instead of starting one; a new one is recorded in it as soon as
+    it is started.
+
+    Raises:
+        RoundtableGone: the question's roundtable is gone (the caller decides what follows).
+    """
     topic = topic_for(q, opts.answer_line)
-    body: dict[str, Any] = {
-        "agents": opts.agents,
-        "prompt": topic,
-        "rounds": 1,
-        "opening": "independent",
-        "parentSessionID": parent,
-        "title": f"eval {q.id}",
-    }
-    if directory:
-        body["directory"] = directory
-    if opts.turn_timeout:
-        body["turnTimeout"] = opts.turn_timeout
     t0 = time.monotonic()
-    created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
-    ses = str(created["sessionID"])
+    earlier = journal.started(q.id) if journal is not None else None
+    if earlier is not None:
+        ses = str(earlier["sessionID"])
+        parent = str(earlier.get("parentSessionID") or parent)
+        st = await _status(cc, q.id, ses)
+        if st is None:
+            raise RoundtableGone(ses, parent, GONE)
+        if st.get("endReason") in GONE_END_REASONS:
+            raise RoundtableGone(ses, parent, f"ended without a result ({st['endReason']})")
+        print(
+            f"eval: {q.id}: attaching to its roundtable {ses}, started before (phase "
+            f"{st.get('phase')}, {st.get('totalRounds')} rounds)",
+            file=sys.stderr,
+        )
+    else:
+        body: dict[str, Any] = {
+            "agents": opts.agents,
+            "prompt": topic,
+            "rounds": 1,
+            "opening": "independent",
+            "parentSessionID": parent,
+            "title": f"eval {q.id}",
+        }
+        if directory:
+            body["directory"] = directory
+        if opts.turn_timeout:
+            body["turnTimeout"] = opts.turn_timeout
+        known = journal.sessions() if journal is not None else set()
+        ses = await _start(cc, oc, q.id, body, known)
+        # Recorded before the run waits on it: a re-run, or this run after a daemon restart,
+        # goes on with this roundtable rather than starting the question again.
+        if journal is not None:
+            journal.add(q.id, ses, parent)
     phases: list[tuple[str, dict[str, Any], float]] = []
-    res = await wait_done(cc, ses)
-    phases.append(("opening", res, time.monotonic() - t0))
     wants_debate = "debate" in opts.protocols
     wants_adaptive = "adaptive" in opts.protocols
 
-    async def extend(rounds: int, name: str) -> None:
-        t = time.monotonic()
-        await cc.call(
-            "POST",
-            "/v1/roundtables",
-            body={
-                "sessionID": ses,
-                "prompt": CONTINUE_PROMPT,
-                "rounds": rounds,
-                "extendMode": "continuation",
-            },
-            timeout=120,
-        )
-        phases.append((name, await wait_done(cc, ses), time.monotonic() - t))
+    async def phase(name: str, total: int, since: float | None = None) -> None:
+        """Wait until the roundtable has run ``total`` rounds (extending it once if it has
+        fewer): the rounds it holds are the truth of what was asked of it, also across a
+        resume. A phase it ran past before this run attached is kept without an end reason."""
+        t = time.monotonic() if since is None else since
+        st = await _status(cc, q.id, ses)
+        if st is None:
+            raise RoundtableGone(ses, parent, GONE)
+        have = int(st.get("totalRounds") or 0)
+        if have > total:
+            phases.append((name, {}, 0.0))
+            return
+        if have < total:
+            await _extend(cc, q.id, ses, parent, have, total)
+        phases.append((name, await wait_done(cc, ses, q.id, parent), time.monotonic() - t))
 
     async def export() -> dict[str, Any]:
         return dict(
-            await cc.call(
-                "GET", f"/v1/roundtables/{ses}/export", params={"format": "json"}, timeout=60
-            )
+            await _call(cc, q.id, f"/v1/roundtables/{ses}/export", params={"format": "json"})
         )
 
+    await phase("opening", 1, t0)
     data = await export()
     if wants_debate or wants_adaptive:
-        await extend(DEBATE_ROUNDS, "debate")
+        await phase("debate", 1 + DEBATE_ROUNDS)
         data = await export()
         if wants_adaptive:
             seats, _ = seat_rounds(data["turns"], opts.agents, q)
             stop = scoring.converged_round(seats, 2, DEBATE_ROUNDS)
             if stop == DEBATE_ROUNDS and not _converged_at(seats, DEBATE_ROUNDS):
-                await extend(ADAPTIVE_MAX - DEBATE_ROUNDS, "adaptive")
+                await phase("adaptive", 1 + ADAPTIVE_MAX)
                 data = await export()
     turns = data["turns"]
     seats, reads = seat_rounds(turns, opts.agents, q)
@@ -380,6 +652,7 @@ async def run_question(
         "gold": q.answer,
         "sessionID": ses,
         "parentSessionID": parent,
+        "resumed": earlier is not None,
         "endReasons": [
             str((r.get("result") or {}).get("status", {}).get("endReason")) for _, r, _ in phases
         ],
@@ -548,13 +821,14 @@ async def run_eval(
     ``on_record`` is called with each question's record once it is appended.
 
     Raises:
-        CliError: bad options (exit 2), the daemon or server unreachable (exit 1).
+        CliError: bad options (exit 2); the daemon or the server unreachable at the start
+            (exit 1; nothing is written or printed before, so the error is the only line); a
+            failure during the run (its code; the message's second line names the partial
+            report when questions are recorded).
     """
     questions = load_questions(opts)
-    opts.out.mkdir(parents=True, exist_ok=True)
-    run_file = opts.out / "run.json"
-    results = opts.out / "results.jsonl"
     run: dict[str, Any] = {}
+    run_file = opts.out / "run.json"
     if run_file.exists():
         run = json.loads(run_file.read_text())
         if run.get("options") != opts.identity():
@@ -563,6 +837,84 @@ async def run_eval(
                 f"({json.dumps(run.get('options'))}); give another --out to start a new run",
                 2,
             )
+    oc = OpenCodeClient(
+        target.server_url,
+        username=target.server_username,
+        password=target.server_password,
+        timeout=120,
+    )
+    try:
+        async with ControlClient(target.control_url, target.token_file) as cc:
+            health = await _reach(cc, oc, target)
+            opts.out.mkdir(parents=True, exist_ok=True)
+            with _only_run(opts.out):
+                return await _run(opts, target, questions, run, cc, oc, health, on_record)
+    finally:
+        await oc.close()
+
+
+@contextlib.contextmanager
+def _only_run(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.lock`` while the run drives its questions: one run decides what happens to
+    a run directory's roundtables (which to attach to, extend, or give up), so a second
+    ``roundtabled eval`` on the same ``--out`` at once is refused rather than driving them too.
+    The lock goes with the process (``flock``), so a killed run leaves none behind.
+
+    Raises:
+        CliError: (exit 1) another run holds it, naming ``--out`` and that run's process.
+    """
+    f = (out / ".lock").open("a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise CliError(
+            f"Error: --out {out} is in use by another roundtabled eval ({holder}); wait for it "
+            "to end, or give another --out"
+        ) from None
+    try:
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}\n")
+        f.flush()
+        yield
+    finally:
+        f.close()
+
+
+async def _reach(cc: ControlClient, oc: OpenCodeClient, target: Target) -> dict[str, Any]:
+    """The server's health, once the daemon and the server both answered: before anything is
+    written or printed, so that a run that cannot start says only why.
+
+    Raises:
+        CliError: (exit 1) the daemon's own error for an unreachable daemon (as every command
+            says it), or the server's.
+    """
+    await cc.call("GET", "/v1/health")
+    try:
+        return dict(await oc.health())
+    except Exception as exc:
+        raise CliError(
+            f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
+        ) from None
+
+
+async def _run(
+    opts: EvalOptions,
+    target: Target,
+    questions: Sequence[Question],
+    run: dict[str, Any],
+    cc: ControlClient,
+    oc: OpenCodeClient,
+    health: Mapping[str, Any],
+    on_record: Callable[[dict[str, Any]], None] | None,
+) -> int:
+    """The run of :func:`run_eval` once the daemon and the server answered (``run``: the
+    ``run.json`` of the run it resumes, or empty)."""
+    run_file = opts.out / "run.json"
+    results = opts.out / "results.jsonl"
     directory = opts.directory
     if opts.base_url and opts.model:
         project = opts.out / "project"
@@ -590,74 +942,71 @@ async def run_eval(
             f"{', '.join(opts.agents)} on local/{opts.model} at {opts.base_url})",
             file=sys.stderr,
         )
-    oc = OpenCodeClient(
-        target.server_url,
-        username=target.server_username,
-        password=target.server_password,
-        timeout=120,
-    )
     done = {r["id"]: r for r in read_records(results)}
     todo = [q for q in questions if q.id not in done]
+    journal = Journal(opts.out / JOURNAL_FILE)
     started = time.time()
     interrupted = False
     stopped: str | None = None
+    failed: CliError | None = None
     try:
         try:
-            health = await oc.health()
-            providers = await oc.providers(directory)
-            agents = await oc.agents(directory)
-        except Exception as exc:
-            raise CliError(
-                f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
-            ) from None
-        models = wire.agent_models(agents)
-        seat_models = [m.label() for a in opts.agents if (m := models.get(a)) is not None]
-        recorded = run.get("parentSessionID")
-        earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
-        parent = recorded
-        if parent and todo:
             try:
-                await oc.get_session(parent)
-            except Exception:
-                parent = None
-        if not parent:
-            # The recorded parent is gone (another server, or deleted): the questions still to
-            # run go under a new one, and the report keeps naming the old one for its records.
-            if recorded:
-                earlier.append(str(recorded))
-            s1 = await oc.create_session(
-                directory=directory, title=f"roundtabled eval {opts.out.name}"
+                providers = await oc.providers(directory)
+                agents = await oc.agents(directory)
+            except Exception as exc:
+                raise CliError(
+                    f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
+                ) from None
+            models = wire.agent_models(agents)
+            seat_models = [m.label() for a in opts.agents if (m := models.get(a)) is not None]
+            recorded = run.get("parentSessionID")
+            earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
+            parent = recorded
+            if parent and todo:
+                try:
+                    await oc.get_session(parent)
+                except Exception:
+                    parent = None
+            if not parent:
+                # The recorded parent is gone (another server, or deleted): the questions still
+                # to run go under a new one, and the report keeps naming the old one for its
+                # records.
+                if recorded:
+                    earlier.append(str(recorded))
+                s1 = await oc.create_session(
+                    directory=directory, title=f"roundtabled eval {opts.out.name}"
+                )
+                parent = str(s1["id"])
+            run = {
+                "options": opts.identity(),
+                "parentSessionID": parent,
+                "earlierParentSessionIDs": earlier,
+                "directory": directory,
+                "opencodeVersion": health.get("version"),
+                "roundtabledVersion": __version__,
+                "started": run.get("started") or started,
+                "label": opts.label,
+            }
+            prices = wire.model_prices(providers)
+            # The server records a cost of 0 for a model without a price: unknown, not free.
+            run["costListed"] = bool(seat_models) and all(m in prices for m in seat_models)
+            run_file.write_text(json.dumps(run, indent=2) + "\n")
+            est = estimate(opts, todo, prices, seat_models)
+            usd = (
+                f"about ${est['usd']:.4f}"
+                if est["usd"] is not None
+                else "cost unknown (the server lists no price for the seats' models)"
             )
-            parent = str(s1["id"])
-        run = {
-            "options": opts.identity(),
-            "parentSessionID": parent,
-            "earlierParentSessionIDs": earlier,
-            "directory": directory,
-            "opencodeVersion": health.get("version"),
-            "roundtabledVersion": __version__,
-            "started": run.get("started") or started,
-            "label": opts.label,
-        }
-        prices = wire.model_prices(providers)
-        # The server records a cost of 0 for a model without a price: unknown, not free.
-        run["costListed"] = bool(seat_models) and all(m in prices for m in seat_models)
-        run_file.write_text(json.dumps(run, indent=2) + "\n")
-        est = estimate(opts, todo, prices, seat_models)
-        usd = (
-            f"about ${est['usd']:.4f}"
-            if est["usd"] is not None
-            else "cost unknown (the server lists no price for the seats' models)"
-        )
-        print(
-            f"eval: {len(todo)} of {len(questions)} questions to run ({len(done)} done), seats "
-            f"{', '.join(opts.agents)} ({', '.join(seat_models) or 'models unknown'}); estimate: "
-            f"{est['seatCallsPerQuestion']} seat calls + up to {est['observerCallsPerQuestion']} "
-            f"observer calls per question, about {est['tokens']:,} tokens, {usd}",
-            file=sys.stderr,
-        )
-        print(f"eval: parent session {parent}; results append to {results}", file=sys.stderr)
-        async with ControlClient(target.control_url, target.token_file) as cc:
+            print(
+                f"eval: {len(todo)} of {len(questions)} questions to run ({len(done)} done), "
+                f"seats {', '.join(opts.agents)} ({', '.join(seat_models) or 'models unknown'}); "
+                f"estimate: {est['seatCallsPerQuestion']} seat calls + up to "
+                f"{est['observerCallsPerQuestion']} observer calls per question, about "
+                f"{est['tokens']:,} tokens, {usd}",
+                file=sys.stderr,
+            )
+            print(f"eval: parent session {parent}; results append to {results}", file=sys.stderr)
             stopped = await _run_all(
                 cc,
                 opts,
@@ -670,7 +1019,10 @@ async def run_eval(
                 on_record,
                 oc,
                 cost_listed=run["costListed"],
+                journal=journal,
             )
+        except CliError as exc:
+            failed = exc
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
     finally:
@@ -678,19 +1030,35 @@ async def run_eval(
             r for r in read_records(results) if r["id"] not in done
         ]
         records = _dedupe(records, questions)
-        report = build_report(
-            opts, run, records, len(questions), interrupted=interrupted, stopped=stopped
-        )
-        write_reports(opts.out, report)
-        if opts.cleanup and run.get("parentSessionID") and not interrupted:
+        if records or failed is None:
+            report = build_report(
+                opts,
+                run,
+                records,
+                len(questions),
+                interrupted=interrupted,
+                stopped=stopped,
+                abandoned=journal.abandoned(),
+            )
+            write_reports(opts.out, report)
+        # After an interrupt or a failure the run's sessions stay: a resume attaches to them.
+        if opts.cleanup and run.get("parentSessionID") and not interrupted and failed is None:
             with contextlib.suppress(Exception):
                 await oc.delete_session(run["parentSessionID"])
                 print(
                     f"eval: deleted the run's sessions (parent {run['parentSessionID']})",
                     file=sys.stderr,
                 )
-        await oc.close()
-        print(f"eval: report {opts.out / 'report.md'}", file=sys.stderr)
+    if failed is not None:
+        # The error comes first; the report, when any question is recorded, after it.
+        if records:
+            raise CliError(
+                f"{failed}\neval: the report of the {len(records)} questions recorded is "
+                f"partial: {opts.out / 'report.md'}. Run the same command again to resume.",
+                failed.code,
+            )
+        raise failed
+    print(f"eval: report {opts.out / 'report.md'}", file=sys.stderr)
     if interrupted:
         print(
             "eval: interrupted; the report is partial. Run the same command again to resume.",
@@ -720,10 +1088,17 @@ async def _run_all(
     oc: OpenCodeClient | None = None,
     *,
     cost_listed: bool = True,
+    journal: Journal | None = None,
 ) -> str | None:
     """Run ``todo`` with at most ``opts.concurrency`` questions at once; returns why a spend cap
     stopped the run (``None`` when every question ran). ``cost_listed`` False: a seat's model
-    lists no price, so every record's cost is unknown (:func:`without_cost`)."""
+    lists no price, so every record's cost is unknown (:func:`without_cost`). ``journal``: the
+    run's roundtables (:func:`run_question`); a question whose roundtable is gone is said, the
+    roundtable given up in it, and the question started once more.
+
+    Raises:
+        CliError: a question's roundtable was gone a second time in this run.
+    """
     progress = Progress(total, len(done))
     sem = asyncio.Semaphore(max(1, opts.concurrency))
     spent = {
@@ -764,7 +1139,25 @@ async def _run_all(
                 if why:
                     stop.append(why)
                     return
-            rec = await run_question(cc, opts, q, parent, directory, oc)
+            try:
+                rec = await run_question(cc, opts, q, parent, directory, oc, journal)
+            except RoundtableGone as gone:
+                if journal is None:
+                    raise CliError(f"Error: {q.id}: {gone}") from None
+                journal.add(q.id, gone.ses, gone.parent, abandoned=gone.reason)
+                print(
+                    f"eval: {q.id}: its roundtable {gone.ses} {gone.reason}; starting it again "
+                    "(the report counts both)",
+                    file=sys.stderr,
+                )
+                try:
+                    rec = await run_question(cc, opts, q, parent, directory, oc, journal)
+                except RoundtableGone as again:
+                    journal.add(q.id, again.ses, again.parent, abandoned=again.reason)
+                    raise CliError(
+                        f"Error: {q.id}: its roundtable {again.ses} {again.reason}, the second "
+                        "in this run; stopped (is something deleting the run's sessions?)"
+                    ) from None
             if not cost_listed:
                 rec = without_cost(rec)
             async with lock:
@@ -817,8 +1210,11 @@ def build_report(
     *,
     interrupted: bool = False,
     stopped: str | None = None,
+    abandoned: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The JSON report (docs/eval.md): the run, the per-protocol summary and the questions."""
+    """The JSON report (docs/eval.md): the run, the per-protocol summary and the questions.
+    ``abandoned``: the roundtables the run gave up (:meth:`Journal.abandoned`), counted under
+    their parents with the records' and listed."""
     names = protocol_names(opts)
     if run.get("costListed") is False:  # also the records of a run from before it was said
         records = [without_cost(r) for r in records]
@@ -844,8 +1240,12 @@ def build_report(
         "opencodeVersion": run.get("opencodeVersion"),
         "roundtabledVersion": run.get("roundtabledVersion", __version__),
         "parentSessionID": run.get("parentSessionID"),
-        "parents": parent_counts(run, records),
+        "parents": parent_counts(run, records, abandoned),
         "sessions": [r["sessionID"] for r in records],
+        "abandoned": [
+            {k: a.get(k) for k in ("id", "sessionID", "parentSessionID", "abandoned")}
+            for a in abandoned
+        ],
         "label": run.get("label"),
         "tokensEstimated": estimated,
         "answerReads": answer_reads(records),
@@ -855,16 +1255,20 @@ def build_report(
     }
 
 
-def parent_counts(run: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """``{parent session id: roundtables of ``records`` under it}``, the run's current parent
-    first, then the earlier ones a resume could no longer reach (``run.json``
+def parent_counts(
+    run: Mapping[str, Any],
+    records: Sequence[Mapping[str, Any]],
+    abandoned: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, int]:
+    """``{parent session id: roundtables of ``records`` and ``abandoned`` under it}``, the run's
+    current parent first, then the earlier ones a resume could no longer reach (``run.json``
     ``earlierParentSessionIDs``). A record names its parent (``parentSessionID``); one written
     before records did is counted under the first parent of the run."""
     earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
     current = run.get("parentSessionID")
     order = [*earlier, *([str(current)] if current else [])]
     counts: dict[str, int] = {p: 0 for p in order}
-    for r in records:
+    for r in [*records, *abandoned]:
         p = r.get("parentSessionID") or (order[0] if order else None)
         if p is not None:
             counts[str(p)] = counts.get(str(p), 0) + 1
@@ -943,6 +1347,17 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             if i == 0
             else f"- earlier parent session: {p} ({n} roundtables under it; not reachable when "
             "the run resumed, so `--cleanup` cannot delete them)"
+        )
+    for a in report.get("abandoned") or ():
+        lines.append(
+            f"- abandoned roundtable of {a['id']}: {a['sessionID']}, which {a['abandoned']}; "
+            "the question ran again"
+        )
+    resumed = sum(1 for r in report["records"] if r.get("resumed"))
+    if resumed:
+        lines.append(
+            f"- {resumed} question(s) went on with the roundtable an earlier run had started; "
+            "their seconds count from the resume"
         )
     if report.get("label"):
         lines.append(f"- note: {report['label']}")

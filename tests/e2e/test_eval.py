@@ -4,8 +4,6 @@ and McNemar counts must equal the values this test computes on its own."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
 import re
 from collections import Counter
@@ -15,53 +13,21 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roundtabled.cli.eval_runner import EvalOptions, Target, read_records, run_eval
+from roundtabled.cli.eval_runner import EvalOptions, read_records, run_eval
 from roundtabled.core.scoring import Question, arithmetic_questions, evaluate_expression
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, default_text
 
 from .conftest import RT
-
-AGENTS = ["pm", "dev", "rv"]
-ACCURACY = {"pm": 0.8, "dev": 0.55, "rv": 0.35}
-"""Each seat's chance to be right in its opening; later rounds move towards the truth."""
-LATER = {"pm": 0.85, "dev": 0.7, "rv": 0.5}
-
-
-def _draw(*key: object) -> float:
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def planned_answer(agent: str, expr: str, rnd: int) -> int:
-    """What ``agent`` answers to ``expr`` in round ``rnd`` (1-based): right with its seeded
-    chance, else a wrong number of its own."""
-    gold = evaluate_expression(expr)
-    p = ACCURACY[agent] if rnd == 1 else LATER[agent]
-    if _draw(agent, expr, rnd) < p:
-        return gold
-    return gold + 1 + int(_draw("wrong", agent, expr, rnd) * 3)
-
-
-def confidence(agent: str, expr: str, rnd: int) -> int:
-    return 3 + int(_draw("conf", agent, expr, rnd) * 7)
-
-
-def responder(req: RecordedRequest) -> Text | None:
-    if req.agent not in AGENTS:
-        return None
-    text = json.dumps(req.messages)
-    exprs = re.findall(r"What is the result of ([0-9+*-]+)\?", text)
-    rounds = re.findall(r"Round (\d+)/\d+", req.last_user_text)
-    if not exprs or not rounds:
-        return None
-    expr, rnd = exprs[0], int(rounds[-1])
-    ans = planned_answer(req.agent, expr, rnd)
-    return Text(
-        # Diverse prose (as the default replies): similar turns would stop the debate as a loop.
-        text=f"{default_text(req.agent, expr, rnd)}\n\nPosition: {ans} — my result "
-        f"(confidence {confidence(req.agent, expr, rnd)}/10)"
-    )
+from .eval_helpers import (
+    AGENTS,
+    confidence,
+    interrupt_after,
+    planned_answer,
+    responder,
+    scripted_run,
+    target,
+)
 
 
 def vote(answers: list[tuple[int, int]]) -> int:
@@ -101,15 +67,6 @@ def expected(questions: list[Question]) -> dict[str, Any]:
                 f[0] += (not first) and last
                 f[1] += first and not last
     return out
-
-
-def target(rt: RT) -> Target:
-    return Target(
-        control_url=rt.control,
-        token_file=rt.daemon.settings.token_file,
-        server_url=rt.server.url,
-        server_password=rt.server.password,
-    )
 
 
 @pytest.mark.timeout(900)  # 40 questions, about 550 model calls: ~1 min alone, more under load
@@ -158,24 +115,10 @@ async def test_report_matches_independently_computed_accuracy_flips_and_mcnemar(
 async def test_an_interrupted_run_leaves_a_partial_report_and_resumes(
     rt: RT, tmp_path: Path
 ) -> None:
-    rt.llm.responder = responder
-    out = tmp_path / "run"
-    opts = EvalOptions(
-        agents=AGENTS, out=out, level="easy", count=6, seed=1, protocols=["single", "vote"]
-    )
-    two = asyncio.Event()
-    seen: list[str] = []
-
-    def on_record(rec: dict[str, Any]) -> None:
-        seen.append(rec["id"])
-        if len(seen) >= 2:
-            two.set()
-
-    task = asyncio.create_task(run_eval(opts, target(rt), on_record))
+    opts = scripted_run(rt, tmp_path, count=6, protocols=["single", "vote"])
+    out = opts.out
+    await interrupt_after(opts, rt, 2)
     results = out / "results.jsonl"
-    await asyncio.wait_for(two.wait(), 120)
-    task.cancel()
-    assert await task == 130
     partial = json.loads((out / "report.json").read_text())
     assert partial["partial"] and partial["interrupted"]
     first = {r["id"] for r in read_records(results)}

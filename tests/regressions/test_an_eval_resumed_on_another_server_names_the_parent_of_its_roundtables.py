@@ -13,17 +13,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from roundtabled.cli.eval_runner import EvalOptions, run_eval
+from roundtabled.cli.eval_runner import run_eval
 from tests.e2e.conftest import RT
-from tests.e2e.test_eval import AGENTS, responder, target
+from tests.e2e.eval_helpers import scripted_run, target
 
 
 async def test_a_resume_with_nothing_to_run_keeps_the_parent_and_creates_no_session(
     rt: RT, tmp_path: Path
 ) -> None:
-    rt.llm.responder = responder
-    out = tmp_path / "run"
-    opts = EvalOptions(agents=AGENTS, out=out, level="easy", count=2, seed=1, protocols=["single"])
+    opts = scripted_run(rt, tmp_path, count=2, protocols=["single"])
+    out = opts.out
     assert await run_eval(opts, target(rt)) == 0
     first = json.loads((out / "report.json").read_text())["parentSessionID"]
     await rt.oc("DELETE", f"/session/{first}")  # the recorded parent is not on this server
@@ -38,15 +37,12 @@ async def test_a_resume_with_nothing_to_run_keeps_the_parent_and_creates_no_sess
 async def test_a_new_parent_on_resume_leaves_the_earlier_one_named_with_its_roundtables(
     rt: RT, tmp_path: Path
 ) -> None:
-    rt.llm.responder = responder
-    out = tmp_path / "run"
-    one = EvalOptions(
-        agents=AGENTS, out=out, level="easy", count=2, seed=1, limit=1, protocols=["single"]
-    )
+    one = scripted_run(rt, tmp_path, count=2, limit=1, protocols=["single"])
+    out = one.out
     assert await run_eval(one, target(rt)) == 0
     first = json.loads((out / "run.json").read_text())["parentSessionID"]
     await rt.oc("DELETE", f"/session/{first}")
-    both = EvalOptions(agents=AGENTS, out=out, level="easy", count=2, seed=1, protocols=["single"])
+    both = scripted_run(rt, tmp_path, count=2, protocols=["single"])
     assert await run_eval(both, target(rt)) == 0
     report = json.loads((out / "report.json").read_text())
     second = report["parentSessionID"]
