@@ -22,10 +22,6 @@ from roundtabled.service import provider
 
 DEFAULT_LOCAL_SEATS = ["seat-a", "seat-b", "seat-c"]
 """The seats written for ``--base-url``/``--model`` when ``--agents`` is not given."""
-OUTPUT_LIMITS = (64, 65536)
-"""``--output-limit``'s allowed range (tokens)."""
-CONTEXT_LIMITS = (1024, 2**21)
-"""``--context-limit``'s allowed range (tokens)."""
 
 
 def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -83,12 +79,14 @@ def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument(
         "--output-limit",
         help="with --model: tokens a reply may take, OpenCode's limit.output "
-        f"({OUTPUT_LIMITS[0]}-{OUTPUT_LIMITS[1]}, default {provider.DEFAULT_OUTPUT})",
+        f"({provider.OUTPUT_LIMITS[0]}-{provider.OUTPUT_LIMITS[1]}, "
+        f"default {provider.DEFAULT_OUTPUT})",
     )
     s.add_argument(
         "--context-limit",
         help="with --model: tokens of the model's context, OpenCode's limit.context "
-        f"({CONTEXT_LIMITS[0]}-{CONTEXT_LIMITS[1]}, default {provider.DEFAULT_CONTEXT}; "
+        f"({provider.CONTEXT_LIMITS[0]}-{provider.CONTEXT_LIMITS[1]}, "
+        f"default {provider.DEFAULT_CONTEXT}; "
         "the model server's own context must hold it)",
     )
     s.add_argument("--turn-timeout", help="seconds per turn for the roundtables")
@@ -174,17 +172,12 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
     limit = _int(args.limit, "--limit", 1, 100000)
     concurrency = _int(args.concurrency, "--concurrency", 1, 16)
     max_tokens = _int(args.max_tokens, "--max-tokens", 1, 10**12)
-    output = _int(args.output_limit, "--output-limit", *OUTPUT_LIMITS)
-    context = _int(args.context_limit, "--context-limit", *CONTEXT_LIMITS)
-    if (output is not None or context is not None) and not model:
+    if (args.output_limit is not None or args.context_limit is not None) and not model:
         raise _usage("--output-limit and --context-limit go with --base-url and --model")
-    output = output or provider.DEFAULT_OUTPUT
-    context = context or provider.DEFAULT_CONTEXT
-    if output >= context:
-        raise _usage(
-            f"--output-limit ({output}) must be below --context-limit ({context}): the context "
-            "holds the prompt and the reply"
-        )
+    try:
+        output, context = provider.check_limits(args.output_limit, args.context_limit)
+    except provider.BadModelOption as exc:
+        raise _usage(str(exc)) from None
     task_name = "arithmetic-" + args.level if args.tasks == "arithmetic" else Path(args.tasks).stem
     out = Path(args.out or f"eval-{task_name}-{seed}").expanduser()
     return EvalOptions(

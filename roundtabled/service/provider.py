@@ -67,9 +67,9 @@ DEFAULT_CONTEXT = 16384
 DEFAULT_OUTPUT = 2048
 """``limit.output`` of a written model (tokens) unless told otherwise."""
 OUTPUT_LIMITS = (64, 65536)
-"""``--output-limit``'s allowed range (tokens), the rule of ``roundtabled eval``'s flag."""
+"""``--output-limit``'s allowed range (tokens), ``roundtabled eval`` and the demo."""
 CONTEXT_LIMITS = (1024, 2**21)
-"""``--context-limit``'s allowed range (tokens), the rule of ``roundtabled eval``'s flag."""
+"""``--context-limit``'s allowed range (tokens), ``roundtabled eval`` and the demo."""
 
 
 def check_limits(output: str | None, context: str | None) -> tuple[int, int]:
