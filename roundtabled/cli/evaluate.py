@@ -102,15 +102,10 @@ def _usage(message: str) -> CliError:
 
 
 def _int(value: str | None, flag: str, low: int, high: int) -> int | None:
-    if value is None:
-        return None
     try:
-        n = int(value)
-    except ValueError:
-        raise _usage(f"{flag} must be a whole number {low}-{high}, got {value!r}") from None
-    if not low <= n <= high:
-        raise _usage(f"{flag} must be {low}-{high}, got {n}")
-    return n
+        return provider.whole(value, flag, low, high)
+    except provider.BadModelOption as exc:
+        raise _usage(str(exc)) from None
 
 
 def _positive(value: str | None, flag: str) -> float | None:

@@ -84,8 +84,8 @@ def check_limits(output: str | None, context: str | None) -> tuple[int, int]:
     Raises:
         BadModelOption: naming the flag, its allowed range and the value given.
     """
-    out = _whole(output, "--output-limit", *OUTPUT_LIMITS) or DEFAULT_OUTPUT
-    ctx = _whole(context, "--context-limit", *CONTEXT_LIMITS) or DEFAULT_CONTEXT
+    out = whole(output, "--output-limit", *OUTPUT_LIMITS) or DEFAULT_OUTPUT
+    ctx = whole(context, "--context-limit", *CONTEXT_LIMITS) or DEFAULT_CONTEXT
     if out >= ctx:
         raise BadModelOption(
             f"--output-limit ({out}) must be below --context-limit ({ctx}): the context "
@@ -94,7 +94,13 @@ def check_limits(output: str | None, context: str | None) -> tuple[int, int]:
     return out, ctx
 
 
-def _whole(value: str | None, flag: str, low: int, high: int) -> int | None:
+def whole(value: str | None, flag: str, low: int, high: int) -> int | None:
+    """A flag's whole number in ``low``..``high`` (``None`` when not given).
+
+    Raises:
+        BadModelOption: ``"{flag} must be a whole number {low}-{high}, got …"`` or
+            ``"{flag} must be {low}-{high}, got N"``.
+    """
     if value is None:
         return None
     try:
