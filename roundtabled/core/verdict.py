@@ -624,9 +624,10 @@ _NO_DECISION_BY: dict[ObserverOutcome, str] = {
     "fallback": "gave no usable verdict",
     "failed": "failed",
     "skipped": "did not run",
-    "cancelled": "did not run",
 }
-"""What the observer did, in the no-decision note, when it gave no verdict to read."""
+"""What the observer did, in the no-decision note, when it gave no verdict to read. Not after a
+cancel without a summary: no decision is what the caller asked for, and the cancel's own notes
+say so."""
 
 
 def no_decision_note(
@@ -636,8 +637,9 @@ def no_decision_note(
     status): no seat's final position (``seats``, :func:`positions`) names a stance and the
     verdict has no decision, neither the observer's nor the seats'; ``None`` otherwise. A debate
     in which the seats stated positions and disagreed is a split, not this; one in which no
-    seat spoke at all has its own notes (every seat's, the observer's)."""
-    if state.active or any(s.stance is not None for s in seats):
+    seat spoke at all has its own notes (every seat's, the observer's), and so has one cancelled
+    without a summary (``outcome`` ``"cancelled"``: deciding nothing is what was asked)."""
+    if state.active or outcome == "cancelled" or any(s.stance is not None for s in seats):
         return None
     if len(silent_seats(state)) == len(state.agents) or decision_of(state, seats) is not None:
         return None

@@ -126,3 +126,29 @@ def test_seats_that_stated_different_positions_are_a_split_not_a_degradation() -
     assert result.verdict.decision is None and result.verdict.tally_consensus == "none"
     assert not result.status.degraded
     assert not [n for n in result.status.notes if "there is no decision" in n]
+
+
+def test_a_cancel_without_a_summary_says_the_cancel_not_no_decision() -> None:
+    """The cancel prints its effect in a dozen lines (``roundtabled cancel``): a debate cancelled
+    without a summary decided nothing because the caller asked for that, which the cancel's own
+    notes say; the no-decision note would only repeat it."""
+    st = RoundtableState.model_validate(
+        {
+            "session_id": "ses_cancelnodecision0001",
+            "title": "Prime?",
+            "agents": ["seat-a", "seat-b"],
+            "total_rounds": 8,
+            "current_round": 2,
+            "prompt": "Is 7 a prime number?",
+            "phase": Phase.ABORTED,
+            "end_reason": EndReason.CANCELLED,
+            "history": [
+                turn("seat-a", "I think so."),
+                turn("seat-b", "Probably."),
+            ],
+            "summary": "",
+        }
+    )
+    result = build_result(st)
+    assert result.status.degraded  # the cancel is
+    assert not any("there is no decision" in n for n in result.status.notes), result.status.notes
