@@ -41,7 +41,7 @@ from roundtabled.cli.client import EXIT_USAGE, CliError, ConnectionLost, Control
 from roundtabled.cli.follow import REATTACH_PAUSE_S, REATTACH_S
 from roundtabled.core import scoring, wire
 from roundtabled.core.scoring import Question
-from roundtabled.core.state import CONCLUDED_SUFFIX
+from roundtabled.core.state import CONCLUDED_SUFFIX, tokens_in_out
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import install, provider
 
@@ -457,11 +457,13 @@ def seat_rounds(
 
 
 def _usage(turn: Mapping[str, Any]) -> tuple[int, float | None]:
-    """Tokens and cost of one exported turn; the cost ``None`` when its model lists no price
+    """Tokens (in + out, cached prompt tokens and reasoning included:
+    :func:`roundtabled.core.state.tokens_in_out`) and cost of one exported turn; the cost ``None``
+    when its model lists no price
     (the export's ``usage.cost`` ``null``, docs/result.md)."""
     u = turn.get("usage") or {}
     cost = u.get("cost", 0.0)
-    return int(u.get("input", 0)) + int(u.get("output", 0)), None if cost is None else float(cost)
+    return sum(tokens_in_out(u)), None if cost is None else float(cost)
 
 
 def spend_upto(

@@ -13,6 +13,7 @@ from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
 from roundtabled.cli.render import color, fmt_elapsed, project_line
 from roundtabled.cli.verdict import degraded_line, print_verdict, turns_text
 from roundtabled.core.prompts import default_title
+from roundtabled.core.state import tokens_in_out
 from roundtabled.service import config as cfg
 
 
@@ -168,12 +169,14 @@ async def cmd_export(args: argparse.Namespace, settings: cfg.Settings) -> int:
 
 def usage_cells(u: dict[str, Any]) -> str:
     """One usage row of ``status`` (``u``: a usage total of the control API, docs/result.md):
-    ``unknown`` where the server reported no usage, ``≥`` before a lower bound."""
+    ``unknown`` where the server reported no usage, ``≥`` before a lower bound; in and out as
+    :func:`roundtabled.core.state.tokens_in_out` counts them (the result's footer's rule)."""
     if u.get("input") is None:
         return f"{'unknown':>8} (no usage reported for {u.get('unreportedTurns', 0)} turn(s))"
     at_least = "≥" if u.get("unreportedTurns") else " "
     cost = "cost unknown" if u.get("cost") is None else f"${float(u['cost']):.4f}"
-    row = f"{at_least}{u.get('input', 0):>7} in {u.get('output', 0):>7} out  {cost}"
+    tokens_in, tokens_out = tokens_in_out(u)
+    row = f"{at_least}{tokens_in:>7} in {tokens_out:>7} out  {cost}"
     if u.get("unreportedTurns"):
         row += f"  (usage of {u['unreportedTurns']} turn(s) unknown)"
     return row

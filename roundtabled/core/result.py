@@ -32,6 +32,7 @@ from roundtabled.core.state import (
     HistoryEntry,
     RoundtableState,
     UsageTotal,
+    tokens_in_out,
     went_wrong,
 )
 from roundtabled.core.verdict import (
@@ -325,9 +326,9 @@ def _usage_label(t: UsageTotal) -> str:
     """``1.2k in / 340 out · $0.0012``: in = input + cache read/write, out = output + reasoning;
     ``cost unknown (no price listed)`` for a model without a price."""
     u = t.usage
-    tokens_in = u.input + u.cache_read + u.cache_write
+    tokens_in, tokens_out = tokens_in_out(u.dump())
     cost = "cost unknown (no price listed)" if t.unpriced else _cost(u.cost)
-    return f"{_tokens(tokens_in)} in / {_tokens(u.output + u.reasoning)} out · {cost}"
+    return f"{_tokens(tokens_in)} in / {_tokens(tokens_out)} out · {cost}"
 
 
 def _usage_footer(history: Sequence[HistoryEntry], unpriced: Collection[str]) -> str | None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -96,6 +96,18 @@ class Usage(StateModel):
     def recorded(self) -> bool:
         """Whether the server recorded any usage at all (a token or a cost)."""
         return bool(self.total_tokens or self.cache_read or self.cache_write or self.cost)
+
+
+def tokens_in_out(usage: Mapping[str, Any]) -> tuple[int, int]:
+    """``(in, out)`` tokens of a usage in its JSON form (:meth:`Usage.dump`, a turn of the export,
+    a total of the status route): in = input + cache read + cache write (every prompt token the
+    model took, cached or not), out = output + reasoning (docs/result.md, usage). Missing or
+    ``null`` fields count 0."""
+
+    def n(key: str) -> int:
+        return int(usage.get(key) or 0)
+
+    return n("input") + n("cacheRead") + n("cacheWrite"), n("output") + n("reasoning")
 
 
 class ToolCallSummary(StateModel):

@@ -58,6 +58,7 @@ from roundtabled.core.state import (
     RoundtableState,
     UsageTotal,
     said_modes,
+    tokens_in_out,
 )
 
 # ── per-seat status ─────────────────────────────────────────────────────────────────────────────
@@ -813,7 +814,8 @@ def build_usage(state: RoundtableState) -> ResultUsage:
 
 
 def _agent_usage(entries: Sequence[HistoryEntry], unpriced: Sequence[str]) -> AgentUsage:
-    """The contract's form of :class:`UsageTotal` (output includes reasoning); the cost is
+    """The contract's form of :class:`UsageTotal` (input includes cached prompt tokens, output
+    includes reasoning: :func:`roundtabled.core.state.tokens_in_out`); the cost is
     ``None`` when a turn's model lists no price (``unpriced``)."""
     total = UsageTotal()
     for e in entries:
@@ -821,9 +823,10 @@ def _agent_usage(entries: Sequence[HistoryEntry], unpriced: Sequence[str]) -> Ag
     if total.unknown:
         return AgentUsage(input=None, output=None, cost=None, unreported_turns=total.unreported)
     u = total.usage
+    tokens_in, tokens_out = tokens_in_out(u.dump())
     return AgentUsage(
-        input=u.input,
-        output=u.output + u.reasoning,
+        input=tokens_in,
+        output=tokens_out,
         cost=None if total.cost_unknown else round(u.cost, 8),
         unreported_turns=total.unreported,
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from roundtabled.core import history, wire
 from roundtabled.core.result import build_result, usage_table
-from roundtabled.core.state import HistoryEntry, RoundtableState
+from roundtabled.core.state import HistoryEntry, RoundtableState, tokens_in_out
 from roundtabled.core.verdict import consensus_text
 from roundtabled.engine.registry import Engine
 
@@ -197,15 +197,15 @@ def to_markdown(data: dict[str, Any]) -> str:
         usage = turn.get("usage") or {}
         if turn.get("usageUnknown"):
             lines += ["<sub>usage unknown (the server reported none)</sub>", ""]
-        elif usage.get("input") or usage.get("output"):
+        elif any(tokens_in_out(usage)):
             cost = (
                 "cost unknown"
                 if usage.get("cost") is None
                 else f"${float(usage.get('cost', 0)):.4f}"
             )
+            tokens_in, tokens_out = tokens_in_out(usage)
             lines += [
-                f"<sub>{_fmt_tokens(int(usage.get('input', 0)))} in · "
-                f"{_fmt_tokens(int(usage.get('output', 0)))} out · {cost}</sub>",
+                f"<sub>{_fmt_tokens(tokens_in)} in · {_fmt_tokens(tokens_out)} out · {cost}</sub>",
                 "",
             ]
     if data.get("errors"):
@@ -241,4 +241,5 @@ def _usage_cells(u: dict[str, Any]) -> str:
         return "unknown | unknown | unknown"
     at_least = "≥ " if u.get("unreportedTurns") else ""
     cost = "unknown" if u.get("cost") is None else f"{at_least}{float(u['cost']):.4f}"
-    return f"{at_least}{u.get('input', 0)} | {at_least}{u.get('output', 0)} | {cost}"
+    tokens_in, tokens_out = tokens_in_out(u)
+    return f"{at_least}{tokens_in} | {at_least}{tokens_out} | {cost}"
