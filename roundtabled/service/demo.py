@@ -419,6 +419,14 @@ def _stop_on(task: asyncio.Task[Any], signum: signal.Signals) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    if args.base_url:
+        try:
+            note = await provider.probe(args.base_url, args.model, args.base_url_source)
+        except provider.BadModelOption as exc:
+            print(f"Error: {exc}", file=sys.stderr)
+            return 2
+        if note:
+            print(f"demo: {note}")
     task = asyncio.current_task()
     if task is not None:
         loop = asyncio.get_running_loop()
@@ -498,10 +506,17 @@ async def serve_async(args: argparse.Namespace) -> int:
             f"  {bin_dir / 'roundtabled'} list\n"
             f"The OpenCode TUI on this server: {opencode} attach {demo.server.url} "
             f"--dir {demo.server.project_dir}\n"
-            "In the TUI ask: convene a roundtable with pm, dev and rv about <your topic> — the "
-            "offline orchestrator calls the roundtable tool; the offline model answers the "
-            "first pm/dev/rv debate with the demo's script, any other turn with filler text.\n"
-            "Ctrl-C here stops everything (so does closing this terminal); if the daemon or "
+            "In the TUI ask: convene a roundtable with pm, dev and rv about <your topic> — "
+            + (
+                "your model is the orchestrator too: it calls the roundtable tool if it follows "
+                "the request (a small local model may not; its context must hold the "
+                "orchestrator's prompt and tools, see --context-limit).\n"
+                if args.base_url or os.environ.get("ROUNDTABLED_DEMO_MODEL")
+                else "the offline orchestrator calls the roundtable tool; the offline model "
+                "answers the first pm/dev/rv debate with the demo's script, any other turn with "
+                "filler text.\n"
+            )
+            + "Ctrl-C here stops everything (so does closing this terminal); if the daemon or "
             "the server ends on its own, this says so and stops the rest.",
             flush=True,
         )
@@ -676,7 +691,11 @@ class DemoParser(argparse.ArgumentParser):
 
 def main() -> int:
     """Entry point of ``python -m roundtabled.service.demo``."""
-    p = DemoParser(prog="roundtabled-demo", description=__doc__.split("\n")[0])
+    p = DemoParser(
+        prog="roundtabled-demo",
+        description="A real roundtable end to end on a fresh machine: a private OpenCode "
+        "server, the tools, the daemon and a 3-agent × 2-round debate (scripts/demo).",
+    )
     p.add_argument("--workdir", help="keep everything in this directory")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument(

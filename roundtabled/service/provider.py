@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
+
 PROVIDER_ID = "local"
 """The provider id the written configuration uses: the seats' model is ``local/NAME``."""
 
@@ -27,6 +29,48 @@ the roundtable's turn prompt with its closing line alone (the forms compared in 
 
 class BadModelOption(ValueError):
     """A base URL or model name that cannot be used (the message names the option)."""
+
+
+PROBE_TIMEOUT_S = 5.0
+"""How long :func:`probe` waits for the model server's answer (seconds)."""
+
+
+async def probe(base_url: str, model: str, flag: str = "--base-url") -> str | None:
+    """Ask the server at ``base_url`` (checked, ending in ``/v1``) for its models
+    (``GET /models``, the OpenAI-compatible listing) before anything starts, so a mistyped URL
+    or a server not started is one line at once, not every turn timing out later.
+
+    Returns:
+        A note when the server answers but does not list ``model`` (some servers, llama.cpp's,
+        answer any model name, so this is said, not refused); ``None`` otherwise.
+
+    Raises:
+        BadModelOption: nothing answers at ``base_url`` (refused, timed out after
+            :data:`PROBE_TIMEOUT_S`, not HTTP), naming ``flag`` and the cause.
+    """
+    url = base_url.rstrip("/") + "/models"
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)) as http,
+            http.get(url) as resp,
+        ):
+            body = await resp.json(content_type=None) if resp.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        cause = str(exc) or type(exc).__name__
+        raise BadModelOption(
+            f"{flag} {base_url}: no OpenAI-compatible server answers there ({cause}); start "
+            "it first (e.g. llama-server … --port N) or fix the URL"
+        ) from None
+    listed = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(listed, list):
+        return None
+    ids = [str(m.get("id")) for m in listed if isinstance(m, dict) and m.get("id")]
+    if ids and model not in ids:
+        return (
+            f"the server at {base_url} lists {', '.join(ids[:5])} but not {model!r}; "
+            "going on (some servers answer any model name)"
+        )
+    return None
 
 
 def check_base_url(value: str, flag: str = "--base-url") -> str:
