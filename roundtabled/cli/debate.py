@@ -69,7 +69,7 @@ def deliberation_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def turn_timeout_flag(value: float | None) -> float | None:
+def turn_timeout_flag(value: float | str | None) -> float | None:
     """``turnTimeout`` of the control API body from ``--turn-timeout`` (``None``: not given).
 
     Raises:
@@ -78,15 +78,10 @@ def turn_timeout_flag(value: float | None) -> float | None:
             here because JSON has no NaN or infinity: orjson sends ``nan`` as null, which the
             daemon reads as "not set" and runs on its default.
     """
-    if value is None:
-        return None
     try:
-        checked = validation.parse_request(
-            {"prompt": "turn timeout check", "agents": [], "turnTimeout": value}
-        )
+        return validation.turn_timeout_value(value)
     except ValidationFailed as exc:
         raise CliError(name_the_flag(str(exc), exc.field), EXIT_USAGE) from None
-    return checked.turn_timeout
 
 
 def side_flags(values: list[str] | None) -> dict[str, str] | None:

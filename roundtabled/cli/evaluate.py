@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from roundtabled.cli.client import EXIT_USAGE, CliError, control_url
+from roundtabled.cli.debate import turn_timeout_flag
 from roundtabled.cli.eval_runner import (
     DEFAULT_PROTOCOLS,
     PROTOCOLS,
@@ -135,7 +136,7 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
     bad = [p for p in protocols if p not in PROTOCOLS]
     if bad or not protocols:
         raise _usage(
-            f"--protocols: unknown {', '.join(map(repr, bad)) or 'empty list'}; "
+            f"--protocols: {'unknown ' + ', '.join(map(repr, bad)) if bad else 'none given'}; "
             f"allowed {', '.join(PROTOCOLS)}"
         )
     if args.answer_line not in ("position", "answer"):
@@ -194,7 +195,7 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         output_limit=output,
         context_limit=context,
         cleanup=args.cleanup,
-        turn_timeout=_positive(args.turn_timeout, "--turn-timeout"),
+        turn_timeout=turn_timeout_flag(args.turn_timeout),
         label=args.note,
         sc_seat=args.sc_seat,
     )

@@ -605,3 +605,29 @@ def check_agents(
             "observer",
             f"unknown observer agent {observer!r}; omit it for the built-in observer. {listing}",
         )
+
+
+def turn_timeout_value(value: float | str | None) -> float | None:
+    """A ``--turn-timeout`` flag's value (seconds, a number or as typed; ``None``: not given)
+    checked by the rule of the call's ``turnTimeout`` (:func:`parse_request`): a typed whole
+    number stays whole in the message ("got 0", not "got 0.0"), a word is named as typed.
+
+    Raises:
+        ValidationFailed: field ``turnTimeout``, not a number of seconds from 1 to 86400 (NaN
+            and infinity included: JSON has neither, so a caller checks before it sends).
+    """
+    if value is None:
+        return None
+    number: object = value
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                number = kind(value)
+                break
+            except ValueError:
+                continue
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    return parse_request(
+        {"prompt": "turn timeout check", "agents": [], "turnTimeout": number}
+    ).turn_timeout

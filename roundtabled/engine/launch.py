@@ -299,9 +299,10 @@ def check_directory_exists(directory: str | None) -> None:
         ValidationFailed: field ``directory``.
     """
     if directory is not None and not Path(directory).is_dir():
+        what = "is not a directory" if Path(directory).exists() else "does not exist"
         raise ValidationFailed(
             "directory",
-            f"directory {directory!r} does not exist (give the project "
+            f"directory {directory!r} {what} (give the project "
             "directory OpenCode serves, or omit it for the server's own)",
         )
 

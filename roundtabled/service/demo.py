@@ -633,21 +633,11 @@ def checked_turn_timeout(value: str | None) -> float | None:
     Raises:
         BadArgument: not a number of seconds from 1 to 86400.
     """
-    if value is None:
-        return None
-    number: object
     try:
-        number = float(value)
-    except ValueError:
-        number = value  # the rule names it as typed
-    try:
-        req = validation.parse_request(
-            {"prompt": "turn timeout check", "agents": [], "turnTimeout": number}
-        )
+        return validation.turn_timeout_value(value)
     except ValidationFailed as exc:
         text = str(exc).removeprefix("Error: ")
         raise BadArgument(text.replace("turnTimeout", "--turn-timeout", 1)) from None
-    return req.turn_timeout
 
 
 def local_model(args: argparse.Namespace) -> None:
