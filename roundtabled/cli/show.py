@@ -128,6 +128,10 @@ def status_lines(st: dict[str, Any], *, tty: bool | None = None) -> list[str]:
     if warning := degraded_line(result, tty=tty):
         out.append(warning)
     stage = {"observer": " (observer)", "ended": " (ended)"}.get(str(st.get("stage")), "")
+    done = ((result or {}).get("status") or {}).get("roundsCompleted")
+    if stage == " (ended)" and isinstance(done, int) and done != st.get("round"):
+        # Ended inside a round: the result's "N/M rounds" counts the complete ones.
+        stage = f" (ended; {done} complete)"
     out.append(
         f"  round:    {st['round']}/{st['totalRounds']}{stage}   current: {st.get('agent') or '-'}"
     )

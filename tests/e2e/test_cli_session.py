@@ -166,6 +166,6 @@ async def test_status_after_a_cancel_in_round_1_shows_round_1(rt: RT) -> None:
     assert (await cli(rt, "cancel", s2)).code == 0
     run = await cli(rt, "status", s2)
     assert run.code == 0, run
-    assert "round:    1/3 (ended)" in run.out, run.out
+    assert "round:    1/3 (ended; 0 complete)" in run.out, run.out
     st = json.loads((await cli(rt, "status", "--json", s2)).out)
     assert (st["round"], st["totalRounds"]) == (1, 3)
