@@ -12,6 +12,8 @@ from typing import Any
 
 from roundtabled.core.observer_verdict import (
     REPAIR_SEAT,
+    TRANSCRIPT_COPIED,
+    copies_a_turn,
     has_verdict_block,
     is_repair,
     parse_reply,
@@ -72,7 +74,8 @@ def observer_step(state: RoundtableState, entry: HistoryEntry) -> VerdictStep:
     - a valid verdict → done (``data`` set; the prose of the first reply is the summary);
     - a verdict block that does not validate, no repair asked yet → one repair turn;
     - no verdict block at all, or still invalid after the repair, or the repair turn failed →
-      the ledger verdict (``fallback``).
+      the ledger verdict (``fallback``); a first reply that starts with a seat's turn header
+      (:func:`roundtabled.core.observer_verdict.copies_a_turn`) also leaves no summary.
     """
     record = state.verdict
     repair = is_repair(entry)
@@ -96,6 +99,13 @@ def observer_step(state: RoundtableState, entry: HistoryEntry) -> VerdictStep:
             summary=summary,
             verdict=record.model_copy(update={"error": error, "repair_asked": True}),
             repair=repair_prompt(error or "invalid"),
+        )
+    if not repair and copies_a_turn(prose, state.agents):
+        # Not a consolidation: the summary becomes the digest of the seats' positions, and the
+        # result says why (docs/result.md, the observer's verdict).
+        return VerdictStep(
+            summary=None,
+            verdict=record.model_copy(update={"error": TRANSCRIPT_COPIED, "fallback": True}),
         )
     return VerdictStep(
         summary=summary, verdict=record.model_copy(update={"error": error, "fallback": True})

@@ -171,6 +171,24 @@ _TURN_HEADER = re.compile(r"·\s*round\s+\d+|──")
 """The daemon's turn header (``── seat-a · round 1 ──``), or a piece of it."""
 
 
+TRANSCRIPT_COPIED = (
+    "the observer's reply repeats the debate's turns (a turn header copied), not a consolidation"
+)
+"""``VerdictRecord.error`` of an observer reply without a verdict that starts with a turn header
+(:func:`copies_a_turn`): its prose is not kept as the summary, and the result is degraded."""
+
+_HEADER_LINE = re.compile(r"^[\s─-]*(?P<name>[\w.-]+)\s*·\s*round\s+\d+", re.IGNORECASE)
+
+
+def copies_a_turn(prose: str, seats: Sequence[str]) -> bool:
+    """True when the first non-empty line of ``prose`` is a seat's turn header
+    (``── pm · round 1 ──``, or ``pm · round 1 ──`` without its lead): the observer wrote the
+    transcript back (seen on a small local model) instead of consolidating it."""
+    first = next((ln for ln in prose.splitlines() if ln.strip()), "")
+    m = _HEADER_LINE.match(first)
+    return m is not None and m.group("name").casefold() in {s.casefold() for s in seats}
+
+
 def _names_a_turn(decision: str, seats: dict[str, str]) -> bool:
     """True when ``decision`` is only a seat's name, or holds a piece of the daemon's turn header
     (``seat-a · round 1 ──``): the observer copied the transcript's layout, not a decision."""

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from roundtabled.core.deliberation import convergence_note, unenforceable_budget_note
-from roundtabled.core.observer_verdict import is_repair
+from roundtabled.core.observer_verdict import TRANSCRIPT_COPIED, is_repair
 from roundtabled.core.positions import (
     Change,
     Position,
@@ -618,6 +618,8 @@ def _observer_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[st
         return ["the observer did not run: the summary is a digest of each seat's last position"]
     if outcome == "cancelled":
         return ["the observer did not run (cancelled without a summary)"]
+    if outcome == "fallback" and state.verdict.error == TRANSCRIPT_COPIED:
+        return [f"{TRANSCRIPT_COPIED}: the summary is a digest of each seat's last position"]
     return []
 
 
