@@ -24,6 +24,8 @@ from tests.e2e import cli_helpers
 from .demo_cli import run_demo
 
 LOCAL = ("--base-url", "http://127.0.0.1:8080/v1", "--model", "local")
+SLOW = ("--turn-timeout", "900", "--output-limit", "512", "--context-limit", "4096")
+"""The flags a slow local model takes."""
 
 
 @pytest.mark.parametrize(
@@ -76,12 +78,7 @@ def test_the_flags_reach_the_demo(
         monkeypatch,
         capsys,
         *LOCAL,
-        "--turn-timeout",
-        "900",
-        "--output-limit",
-        "512",
-        "--context-limit",
-        "4096",
+        *SLOW,
     )
     assert run.code == 0 and run.ran_with is not None, run.err
     args = run.ran_with
@@ -107,12 +104,7 @@ async def test_the_demo_on_a_slow_local_model_writes_the_limits_it_was_given(
             llm.url,
             "--model",
             "local",
-            "--turn-timeout",
-            "900",
-            "--output-limit",
-            "512",
-            "--context-limit",
-            "4096",
+            *SLOW,
             "--workdir",
             str(work),
             env=env,
