@@ -92,6 +92,8 @@ class Debate:
     project: Path
     base_url: str
     model: str
+    output_limit: int = provider.DEFAULT_OUTPUT
+    """The seats' ``limit.output`` (tokens): less for a slow model, so a turn ends in time."""
 
 
 def _daemon_and_eval(
@@ -143,6 +145,7 @@ def _write_project(debate: Debate, exe: str, env: dict[str, str]) -> None:
         debate.base_url,
         debate.model,
         list(DEFAULT_LOCAL_SEATS),
+        output=debate.output_limit,
     )
     (debate.project / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
     subprocess.run([exe, "install-tool", "--project", str(debate.project)], env=env, check=True)
@@ -154,6 +157,12 @@ def main() -> None:
     p.add_argument("--debate", type=Path, help="run `roundtabled start` in this project instead")
     p.add_argument("--base-url", help="with --debate: the seats' OpenAI-compatible server")
     p.add_argument("--model", help="with --debate: the model that server serves")
+    p.add_argument(
+        "--output-limit",
+        type=int,
+        default=provider.DEFAULT_OUTPUT,
+        help="with --debate: the seats' limit.output (tokens)",
+    )
     p.add_argument("eval_args", nargs=argparse.REMAINDER)
     a = p.parse_args()
     args = a.eval_args[1:] if a.eval_args[:1] == ["--"] else a.eval_args
@@ -161,7 +170,7 @@ def main() -> None:
     if a.debate is not None:
         if not a.base_url or not a.model:
             p.error("--debate needs --base-url and --model")
-        debate = Debate(a.debate, a.base_url, a.model)
+        debate = Debate(a.debate, a.base_url, a.model, a.output_limit)
     sys.exit(asyncio.run(run(a.closing, args, debate)))
 
 
