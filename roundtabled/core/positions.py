@@ -31,9 +31,12 @@ POSITION_MAX = 400
 PositionSource = Literal["position", "answer", "boxed"]
 
 # A leading "[" or "(": small models wrap the whole closing line in brackets
-# (``[Position: label — sentence]``); the closing bracket is dropped with it.
+# (``[Position: label — sentence]``); the closing bracket is dropped with it. A concluding word
+# may lead ("Therefore, **Position: …**", seen on a small local model).
+_LEAD_IN = r"(?:(?:therefore|thus|hence|so|finally|overall|in\s+(?:conclusion|summary))\s*,?\s*)?"
 _LINE = re.compile(
-    r"^[\s>*_#`\[(-]*(?:(?:final|my|our|closing|current)\s+)?position\s*[*_]*\s*"
+    rf"^[\s>*_#`\[(-]*{_LEAD_IN}[\s>*_#`\[(-]*"
+    r"(?:(?:final|my|our|closing|current)\s+)?position\s*[*_]*\s*"
     r"(?:[:：—–]|\s-\s|-{1,2}(?=\s))[*_]*\s*(?P<rest>.+?)\s*$",
     re.IGNORECASE,
 )
@@ -59,7 +62,7 @@ _CONFIDENT = re.compile(
 )
 _TRAILING_SCORE = re.compile(
     rf"[\(\[]\s*{_CONF_VALUE}\s*[\)\]]\s*[.*_`]*\s*$|"
-    rf"\s[—–-]\s*(?P<num2>\d+)\s*/\s*10\s*[.*_`]*\s*$",
+    rf"\s[—–-]\s*[*_]*(?P<num2>\d+)\s*/\s*10\s*[.*_`]*\s*$",
     re.IGNORECASE,
 )
 _SPLIT = re.compile(r"[.!?]?[*_]{2}\s+|\s+[—–-]{1,2}\s+|\s*[—–]\s*|\s+-\s+|\s*:\s+")

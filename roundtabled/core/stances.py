@@ -347,6 +347,12 @@ stance. Folded (:func:`stance_key`)."""
 _ROUND_HEADER = re.compile(r"^(?:round|turn) \d+ (?:of )?\d+$")
 """A label that is the turn header's round counter ("Round 1/1", "round 2 of 3"; words only, as
 :func:`_words` leaves it), copied from the prompt's header: no stance."""
+_SPEAKER = re.compile(
+    r"^(?:the )?(?:agent|seat|panell?ist|debater|speaker|participant|member) [a-z0-9]{1,2}$"
+)
+"""A label that names a speaker by role and letter ("Agent B", "Seat 2"; words only, as
+:func:`_words` leaves it): a small local model names itself so when its seats are ``seat-a``,
+``seat-b`` …; no stance."""
 INSTRUCTION_SIMILARITY = 0.7
 """Bigram Jaccard similarity from which a label counts as one of :data:`INSTRUCTION_PHRASES`."""
 
@@ -363,8 +369,9 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
             more, 90 % of them the topic's, holding 70 % of the topic's words).
 
     Returns:
-        ``"the seat's name"`` / ``"the word “position”"``-style reason, ``"a placeholder"``, ``"the
-        topic copied"``, ``"no words"``; ``None`` for a real stance.
+        ``"the seat's name"`` / ``"a speaker's name"`` (``Agent B``) / ``"the word
+        “position”"``-style reason, ``"a placeholder"``, ``"the topic copied"``, ``"no words"``;
+        ``None`` for a real stance.
     """
     folded = _fold(label).strip(" \t\"'`*_.,;:!?()«»“”‘’")
     if not stance_key(label):
@@ -376,6 +383,8 @@ def no_stance_reason(label: str, *, seats: Sequence[str], topic: str = "") -> st
     for suffix in ("", " s position", "s position", " position", " s stance", " stance"):
         if plain.endswith(suffix) and plain[: len(plain) - len(suffix)] in names:
             return "the seat's name"
+    if _SPEAKER.match(plain):
+        return "a speaker's name"
     if plain in _SLOT_WORDS or plain in {f"{w} {s}" for w in ("the", "my") for s in _SLOT_WORDS}:
         return f"the word “{plain}”"
     key = stance_key(label)
