@@ -24,11 +24,14 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNCONCLUDED, EXIT_INTERRUPTED = 0, 1, 2, 3
 
 
 class CliError(Exception):
-    """A failure to report to the user (``code`` is the exit code)."""
+    """A failure to report to the user (``code`` is the exit code). ``away``: the daemon is away
+    for now (a call got no answer in time, or it answered 503 while stopping), so the same call
+    may succeed once it is back; :class:`ConnectionLost` is always away."""
 
-    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+    def __init__(self, message: str, code: int = EXIT_ERROR, *, away: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.away = away
 
 
 FLAG_FOR_FIELD: dict[str, str] = {
@@ -82,6 +85,9 @@ def name_the_flag(message: str, field: str | None) -> str:
 
 class ConnectionLost(CliError):
     """The daemon did not answer or the connection to it broke (it stopped or restarts)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message, code, away=True)
 
 
 class ControlClient:
@@ -156,6 +162,7 @@ class ControlClient:
                     raise CliError(
                         name_the_flag(msg, field if isinstance(field, str) else None),
                         EXIT_USAGE if resp.status in (400, 404) else EXIT_ERROR,
+                        away=resp.status == 503,
                     )
                 return data
         except aiohttp.ClientConnectionError:
@@ -165,7 +172,8 @@ class ControlClient:
             ) from None
         except TimeoutError:
             raise CliError(
-                f"Error: roundtabled at {self.base_url} did not answer within {timeout:g} s"
+                f"Error: roundtabled at {self.base_url} did not answer within {timeout:g} s",
+                away=True,
             ) from None
 
     async def stream(self, path: str, opened: asyncio.Event | None = None) -> Any:

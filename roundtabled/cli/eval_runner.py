@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled import __version__
-from roundtabled.cli.client import EXIT_USAGE, CliError, ConnectionLost, ControlClient
+from roundtabled.cli.client import EXIT_USAGE, CliError, ControlClient
 from roundtabled.cli.follow import REATTACH_PAUSE_S, REATTACH_S
 from roundtabled.core import scoring, wire
 from roundtabled.core.scoring import Question
@@ -231,14 +231,9 @@ class Journal:
 
 def _daemon_away(exc: CliError) -> bool:
     """``exc`` says the daemon is away for now (the connection broke, a call got no answer in
-    time, or it is shutting down): worth waiting for, unlike an answer that refuses. The
-    client's messages are the only sign of the last two (:mod:`roundtabled.cli.client`)."""
-    msg = str(exc)
-    return (
-        isinstance(exc, ConnectionLost)
-        or "did not answer within" in msg
-        or "is shutting down" in msg
-    )
+    time, or it is shutting down: :attr:`roundtabled.cli.client.CliError.away`): worth waiting
+    for, unlike an answer that refuses."""
+    return exc.away
 
 
 async def _away(exc: CliError, qid: str, since: float | None) -> float:
