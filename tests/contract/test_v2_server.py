@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -13,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from roundtabled.errors import AuthFailed
+from roundtabled.offline.opencode_server import OpenCodeServer, offline_config
 from roundtabled.offline.scripted_actions import Hang, Text
 from roundtabled.opencode.detect import detect_server
 from roundtabled.opencode.v2 import (
@@ -52,7 +54,9 @@ async def run_turn(
     since = len(v2.events)
     mid = msg_id()
     await v2.client.prompt(session_id, text, message_id=mid, **prompt)
-    await v2.wait_event(lambda e: turn_end(e) is not None and e.session_id == session_id, since=since)
+    await v2.wait_event(
+        lambda e: turn_end(e) is not None and e.session_id == session_id, since=since
+    )
     reply, idle = reply_of(await v2.client.all_messages(session_id), mid)
     assert idle is not None
     return mid, reply, idle
@@ -143,7 +147,11 @@ async def test_switch_agent_and_model_then_prompt_runs_there(v2: V2Env) -> None:
     # the model request: routed by x-opencode-session-id (the seat, not the root), dev's prompt,
     # the switched model, the 2.x output limit
     (req,) = v2.llm.requests_for(session=seat.id)
-    assert (req.agent, req.model, req.last_user_text) == ("dev", "debater-3", "Your opening statement?")
+    assert (req.agent, req.model, req.last_user_text) == (
+        "dev",
+        "debater-3",
+        "Your opening statement?",
+    )
     assert req.max_tokens is not None
     # the prompt's record keeps its id and metadata
     record = await c.message(seat.id, mid)
@@ -265,10 +273,12 @@ async def test_scripted_model_answers_a_compaction_in_its_template(v2: V2Env) ->
     seat = await c.create_session(directory=v2.directory, agent="pm")
     await run_turn(v2, seat.id, "something to summarize")
     since = len(v2.events)
-    raw, _ = await c._request("POST", f"/api/session/{seat.id}/compact", body={})
+    await c._request("POST", f"/api/session/{seat.id}/compact", body={})
     await v2.wait_event(
-        lambda e: e.session_id == seat.id
-        and e.type in ("session.compaction.ended", "session.compaction.failed"),
+        lambda e: (
+            e.session_id == seat.id
+            and e.type in ("session.compaction.ended", "session.compaction.failed")
+        ),
         since=since,
     )
     (req,) = v2.llm.requests_for(session=seat.id, kind="compaction")
@@ -277,3 +287,17 @@ async def test_scripted_model_answers_a_compaction_in_its_template(v2: V2Env) ->
     assert not failed, failed[0].properties
     compaction = [r for r in await c.all_messages(seat.id) if r.type == "compaction"]
     assert compaction and getattr(compaction[-1], "status", None) != "failed"
+
+
+async def test_a_1x_server_is_detected_as_major_1(tmp_path: Path) -> None:
+    server = OpenCodeServer(
+        tmp_path / "v1", offline_config("http://127.0.0.1:9/v1"), password="pw1"
+    )
+    await server.start()
+    try:
+        found = await detect_server(server.url, password="pw1")
+        assert (found.major, found.version, found.auth) == (1, server.version, "ok")
+        missing = await detect_server(server.url)
+        assert (missing.major, missing.auth) == (1, "missing")
+    finally:
+        await server.stop()

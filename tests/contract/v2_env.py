@@ -29,7 +29,7 @@ import { Plugin } from "@opencode/plugin"
 // Drops from the model request every user message whose metadata says
 // {"roundtabled": {"hidden": true}}: how a V2 plugin can hide a message from the model.
 export default Plugin.define({
-  id: "%s",
+  id: "PLUGIN_ID",
   async setup(ctx) {
     await ctx.session.hook("context", (event) => {
       try {
@@ -42,7 +42,7 @@ export default Plugin.define({
     })
   },
 })
-""" % PLUGIN_ID
+""".replace("PLUGIN_ID", PLUGIN_ID)
 
 
 @dataclass
