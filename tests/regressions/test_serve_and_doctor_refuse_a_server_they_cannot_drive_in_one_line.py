@@ -1,13 +1,15 @@
 """`roundtabled serve` against an OpenCode 2.x server waited forever: 2.x answers 1.x's
 `GET /global/health` with its web app (200 text/html), which the daemon read as "not reachable"
 and retried; `roundtabled doctor` said "reachable, OpenCode ?" and failed later checks with
-unrelated fixes. Now both ask which major answers first and, for a 2.x server (with or without
-the password) or something that is no OpenCode, print one line saying what they found and what
-to do, exit 2, and start nothing."""
+unrelated fixes; `roundtabled start` said the daemon was not running. Now all three ask which
+major answers first and, for a 2.x server (with or without the password) or something that is
+no OpenCode, print one line saying what they found and what to do, exit 2, and start nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -105,3 +107,33 @@ async def test_a_server_of_neither_major_is_refused(
         await runner.cleanup()
     assert line.startswith(f"Error: {url} answers, but not as OpenCode 1.x or 2.x (")
     assert "HTTP 200, HTML" in line
+
+
+async def test_start_names_the_opencode_2_server_not_a_missing_daemon(
+    v2_server: OpenCodeServer, home: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROUNDTABLED_", "OPENCODE_"))}
+    env.update(
+        XDG_CONFIG_HOME=str(home / "cfg"),
+        XDG_STATE_HOME=str(home / "state"),
+        XDG_RUNTIME_DIR=str(home / "run"),
+        ROUNDTABLED_SERVER_URL=v2_server.url,
+        OPENCODE_SERVER_PASSWORD=str(v2_server.password),
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "roundtabled",
+        "start",
+        "cats or dogs?",
+        "--agents",
+        "pm,dev",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2, err
+    assert out == b""
+    (line,) = err.decode().splitlines()
+    assert line.startswith(f"Error: OpenCode 2.1.2 at {v2_server.url}: ")
