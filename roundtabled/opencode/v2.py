@@ -21,8 +21,9 @@ test_v2_*.py``; docs/opencode-server.md, "2.x"). What differs from 1.x (:mod:`.c
   id and ``metadata``. The turn ends with one ``session.execution.succeeded|failed|interrupted``
   event and one ``idle`` record; its reply is every assistant record after the delivered prompt
   up to that ``idle`` (records carry no ``parentID``): :func:`reply_of`.
-- **Agents race**: the first ``GET /api/agent`` for a location not yet loaded answers ``[]`` or
-  the built-ins only; :meth:`V2Client.agents` waits until the list is stable.
+- **Agents and plugins race**: the first ``GET /api/agent`` for a location not yet loaded
+  answers ``[]`` or the built-ins only, ``GET /api/plugin`` ``[]`` (a while longer);
+  :meth:`V2Client.agents` and :meth:`V2Client.plugins` wait until the list is stable.
 - **Events**: ``GET /api/event`` frames ``{"id", "created", "type", "data", "location"?}``;
   :func:`parse_v2_event` turns one into a :class:`~roundtabled.core.events.Event` for the shared
   :class:`~roundtabled.opencode.stream.EventStream` (our own SSE decoder), see
@@ -39,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 from urllib.parse import quote
 
 import orjson
@@ -363,10 +364,11 @@ def _loc(directory: str | None) -> dict[str, str] | None:
     return {"location[directory]": directory} if directory else None
 
 
-AGENTS_SETTLE_S = 0.5
-"""Seconds an agent list must stay the same (and hold every configured agent) to be trusted."""
-AGENTS_WAIT_S = 15.0
-"""Longest wait for a location's agent list to settle (seconds)."""
+LIST_SETTLE_S = 0.5
+"""Seconds a location's agent or plugin list must stay the same to be trusted the first time."""
+LIST_WAIT_S = 15.0
+"""Longest wait for a location's agent or plugin list to settle (seconds)."""
+ItemT = TypeVar("ItemT")
 
 
 class V2Client(HttpTransport):
@@ -376,7 +378,7 @@ class V2Client(HttpTransport):
 
     def __init__(self, base_url: str, **kwargs: Any) -> None:
         super().__init__(base_url, **kwargs)
-        self._settled: set[str | None] = set()
+        self._settled_keys: set[tuple[str, str | None]] = set()
 
     async def __aenter__(self) -> Self:
         return self
@@ -434,10 +436,30 @@ class V2Client(HttpTransport):
         {"type": "document", "path", "info": {normalized config: "agents", "model", …}}]``."""
         return list(await self._data("GET", "/api/config", params=_loc(directory)))
 
-    async def plugins(self, directory: str | None = None) -> list[PluginInfo]:
-        """``GET /api/plugin``: the location's plugins and their state."""
-        items = await self._data("GET", "/api/plugin", params=_loc(directory))
-        return [PluginInfo.model_validate(p) for p in items]
+    async def plugins(
+        self,
+        directory: str | None = None,
+        *,
+        settle: float = LIST_SETTLE_S,
+        wait: float = LIST_WAIT_S,
+    ) -> list[PluginInfo]:
+        """``GET /api/plugin``: the location's plugins (some 90 built-in ones included) and their
+        state. Like :meth:`agents`, the first answers for a location not loaded yet are ``[]``
+        (for longer than the agents'), so the first time per location this waits until the list
+        is not empty and stayed the same for ``settle`` s (at most ``wait`` s)."""
+
+        async def fetch() -> list[PluginInfo]:
+            items = await self._data("GET", "/api/plugin", params=_loc(directory))
+            return [PluginInfo.model_validate(p) for p in items]
+
+        return await self._settled(
+            ("plugin", directory),
+            fetch,
+            lambda p: p.source.get("path") or p.id or "",
+            set(),
+            settle,
+            wait,
+        )
 
     async def providers(self, directory: str | None = None) -> list[dict[str, Any]]:
         """``GET /api/provider`` (raw items)."""
@@ -472,8 +494,8 @@ class V2Client(HttpTransport):
         self,
         directory: str | None = None,
         *,
-        settle: float = AGENTS_SETTLE_S,
-        wait: float = AGENTS_WAIT_S,
+        settle: float = LIST_SETTLE_S,
+        wait: float = LIST_WAIT_S,
     ) -> list[AgentInfo]:
         """``GET /api/agent`` of ``directory``.
 
@@ -483,21 +505,44 @@ class V2Client(HttpTransport):
         (:meth:`configured_agents`) and has stayed the same for ``settle`` s, at most ``wait``
         s (then it returns the last list). Later calls for the location are one request.
         """
-        if directory in self._settled:
-            return await self._agents(directory)
-        configured = await self.configured_agents(directory)
+        configured: set[str] = set()
+        if ("agent", directory) not in self._settled_keys:
+            configured = await self.configured_agents(directory)
+        return await self._settled(
+            ("agent", directory),
+            lambda: self._agents(directory),
+            lambda a: a.id,
+            configured,
+            settle,
+            wait,
+        )
+
+    async def _settled(
+        self,
+        key: tuple[str, str | None],
+        fetch: Callable[[], Awaitable[list[ItemT]]],
+        ident: Callable[[ItemT], str],
+        must_hold: set[str],
+        settle: float,
+        wait: float,
+    ) -> list[ItemT]:
+        """``fetch()`` once if ``key`` (route, location) settled before; else poll it until the
+        list is not empty, holds every id of ``must_hold`` and stayed the same for ``settle``
+        s; after ``wait`` s the last list is returned (and ``key`` stays unsettled)."""
+        if key in self._settled_keys:
+            return await fetch()
         deadline = time.monotonic() + wait
-        last: list[AgentInfo] = await self._agents(directory)
+        last = await fetch()
         since = time.monotonic()
         while time.monotonic() < deadline:
             await asyncio.sleep(min(0.1, settle))
-            now = await self._agents(directory)
-            ids = [a.id for a in now]
-            if ids != [a.id for a in last]:
+            now = await fetch()
+            ids = [ident(x) for x in now]
+            if ids != [ident(x) for x in last]:
                 last, since = now, time.monotonic()
                 continue
-            if ids and configured <= set(ids) and time.monotonic() - since >= settle:
-                self._settled.add(directory)
+            if ids and must_hold <= set(ids) and time.monotonic() - since >= settle:
+                self._settled_keys.add(key)
                 return now
         return last
 

@@ -28,7 +28,7 @@ from roundtabled.opencode.v2 import (
     reply_of,
     turn_end,
 )
-from tests.contract.v2_env import PLUGIN_ID, V2Env, start_v2_env, stop_v2_env
+from tests.contract.v2_env import PLUGIN, PLUGIN_ID, V2Env, start_v2_env, stop_v2_env
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120), pytest.mark.e2e]
 
@@ -243,6 +243,14 @@ async def test_message_paging(v2: V2Env) -> None:
 
 
 async def test_v2_plugin_loads_and_its_context_hook_hides_a_message(v2: V2Env) -> None:
+    # the first GET /api/plugin of a location not loaded yet answers []: waited out
+    fresh = await v2.server.add_project("fresh-plugins")
+    plugin_dir = fresh / ".opencode" / "plugins" / "contract"
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / "index.ts").write_text(PLUGIN)
+    async with V2Client(v2.server.url, password=v2.server.password) as first:
+        fresh_plugins = {p.id: p for p in await first.plugins(str(fresh))}
+    assert fresh_plugins[PLUGIN_ID].status == "active", sorted(map(str, fresh_plugins))
     plugins = {p.id: p for p in await v2.client.plugins(v2.directory)}
     assert plugins[PLUGIN_ID].status == "active", plugins
     # nothing was installed for it at run time (its import is resolved by the binary)
@@ -301,3 +309,18 @@ async def test_a_1x_server_is_detected_as_major_1(tmp_path: Path) -> None:
         assert (missing.major, missing.auth) == (1, "missing")
     finally:
         await server.stop()
+
+
+async def test_the_context_hook_hides_what_the_session_metadata_lists(v2: V2Env) -> None:
+    # State kept in session metadata, read by the plugin: hides replies too (they carry no
+    # metadata of their own), and can change after the fact (no message edit exists on 2.x).
+    c = v2.client
+    seat = await c.create_session(directory=v2.directory, agent="pm")
+    v2.llm.script(Text(text="SECRET reply"), session=seat.id)
+    first, reply, _ = await run_turn(v2, seat.id, "SECRET question")
+    await c.update_session(seat.id, metadata={"roundtabled": {"hidden": [first, reply[0].id]}})
+    await run_turn(v2, seat.id, "next question")
+    last = v2.llm.requests_for(session=seat.id)[-1]
+    texts = [str(m.get("content")) for m in last.messages if m.get("role") != "system"]
+    assert any("next question" in t for t in texts)
+    assert not any("SECRET" in t for t in texts), texts

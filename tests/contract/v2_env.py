@@ -26,15 +26,20 @@ PLUGIN_ID = "roundtabled.contract"
 PLUGIN = """
 import { Plugin } from "@opencode/plugin"
 
-// Drops from the model request every user message whose metadata says
-// {"roundtabled": {"hidden": true}}: how a V2 plugin can hide a message from the model.
+// Drops from the model request what roundtabled hides, in the two ways a V2 plugin can know it:
+// - a user message whose own metadata says {"roundtabled": {"hidden": true}};
+// - any message (assistant replies too) whose id the session's metadata lists under
+//   {"roundtabled": {"hidden": [ids]}} (read with ctx.session.get).
 export default Plugin.define({
   id: "PLUGIN_ID",
   async setup(ctx) {
-    await ctx.session.hook("context", (event) => {
+    await ctx.session.hook("context", async (event) => {
       try {
+        const info = await ctx.session.get({ sessionID: event.sessionID })
+        const listed = new Set(info?.metadata?.roundtabled?.hidden ?? [])
         event.messages = event.messages.filter(
-          (m) => !(m.role === "user" && m.metadata?.roundtabled?.hidden === true),
+          (m) =>
+            !listed.has(m.id) && !(m.role === "user" && m.metadata?.roundtabled?.hidden === true),
         )
       } catch (_) {
         // a throwing context hook fails the execution: never throw
