@@ -17,9 +17,10 @@ import pytest
 from aiohttp import web
 from pydantic import SecretStr
 
-from roundtabled.offline.opencode_server import OpenCodeServer, offline_config
+from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
 from roundtabled.service import config as cfg
 from roundtabled.service import daemon, doctor
+from roundtabled.service.daemon import Daemon
 
 pytestmark = pytest.mark.e2e
 
@@ -137,3 +138,28 @@ async def test_start_names_the_opencode_2_server_not_a_missing_daemon(
     assert out == b""
     (line,) = err.decode().splitlines()
     assert line.startswith(f"Error: OpenCode 2.1.2 at {v2_server.url}: ")
+
+
+async def test_a_daemon_waiting_for_its_server_stops_when_it_comes_up_as_opencode_2(
+    tmp_path: Path, home: Path
+) -> None:
+    # Nothing answers at start-up (the daemon waits, as for a server still starting); then an
+    # OpenCode 2.x server comes up at that address: the daemon stops with the refusal, exit 2.
+    server = OpenCodeServer(tmp_path / "late", offline_config("http://127.0.0.1:9/v1"), major=2)
+    server._port = free_port()
+    settings = settings_for(home, server.url, server.password).model_copy(
+        update={"control_port": 0}
+    )
+    waiting = Daemon(settings)
+    run = asyncio.create_task(waiting.run())
+    try:
+        # its first health check failed: it waits for the server
+        while waiting.engine.last_error is None:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        await server.start()
+        assert await asyncio.wait_for(run, 60) == 2
+    finally:
+        run.cancel()
+        await server.stop()
+    assert waiting.refused is not None
+    assert waiting.refused.startswith(f"OpenCode 2.1.2 at {server.url}: ")
