@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import orjson
@@ -380,9 +380,6 @@ class V2Client(HttpTransport):
         super().__init__(base_url, **kwargs)
         self._settled_keys: set[tuple[str, str | None]] = set()
 
-    async def __aenter__(self) -> Self:
-        return self
-
     def _error(self, method: str, path: str, status: int, raw: bytes | bytearray) -> TransportError:
         tag: str | None = None
         message = raw[:300].decode("utf-8", "replace").strip()
@@ -455,7 +452,7 @@ class V2Client(HttpTransport):
         return await self._settled(
             ("plugin", directory),
             fetch,
-            lambda p: p.source.get("path") or p.id or "",
+            lambda p: str(p.source.get("path") or p.id or ""),
             set(),
             settle,
             wait,
