@@ -40,12 +40,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """Which OpenCode binary the servers of this run start (``scripts/test --opencode V``)."""
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Which OpenCode binaries the servers of this run start (``scripts/test --opencode V``; the
+    2.x contract tests start the second)."""
+    return [_binary_line("opencode", 1), _binary_line("opencode 2.x", 2)]
+
+
+def _binary_line(label: str, major: int) -> str:
     try:
-        binary = find_opencode_binary()
+        binary = find_opencode_binary(major)
     except FileNotFoundError as exc:
-        return f"opencode: {exc}"
+        return f"{label}: {exc}"
     try:
         out = subprocess.run(
             [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False
@@ -53,7 +58,7 @@ def pytest_report_header(config: pytest.Config) -> str:
         version = out.stdout.strip() or "unknown"
     except (OSError, subprocess.TimeoutExpired):
         version = "unknown"
-    return f"opencode: {version} ({binary})"
+    return f"{label}: {version} ({binary})"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -168,6 +168,13 @@ def interrupted_note(args: argparse.Namespace) -> str | None:
 
 async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     body = start_body(args)
+    # A server the daemon cannot drive (OpenCode 2.x, or no OpenCode) is named in one line
+    # rather than as a daemon that is not running (docs/opencode-server.md, "2.x").
+    from roundtabled.service.server_major import EXIT_REFUSED, refusal_for
+
+    refused = await refusal_for(settings, timeout=2.0)
+    if refused is not None:
+        raise CliError(f"Error: {refused}", EXIT_REFUSED)
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         project = project_line(body.get("directory"))
         colors = await agent_colors(cc, body.get("directory"))

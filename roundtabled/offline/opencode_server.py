@@ -16,6 +16,18 @@ Invariants:
   :meth:`OpenCodeServer.kill` signal that group only. Servers still alive at interpreter exit are
   SIGKILLed (``atexit``), so a failing test leaves no orphan.
 - Time units: seconds everywhere in this module's API.
+
+OpenCode 2.x (``major=2``, the binary pinned in ``opencode-v2/``): the same layout, with these
+differences (docs/opencode-server.md, "2.x"):
+
+- Basic auth is always on: a 2.x server without ``OPENCODE_SERVER_PASSWORD`` makes up a password
+  and prints it, so the harness makes one up itself (:attr:`OpenCodeServer.password`).
+- Its ``XDG_*`` directories, ``HOME`` and log are its own (``xdg-v2/``, ``home-v2/``,
+  ``opencode-v2.log``): both majors keep their data in ``$XDG_DATA_HOME/opencode/opencode.db``,
+  and a 2.x server imports and migrates 1.x's history there.
+- Nothing is pre-filled: a 2.x server installs nothing (its ``@opencode/plugin`` import is resolved
+  by the binary itself).
+- Ready when ``GET /api/info`` answers 200 (1.x: ``/global/health``).
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import signal
 import socket
 import time
@@ -271,6 +284,9 @@ class OpenCodeServer:
     ``env`` entries are added to (and override) the server's environment; ``password`` turns on
     Basic auth (user ``opencode``) and is used by the health check and :attr:`auth`.
 
+    ``major`` picks the OpenCode major to run (1: the pinned 1.x; 2: the pinned 2.x, see the
+    module docstring); with ``major=2`` and no ``password`` one is made up.
+
     ``config_in="global"`` writes ``config`` to the global ``$XDG_CONFIG_HOME/opencode`` instead
     and starts the server in an empty directory (no ``opencode.json``, no git): a server run as
     a service outside any project. Projects are then made with :meth:`add_project`.
@@ -285,19 +301,24 @@ class OpenCodeServer:
         env: dict[str, str] | None = None,
         directory_name: str = "project",
         config_in: Literal["project", "global"] = "project",
+        major: Literal[1, 2] = 1,
     ) -> None:
         self.root = Path(root)
         self.config = config
         self.config_in = config_in
+        self.major = major
+        if major == 2 and not password:
+            password = secrets.token_urlsafe(18)
         self.password = password
         self.extra_env = dict(env or {})
         self.directory_name = directory_name
-        self.binary = find_opencode_binary()
+        self.binary = find_opencode_binary(major)
         self._proc: asyncio.subprocess.Process | None = None
         self._port: int | None = None
         self._log_file: Any = None
         self.startup_seconds: float | None = None
-        #: ``version`` of ``/global/health`` once started (the release under test).
+        #: ``version`` of ``/global/health`` (2.x: ``/api/info``) once started (the release
+        #: under test).
         self.version: str | None = None
 
     # -- properties -----------------------------------------------------------------------
@@ -318,12 +339,21 @@ class OpenCodeServer:
         return self.root / self.directory_name
 
     @property
+    def _suffix(self) -> str:
+        return "" if self.major == 1 else f"-v{self.major}"
+
+    @property
     def log_path(self) -> Path:
-        return self.root / "opencode.log"
+        return self.root / f"opencode{self._suffix}.log"
 
     @property
     def xdg_dir(self) -> Path:
-        return self.root / "xdg"
+        """``root/xdg`` (2.x: ``root/xdg-v2``): each major has its own data directories."""
+        return self.root / f"xdg{self._suffix}"
+
+    @property
+    def home_dir(self) -> Path:
+        return self.root / f"home{self._suffix}"
 
     @property
     def global_config_dir(self) -> Path:
@@ -380,7 +410,8 @@ class OpenCodeServer:
         path = self.root / name
         path.mkdir(parents=True, exist_ok=True)
         (path / "opencode.json").write_text(json.dumps(config or self.config, indent=2))
-        prefill_config_dir(path / ".opencode")
+        if self.major == 1:
+            prefill_config_dir(path / ".opencode")
         if not (path / ".git").exists():
             git = (
                 "git",
@@ -407,7 +438,7 @@ class OpenCodeServer:
             XDG_DATA_HOME=str(xdg / "data"),
             XDG_CACHE_HOME=str(xdg / "cache"),
             XDG_STATE_HOME=str(xdg / "state"),
-            HOME=str(self.root / "home"),
+            HOME=str(self.home_dir),
             OPENCODE_DISABLE_MODELS_FETCH="1",
             OPENCODE_DISABLE_AUTOUPDATE="1",
             # The server's built-in plugins (provider logins) and LSP downloads play no part
@@ -434,8 +465,11 @@ class OpenCodeServer:
         self.root.mkdir(parents=True, exist_ok=True)
         for sub in ("config", "data", "cache", "state"):
             (self.xdg_dir / sub).mkdir(parents=True, exist_ok=True)
-        (self.root / "home").mkdir(exist_ok=True)
-        prefill_config_dir(self.global_config_dir)
+        self.home_dir.mkdir(exist_ok=True)
+        if self.major == 1:
+            prefill_config_dir(self.global_config_dir)
+        else:
+            self.global_config_dir.mkdir(parents=True, exist_ok=True)
         if self.config_in == "global":
             (self.global_config_dir / "opencode.json").write_text(json.dumps(self.config, indent=2))
             self.project_dir.mkdir(parents=True, exist_ok=True)
@@ -470,7 +504,8 @@ class OpenCodeServer:
             "127.0.0.1",
             "--print-logs",
             "--log-level",
-            "INFO",
+            # 2.x accepts only lower-case level names
+            "INFO" if self.major == 1 else "info",
             cwd=self.project_dir,
             env=self._environment(),
             stdin=asyncio.subprocess.DEVNULL,
@@ -489,6 +524,7 @@ class OpenCodeServer:
     async def _wait_healthy(self, startup_timeout: float) -> None:
         deadline = time.monotonic() + startup_timeout
         last_error = "no attempt"
+        health = "/global/health" if self.major == 1 else "/api/info"
         async with aiohttp.ClientSession(headers=self.auth_headers) as http:
             while time.monotonic() < deadline:
                 if self._proc is None or self._proc.returncode is not None:
@@ -501,7 +537,7 @@ class OpenCodeServer:
                 # server is ready, and a request sent in that window is never answered.
                 try:
                     async with http.get(
-                        f"{self.url}/global/health", timeout=aiohttp.ClientTimeout(total=0.5)
+                        f"{self.url}{health}", timeout=aiohttp.ClientTimeout(total=0.5)
                     ) as resp:
                         if resp.status == 200:
                             body = await resp.json(content_type=None)
@@ -557,7 +593,15 @@ class OpenCodeServer:
     def npm_install_ran(self) -> bool:
         """True if the server reinstalled dependencies in any pre-filled config directory: the
         global config dir or the ``.opencode`` of a project created under ``root`` (detected by
-        the :data:`PREFILL_MARKER` missing from its ``package-lock.json``)."""
+        the :data:`PREFILL_MARKER` missing from its ``package-lock.json``).
+
+        2.x pre-fills nothing: True if a ``node_modules`` appeared in its global config dir or
+        any project's ``.opencode``."""
+        if self.major != 1:
+            return any(
+                (d / "node_modules").exists()
+                for d in [self.global_config_dir, *sorted(self.root.glob("*/.opencode"))]
+            )
         for d in [self.global_config_dir, *sorted(self.root.glob("*/.opencode"))]:
             try:
                 lock = json.loads((d / "package-lock.json").read_text())

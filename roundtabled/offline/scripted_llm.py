@@ -11,7 +11,10 @@ deltas or streamed tool calls, a final ``delta:{}`` chunk with ``finish_reason``
 Classification of a request (``kind``):
 
 - ``"title"`` — the system text starts with ``"You are a title generator"``;
-- ``"compaction"`` — it starts with one of :data:`COMPACTION_MARKERS` (the release's words);
+- ``"compaction"`` — it starts with one of :data:`COMPACTION_MARKERS` (the release's words), or
+  (OpenCode 2.x, which sends the agent's own system prompt) the last user message starts with one
+  of :data:`COMPACTION_REQUEST_MARKERS`; a 2.x compaction's default reply fills the request's
+  ``<template>`` (:func:`template_summary`), which 2.x checks;
 - ``"tool-followup"`` — the last message has role ``tool`` (2nd+ step of a tool turn);
 - ``"turn"`` — anything else.
 
@@ -24,13 +27,20 @@ Actions: :mod:`roundtabled.offline.scripted_actions`. Routing:
 :meth:`ScriptedLLM.script` appends actions to a FIFO queue keyed by ``(session, agent)``, either
 part may be ``None`` (wildcard). A turn / tool-followup request pops from the first non-empty queue
 of ``(sid, agent)``, ``(None, agent)``, ``(sid, None)``, ``(None, None)``, where ``sid`` is the
-``x-session-id`` header OpenCode sends. Title / compaction requests only look at ``(sid,
-"title")``, ``(None, "title")`` (resp. ``"compaction"``) so they never eat a seat's script. With
+``x-opencode-session-id`` header OpenCode 2.x sends, else the ``x-session-id`` of 1.x (on 2.x
+``x-session-id`` is the root session's id, the same for every child session). Title /
+compaction requests only look at ``(sid, "title")``, ``(None, "title")`` (resp.
+``"compaction"``) so they never eat a seat's script. With
 nothing scripted the reply is a default: a deterministic but textually diverse text of 40–80
 pseudo-random words (seeded by agent, session and per-(agent, session) request count) for turns and
 follow-ups, a fixed short title or summary for title / compaction requests. Default replies are
 intentionally dissimilar to each other (character-bigram Jaccard well below 0.85) so the daemon's
 loop detection never fires on them.
+
+OpenCode 2.x's requests differ in what the records show, not in what they do: the output limit is
+``max_completion_tokens`` (1.x: ``max_tokens``; either is :attr:`RecordedRequest.max_tokens`), and a
+user message ``<system-update>…`` (the tool catalogue changed) may come last; it is not the user's
+text (``last_user_text`` skips it).
 
 Invariants:
 
@@ -88,6 +98,15 @@ COMPACTION_MARKERS = (
     "You are an anchored context summarization assistant",  # 1.17.x
 )
 """How the compaction's system prompt starts on the releases tested (docs/testing.md)."""
+COMPACTION_REQUEST_MARKERS = (
+    "You MUST summarize the conversation above into a structured summary",
+    "Update the existing checkpoint in the conversation above into one consolidated summary",
+    "The previous response did not fill in the required summary template",
+)
+"""How the last user message of a 2.x compaction request starts (2.1.2; its system prompt is the
+session agent's own)."""
+SYSTEM_UPDATE_PREFIX = "<system-update>"
+"""A user message 2.x adds to the history when its tool catalogue changed: not the user's text."""
 
 Kind = Literal["turn", "tool-followup", "title", "compaction"]
 
@@ -135,6 +154,8 @@ class RecordedRequest:
     tools: list[str]
     last_user_text: str
     body_len: int
+    max_tokens: int | None = None
+    """The request's output limit: ``max_tokens`` (1.x) or ``max_completion_tokens`` (2.x)."""
     prompt_chars: int = 0
     """Characters of the request's message contents (system, user, assistant, tool)."""
     action: str = "pending"  # action kind served, "default", or "pending" while running
@@ -203,8 +224,41 @@ def default_text(agent: str | None, session: str | None, n: int) -> str:
     return " ".join(words) + "."
 
 
+def template_summary(request_text: str) -> str | None:
+    """A reply to a 2.x compaction request that fills its ``<template>…</template>``: each section
+    heading kept, each ``[placeholder]`` bullet answered (the Objective with a line of
+    :data:`DEFAULT_SUMMARY`, the rest ``(none)``), the template's instructions left out. ``None``
+    when ``request_text`` holds no template (the 2.x retry message repeats none)."""
+    start, end = request_text.find("<template>"), request_text.find("</template>")
+    if start < 0 or end < start:
+        return None
+    out: list[str] = []
+    section = ""
+    for line in request_text[start + len("<template>") : end].strip().splitlines():
+        if line.startswith("#"):
+            section = line.lstrip("#").strip()
+            out.append(line)
+        elif "[" in line and line.lstrip().startswith(("-", "1.")):
+            bullet = "1." if line.lstrip().startswith("1.") else "-"
+            answer = DEFAULT_SUMMARY if section == "Objective" else "(none)"
+            out.append(f"{bullet} {answer}")
+        elif not line.strip():
+            out.append("")
+    return "\n".join(out).strip()
+
+
 def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or []
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    """Text of the last user message that is not a 2.x ``<system-update>`` (``""`` if none)."""
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            text = content_text(m.get("content"))
+            if not text.lstrip().startswith(SYSTEM_UPDATE_PREFIX):
+                return text
+    return ""
 
 
 class _Disconnected(Exception):
@@ -388,6 +442,9 @@ class ScriptedLLM(RequestLog[RecordedRequest]):
             return "title", "title", system
         if head.startswith(COMPACTION_MARKERS):
             return "compaction", "compaction", system
+        last_user = _last_user_text(messages)
+        if last_user.lstrip().startswith(COMPACTION_REQUEST_MARKERS):
+            return "compaction", "compaction", system
         agent: str | None = None
         best = -1
         for prefix, name in self.agent_prompts.items():
@@ -416,12 +473,12 @@ class ScriptedLLM(RequestLog[RecordedRequest]):
         raw = await request.read()
         body: dict[str, Any] = orjson.loads(raw) if raw else {}
         kind, agent, system = self.classify(body)
-        session = request.headers.get("x-session-id")
-        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        last_user = next(
-            (content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"),
-            "",
+        session = request.headers.get("x-opencode-session-id") or request.headers.get(
+            "x-session-id"
         )
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        last_user = _last_user_text(messages)
+        limit = body.get("max_tokens", body.get("max_completion_tokens"))
         rec = RecordedRequest(
             index=len(self.requests),
             t_mono=time.monotonic(),
@@ -439,6 +496,7 @@ class ScriptedLLM(RequestLog[RecordedRequest]):
             ],
             last_user_text=last_user,
             body_len=len(raw),
+            max_tokens=limit if isinstance(limit, int) else None,
             prompt_chars=sum(len(content_text(m.get("content"))) for m in messages),
         )
         self.requests.append(rec)
@@ -454,7 +512,17 @@ class ScriptedLLM(RequestLog[RecordedRequest]):
             if kind == "title":
                 action = Text(text=DEFAULT_TITLE)
             elif kind == "compaction":
-                action = Text(text=DEFAULT_SUMMARY)
+                filled = None
+                if last_user.lstrip().startswith(COMPACTION_REQUEST_MARKERS):
+                    filled = next(
+                        (
+                            t
+                            for m in reversed(messages)
+                            if (t := template_summary(content_text(m.get("content"))))
+                        ),
+                        None,
+                    )
+                action = Text(text=filled or DEFAULT_SUMMARY)
             else:
                 action = Text(text=default_text(agent, session, n))
         else:

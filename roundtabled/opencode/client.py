@@ -257,6 +257,11 @@ class HttpTransport:
                 return await self._once(method, path, params=params, body=body, timeout=timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _error(self, method: str, path: str, status: int, raw: bytes | bytearray) -> TransportError:
+        """The exception for an error answer (``status`` ≥ 400, body ``raw``); each major's
+        client reads its own error bodies."""
+        return _status_error(method, path, status, raw)
+
     def _retrying(self, which: Any) -> AsyncRetrying:
         return AsyncRetrying(
             stop=self._policy.stop,
@@ -299,7 +304,7 @@ class HttpTransport:
                         raw = await _read_body(resp)
                         self.bytes_read += len(raw)
                         if resp.status >= 400:
-                            raise _status_error(method, path, resp.status, raw)
+                            raise self._error(method, path, resp.status, raw)
                         if not raw:
                             return None, resp.headers
                         try:

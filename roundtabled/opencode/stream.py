@@ -270,6 +270,7 @@ class EventStream:
         session: aiohttp.ClientSession | None = None,
         rng: random.Random | None = None,
         lazy_types: frozenset[str] = frozenset(),
+        parse: Callable[[bytes], Event | None] | None = None,
     ) -> None:
         """Configure; nothing connects before :meth:`run`.
 
@@ -297,6 +298,9 @@ class EventStream:
             rng: random source for jitter (tests pass a seeded one).
             lazy_types: event types whose body the consumer never reads: huge payloads of these
                 types are not JSON-parsed (see :func:`~roundtabled.core.events.parse_event`).
+            parse: turns one event's ``data`` payload into an :class:`Event` (``None`` =
+                malformed); default :func:`~roundtabled.core.events.parse_event` (1.x envelopes).
+                OpenCode 2.x passes :func:`roundtabled.opencode.v2.parse_v2_event`.
         """
         url = URL(server_url)
         if url.user is not None and password is None:
@@ -316,6 +320,7 @@ class EventStream:
         self._session = session
         self._backoff = Backoff(backoff_initial, backoff_factor, backoff_max, rng=rng)
         self.lazy_types = lazy_types
+        self._parse = parse
         self._decoder = SSEDecoder(max_event_bytes)
         self._connect_pending = False
         self._connect_task: asyncio.Task[None] | None = None
@@ -369,7 +374,11 @@ class EventStream:
         on_event = self._on_event
         count = 0
         for payload in payloads:
-            ev = parse_event(payload, lazy_types=self.lazy_types)
+            ev = (
+                parse_event(payload, lazy_types=self.lazy_types)
+                if self._parse is None
+                else self._parse(payload)
+            )
             if ev is None:
                 self.malformed += 1
                 log.warning("skipping malformed event payload: %r", payload[:200])

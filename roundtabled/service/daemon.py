@@ -1,6 +1,10 @@
 """``roundtabled serve``: wiring of client, engine, event stream, control API, signals, systemd.
 
 Start-up order:
+0. which OpenCode major answers (:mod:`roundtabled.service.server_major`): anything but 1.x (2.x,
+   which removed every 1.x route, or no OpenCode at all) is refused in one line on stderr, exit
+   2, nothing started; an unreachable server is waited for (step 2), and refused the same way if
+   it comes up as another major;
 1. control API up on loopback (so the tool shims get a clear "not ready" instead of a refused
    connection while the daemon starts);
 2. the OpenCode server is checked (``/global/health``); a 401 is reported naming
@@ -23,6 +27,7 @@ import logging
 import os
 import secrets
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,7 @@ from roundtabled.opencode.stream import EventStream
 from roundtabled.service import config as cfg
 from roundtabled.service.control import ControlAPI, ensure_token, private_draft, serve_control
 from roundtabled.service.notify import Notifier
+from roundtabled.service.server_major import EXIT_REFUSED, refusal_for
 
 log = logging.getLogger("roundtabled")
 
@@ -147,6 +153,8 @@ class Daemon:
         self.control_address: str | None = None
         self._stop = asyncio.Event()
         self._recovered = False
+        #: the one line refusing a server of another major that came up while we waited
+        self.refused: str | None = None
 
     async def _on_connect(self) -> None:
         if not self._recovered:
@@ -205,6 +213,11 @@ class Daemon:
                     self.settings.server_url,
                     self.engine.last_error,
                 )
+                # 2.x answers /global/health with its web app: it is up, but not for us.
+                self.refused = await refusal_for(self.settings)
+                if self.refused is not None:
+                    log.error("%s", self.refused)
+                    return
             except AuthFailed as exc:
                 log.error("%s (setting: server_password / OPENCODE_SERVER_PASSWORD)", exc)
             with contextlib.suppress(TimeoutError):
@@ -245,6 +258,8 @@ class Daemon:
         tasks: list[asyncio.Task[Any]] = []
         try:
             await self._wait_for_server()
+            if self.refused is not None:
+                return EXIT_REFUSED
             if not self._stop.is_set():
                 spent = freeze_heap()
                 log.debug("heap frozen (%d objects) in %.1f ms", gc.get_freeze_count(), spent)
@@ -272,5 +287,10 @@ class Daemon:
 
 
 async def serve(settings: cfg.Settings) -> int:
-    """Run the daemon with ``settings`` (what ``roundtabled serve`` does)."""
+    """Run the daemon with ``settings`` (what ``roundtabled serve`` does). A server of another
+    OpenCode major than 1 (or no OpenCode) is refused first: one line on stderr, exit 2."""
+    line = await refusal_for(settings)
+    if line is not None:
+        print(f"Error: {line}", file=sys.stderr)
+        return EXIT_REFUSED
     return await Daemon(settings).run()

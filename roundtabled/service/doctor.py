@@ -21,7 +21,12 @@ Checks, in order (each talks to the real thing, nothing is assumed):
 8. **daemon** — the control API answers ``/v1/ping`` and, with the token, ``/v1/health``: ready,
    connected to the same server, number of active roundtables.
 
-Exit code: 0 when every check passed, 1 otherwise. Secrets are never printed.
+Before the checks, the server's OpenCode major is asked (:mod:`roundtabled.service.server_major`):
+a 2.x server (or something that is no OpenCode) is reported in one line on stderr, exit code 2, no
+check run: the engine drives 1.x only.
+
+Exit code: 0 when every check passed, 1 otherwise (2: the server refused as above). Secrets are
+never printed.
 """
 
 from __future__ import annotations
@@ -589,6 +594,13 @@ async def run(
         )
     ]
     problem = _url_problem(settings.server_url)
+    if problem is None:
+        from roundtabled.service.server_major import EXIT_REFUSED, refusal_for
+
+        line = await refusal_for(settings, timeout=HTTP_TIMEOUT_S)
+        if line is not None:
+            print(f"Error: {line}", file=sys.stderr)
+            return EXIT_REFUSED
     if problem is not None:
         checks.append(
             Check(

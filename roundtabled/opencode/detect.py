@@ -1,0 +1,108 @@
+"""Which OpenCode major answers at a URL (docs/opencode-server.md, "2.x: telling the majors apart").
+
+OpenCode 2.x removed every 1.x route: ``GET /global/health`` answers its web app (``200
+text/html``), and the API lives under ``/api/*`` behind HTTP Basic. So:
+
+- ``GET /api/info`` answering JSON ``{"version": "2.…"}`` is 2.x; a 401 whose JSON body has
+  ``"_tag": "UnauthorizedError"`` is 2.x as well, with a missing or wrong password (2.x always
+  asks for one).
+- Else ``GET /global/health`` answering JSON ``{"healthy": true, "version": "1.…"}`` is 1.x; a 401
+  there is 1.x with a missing or wrong password.
+- Anything else (HTML, another JSON, no answer) is neither.
+
+:func:`detect_server` is what the daemon and ``roundtabled doctor`` call on connect (and may call on
+each reconnect: a server can be replaced by another major behind the same URL). It never raises for
+what the server answers; a connection failure is :attr:`ServerFound.reachable` ``False``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+import orjson
+
+__all__ = ["ServerFound", "detect_server"]
+
+Auth = Literal["ok", "missing", "rejected"]
+
+
+@dataclass(frozen=True)
+class ServerFound:
+    """What answers at a URL.
+
+    Attributes:
+        reachable: a TCP connection and an HTTP answer came back.
+        major: 1 or 2, or ``None`` (not an OpenCode server of a known major, or unreachable).
+        version: the release (``"2.1.2"``), or ``None`` when the server did not say (401).
+        auth: ``"ok"`` (answered), ``"missing"`` (401 and no password was given), ``"rejected"``
+            (401 with the password given).
+        detail: what was seen, in words, for a message (never the password).
+    """
+
+    reachable: bool
+    major: int | None
+    version: str | None
+    auth: Auth
+    detail: str
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _major_of(version: str) -> int | None:
+    head = version.lstrip("v").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+async def detect_server(
+    url: str, *, password: str | None = None, username: str = "opencode", timeout: float = 5.0
+) -> ServerFound:
+    """Ask ``url`` (``http://host:port``) which OpenCode major it runs (module docstring).
+
+    ``password`` (and ``username``) are sent as HTTP Basic when given. ``timeout``: seconds per
+    request. Never raises for the server's answers or a refused connection."""
+    base = url.rstrip("/")
+    headers = {"Accept-Encoding": "identity"}
+    if password:
+        headers["Authorization"] = aiohttp.encode_basic_auth(username, password)
+    no_auth: Auth = "rejected" if password else "missing"
+    try:
+        async with aiohttp.ClientSession(
+            headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as http:
+            async with http.get(base + "/api/info") as resp:
+                raw = await resp.read()
+                status = resp.status
+            body = _json(raw)
+            if isinstance(body, dict):
+                version = body.get("version")
+                if status == 200 and isinstance(version, str):
+                    return ServerFound(True, _major_of(version), version, "ok", "GET /api/info")
+                if status == 401 and body.get("_tag") == "UnauthorizedError":
+                    return ServerFound(True, 2, None, no_auth, "GET /api/info: 401")
+            async with http.get(base + "/global/health") as resp:
+                raw = await resp.read()
+                status = resp.status
+            body = _json(raw)
+            if status == 401:
+                return ServerFound(True, 1, None, no_auth, "GET /global/health: 401")
+            if status == 200 and isinstance(body, dict) and isinstance(body.get("version"), str):
+                version = str(body["version"])
+                return ServerFound(True, _major_of(version), version, "ok", "GET /global/health")
+            kind = "HTML" if raw.lstrip()[:1] == b"<" else ("JSON" if body is not None else "text")
+            return ServerFound(
+                True,
+                None,
+                None,
+                "ok",
+                f"neither GET /api/info nor GET /global/health named a version "
+                f"(GET /global/health: HTTP {status}, {kind})",
+            )
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        return ServerFound(False, None, None, "ok", f"no answer ({type(exc).__name__})")
