@@ -229,6 +229,9 @@ async def test_a_second_server_in_the_same_directory_never_gives_the_plugin_mode
     rt.server.extra_env["OPENCODE_PURE"] = "1"
     await rt.server.restart()  # now it lists the file and runs nothing; the reports are dropped
     await wait_for(lambda: plugins.version_for(rt.directory) is None, 30, "the report dropped")
+    # The report checked again on the reconnect finds the file listed but no plugin running.
+    await plugins.checked()
+    assert plugins.version_for(rt.directory) is None, "a listed plugin that does not run trusted"
     listed = await rt.oc("GET", "/config", params={"directory": rt.directory})
     assert any("roundtable-plugin.ts" in str(p) for p in listed["plugin"]), listed["plugin"]
     second = await opencode_factory(roundtable_config(rt.llm), name="second-server")
@@ -240,7 +243,8 @@ async def test_a_second_server_in_the_same_directory_never_gives_the_plugin_mode
         await wait_for(
             lambda: (
                 any(
-                    f"plugin report from {rt.directory}" in line and "refused" in line
+                    f"plugin report from {rt.directory} (server {second.url}" in line
+                    and "refused" in line
                     for line in logs.lines()
                 )
                 or plugins.version_for(rt.directory) is not None
@@ -249,7 +253,7 @@ async def test_a_second_server_in_the_same_directory_never_gives_the_plugin_mode
             "the second server's plugin report",
         )
         await plugins.checked()
-    assert plugins.version_for(rt.directory) is None, "another server's plugin trusted"
+    assert plugins.version_for(rt.directory) is None, "a plugin the daemon's server runs not"
     status, data = await rt.api(
         "POST",
         "/v1/roundtables",
