@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from roundtabled.core.state import went_wrong
-from roundtabled.core.verdict import consensus_text
+from roundtabled.core.verdict import consensus_line
 
 WARNING = "\x1b[1;33m"
 RESET = "\x1b[0m"
@@ -128,11 +128,7 @@ def render_verdict(result: dict[str, Any], *, tty: bool | None = None) -> str:
         lines.extend(f"  note: {n}" for n in status["notes"])
     lines.append("── verdict ──")
     lines.extend(positions_table(verdict))
-    line = f"consensus: {consensus_text(verdict)}"
-    conf = verdict.get("confidence")
-    if isinstance(conf, int | float):
-        line += f" · confidence {conf:.2f}"
-    lines.append(line)
+    lines.append(consensus_line(verdict))
     decision = verdict.get("decision")
     lines.append(f"decision: {decision}" if decision else "decision: none")
     for d in verdict.get("disagreements") or []:

@@ -13,6 +13,7 @@ from roundtabled.core.progress import round_position
 from roundtabled.core.prompts import TITLE_PREFIX
 from roundtabled.core.result import build_result
 from roundtabled.core.state import BUILTIN_OBSERVER, EndReason, Phase, RoundtableState
+from roundtabled.core.verdict import consensus_line, kept_rounds
 
 _RUNNING = (Phase.ACTIVE, Phase.OBSERVING)
 """Phases without a result yet."""
@@ -78,7 +79,9 @@ def live_state(state: RoundtableState) -> str:
 def state_card(state: RoundtableState) -> str:
     """The card of ``state``: its live state (:func:`live_state`) and title, seats in order
     with their models (and assigned sides), rounds and observer, phase with the round and end
-    reason, and what the block is (≤ 8 lines)."""
+    reason, a degraded result's first note, the consensus line when it is no count of the seats'
+    stated positions (or stands on positions kept from before an extension), and what the block
+    is (≤ 8 lines)."""
     observer = "built-in" if state.observer == BUILTIN_OBSERVER else state.observer
     extended = f", {len(state.extensions)} extension(s)" if state.extensions else ""
     lines = [
@@ -91,7 +94,8 @@ def state_card(state: RoundtableState) -> str:
     ]
     if state.stop_detail:
         lines.append(f"Stopped early: {state.stop_detail}")
-    status = build_result(state).status if state.phase not in _RUNNING else None
+    result = build_result(state) if state.phase not in _RUNNING else None
+    status = result.status if result is not None else None
     if status is not None and status.degraded:
         # The result's own verdict on itself (docs/result.md), in words: a degraded debate's
         # card must not read like a healthy one's.
@@ -104,4 +108,10 @@ def state_card(state: RoundtableState) -> str:
         )
     elif state.errors:
         lines.append(f"Problems: {len(state.errors)} (roundtabled status {state.session_id})")
+    verdict = result.verdict.dump() if result is not None else None
+    if verdict is not None and (verdict.get("observerConsensus") or kept_rounds(verdict)):
+        # A consensus no seat stated, or one that stands on positions from before an extension:
+        # the card says it as the CLI's verdict line does (docs/result.md, verdict).
+        line = consensus_line(verdict)
+        lines.append(line[0].upper() + line[1:])
     return "\n".join([*(_cut(line) for line in lines[: MAX_CARD_LINES - 1]), CARD_FOOTER])

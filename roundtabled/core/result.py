@@ -39,7 +39,9 @@ from roundtabled.core.verdict import (
     build_status,
     build_usage,
     build_verdict,
+    consensus_text,
     counted,
+    extension_note,
     positions,
     tally,
 )
@@ -595,16 +597,40 @@ the seats stated, used when the observer gave no readable verdict)."""
 def verdict_lines(result: RoundtableResult) -> list[str]:
     """The verdict in a few plain lines (noReply text, CLI fallbacks)."""
     v = result.verdict
+    if v.observer_consensus is not None:
+        # A claim no stated position backs: the same words as the CLI's verdict line.
+        consensus = f"consensus {consensus_text(v.dump())}"
+    else:
+        consensus = f"consensus {v.consensus}" + (
+            f", tally {v.tally_consensus}" if v.tally_consensus != v.consensus else ""
+        )
     lines = [
-        f"Verdict ({VERDICT_SOURCE_WORDS[v.source]}): consensus {v.consensus}"
-        + (f", tally {v.tally_consensus}" if v.tally_consensus != v.consensus else "")
+        f"Verdict ({VERDICT_SOURCE_WORDS[v.source]}): {consensus}"
         + (f" · decision: {v.decision}" if v.decision else " · no decision")
-        + (f" · confidence {v.confidence:g}" if v.confidence is not None else ""),
+        + (
+            f" · confidence {v.confidence:g}"
+            if v.confidence is not None
+            else " · confidence unknown"
+            if v.observer_consensus is not None
+            else ""
+        ),
         "Positions: " + " · ".join(_position_line(p) for p in v.positions),
     ]
     for d in v.disagreements[:3]:
         lines.append(f"Minority ({', '.join(d.minority) or '—'}): {d.point}: {d.view}")
     return lines
+
+
+def status_line(state: RoundtableState, status: Status) -> str:
+    """``Status: completed, 4/4 rounds`` (``, DEGRADED`` when it is), and what a reader must not
+    miss there though it is no degradation: an ``extend`` in which no seat stated a position
+    (:func:`roundtabled.core.verdict.extension_note`, docs/result.md)."""
+    line = f"Status: {status.end_reason}, {status.rounds_completed}/{status.rounds_planned} rounds"
+    if status.degraded:
+        line += ", DEGRADED"
+    if (unstated := extension_note(state, positions(state))) is not None:
+        line += f" — {unstated}"
+    return line
 
 
 def delivery_text(state: RoundtableState, result: RoundtableResult | None = None) -> str:
@@ -619,8 +645,7 @@ def delivery_text(state: RoundtableState, result: RoundtableResult | None = None
     lines = [
         f"Roundtable {state.session_id} — {one_line(state.title)}",
         *([end] if end else []),
-        f"Status: {s.end_reason}, {s.rounds_completed}/{s.rounds_planned} rounds"
-        + (", DEGRADED" if s.degraded else ""),
+        status_line(state, s),
         "",
         result.summary,
         "",

@@ -144,6 +144,10 @@ class Verdict(_M):
     open_questions: list[str] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
     observer_stances: list[ObserverStance] = Field(default_factory=list)
+    observer_consensus: Consensus | None = None
+    """The observer's own ``consensus`` when the seats' stated positions do not back it (no seat
+    stated one, or fewer seats than it needs; ``None`` otherwise): ``consensus`` is then what
+    they back, ``confidence`` unknown, and the status degraded (docs/result.md)."""
 
 
 class AgentUsage(_M):

@@ -347,6 +347,64 @@ def confidence_cap(state: RoundtableState) -> float:
     return round((n - len(silent_seats(state))) / n, 3) if n else 0.0
 
 
+def unbacked_by_count(claim: str, free: int, stated: int, sided: int = 0) -> str | None:
+    """Why ``stated`` of ``free`` counted seats (``sided`` more bound to a side, never counted)
+    do not back an observer's consensus ``claim``, in words, or ``None`` when they do
+    (docs/result.md, "degraded"). Only ``unanimous`` and ``majority`` claim seats: ``unanimous``
+    needs every free seat to have stated a position (a stance), ``majority`` more than half of
+    them, and each at least one. Whether the stated stances agree is not this rule's (the tally
+    and its note say that)."""
+    if claim not in ("unanimous", "majority"):
+        return None
+    need = free if claim == "unanimous" else free // 2 + 1
+    if free and stated >= max(need, 1):
+        return None
+    if not free:
+        return "every seat argued an assigned side, and such a seat is never counted"
+    if not stated:
+        return "no seat stated a position"
+    of = f"{free} free seats" if sided else f"{free} seats"
+    return f"only {stated} of {of} stated a position"
+
+
+def unbacked_claim(claim: str, seats: Sequence[SeatPosition]) -> str | None:
+    """:func:`unbacked_by_count` for the final positions ``seats`` (:func:`positions`): a seat
+    bound to a side never counts (:func:`counted`), a seat without a stance stated none."""
+    free = counted(seats)
+    stated = sum(1 for s in free if s.stance is not None)
+    return unbacked_by_count(claim, len(free), stated, len(seats) - len(free))
+
+
+def unbacked_consensus_note(state: RoundtableState, seats: Sequence[SeatPosition]) -> str | None:
+    """The degradation of a verdict whose observer claimed a consensus the seats' stated
+    positions do not back (:func:`unbacked_claim`): "no seat stated a position: the observer's
+    'unanimous' is its own reading, …"; ``None`` otherwise (no usable observer verdict, or a
+    claim they back). A degradation: the result's consensus and confidence are then not the
+    observer's (:func:`build_verdict`), and the header says why before the observer's text."""
+    data = state.verdict.data
+    claim = data.get("consensus") if data is not None else None
+    why = unbacked_claim(_silent_lowered(state, claim), seats) if claim else None
+    if why is None:
+        return None
+    free = counted(seats)
+    backed = tally_consensus(tally(free), len(free))
+    return (
+        f"{why}: the observer's '{claim}' is its own reading, not the seats' count — consensus "
+        f"by their stated positions: {backed}, confidence unknown"
+    )
+
+
+def _silent_lowered(state: RoundtableState, claim: Any) -> Consensus:
+    """An observer's consensus ``claim`` as the daemon counts it when a seat never spoke:
+    ``unanimous`` is lowered to ``majority`` when more than half spoke, else ``unknown`` (a seat
+    that did not speak never agrees); any other known claim as it is."""
+    silent = silent_seats(state)
+    n = len(state.agents)
+    if claim == "unanimous" and silent:
+        return "majority" if (n - len(silent)) * 2 > n else "unknown"
+    return claim if claim in ("unanimous", "majority", "split", "none") else "unknown"
+
+
 def ledger_verdict(state: RoundtableState) -> Verdict:
     """The verdict built from the position ledger alone (the observer's was unusable, failed, or
     never ran): consensus from the tally, decision = the label held unanimously or by a
@@ -419,7 +477,10 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
     The observer's validated verdict (``state.verdict.data``) gives decision, consensus,
     confidence and the lists; the daemon adds positions and the tally. Where the two disagree
     both are kept and a note says so; an observer's ``unanimous`` with silent seats is lowered
-    (a seat that did not speak never agrees) and the confidence is capped.
+    (a seat that did not speak never agrees) and the confidence is capped. A consensus the
+    seats' stated positions do not back (:func:`unbacked_claim`) is not taken: ``consensus`` is
+    the tally's, ``observerConsensus`` the claim, the confidence unknown (``None``), and the
+    status is degraded (:func:`unbacked_consensus_note`, docs/result.md).
     """
     notes: list[str] = []
     base = ledger_verdict(state)
@@ -428,14 +489,21 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
         return base, notes
     silent = silent_seats(state)
     n = len(state.agents)
-    consensus: Consensus = data.get("consensus") or "unknown"
+    claimed: Consensus = data.get("consensus") or "unknown"
+    consensus = claimed
+    conf = data.get("confidence")
+    edits = [ObserverStance.model_validate(e) for e in data.get("stances") or []]
     if silent and consensus == "unanimous":
-        lowered: Consensus = "majority" if (n - len(silent)) * 2 > n else "unknown"
+        consensus = _silent_lowered(state, consensus)
         notes.append(
             f"the observer called the panel unanimous, but {', '.join(silent)} did not speak: "
-            f"counted as {lowered}"
+            f"counted as {consensus}"
         )
-        consensus = lowered
+    unbacked = unbacked_claim(consensus, base.positions) is not None
+    if unbacked:
+        # The observer's own reading, not a count: the seats' count stands, and its confidence
+        # is not shown as if it were measured (said by the status: unbacked_consensus_note).
+        consensus, conf = base.tally_consensus, None
     if _RANK.get(consensus, 0) != _RANK.get(base.tally_consensus, 0) or (
         consensus in ("split", "none") and base.tally_consensus not in ("split", "none")
     ):
@@ -443,7 +511,6 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
             f"the observer's verdict ({consensus}) and the tally of stated positions "
             f"({base.tally_consensus}) disagree: both are shown"
         )
-    edits = [ObserverStance.model_validate(e) for e in data.get("stances") or []]
     for e in edits:
         named = " and ".join(f"“{x}”" for x in e.stances)
         verb = "merge" if e.action == "merge" else "split"
@@ -452,7 +519,6 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
             f"the observer would {verb} the stances {named}{why}: the tally keeps the daemon's "
             "grouping; both are shown"
         )
-    conf = data.get("confidence")
     cap = confidence_cap(state)
     if isinstance(conf, int | float) and silent and conf > cap:
         notes.append(
@@ -464,6 +530,7 @@ def build_verdict(state: RoundtableState) -> tuple[Verdict, list[str]]:
             "decision": data.get("decision"),
             "confidence": conf if isinstance(conf, int | float) else None,
             "consensus": consensus,
+            "observer_consensus": claimed if unbacked else None,
             "source": "observer",
             "agreements": list(data.get("agreements") or []),
             "disagreements": [
@@ -765,6 +832,9 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         (info if state.end_reason == EndReason.CONVERGED else degradation).append(stop)
     degradation += _observer_notes(state, outcome)
     seated = positions(state)
+    if (unbacked := unbacked_consensus_note(state, seated)) is not None:
+        # A consensus no seat stated is no result (docs/result.md, "degraded").
+        degradation.append(unbacked)
     if (undecided := no_decision_note(state, seated, outcome)) is not None:
         # Nothing to act on: neither the observer nor the seats' positions gave a decision.
         degradation.append(undecided)
@@ -860,6 +930,16 @@ def consensus_text(verdict: dict[str, Any]) -> str:
     out (docs/result.md, verdict)."""
     cons = str(verdict.get("consensus", "unknown"))
     tally = verdict.get("tallyConsensus")
+    claim = verdict.get("observerConsensus")
+    if claim:
+        seats = [p for p in verdict.get("positions") or [] if isinstance(p, dict)]
+        free = [p for p in seats if not p.get("side")]
+        stated = sum(1 for p in free if p.get("stance"))
+        why = unbacked_by_count(str(claim), len(free), stated, len(seats) - len(free))
+        why = why or "the seats' stated positions do not back it"
+        return (
+            f"{why}: the observer's '{claim}' is its own reading; by the stated positions: {cons}"
+        )
     if verdict.get("source") == "ledger":
         return f"{TALLY_WORDS.get(cons, cons)}, by the seats' own stated positions"
     if not tally or tally == cons:
@@ -869,3 +949,36 @@ def consensus_text(verdict: dict[str, Any]) -> str:
     if ranks.get(str(tally), 9) < ranks.get(cons, -1):
         return f"{cons} per the observer — but the seats' stated positions disagree: {words}"
     return f"{cons} per the observer — but by the seats' stated positions: {words}"
+
+
+def kept_rounds(verdict: dict[str, Any]) -> str:
+    """``round 2`` (``rounds 1, 2``) when every counted seat's position with a stance was kept
+    from before an extension (``carried``, docs/result.md): the consensus then stands on those
+    rounds, not on the extension; '' otherwise."""
+    held = [
+        p
+        for p in verdict.get("positions") or []
+        if isinstance(p, dict) and p.get("stance") and not p.get("side")
+    ]
+    if not held or not all(p.get("carried") for p in held):
+        return ""
+    rounds = sorted({int(p["round"]) for p in held if isinstance(p.get("round"), int)})
+    if not rounds:
+        return ""
+    return f"round {rounds[0]}" if len(rounds) == 1 else f"rounds {', '.join(map(str, rounds))}"
+
+
+def consensus_line(verdict: dict[str, Any]) -> str:
+    """``consensus: … · confidence …`` of ``verdict`` (the contract's JSON form): the CLI's
+    verdict line and the state card say it alike (docs/result.md, verdict). A claim the stated
+    positions do not back reads as such with the confidence unknown; a consensus that stands on
+    positions kept from before an extension says so."""
+    line = f"consensus: {consensus_text(verdict)}"
+    if kept := kept_rounds(verdict):
+        line += f" — on positions kept from {kept}: the extension stated none"
+    conf = verdict.get("confidence")
+    if isinstance(conf, int | float):
+        line += f" · confidence {conf:.2f}"
+    elif verdict.get("observerConsensus"):
+        line += " · confidence unknown"  # the observer's number is no measurement then
+    return line

@@ -432,18 +432,18 @@ def path_directory(path: Any) -> str | None:
     return d if isinstance(d, str) else None
 
 
-def plugin_files(config: Any) -> list[str]:
-    """File names of the local plugins in ``GET /config``'s ``plugin`` list (the plugins the
-    directory's current instance loaded from a config directory's ``plugin/`` folder, listed as
-    ``file://…/plugin/name.ts``; entries may also be ``[spec, options]``; npm packages are left
-    out): ``["roundtable-plugin.ts", …]``. Anything else in ``config`` → ``[]``."""
-    entries = config.get("plugin") if isinstance(config, dict) else None
-    out: list[str] = []
-    for entry in entries if isinstance(entries, list) else []:
-        spec = entry[0] if isinstance(entry, list) and entry else entry
-        if isinstance(spec, str) and spec.startswith(("file:", "/")):
-            out.append(spec.rstrip("/").rsplit("/", 1)[-1])
-    return out
+PLUGIN_MARK = "roundtabled:roundtable-plugin-ran"
+"""What the roundtable plugin's ``config`` hook adds to ``watcher.ignore`` of the configuration of
+the instance it runs in (a pattern that matches no file): the mark of the plugin *running* in
+that server process, which a listed file is not (``--pure`` lists the file and runs nothing)."""
+
+
+def plugin_ran(config: Any) -> bool:
+    """Whether ``GET /config`` of an instance carries :data:`PLUGIN_MARK` in ``watcher.ignore``:
+    the roundtable plugin ran in that instance of the server that answered (docs/plugin.md)."""
+    watcher = config.get("watcher") if isinstance(config, dict) else None
+    ignore = watcher.get("ignore") if isinstance(watcher, dict) else None
+    return isinstance(ignore, list) and PLUGIN_MARK in ignore
 
 
 def agent_models(available: Sequence[dict[str, Any]]) -> dict[str, ModelRef | None]:

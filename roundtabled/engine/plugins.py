@@ -5,24 +5,29 @@ API (``POST /v1/plugin``) when OpenCode loads it into the instance of a director
 instance answers its first request, since OpenCode awaits a plugin's setup —, every
 :data:`HEARTBEAT_S` after, and from its hook whenever it shapes a roundtable's request. A
 report is the positive signal the plugin mode needs; a file on disk is not (installed after
-the server started, ``--pure``, another config directory). A report is dropped when it can no
-longer be trusted:
+the server started, ``--pure``, another config directory). Nor is the report's ``serverUrl``: a
+daemon that reaches the server through a reverse proxy or an SSH tunnel knows it by another URL
+than the one the server gives its plugins, and a second server (a TUI's own) in the same
+directory is another process with the same directory. The server's identity comes from the
+server: a directory's first report (again after each drop) is trusted only once ``verify``,
+reading through the daemon's own connection, confirms that the plugin *runs* in that server's
+current instance of the directory: the plugin's ``config`` hook marks the configuration of the
+instance it runs in (:data:`roundtabled.core.wire.PLUGIN_MARK`), and ``GET /config`` of the
+directory answers with that instance's configuration. A server that only lists the file
+(``--pure``) or another server's plugin leaves no mark there.
 
-- it names another server than the daemon's (``serverUrl``: a TUI's own server in the same
-  directory may have the plugin while the daemon's does not);
+A report is dropped when it can no longer be trusted:
+
 - the daemon's event stream to the server (re)connects (the server may have restarted without
-  the plugin): every report is dropped and checked again against the server (below), so a
+  the plugin): every report is dropped and checked again against the server (above), so a
   daemon that connects after the plugin's first report does not wait for its next heartbeat;
 - the server disposes the directory's instance (a config reload): that directory's report is
-  dropped; the new instance reports again when the plugin is still installed.
+  dropped; the new instance is checked again at the next report.
 
-A report alone is not proof either: the plugin of a disposed instance keeps reporting (OpenCode
-1.18.33 neither stops its timers nor tells its hooks of the disposal; docs/opencode-server.md),
-so after a config reload that removed the plugin, or to a daemon restarted since, a report can
-come from an instance that is gone. The first report for a directory (again after each drop) is
-therefore checked against the server: ``verify`` reads the configuration of the directory's
-current instance, whose ``plugin`` list names every plugin file that instance loaded; the report
-is trusted only when the roundtable plugin is among them.
+The check also catches the plugin of a disposed instance, which keeps reporting (OpenCode 1.18.33
+neither stops its timers nor tells its hooks of the disposal; docs/opencode-server.md): after a
+config reload that removed the plugin, or to a daemon restarted since, a report can come from an
+instance that is gone, and the current instance carries no mark.
 
 Dropping is always the safe direction: the roundtable then runs in patch mode until the next
 report.
@@ -38,7 +43,6 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from roundtabled.errors import ValidationFailed
 
@@ -57,7 +61,7 @@ PLUGIN_FILE = "roundtable-plugin.ts"
 """The plugin's file name, as installed into a config directory's ``plugin/`` folder and as the
 server lists it in ``GET /config``'s ``plugin`` (``file://…/plugin/roundtable-plugin.ts``)."""
 
-PLUGIN_VERSION = "2"
+PLUGIN_VERSION = "3"
 """The plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped plugin file):
 what the marker's ``view``/``hide`` fields mean to it. Another version is not trusted."""
 
@@ -70,7 +74,8 @@ _VERSION_RE = re.compile(r"^[0-9A-Za-z.+-]{1,32}$")
 @dataclass(frozen=True, slots=True)
 class PluginReport:
     """One report of the plugin: its ``version``, the instance's ``directory`` and the
-    ``server_url`` OpenCode gave it (``""`` when that release gives none), ``at`` epoch ms."""
+    ``server_url`` OpenCode gave it (``""`` when that release gives none; logged, never trusted:
+    module docstring), ``at`` epoch ms."""
 
     version: str
     directory: str
@@ -107,38 +112,22 @@ def directory_key(directory: str) -> str:
     return os.path.realpath(directory)
 
 
-def _authority(url: str) -> tuple[str, int | None]:
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if host in ("localhost", "::1", "0.0.0.0"):
-        host = "127.0.0.1"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return host, port
-
-
 Verify = Callable[[str], Awaitable[bool]]
-"""``await verify(directory)``: whether the server's current instance of ``directory`` loaded
-the roundtable plugin (module docstring); may raise (counted as not loaded)."""
+"""``await verify(directory)``: whether the roundtable plugin runs in the daemon's server's current
+instance of ``directory``, read through the daemon's own connection (module docstring); may raise
+(counted as not running)."""
 
 
 class PluginRegistry:
     """The reports the daemon trusts now, per instance directory.
 
     Args:
-        server_url: the OpenCode server the daemon drives (``http://127.0.0.1:4096``); a report
-            naming another server is refused.
         clock: epoch ms now.
         verify: checks the first report of a directory against the server (module docstring);
             ``None`` trusts every well-formed report at once (tests of the registry alone).
     """
 
-    def __init__(
-        self, server_url: str, clock: Callable[[], int], verify: Verify | None = None
-    ) -> None:
-        self.server = _authority(server_url)
+    def __init__(self, clock: Callable[[], int], verify: Verify | None = None) -> None:
         self.clock = clock
         self.verify = verify
         self.reports: dict[str, PluginReport] = {}
@@ -158,8 +147,6 @@ class PluginRegistry:
                 f"plugin version {report.version!r}, the daemon speaks {PLUGIN_VERSION!r}: "
                 "run `roundtabled install-tool` again and restart opencode serve"
             )
-        if report.server_url and _authority(report.server_url) != self.server:
-            return False, "the plugin runs in another OpenCode server than the daemon's"
         key = directory_key(report.directory)
         if self.verify is None or key in self.reports:
             self._trust(report)
@@ -215,9 +202,11 @@ class PluginRegistry:
             self._trust(report)
         else:
             log.info(
-                "plugin report from %s refused: the server's instance of that directory has "
-                "not loaded the plugin (a report from a disposed instance)",
+                "plugin report from %s (server %s) refused: the daemon's server's instance of "
+                "that directory has not loaded the plugin (another server's plugin, a server "
+                "that lists the file but runs no plugin, or a disposed instance)",
                 report.directory,
+                report.server_url or "not given",
             )
 
     def version_for(self, directory: str | None) -> str | None:

@@ -20,7 +20,7 @@ from roundtabled.core.commands import Toast
 from roundtabled.core.progress import ToastThrottle
 from roundtabled.core.state import RoundtableState, Signer
 from roundtabled.engine.metrics import HandoffMetrics
-from roundtabled.engine.plugins import PLUGIN_FILE, PluginRegistry
+from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
 from roundtabled.errors import TransportError
@@ -60,9 +60,7 @@ class Shell:
         self.clock = clock
         self.store = StateStore(client, signer)
         self.metrics = HandoffMetrics()
-        self.plugins = PluginRegistry(
-            getattr(client, "base_url", ""), clock, verify=self.plugin_loaded
-        )
+        self.plugins = PluginRegistry(clock, verify=self.plugin_loaded)
         """Where the roundtable plugin reported itself loaded (the plugin mode's signal)."""
         self.toast_throttles: dict[str, ToastThrottle] = {}
         """Per roundtable (S2's id): when its last progress toast of a turn was shown."""
@@ -74,13 +72,14 @@ class Shell:
         self.background: set[asyncio.Task[Any]] = set()
 
     async def plugin_loaded(self, directory: str) -> bool:
-        """Whether the server's current instance of ``directory`` loaded the roundtable plugin
-        (its ``GET /config`` lists the file; :mod:`roundtabled.engine.plugins`).
+        """Whether the roundtable plugin runs in the current instance of ``directory`` of the
+        server this daemon's connection reaches: that instance's ``GET /config`` carries the
+        plugin's mark (:func:`roundtabled.core.wire.plugin_ran`, :mod:`roundtabled.engine.plugins`).
 
         Raises:
             TransportError: the server did not answer.
         """
-        return PLUGIN_FILE in wire.plugin_files(await self.client.config(directory))
+        return wire.plugin_ran(await self.client.config(directory))
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background; its failure is logged, never raised."""

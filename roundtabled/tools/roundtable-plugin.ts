@@ -20,14 +20,21 @@
 // - Reports itself to the daemon's control API (POST /v1/plugin) when OpenCode loads it into a
 //   directory's instance, every 5 s after (a daemon started or reconnected later hears from it),
 //   and when it shapes a roundtable's request (at most once a second); it stops when the
-//   instance is disposed. The daemon uses the plugin mode only on such a report.
+//   instance is disposed. The daemon uses the plugin mode only on such a report, once its own
+//   connection to the server confirms it: the `config` hook marks the configuration of the
+//   instance it runs in (PLUGIN_MARK in `watcher.ignore`, a pattern that matches no file), and the
+//   daemon reads that instance's `GET /config` through its own connection. So a report is
+//   trusted through a proxy or a tunnel (the server's URL is not its identity), and never for
+//   another server in the same directory, nor for a server that lists the file but runs no
+//   plugin (`--pure`).
 // No import from npm (see tool/roundtable.ts: an offline server cannot install it). The daemon's
 // URL and token file come from ../roundtabled/control.ts, installed with it, outside `plugin/`:
 // OpenCode calls every exported function of a top-level file there as a plugin.
 
 import { authHeaders, controlUrl } from "../roundtabled/control.ts"
 
-const PLUGIN_VERSION = "2"
+const PLUGIN_VERSION = "3"
+const PLUGIN_MARK = "roundtabled:roundtable-plugin-ran"
 const META = "roundtabled"
 const REPORT_TIMEOUT_MS = 2_000
 const REPORT_EVERY_MS = 1_000
@@ -137,6 +144,16 @@ export const RoundtablePlugin = async (input: any) => {
   timer?.unref?.()
 
   return {
+    config: async (config: any) => {
+      try {
+        const watcher = (config.watcher ??= {})
+        const ignore: unknown[] = Array.isArray(watcher.ignore) ? watcher.ignore : []
+        // Installed twice (project and global) it runs twice: one mark is enough.
+        if (!ignore.includes(PLUGIN_MARK)) watcher.ignore = [...ignore, PLUGIN_MARK]
+      } catch (err) {
+        log("error", `could not mark the configuration: ${err instanceof Error ? err.message : err}`)
+      }
+    },
     event: async ({ event }: any) => {
       if (event?.type === "server.instance.disposed") clearInterval(timer)
     },

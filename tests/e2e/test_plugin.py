@@ -22,7 +22,9 @@ from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.offline.scripted_llm import RecordedRequest, content_text
 from roundtabled.service import install
 from tests.e2e.cli_helpers import cli
-from tests.e2e.conftest import RT
+from tests.e2e.conftest import RT, roundtable_config
+from tests.e2e.edge_helpers import wait_for
+from tests.regressions.conftest import LogCapture
 
 AGENTS = ["pm", "dev", "rv"]
 
@@ -212,6 +214,58 @@ async def test_without_the_plugin_recent_context_is_refused_naming_it(rt: RT) ->
     assert status == 400 and data["field"] == "context", data
     assert data["error"].startswith("Error:")
     assert "roundtable plugin" in data["error"] and "roundtabled install-tool" in data["error"]
+
+
+async def test_a_second_server_in_the_same_directory_never_gives_the_plugin_mode(
+    rt_factory: Any, opencode_factory: Any
+) -> None:
+    """The daemon's server lists the project's plugin file but runs no plugin (``--pure``); a
+    second server (a TUI's own) in the same directory runs it, and its plugin reports itself to
+    the daemon. Neither the report's directory nor the listed file makes it the daemon's server:
+    the report is refused and ``context: "recent"`` with it."""
+    rt: RT = await rt_factory(plugin=True)
+    await plugin_reported(rt)  # the daemon's server runs the plugin: trusted, as it should be
+    plugins = rt.daemon.engine.shell.plugins
+    rt.server.extra_env["OPENCODE_PURE"] = "1"
+    await rt.server.restart()  # now it lists the file and runs nothing; the reports are dropped
+    await wait_for(lambda: plugins.version_for(rt.directory) is None, 30, "the report dropped")
+    # The report checked again on the reconnect finds the file listed but no plugin running.
+    await plugins.checked()
+    assert plugins.version_for(rt.directory) is None, "a listed plugin that does not run trusted"
+    listed = await rt.oc("GET", "/config", params={"directory": rt.directory})
+    assert any("roundtable-plugin.ts" in str(p) for p in listed["plugin"]), listed["plugin"]
+    second = await opencode_factory(roundtable_config(rt.llm), name="second-server")
+    with LogCapture() as logs:
+        async with rt.http.get(
+            f"{second.url}/config", params={"directory": rt.directory}
+        ) as resp:  # the second server's instance of the project: its plugin loads and reports
+            assert resp.status == 200
+        await wait_for(
+            lambda: (
+                any(
+                    f"plugin report from {rt.directory} (server {second.url}" in line
+                    and "refused" in line
+                    for line in logs.lines()
+                )
+                or plugins.version_for(rt.directory) is not None
+            ),
+            30,
+            "the second server's plugin report",
+        )
+        await plugins.checked()
+    assert plugins.version_for(rt.directory) is None, "a plugin the daemon's server runs not"
+    status, data = await rt.api(
+        "POST",
+        "/v1/roundtables",
+        {
+            "agents": AGENTS,
+            "prompt": "x",
+            "rounds": 4,
+            "context": "recent",
+            "directory": rt.directory,
+        },
+    )
+    assert status == 400 and data["field"] == "context", data
 
 
 def _label(session: str, rnd: int, seat: int, **extra: Any) -> dict[str, Any]:

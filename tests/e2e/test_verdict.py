@@ -174,6 +174,13 @@ async def test_seat_failing_every_turn(rt: RT) -> None:
         HttpError(status=400, message="dev provider down"),
         agent="dev",
     )
+    # The two that speak state positions (agreeing only in round 2: no early convergence).
+    rt.llm.script(
+        say("Split it.", "split now", 6),
+        say("Keep it.", "keep the monolith", 8, changed="rv's audit point"),
+        agent="pm",
+    )
+    rt.llm.script(*(say("Keep it.", "keep the monolith", 8) for _ in range(2)), agent="rv")
     rt.llm.script(verdict_reply("Summary.", VERDICT), agent=OBSERVER_AGENT)
     _, payload, c = await run(rt, agents=["pm", "dev", "rv"], prompt="Fail?", rounds=2)
     dev = seat(c, "dev")
@@ -187,6 +194,7 @@ async def test_seat_failing_every_turn(rt: RT) -> None:
     # dev never agrees: the observer's unanimous is lowered and the confidence capped at 2/3.
     assert c["verdict"]["consensus"] == "majority"
     assert c["verdict"]["confidence"] == pytest.approx(0.667, abs=1e-3)
+    assert c["verdict"]["observerConsensus"] is None  # pm and rv stated it: backed
     assert position(c, "dev")["label"] is None
     assert HEADER_TITLE in payload["text"]  # the noReply text carries the same words
 

@@ -108,13 +108,16 @@ def test_an_observer_verdict_that_names_no_decision_is_no_decision_either() -> N
     assert NOTE.format(obs="named no decision") in result.status.notes
 
 
-def test_an_observer_that_decided_keeps_a_debate_without_positions_healthy() -> None:
+def test_an_observer_that_decided_without_positions_is_no_undecided_debate() -> None:
+    """Its decision stands, so this is not "there is no decision"; its ``unanimous``, though,
+    no seat stated: that is its own degradation
+    (``test_a_unanimity_no_seat_stated_is_degraded_and_said_first.py``)."""
     data = {"decision": "7 is prime", "confidence": 0.9, "consensus": "unanimous"}
     seats = NO_POSITIONS["no Position line, a seat's name"]
     result = build_result(finished(seats, VerdictRecord(data=data)))
     assert result.verdict.decision == "7 is prime"
-    assert not result.status.degraded
     assert not [n for n in result.status.notes if "there is no decision" in n]
+    assert result.status.degraded and result.verdict.confidence is None
 
 
 def test_seats_that_stated_different_positions_are_a_split_not_a_degradation() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def _report(directory: str, url: str = "http://127.0.0.1:4096/", version: str = 
 
 
 def test_a_report_from_the_daemons_server_is_trusted_for_its_directory(tmp_path: Path) -> None:
-    reg = PluginRegistry(SERVER, lambda: 0)
+    reg = PluginRegistry(lambda: 0)
     link = tmp_path / "link"
     link.symlink_to(tmp_path)
     assert reg.register(_report(str(tmp_path))) == (True, "")
@@ -29,10 +30,8 @@ def test_a_report_from_the_daemons_server_is_trusted_for_its_directory(tmp_path:
     assert reg.snapshot() == [{"directory": str(tmp_path), "version": PLUGIN_VERSION, "at": 1}]
 
 
-def test_another_server_or_version_is_refused_and_forget_drops_reports(tmp_path: Path) -> None:
-    reg = PluginRegistry(SERVER, lambda: 0)
-    ok, why = reg.register(_report(str(tmp_path), url="http://127.0.0.1:5000/"))
-    assert not ok and "another OpenCode server" in why
+def test_another_version_is_refused_and_forget_drops_reports(tmp_path: Path) -> None:
+    reg = PluginRegistry(lambda: 0)
     ok, why = reg.register(_report(str(tmp_path), version="0"))
     assert not ok and "install-tool" in why
     assert reg.version_for(str(tmp_path)) is None
@@ -42,6 +41,21 @@ def test_another_server_or_version_is_refused_and_forget_drops_reports(tmp_path:
     assert reg.version_for(str(tmp_path)) is None and reg.version_for("/other") is not None
     reg.forget()
     assert reg.version_for("/other") is None and reg.snapshot() == []
+
+
+async def test_the_server_url_is_no_identity_the_server_s_answer_is(tmp_path: Path) -> None:
+    """A report naming another URL (the daemon reaches the server through a proxy or a tunnel)
+    is trusted when the daemon's own connection confirms the plugin runs there, and one naming
+    the daemon's own URL is refused when it does not (another server in the same directory)."""
+    server = _Server(loaded=True)
+    reg = PluginRegistry(lambda: 0, verify=server)
+    assert reg.register(_report(str(tmp_path), url="http://10.0.0.7:4096/")) == (True, "")
+    assert await reg.wait_for(str(tmp_path), 5) == PLUGIN_VERSION
+    other = _Server(loaded=False)
+    reg = PluginRegistry(lambda: 0, verify=other)
+    reg.register(_report(str(tmp_path), url=SERVER))
+    await reg.checked()
+    assert reg.version_for(str(tmp_path)) is None and other.asked == [str(tmp_path)]
 
 
 @pytest.mark.parametrize(
@@ -61,7 +75,7 @@ def test_a_malformed_report_names_its_field(body: object, field: str) -> None:
 
 
 async def test_wait_for_returns_on_the_report_or_after_the_wait(tmp_path: Path) -> None:
-    reg = PluginRegistry(SERVER, lambda: 0)
+    reg = PluginRegistry(lambda: 0)
     assert await reg.wait_for(str(tmp_path), 0.05) is None
     waiter = asyncio.ensure_future(reg.wait_for(str(tmp_path), 10))
     await asyncio.sleep(0)
@@ -89,7 +103,7 @@ async def test_a_first_report_is_trusted_only_once_the_server_lists_the_plugin(
     tmp_path: Path,
 ) -> None:
     server = _Server(loaded=True)
-    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    reg = PluginRegistry(lambda: 0, verify=server)
     assert reg.register(_report(str(tmp_path))) == (True, "")
     assert reg.version_for(str(tmp_path)) is None  # pending: the server is asked first
     assert await reg.wait_for(str(tmp_path), 5) == PLUGIN_VERSION
@@ -102,7 +116,7 @@ async def test_a_report_from_an_instance_that_did_not_load_the_plugin_is_refused
 ) -> None:
     # What a disposed instance's plugin does: its heartbeat goes on, the new instance has none.
     server = _Server(loaded=False)
-    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    reg = PluginRegistry(lambda: 0, verify=server)
     reg.register(_report(str(tmp_path)))
     await reg.checked()
     assert reg.version_for(str(tmp_path)) is None
@@ -114,7 +128,7 @@ async def test_a_report_from_an_instance_that_did_not_load_the_plugin_is_refused
 async def test_a_check_that_began_before_a_drop_is_void(tmp_path: Path) -> None:
     server = _Server(loaded=True)
     server.gate.clear()
-    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    reg = PluginRegistry(lambda: 0, verify=server)
     reg.register(_report(str(tmp_path)))
     await asyncio.sleep(0)
     reg.forget(str(tmp_path))  # the instance was disposed while the server was asked
@@ -127,30 +141,30 @@ async def test_a_check_the_server_cannot_answer_trusts_nothing(tmp_path: Path) -
     async def unreachable(directory: str) -> bool:
         raise OSError("connection refused")
 
-    reg = PluginRegistry(SERVER, lambda: 0, verify=unreachable)
+    reg = PluginRegistry(lambda: 0, verify=unreachable)
     reg.register(_report(str(tmp_path)))
     await reg.checked()
     assert reg.version_for(str(tmp_path)) is None
 
 
-def test_the_plugin_files_of_a_config_are_its_local_plugins_by_file_name() -> None:
-    # What OpenCode 1.18.33's GET /config lists: file URLs of plugin/*.ts, npm specs, tuples.
-    config = {
-        "plugin": [
-            "file:///home/me/project/.opencode/plugin/roundtable-plugin.ts",
-            "opencode-wakatime@1.2.0",
-            ["file:///home/me/.config/opencode/plugins/other.js", {"x": 1}],
-            5,
-        ]
+def test_the_plugin_s_mark_in_a_config_is_read_and_the_plugin_sets_the_same_one() -> None:
+    # What OpenCode 1.18.33's GET /config answers once the plugin's config hook ran in that
+    # instance; a server that only lists the file (--pure) lists it under `plugin`, unmarked.
+    marked = {
+        "plugin": ["file:///p/.opencode/plugin/roundtable-plugin.ts"],
+        "watcher": {"ignore": ["node_modules/**", wire.PLUGIN_MARK]},
     }
-    assert wire.plugin_files(config) == ["roundtable-plugin.ts", "other.js"]
-    assert wire.plugin_files({"plugin": []}) == [] == wire.plugin_files({})
-    assert wire.plugin_files(None) == [] == wire.plugin_files({"plugin": "x"})
+    assert wire.plugin_ran(marked)
+    assert not wire.plugin_ran({"plugin": marked["plugin"]})
+    assert not wire.plugin_ran({"watcher": {"ignore": "x"}}) and not wire.plugin_ran(None)
+    shipped = (resources.files("roundtabled") / "tools" / "roundtable-plugin.ts").read_text()
+    assert f'const PLUGIN_MARK = "{wire.PLUGIN_MARK}"' in shipped
+    assert f'const PLUGIN_VERSION = "{PLUGIN_VERSION}"' in shipped
 
 
 async def test_a_reconnect_checks_each_trusted_report_again(tmp_path: Path) -> None:
     server = _Server(loaded=True)
-    reg = PluginRegistry(SERVER, lambda: 0, verify=server)
+    reg = PluginRegistry(lambda: 0, verify=server)
     reg.register(_report(str(tmp_path)))
     reg.register(_report("/other"))
     await reg.checked()

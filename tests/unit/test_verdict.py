@@ -227,8 +227,18 @@ def test_no_closing_line_means_null_positions_said_not_guessed() -> None:
         "pm stated no Position line" in n and "not guessed" in n for n in result.status.notes
     )
     assert all(s.no_position == 2 for s in result.status.seats)
-    # A missing closing line is said, but is not a failure: the observer still decided.
-    assert not result.status.degraded
+    # A missing closing line is said, not a failure; but the observer's "unanimous" is then its
+    # own reading, which no stated position backs: degraded, said first, confidence unknown.
+    assert result.status.degraded and result.verdict.decision == VALID["decision"]
+    assert result.status.notes[0].startswith(
+        "no seat stated a position: the observer's 'unanimous' is its own reading"
+    )
+    assert result.verdict.confidence is None and result.verdict.consensus == "unknown"
+    assert result.verdict.observer_consensus == "unanimous"
+    # Without a consensus claim the observer's decision stands as it is: said, not degraded.
+    unclaimed = {**VALID, "consensus": "split"}
+    result = build_result(state(history, verdict=VerdictRecord(data=unclaimed)))
+    assert not result.status.degraded and result.verdict.confidence == 0.8
     # Without the observer's decision nothing was decided at all: that is a degradation.
     undecided = build_result(state(history, verdict=VerdictRecord(error="none", fallback=True)))
     assert undecided.status.degraded and undecided.verdict.decision is None
@@ -830,3 +840,71 @@ def test_a_tally_over_some_seats_only() -> None:
     assert cons == "majority" and [t.seats for t in items] == [["pm", "dev"], ["rv"]]
     items, cons = counted_tally(st_, ["pm", "dev"])
     assert cons == "unanimous" and [t.seats for t in items] == [["pm", "dev"]]
+
+
+_SEATS = ["pm", "dev", "rv", "qa", "ux"]
+_seat = st.tuples(
+    st.sampled_from(
+        [
+            pos("keep", 7),
+            pos("split", 6),
+            "prose without a closing line",
+            pos("<short label>", 5),
+            "",
+        ]
+    ),
+    st.booleans(),  # bound to a side
+)
+_claim = st.sampled_from(["unanimous", "majority", "split", "none", "unknown"])
+
+
+@settings(max_examples=300)
+@given(st.lists(_seat, min_size=1, max_size=5), _claim, st.floats(0, 1))
+def test_a_consensus_the_stated_positions_do_not_back_is_degraded_with_confidence_unknown(
+    seats: list[tuple[str, bool]], claim: str, confidence: float
+) -> None:
+    """docs/result.md, "degraded": an observer's ``unanimous`` needs every free seat (one not
+    bound to a side) to have stated a position, its ``majority`` more than half of them (at
+    least one); a seat that never spoke first lowers ``unanimous`` (to ``majority`` when more
+    than half spoke). A claim they do not back is degraded, said first among the verdict's
+    words, its confidence unknown and its consensus the seats' own count."""
+    agents = _SEATS[: len(seats)]
+    history = [
+        turn(a, 1, text, **({"has_error": True, "error": "E"} if not text else {}))
+        for a, (text, _) in zip(agents, seats, strict=True)
+    ]
+    sides = {a: "for" for a, (_, bound) in zip(agents, seats, strict=True) if bound}
+    data = {**VALID, "consensus": claim, "confidence": confidence}
+    r = build_result(
+        state(
+            history,
+            agents=agents,
+            total_rounds=1,
+            options=Options(sides=sides),
+            verdict=VerdictRecord(data=data),
+        )
+    )
+    free = [(a, text) for a, (text, bound) in zip(agents, seats, strict=True) if not bound]
+    stated = sum(1 for _, text in free if text.startswith("Argument.") and "<" not in text)
+    spoke = sum(1 for text, _ in seats if text)
+    effective = claim
+    if claim == "unanimous" and spoke < len(seats):
+        effective = "majority" if spoke * 2 > len(seats) else "unknown"
+    need = {"unanimous": len(free), "majority": len(free) // 2 + 1}.get(effective)
+    backed = need is None or (bool(free) and stated >= max(need, 1))
+    said = [n for n in r.status.notes if f"the observer's '{claim}' is its own reading" in n]
+    if backed:
+        assert not said and r.verdict.observer_consensus is None
+        return
+    assert r.status.degraded and len(said) == 1
+    assert r.verdict.confidence is None and r.verdict.observer_consensus == claim
+    assert r.verdict.consensus == r.verdict.tally_consensus
+    header = r.summary.split("\n\n", 1)[0].splitlines()
+    assert f"- {said[0]}" in header
+    assert said[0].startswith(
+        "no seat stated a position"
+        if free and not stated
+        else "only "
+        if free
+        else "every seat argued an assigned side"
+    )
