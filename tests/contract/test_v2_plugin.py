@@ -48,12 +48,24 @@ class ControlStandIn:
     results: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     runner: web.AppRunner | None = None
     url: str = ""
+    arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def _record(self, request: web.Request) -> None:
         body = await request.json() if request.can_read_body else None
         self.seen.append(
             (request.method, request.path_qs, request.headers.get("authorization"), body)
         )
+        async with self.arrived:
+            self.arrived.notify_all()
+
+    async def wait_for(
+        self, method: str, prefix: str, count: int, within: float = 30.0
+    ) -> list[tuple[str, str, str | None, Any]]:
+        """The recorded requests of ``method`` whose path starts with ``prefix``, once there are
+        at least ``count`` (waits up to ``within`` seconds for them)."""
+        async with asyncio.timeout(within), self.arrived:
+            await self.arrived.wait_for(lambda: len(self.requests(method, prefix)) >= count)
+        return self.requests(method, prefix)
 
     async def agents(self, request: web.Request) -> web.Response:
         await self._record(request)
@@ -235,9 +247,7 @@ async def test_roundtable_sends_s1_and_returns_the_daemons_output(env: PluginEnv
     since = len(env.v2.events)
     mid = msg_id()
     await c.prompt(s1.id, "hold a roundtable", message_id=mid)
-    while len(env.control.requests("POST", "/v1/roundtables")) <= before:
-        await asyncio.sleep(0.02)
-    (_, _, auth, body) = env.control.requests("POST", "/v1/roundtables")[before]
+    (_, _, auth, body) = (await env.control.wait_for("POST", "/v1/roundtables", before + 1))[before]
     assert auth == f"Bearer {TOKEN}"
     assert body["prompt"] == "cats or dogs?" and body["agents"] == ["pm", "dev"]
     assert body["parentSessionID"] == s1.id  # S1: the session whose model called the tool
@@ -295,15 +305,10 @@ async def test_interrupting_s1_cancels_the_running_roundtable(env: PluginEnv) ->
     )
     before = len(env.control.requests("GET", "/v1/roundtables/"))
     await c.prompt(s1.id, "start one", message_id=msg_id())
-    while len(env.control.requests("GET", "/v1/roundtables/")) <= before:
-        await asyncio.sleep(0.02)  # the tool is in its long-poll
+    await env.control.wait_for("GET", "/v1/roundtables/", before + 1)  # the tool's long-poll
     ses = next(reversed(env.control.results))
     assert await c.interrupt(s1.id) is True
-    for _ in range(500):
-        if env.control.requests("POST", f"/v1/roundtables/{ses}/cancel"):
-            break
-        await asyncio.sleep(0.02)
-    ((_, _, _, body),) = env.control.requests("POST", f"/v1/roundtables/{ses}/cancel")
+    ((_, _, _, body),) = await env.control.wait_for("POST", f"/v1/roundtables/{ses}/cancel", 1)
     assert body == {"summarize": False, "reason": "the orchestrator's session was aborted"}
 
 
