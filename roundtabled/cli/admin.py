@@ -129,9 +129,13 @@ def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
             )
     else:
         print("Nothing changed: the tools were already installed.")
-    other = install.other_major_line(target, major)
-    if other is not None:
-        print(other)
+    twin = install.tool_targets(Path.cwd() if args.global_ else None, not args.global_, os.environ)
+    for note in (
+        install.other_major_line(target, major),
+        install.duplicate_plugin_line(target, twin, major),
+    ):
+        if note is not None:
+            print(note)
     return EXIT_OK
 
 

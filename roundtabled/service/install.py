@@ -607,3 +607,22 @@ def wrong_major_line(project: Path | None, env: Mapping[str, str], major: int) -
         f"OpenCode {major}.x, which does not load them: run roundtabled install-tool {flag} "
         f"--opencode {major}"
     )
+
+
+def duplicate_plugin_line(target: Path, other: Path, major: int) -> str | None:
+    """One line when an install for OpenCode 2.x into ``target`` has a twin in ``other`` (the
+    global config directory for a project install, the project's for a global one), else
+    ``None``.
+
+    OpenCode 2.x loads one plugin per id: with the plugin in both directories, the global copy
+    runs and the project's is listed as failed (``Duplicate plugin ID: roundtabled``, seen on
+    2.1.2), so the project's ``roundtabled/control.ts`` (its daemon URL and token file) is not
+    used. 1.x runs both copies (docs/plugin.md), so there is nothing to say."""
+    if major != 2 or Path(target) == Path(other) or not major_files(other, 2):
+        return None
+    return (
+        f"Note: {other} holds the roundtabled plugin for OpenCode 2.x too; 2.x loads one plugin "
+        f"per id (the global one) and lists the other as failed (`Duplicate plugin ID: "
+        f"{V2_PLUGIN_ID}`): keep one of them (remove the other's "
+        f"{V2_PLUGIN_DIR}/{V2_PLUGIN_FILE})"
+    )

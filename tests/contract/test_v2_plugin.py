@@ -427,3 +427,35 @@ async def test_doctor_on_2x_names_install_tool_when_only_1x_files_are_there(
         f"is OpenCode 2.x, which does not load them: run roundtabled install-tool --project "
         f"{project} --opencode 2"
     )
+
+
+async def test_a_global_install_loads_and_a_project_twin_is_a_duplicate(tmp_path: Path) -> None:
+    # A server of its own: the global plugin applies to every project of its server.
+    server = OpenCodeServer(tmp_path, offline_config("http://127.0.0.1:9/v1"), major=2)
+    token = tmp_path / "token"
+    install.install_tools(
+        server.global_config_dir, control_url="http://127.0.0.1:4747", token_file=token, major=2
+    )
+    await server.start()
+    try:
+        async with V2Client(server.url, password=server.password) as c:
+            alone = [p for p in await c.plugins(str(server.project_dir)) if p.id == "roundtabled"]
+            assert [p.status for p in alone] == ["active"]
+            both = await server.add_project("both")
+            install.install_tools(
+                both / ".opencode", control_url="http://127.0.0.1:4747", token_file=token, major=2
+            )
+            line = install.duplicate_plugin_line(both / ".opencode", server.global_config_dir, 2)
+            assert line is not None and "`Duplicate plugin ID: roundtabled`" in line
+            twins = {
+                str(p.source.get("path")): p
+                for p in await c.plugins(str(both))
+                if p.id == "roundtabled"
+            }
+            glob = str(server.global_config_dir / "plugins/roundtabled/index.ts")
+            proj = str(both / ".opencode/plugins/roundtabled/index.ts")
+            assert twins[glob].status == "active"
+            assert twins[proj].status == "failed"
+            assert twins[proj].state.get("error") == "Duplicate plugin ID: roundtabled"
+    finally:
+        await server.stop()

@@ -224,3 +224,16 @@ def test_doctor_on_1x_with_only_the_2x_plugin_names_install_tool(
     # with the 1.x files as well, the ordinary check applies
     _install(proj / ".opencode", 1)
     assert doctor._tools_check(env, proj, "http://127.0.0.1:4747").ok is True
+
+
+def test_a_2x_plugin_in_both_directories_is_named_once(tmp_path: Path) -> None:
+    project, glob = tmp_path / "p" / ".opencode", tmp_path / "cfg" / "opencode"
+    _install(project, 2)
+    assert install.duplicate_plugin_line(project, glob, 2) is None
+    _install(glob, 1)
+    assert install.duplicate_plugin_line(project, glob, 2) is None  # 1.x files are no twin
+    _install(glob, 2)
+    line = install.duplicate_plugin_line(project, glob, 2)
+    assert line is not None and line.startswith(f"Note: {glob} holds the roundtabled plugin")
+    assert install.duplicate_plugin_line(project, project, 2) is None
+    assert install.duplicate_plugin_line(project, glob, 1) is None  # 1.x runs both copies
