@@ -25,6 +25,15 @@ agents; we use the singular names):
   (:func:`roundtabled.opencode.config_dir.prefill_config_dir`) when it has no
   ``node_modules`` yet and an installed copy of the package is found.
 
+OpenCode 2.x (``major=2``, docs/plugin.md "OpenCode 2.x") loads no ``tool/`` and refuses 1.x
+plugins; an install for it writes ``roundtabled/control.ts`` as above, the two shims beside it
+(``roundtabled/roundtable.ts``, ``roundtabled/available_agents.ts``: 2.x loads nothing from that
+folder), ``agents/roundtable-observer.md`` and the plugin ``plugins/roundtabled/index.ts``
+(package data ``tools/v2/index.ts``), which imports the shims and registers them as 2.x tools
+beside its ``context`` hook. No ``node_modules`` (2.x resolves ``@opencode/plugin`` itself). Which
+major: :func:`choose_major`; the other major's files are named (:func:`other_major_line`), never
+removed.
+
 An install made before ``roundtabled/control.ts`` existed has the constant block in each shim and
 in the plugin: :func:`installed_status` reads either layout, and re-installing writes the new one.
 
