@@ -459,3 +459,27 @@ async def test_a_global_install_loads_and_a_project_twin_is_a_duplicate(tmp_path
             assert twins[proj].state.get("error") == "Duplicate plugin ID: roundtabled"
     finally:
         await server.stop()
+
+
+async def test_a_1x_server_loads_the_1x_install_only_beside_the_2x_plugin(tmp_path: Path) -> None:
+    # Both installs in one directory: 1.x loads top-level plugin files only, so the 2.x plugin
+    # (plugins/roundtabled/index.ts) is not loaded and breaks nothing.
+    server = OpenCodeServer(tmp_path, offline_config("http://127.0.0.1:9/v1"), password="pw1")
+    target = tmp_path / server.directory_name / ".opencode"
+    for major in (2, 1):
+        install.install_tools(
+            target, control_url="http://127.0.0.1:4747", token_file=tmp_path / "tok", major=major
+        )
+    await server.start()
+    try:
+        params = {"directory": str(server.project_dir)}
+        async with server.client() as http:
+            async with http.get(server.url + "/experimental/tool/ids", params=params) as resp:
+                assert resp.status == 200
+                tools = await resp.json()
+            async with http.get(server.url + "/config", params=params) as resp:
+                plugins = (await resp.json()).get("plugin", [])
+        assert {"roundtable", "available_agents"} <= set(tools)
+        assert [p.rsplit("/.opencode/", 1)[-1] for p in plugins] == ["plugin/roundtable-plugin.ts"]
+    finally:
+        await server.stop()
