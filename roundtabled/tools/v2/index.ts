@@ -65,8 +65,10 @@ export default Plugin.define({
   async setup(ctx: any) {
     const pluginDirectory: string | undefined = ctx?.location?.directory
 
-    // The session's own directory (a global install's plugin location is not the project's);
-    // the plugin's location when the session cannot be read.
+    // The session's own directory: 2.x gives a tool no directory, and the plugin's location is
+    // its instance's, not necessarily the session's (a global install's plugin runs in the
+    // project's instance, seen on 2.1.2, but the docs promise no more). The plugin's location
+    // when the session cannot be read.
     async function directoryOf(sessionID: string): Promise<string | undefined> {
       try {
         const info: any = await ctx.session.get({ sessionID })
