@@ -58,15 +58,29 @@ def cmd_presets(args: argparse.Namespace, settings: cfg.Settings) -> int:
     return EXIT_OK
 
 
+DETECT_TIMEOUT_S = 3.0
+"""How long install-tool asks the configured server for its major, in seconds per request."""
+
+
 def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
-    """Install the tool shims and the observer agent; say what changed and what to do next.
+    """Install the tool shims and the observer agent (OpenCode 1.x) or the roundtabled plugin
+    (2.x); say which major and why, what changed and what to do next.
+
+    The major: ``--opencode 1|2``, else the one of the server at ``server_url``, else 1
+    (:func:`roundtabled.service.install.choose_major`).
 
     Raises:
-        CliError: ``--project`` and ``--global`` together, or a ``--project`` directory that
-            does not exist (a typo must not install into a new directory nobody uses).
+        CliError: a bad ``--opencode``; ``--project`` and ``--global`` together, or a
+            ``--project`` directory that does not exist (a typo must not install into a new
+            directory nobody uses).
     """
+    from roundtabled.opencode.detect import detect_server
     from roundtabled.service import install
 
+    try:
+        flag = install.parse_major(getattr(args, "opencode", None))
+    except install.InstallError as exc:
+        raise CliError(f"Error: {exc}", EXIT_USAGE) from exc
     if args.global_ and args.project:
         raise CliError("Error: give either --project DIR or --global, not both", EXIT_USAGE)
     project: Path | None = None
@@ -80,9 +94,20 @@ def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
                 EXIT_USAGE,
             )
     target = install.tool_targets(project, args.global_, os.environ)
-    before = _contents(target)
+    password = settings.server_password.get_secret_value() if settings.server_password else None
+    found = asyncio.run(
+        detect_server(
+            settings.server_url,
+            password=password,
+            username=settings.server_username,
+            timeout=DETECT_TIMEOUT_S,
+        )
+    )
+    major, why = install.choose_major(flag, found, settings.server_url)
+    print(why)
+    before = _contents(target, major)
     paths = install.install_tools(
-        target, control_url=control_url(settings), token_file=settings.token_file
+        target, control_url=control_url(settings), token_file=settings.token_file, major=major
     )
     changed = 0
     for p in paths:
@@ -91,13 +116,26 @@ def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
         print(f"{'unchanged' if same else 'installed'} {p}")
     if changed:
         where = "every project" if args.global_ else f"the project {target.parent}"
-        print(
-            f"Next: restart `opencode serve` (or reopen OpenCode) so that it loads the tools for "
-            f"{where}; then check with: roundtabled doctor"
-            + ("" if args.global_ else f" --directory {target.parent}")
-        )
+        if major == 2:
+            print(
+                f"Next: restart `opencode serve` so that it loads the plugin "
+                f"`{install.V2_PLUGIN_ID}` (its tools and context hook) for {where}"
+            )
+        else:
+            print(
+                f"Next: restart `opencode serve` (or reopen OpenCode) so that it loads the tools "
+                f"for {where}; then check with: roundtabled doctor"
+                + ("" if args.global_ else f" --directory {target.parent}")
+            )
     else:
         print("Nothing changed: the tools were already installed.")
+    twin = install.tool_targets(Path.cwd() if args.global_ else None, not args.global_, os.environ)
+    for note in (
+        install.other_major_line(target, major),
+        install.duplicate_plugin_line(target, twin, major),
+    ):
+        if note is not None:
+            print(note)
     return EXIT_OK
 
 
@@ -108,11 +146,12 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _contents(target: Path) -> dict[Path, bytes | None]:
-    """The files an install into ``target`` writes, as they are now (``None``: absent)."""
+def _contents(target: Path, major: int) -> dict[Path, bytes | None]:
+    """The files an install into ``target`` for OpenCode ``major`` writes, as they are now
+    (``None``: absent)."""
     from roundtabled.service import install
 
-    return {p: _read(p) for p in install.install_paths(target)}
+    return {p: _read(p) for p in install.install_paths(target, major)}
 
 
 def cmd_install_service(args: argparse.Namespace, settings: cfg.Settings) -> int:

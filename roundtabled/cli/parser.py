@@ -229,6 +229,12 @@ def add_install_tool(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         action="store_true",
         help="install into $XDG_CONFIG_HOME/opencode",
     )
+    s.add_argument(
+        "--opencode",
+        metavar="1|2",
+        help="the OpenCode major to install for (default: the major of the server at server_url; "
+        "1 when none answers)",
+    )
     s.set_defaults(handler=admin.cmd_install_tool)
 
 

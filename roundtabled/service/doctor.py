@@ -23,7 +23,9 @@ Checks, in order (each talks to the real thing, nothing is assumed):
 
 Before the checks, the server's OpenCode major is asked (:mod:`roundtabled.service.server_major`):
 a 2.x server (or something that is no OpenCode) is reported in one line on stderr, exit code 2, no
-check run: the engine drives 1.x only.
+check run: the engine drives 1.x only. On a 2.x server whose project (and global directory) holds
+roundtabled's 1.x files only, a second line says to run ``roundtabled install-tool --opencode 2``;
+on a 1.x server holding only the 2.x plugin, the **tools** check says the reverse.
 
 Exit code: 0 when every check passed, 1 otherwise (2: the server refused as above). Secrets are
 never printed.
@@ -321,6 +323,9 @@ def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
         )
     if complete:
         return Check("tools", True, "installed: " + ", ".join(complete))
+    wrong_major = install.wrong_major_line(root, env, 1)
+    if wrong_major is not None:
+        return Check("tools", False, wrong_major, f"{fix}, with --opencode 1")
     if partial:
         return Check("tools", False, "incomplete: " + "; ".join(partial), fix)
     return Check(
@@ -595,11 +600,25 @@ async def run(
     ]
     problem = _url_problem(settings.server_url)
     if problem is None:
-        from roundtabled.service.server_major import EXIT_REFUSED, refusal_for
+        from roundtabled.opencode.detect import detect_server
+        from roundtabled.service.server_major import EXIT_REFUSED, refusal
 
-        line = await refusal_for(settings, timeout=HTTP_TIMEOUT_S)
+        password = settings.server_password.get_secret_value() if settings.server_password else None
+        found = await detect_server(
+            settings.server_url,
+            password=password,
+            username=settings.server_username,
+            timeout=HTTP_TIMEOUT_S,
+        )
+        line = refusal(found, settings.server_url)
         if line is not None:
             print(f"Error: {line}", file=sys.stderr)
+            # The files for the major that answers, or the other one's, say the same thing to
+            # whoever installs for 2.x before the daemon drives it.
+            if found.major == 2:
+                other = install.wrong_major_line(_project_root(cwd), env, 2)
+                if other is not None:
+                    print(other, file=sys.stderr)
             return EXIT_REFUSED
     if problem is not None:
         checks.append(

@@ -25,6 +25,15 @@ agents; we use the singular names):
   (:func:`roundtabled.opencode.config_dir.prefill_config_dir`) when it has no
   ``node_modules`` yet and an installed copy of the package is found.
 
+OpenCode 2.x (``major=2``, docs/plugin.md "OpenCode 2.x") loads no ``tool/`` and refuses 1.x
+plugins; an install for it writes ``roundtabled/control.ts`` as above, the two shims beside it
+(``roundtabled/roundtable.ts``, ``roundtabled/available_agents.ts``: 2.x loads nothing from that
+folder), ``agents/roundtable-observer.md`` and the plugin ``plugins/roundtabled/index.ts``
+(package data ``tools/v2/index.ts``), which imports the shims and registers them as 2.x tools
+beside its ``context`` hook. No ``node_modules`` (2.x resolves ``@opencode/plugin`` itself). Which
+major: :func:`choose_major`; the other major's files are named (:func:`other_major_line`), never
+removed.
+
 An install made before ``roundtabled/control.ts`` existed has the constant block in each shim and
 in the plugin: :func:`installed_status` reads either layout, and re-installing writes the new one.
 
@@ -63,6 +72,7 @@ from typing import Any
 
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.config_dir import find_node_modules, prefill_config_dir
+from roundtabled.opencode.detect import ServerFound
 from roundtabled.service.config import xdg_config_home
 
 CONTROL_DIR = "roundtabled"
@@ -86,6 +96,16 @@ ALT_AGENT_DIR = "agents"
 BEGIN = "// >>> roundtabled install (generated) >>>"
 END = "// <<< roundtabled install (generated) <<<"
 AGENT_MARKER = "You are the impartial roundtable observer."
+V2_PLUGIN_FILE = "index.ts"
+"""The OpenCode 2.x plugin (package data ``roundtabled/tools/v2/index.ts``), installed as
+``plugins/roundtabled/index.ts``."""
+V2_PLUGIN_DIR = "plugins/roundtabled"
+V2_PLUGIN_ID = "roundtabled"
+"""The id it defines (``Plugin.define({id})``), as ``GET /api/plugin`` lists it."""
+V2_MARKER = "// The roundtabled plugin for OpenCode 2.x"
+"""First words of the 2.x plugin; identifies our file."""
+MAJORS = (1, 2)
+"""The OpenCode majors an install is written for."""
 """First words of the observer agent's prompt; identifies our agent file."""
 FILE_MODE = 0o644
 
@@ -220,7 +240,7 @@ def tool_targets(project: Path | None, global_: bool, env: Mapping[str, str]) ->
 def _is_ours_text(text: str) -> bool:
     """A file install-tool wrote: the control module or a shim or plugin importing it, a shim or
     plugin of the layout before it (the block), or the observer agent."""
-    return BEGIN in text or CONTROL_IMPORT in text or AGENT_MARKER in text
+    return BEGIN in text or CONTROL_IMPORT in text or AGENT_MARKER in text or V2_MARKER in text
 
 
 def _is_ours(path: Path) -> bool:
@@ -231,10 +251,12 @@ def _is_ours(path: Path) -> bool:
     return _is_ours_text(text)
 
 
-def _check_target(target: Path) -> None:
+def _check_target(
+    target: Path, subs: tuple[str, ...] = (CONTROL_DIR, TOOL_DIR, AGENT_DIR, PLUGIN_DIR)
+) -> None:
     if target.exists() and not target.is_dir():
         raise InstallError(f"cannot install into {target}: it exists and is not a directory")
-    for sub in (CONTROL_DIR, TOOL_DIR, AGENT_DIR, PLUGIN_DIR):
+    for sub in subs:
         d = target / sub
         if d.exists() and not d.is_dir():
             raise InstallError(f"cannot install into {target}: {d} is not a directory")
@@ -249,55 +271,132 @@ _LAYOUT: tuple[tuple[str, str, str, bool], ...] = (
     *((AGENT_DIR, name, "agents", False) for name in AGENT_FILES),
     *((PLUGIN_DIR, name, "tools", False) for name in PLUGIN_FILES),
 )
+# OpenCode 2.x: the same control module; the shims beside it (2.x loads nothing from that folder;
+# the plugin imports them), the observer agent in the directory 2.x prefers, then the plugin.
+_LAYOUT_V2: tuple[tuple[str, str, str, bool], ...] = (
+    (CONTROL_DIR, CONTROL_FILE, "tools", True),
+    *((CONTROL_DIR, name, "tools", False) for name in TOOL_FILES),
+    *((ALT_AGENT_DIR, name, "agents", False) for name in AGENT_FILES),
+    (V2_PLUGIN_DIR, V2_PLUGIN_FILE, "tools/v2", False),
+)
 
 
-def install_paths(target: Path) -> list[Path]:
-    """The files :func:`install_tools` writes into ``target``, in its order (see there)."""
-    return [Path(target) / sub / name for sub, name, _, _ in _LAYOUT]
+def _layout(major: int) -> tuple[tuple[str, str, str, bool], ...]:
+    if major not in MAJORS:
+        raise InstallError(f"OpenCode major must be 1 or 2, got {major!r}")
+    return _LAYOUT if major == 1 else _LAYOUT_V2
 
 
-def install_tools(target: Path, *, control_url: str, token_file: Path) -> list[Path]:
+def install_paths(target: Path, major: int = 1) -> list[Path]:
+    """The files :func:`install_tools` writes into ``target`` for OpenCode ``major``, in its
+    order (see there)."""
+    return [Path(target) / sub / name for sub, name, _, _ in _layout(major)]
+
+
+def major_files(target: Path, major: int) -> list[Path]:
+    """The files of an install for OpenCode ``major`` that are in ``target`` now and are ours:
+    1.x: ``tool[s]/roundtable.ts``, ``tool[s]/available_agents.ts``,
+    ``plugin[s]/roundtable-plugin.ts``; 2.x: ``plugins/roundtabled/index.ts``. The shared files
+    (``roundtabled/control.ts``, the observer agent) belong to neither."""
+    target = Path(target)
+    if major == 1:
+        candidates = [
+            target / sub / name
+            for names, subs in (
+                (TOOL_FILES, (TOOL_DIR, ALT_TOOL_DIR)),
+                (PLUGIN_FILES, (PLUGIN_DIR, ALT_PLUGIN_DIR)),
+            )
+            for name in names
+            for sub in subs
+        ]
+    else:
+        candidates = [
+            target / d / V2_PLUGIN_FILE for d in (V2_PLUGIN_DIR, f"{PLUGIN_DIR}/roundtabled")
+        ]
+    return [p for p in candidates if p.is_file() and _is_ours(p)]
+
+
+def other_major_line(target: Path, major: int) -> str | None:
+    """One line when ``target`` holds our files for the other OpenCode major than ``major``
+    (what OpenCode ``major`` makes of them and what to do), else ``None``.
+
+    1.x files on 2.x: ``tool/`` is ignored and ``plugin/roundtable-plugin.ts`` is listed as a
+    failed plugin. The 2.x plugin on 1.x: never loaded (1.x loads only top-level files of
+    ``plugin[s]/``)."""
+    other = 2 if major == 1 else 1
+    found = major_files(target, other)
+    if not found:
+        return None
+    names = ", ".join(str(p.relative_to(target)) for p in found)
+    effect = (
+        "OpenCode 2.x ignores the 1.x tools and fails the 1.x plugin"
+        if major == 2
+        else "OpenCode 1.x does not load the 2.x plugin"
+    )
+    return (
+        f"Note: {target} also holds the OpenCode {other}.x files of roundtabled ({names}); "
+        f"{effect}: remove them if no OpenCode {other}.x server uses this directory, or run "
+        f"`roundtabled install-tool --opencode {other}` if the server is {other}.x"
+    )
+
+
+def install_tools(
+    target: Path, *, control_url: str, token_file: Path, major: int = 1
+) -> list[Path]:
     """Install the control module, the tool shims, the observer agent and the plugin into
-    ``target``.
+    ``target``, for OpenCode ``major``.
 
     Args:
         target: an OpenCode config directory (see :func:`tool_targets`); created if missing.
         control_url: the daemon's control API base URL, ``http(s)://host:port``.
         token_file: path of the daemon's token file (made absolute).
+        major: 1 (OpenCode 1.x) or 2 (2.x, docs/plugin.md "OpenCode 2.x"). Files of the other
+            major's install are left in place (:func:`other_major_line` words them).
 
     Returns:
-        The paths of the installed files (:func:`install_paths`), in the order
+        The paths of the installed files (:func:`install_paths`), also when unchanged. 1.x:
         ``roundtabled/control.ts``, ``tool/roundtable.ts``, ``tool/available_agents.ts``,
-        ``agent/roundtable-observer.md``, ``plugin/roundtable-plugin.ts`` (also when unchanged).
+        ``agent/roundtable-observer.md``, ``plugin/roundtable-plugin.ts``. 2.x:
+        ``roundtabled/control.ts``, ``roundtabled/roundtable.ts``,
+        ``roundtabled/available_agents.ts``, ``agents/roundtable-observer.md``,
+        ``plugins/roundtabled/index.ts``.
 
     Raises:
-        InstallError: bad ``control_url``, package data missing, or ``target`` not writable.
+        InstallError: bad ``control_url`` or ``major``, package data missing, or ``target`` not
+            writable.
     """
+    layout = _layout(major)
     if not re.match(r"^https?://[^/\s]+/?$", control_url):
         raise InstallError(
             f"control URL must look like http://127.0.0.1:4747 (scheme, host, port), "
             f"got {control_url!r}"
         )
     target = Path(target)
-    _check_target(target)
+    _check_target(target, tuple(dict.fromkeys(sub for sub, _, _, _ in layout)))
     token_path = Path(token_file).expanduser()
     if not token_path.is_absolute():
         token_path = Path.cwd() / token_path
     written: list[Path] = []
-    for sub, name, folder, rendered in _LAYOUT:
+    for sub, name, folder, rendered in layout:
         text = _package_text(folder, name)
         if rendered:
             text = render_tool(text, control_url=control_url.rstrip("/"), token_file=token_path)
         path = target / sub / name
         atomic_write(path, text)
         written.append(path)
-    prepare_offline(target)
-    # Stale copies of ours in the alternative directory names would be loaded twice.
-    for sub, names in (
-        (ALT_TOOL_DIR, TOOL_FILES),
-        (ALT_AGENT_DIR, AGENT_FILES),
-        (ALT_PLUGIN_DIR, PLUGIN_FILES),
-    ):
+    if major == 2:
+        # 2.x installs nothing from npm and needs no node_modules; an observer of ours in the
+        # other agent directory would be a second agent of the same name.
+        stale_dirs: tuple[tuple[str, tuple[str, ...]], ...] = ((AGENT_DIR, AGENT_FILES),)
+    else:
+        prepare_offline(target)
+        # Stale copies of ours in the alternative directory names would be loaded twice.
+        stale_dirs = (
+            (ALT_TOOL_DIR, TOOL_FILES),
+            (ALT_AGENT_DIR, AGENT_FILES),
+            (ALT_PLUGIN_DIR, PLUGIN_FILES),
+        )
+    for sub, names in stale_dirs:
         for name in names:
             stale = target / sub / name
             if stale.is_file() and _is_ours(stale):
@@ -429,3 +528,110 @@ def installed_status(
                     break
         out[label] = entry
     return out
+
+
+def parse_major(value: str | None) -> int | None:
+    """``--opencode``'s value as a major (``None`` when not given).
+
+    Raises:
+        InstallError: anything but ``1`` or ``2`` (the message names ``--opencode`` and 1|2).
+    """
+    if value is None:
+        return None
+    text = value.strip().lower().removesuffix(".x")
+    if text in ("1", "2"):
+        return int(text)
+    return _bad_major(value)
+
+
+def _bad_major(value: str) -> int:
+    raise InstallError(
+        f"--opencode must be 1 or 2 (the OpenCode major to install for: 1 = opencode-ai 1.x, "
+        f"2 = @opencode/cli 2.x), got {value!r}"
+    )
+
+
+def choose_major(flag: int | None, found: ServerFound | None, url: str) -> tuple[int, str]:
+    """Which OpenCode major to install for, and the line saying why (printed by install-tool).
+
+    Args:
+        flag: ``--opencode`` (:func:`parse_major`), ``None`` when not given.
+        found: what answers at ``url`` (:func:`~roundtabled.opencode.detect.detect_server`), or
+            ``None`` when it was not asked.
+        url: the configured ``server_url``, for the line.
+
+    Returns:
+        ``(major, line)``. The flag wins (a server of the other major is named in the line); else
+        the major of the server that answers; else 1 (the major the daemon drives), with a line
+        saying that nothing answered and how to install for 2.x. Rule: docs/plugin.md
+        "OpenCode 2.x".
+    """
+    known = found is not None and found.reachable and found.major in MAJORS
+    if flag is not None:
+        line = f"Installing for OpenCode {flag}.x (--opencode {flag})"
+        if known and found is not None and found.major != flag:
+            what = found.version or f"{found.major}.x"
+            line += (
+                f"; note: the server at {url} is OpenCode {what}, which will not load these "
+                f"files (run install-tool without --opencode to install for it)"
+            )
+        return flag, line
+    if known and found is not None and found.major is not None:
+        what = found.version or f"{found.major}.x"
+        return found.major, (
+            f"Installing for OpenCode {found.major}.x (detected: OpenCode {what} at {url}; "
+            f"for the other major give --opencode {3 - found.major})"
+        )
+    why = (
+        "nothing answers there"
+        if found is None or not found.reachable
+        else f"it is no OpenCode 1.x or 2.x ({found.detail})"
+    )
+    return 1, (
+        f"Installing for OpenCode 1.x (the default: the major could not be detected at {url}, "
+        f"{why}); for OpenCode 2.x run: roundtabled install-tool --opencode 2"
+    )
+
+
+def wrong_major_line(project: Path | None, env: Mapping[str, str], major: int) -> str | None:
+    """One line for ``roundtabled doctor`` when neither the project's ``.opencode`` nor the global
+    config directory holds roundtabled's files for the server's OpenCode ``major`` but one of
+    them holds the other major's (what to run instead); else ``None``.
+
+    Args:
+        project: project root (``None`` = the current directory).
+        env: environment for the global directory (``XDG_CONFIG_HOME``/``HOME``).
+        major: the server's major, 1 or 2.
+    """
+    targets = (tool_targets(project, False, env), tool_targets(None, True, env))
+    if any(major_files(t, major) for t in targets):
+        return None
+    other = 2 if major == 1 else 1
+    holding = [t for t in targets if major_files(t, other)]
+    if not holding:
+        return None
+    flag = "--global" if holding[0] == targets[1] else f"--project {holding[0].parent}"
+    return (
+        f"{holding[0]} holds roundtabled's files for OpenCode {other}.x only, but the server is "
+        f"OpenCode {major}.x, which does not load them: run roundtabled install-tool {flag} "
+        f"--opencode {major}"
+    )
+
+
+def duplicate_plugin_line(target: Path, other: Path, major: int) -> str | None:
+    """One line when an install for OpenCode 2.x into ``target`` has a twin in ``other`` (the
+    global config directory for a project install, the project's for a global one), else
+    ``None``.
+
+    OpenCode 2.x loads one plugin per id: with the plugin in both directories, the global copy
+    runs and the project's is listed as failed (``Duplicate plugin ID: roundtabled``, seen on
+    2.1.2), so the project's ``roundtabled/control.ts`` (its daemon URL and token file) is not
+    used. 1.x runs both copies (docs/plugin.md), so there is nothing to say."""
+    if major != 2 or Path(target) == Path(other) or not major_files(other, 2):
+        return None
+    return (
+        f"Note: {other} holds the roundtabled plugin for OpenCode 2.x too; 2.x loads one plugin "
+        f"per id (the global one) and lists the other as failed (`Duplicate plugin ID: "
+        f"{V2_PLUGIN_ID}`): keep one of them (remove the other's "
+        f"{V2_PLUGIN_DIR}/{V2_PLUGIN_FILE})"
+    )

@@ -1,0 +1,138 @@
+// The roundtabled plugin for OpenCode 2.x (installed by `roundtabled install-tool` as
+// `.opencode/plugins/roundtabled/index.ts`; docs/plugin.md, "OpenCode 2.x").
+//
+// OpenCode 2.x loads no `.opencode/tool/*.ts` and refuses 1.x plugins, so this one plugin carries
+// what the 1.x install splits over three files:
+// - the tools `roundtable` and `available_agents` (`codemode: false`: else the model could call
+//   them only inside Code Mode's `execute` tool). Their arguments, checks and calls to the
+//   daemon's control API are the 1.x shims' own: install-tool copies `roundtable.ts` and
+//   `available_agents.ts` beside `control.ts` into `.opencode/roundtabled/` (a folder 2.x loads
+//   nothing from) and this plugin imports them, so both majors run the same code;
+// - the `context` hook that leaves out of each model request what a roundtable hides.
+//
+// Imports: `@opencode/plugin` is resolved by the binary (nothing is npm-installed); the rest are
+// relative imports of the files install-tool writes with it.
+
+import { Plugin } from "@opencode/plugin"
+import roundtable from "../../roundtabled/roundtable.ts"
+import availableAgents from "../../roundtabled/available_agents.ts"
+
+// A 1.x tool's `args`: zod 4 schemas where zod was resolvable, else plain JSON Schema whose
+// optional keys also take null (1.x lists every key as required). 2.x wants one JSON Schema.
+async function inputSchema(args: Record<string, any>, required: string[]): Promise<any> {
+  const zodded = Object.values(args).some((v) => v && typeof v === "object" && "_zod" in v)
+  if (zodded) {
+    for (const spec of ["zod/v4", "zod"]) {
+      try {
+        const mod: any = await import(spec)
+        const z = mod.z ?? mod.default ?? mod
+        if (typeof z?.toJSONSchema === "function") {
+          const schema = z.toJSONSchema(z.object(args))
+          delete schema.$schema
+          return schema
+        }
+      } catch {
+        // try the next name
+      }
+    }
+  }
+  return { type: "object", properties: args, required, additionalProperties: false }
+}
+
+// What a 1.x shim returns (a string, or {title, output, metadata}) as a 2.x tool result.
+function toResult(value: any): { content: string; metadata?: Record<string, unknown> } {
+  if (typeof value === "string") return { content: value }
+  if (value && typeof value === "object" && typeof value.output === "string") {
+    return { content: value.output, metadata: { ...(value.metadata ?? {}), title: value.title } }
+  }
+  return { content: String(value) }
+}
+
+// The message ids a session's metadata lists as hidden (docs/plugin.md, "The context hook"):
+// `metadata.roundtabled.hidden`, an array of message ids; anything else lists nothing.
+function listedHidden(info: any): Set<string> {
+  const hidden = info?.metadata?.roundtabled?.hidden
+  return new Set(Array.isArray(hidden) ? hidden.filter((id: unknown) => typeof id === "string") : [])
+}
+
+// A user message whose own metadata says `{"roundtabled": {"hidden": true}}`.
+function marksItselfHidden(message: any): boolean {
+  return message?.role === "user" && message?.metadata?.roundtabled?.hidden === true
+}
+
+export default Plugin.define({
+  id: "roundtabled",
+  async setup(ctx: any) {
+    const pluginDirectory: string | undefined = ctx?.location?.directory
+
+    // The session's own directory: 2.x gives a tool no directory, and the plugin's location is
+    // its instance's, not necessarily the session's (a global install's plugin runs in the
+    // project's instance, seen on 2.1.2, but the docs promise no more). The plugin's location
+    // when the session cannot be read.
+    async function directoryOf(sessionID: string): Promise<string | undefined> {
+      try {
+        const info: any = await ctx.session.get({ sessionID })
+        return info?.location?.directory ?? pluginDirectory
+      } catch {
+        return pluginDirectory
+      }
+    }
+
+    // The 1.x tool context the shims read, from 2.x's: the session id (S1), the call and message
+    // ids, the directory, and the AbortSignal that fires when the session is interrupted (the
+    // roundtable shim then cancels the roundtable, as on 1.x).
+    async function shimContext(tool: any): Promise<Record<string, unknown>> {
+      return {
+        sessionID: tool?.sessionID,
+        messageID: tool?.messageID,
+        callID: tool?.id,
+        agent: tool?.agent,
+        abort: tool?.signal,
+        directory: tool?.sessionID ? await directoryOf(tool.sessionID) : pluginDirectory,
+      }
+    }
+
+    const roundtableInput = await inputSchema(roundtable.args as Record<string, any>, ["prompt"])
+    const agentsInput = await inputSchema(availableAgents.args as Record<string, any>, [])
+
+    await ctx.tool.transform((editor: any) => {
+      editor.add({
+        name: "roundtable",
+        description: roundtable.description,
+        options: { codemode: false },
+        input: roundtableInput,
+        async execute(input: any, tool: any) {
+          return toResult(await roundtable.execute(input, await shimContext(tool)))
+        },
+      })
+      editor.add({
+        name: "available_agents",
+        description: availableAgents.description,
+        options: { codemode: false },
+        input: agentsInput,
+        async execute(input: any, tool: any) {
+          return toResult(await availableAgents.execute(input, await shimContext(tool)))
+        },
+      })
+    })
+
+    // Runs before every step's model request; changes only that request, never the stored
+    // history. A throw here fails the execution (no model call), so everything is caught and
+    // an error leaves the request as it was.
+    await ctx.session.hook("context", async (event: any) => {
+      try {
+        if (!Array.isArray(event?.messages)) return
+        let listed = new Set<string>()
+        try {
+          listed = listedHidden(await ctx.session.get({ sessionID: event.sessionID }))
+        } catch {
+          // the session cannot be read: only the messages' own marks count
+        }
+        const kept = event.messages.filter((m: any) => !listed.has(m?.id) && !marksItselfHidden(m))
+        if (kept.length !== event.messages.length) event.messages = kept
+      } catch {
+        // leave the request unchanged
+      }
+    })
+  },
+})
