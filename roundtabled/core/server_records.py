@@ -26,6 +26,7 @@ __all__ = [
     "TurnKey",
     "TurnOutcome",
     "TurnStatus",
+    "stable_digest",
     "usage_in_out",
 ]
 
@@ -101,8 +102,14 @@ class TurnKey:
         """26 lowercase hex digits that only this key gives (SHA-256 of its canonical form): the
         tail of a prompt id the server keeps, so that sending the turn again names the same
         prompt (OpenCode 2.x answers a used id with the original admission)."""
-        canon = f"{self.roundtable}\x1f{self.round}\x1f{self.seat}\x1f{self.attempt}"
-        return hashlib.sha256(canon.encode()).hexdigest()[:26]
+        return stable_digest("turn", self.roundtable, self.round, self.seat, self.attempt)
+
+
+def stable_digest(*parts: object) -> str:
+    """26 lowercase hex digits of SHA-256 over ``parts`` (joined by a unit separator): the
+    tail of an id that names the same thing every time it is made (a turn, a delivery)."""
+    canon = "\x1f".join(str(p) for p in parts)
+    return hashlib.sha256(canon.encode()).hexdigest()[:26]
 
 
 class TurnStatus(StrEnum):

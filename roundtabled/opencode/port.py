@@ -30,6 +30,7 @@ from roundtabled.core.server_records import (
     TurnKey,
     TurnOutcome,
     TurnStatus,
+    stable_digest,
     usage_in_out,
 )
 from roundtabled.core.state import META_KEY, ModelRef, Signer, Usage
@@ -139,7 +140,9 @@ class ServerPort(Protocol):
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
         """Put the result ``text`` into ``parent`` without asking its model for a turn, as far
         as the major allows (see :attr:`capabilities`); ``key`` names this delivery: a second
-        call with it adds nothing. Returns the stored message's id."""
+        call with it adds nothing. Returns the stored message's id. Only into an idle session:
+        both majors have a busy session's model answer it (1.x with an extra turn; 2.x delivers
+        it into the running execution at its next step)."""
         ...
 
     async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
@@ -640,9 +643,12 @@ class V2Port:
         await self.client.update_session(session.id, metadata=metadata)
 
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
-        # No exact noReply on 2.x: a synthetic record with resume false is parked in the inbox
-        # and delivered (seen by the model as a user message) with the next prompt.
-        mid = "msg_" + TurnKey(key, 0, 0).digest()
+        # No exact noReply on 2.x: a synthetic record with resume false is parked in an idle
+        # session's inbox and delivered (sent to the model as a user message, before the
+        # prompt) with the next prompt. The id is the key's, so a second call returns the
+        # stored record (a used id of the same kind answers with the original, parked or
+        # delivered; only an id used by a prompt is a 409).
+        mid = "msg_" + stable_digest("delivery", key)
         await self.client.synthetic(
             parent.id,
             text,

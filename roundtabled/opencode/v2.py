@@ -739,6 +739,7 @@ class V2Client(HttpTransport):
         message_id: str | None = None,
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        delivery: Literal["steer", "queue"] | None = None,
         resume: bool | None = None,
     ) -> dict[str, Any]:
         """``POST /api/session/{id}/synthetic``: admit a ``synthetic`` record (sent to the model
@@ -751,6 +752,7 @@ class V2Client(HttpTransport):
             ("id", message_id),
             ("description", description),
             ("metadata", dict(metadata) if metadata is not None else None),
+            ("delivery", delivery),
             ("resume", resume),
         ):
             if value is not None:

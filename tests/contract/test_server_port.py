@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import pytest_asyncio
@@ -99,7 +99,7 @@ def over(out: TurnOutcome) -> bool:
 async def env(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[PortEnv]:
-    major: int = request.param
+    major: Literal[1, 2] = request.param
     llm = ScriptedLLM()
     await llm.start(port=0)
     config = offline_config(
