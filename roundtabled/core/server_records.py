@@ -98,6 +98,13 @@ class TurnKey:
         assert isinstance(rnd, int) and isinstance(seat, int) and isinstance(attempt, int)
         return cls(roundtable, rnd, seat, attempt)
 
+    def header(self, agent: str) -> str:
+        """The line people read above the turn when the caller gives none:
+        ``── pm · round 1 ──`` (rounds counted from 1), ``── observer · after round 2 ──``."""
+        if self.seat == self.OBSERVER:
+            return f"── {agent} · observer after round {self.round + 1} ──"
+        return f"── {agent} · round {self.round + 1} ──"
+
     def digest(self) -> str:
         """26 lowercase hex digits that only this key gives (SHA-256 of its canonical form): the
         tail of a prompt id the server keeps, so that sending the turn again names the same

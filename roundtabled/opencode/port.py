@@ -15,7 +15,7 @@ relied on is pinned on both real servers by ``tests/contract/test_server_port.py
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from roundtabled import ids
@@ -59,8 +59,8 @@ STATE_KEY = "roundtabledState"
 """2.x: the key of S2's session metadata holding the signed state block (``{"text",
 "metadata"}``), beside the index under :data:`~roundtabled.core.state.META_KEY`."""
 LOOKBACK = 50
-"""1.x: how many of a session's newest messages are searched for a prompt or a delivery already
-sent (one is only ever sent again while it is among the newest: at most one turn is in flight)."""
+"""1.x: at most how many of a session's newest messages are searched for a delivery (or a turn
+prompt) already sent: one is only ever sent again while it is among the newest."""
 
 
 class UnsupportedServer(RoundtableError):
@@ -236,9 +236,28 @@ class V1Port:
                 return wire.model_ref(a.get("model"))
         return wire.model_ref((await self.client.config(directory)).get("model"))
 
-    async def _newest(self, session_id: str) -> list[dict[str, Any]]:
-        msgs, _ = await self.client.messages(session_id, limit=LOOKBACK)
-        return msgs
+    async def _newest_first(self, session_id: str) -> AsyncIterator[dict[str, Any]]:
+        """The session's newest messages, newest first, at most :data:`LOOKBACK`, read in
+        growing pages (a message list can be many MB: read only as far as needed)."""
+        limit, before, seen = 4, None, 0
+        while seen < LOOKBACK:
+            page, cursor = await self.client.messages(session_id, limit=limit, before=before)
+            for msg in reversed(page):
+                yield msg
+            seen += len(page)
+            if cursor is None or not page:
+                return
+            before, limit = cursor, min(limit * 2, LOOKBACK - seen)
+
+    async def _sent(self, session_id: str, key: TurnKey) -> str | None:
+        """The id of the prompt already stored for ``key``, else ``None``. The search ends at
+        the newest turn prompt: a turn is sent only once the one before it ended, so a prompt
+        of another key newer than ours cannot exist (``key`` is the turn in flight)."""
+        async for msg in self._newest_first(session_id):
+            keys = _v1_meta(msg, TURN_KEY)
+            if keys:
+                return wire.message_id(msg) if key.as_dict() in keys else None
+        return None
 
     async def start_turn(
         self,
@@ -255,18 +274,14 @@ class V1Port:
         # fresh ascending one, not derived from the key; and a second prompt_async with a used id
         # appends the parts to that message again (no second reply, but later requests read the
         # prompt twice). So the prompt is looked for by its key first and sent only if absent.
-        for msg in reversed(await self._newest(session.id)):
-            if key.as_dict() in _v1_meta(msg, TURN_KEY):
-                mid = wire.message_id(msg)
-                if mid:
-                    return mid
+        sent = await self._sent(session.id, key)
+        if sent is not None:
+            return sent
         if model is None:
             model = await self._model_for(session.directory, agent)
         message_id = ids.message_id()
         meta = {**(marker or {}), TURN_KEY: key.as_dict()}
-        body = wire.prompt_body(
-            message_id, agent, text, label or f"── {agent} · round {key.round + 1} ──", meta, model
-        )
+        body = wire.prompt_body(message_id, agent, text, label or key.header(agent), meta, model)
         await self.client.prompt_async(session.id, body)
         return message_id
 
@@ -389,11 +404,11 @@ class V1Port:
         await self.client.update_session(session.id, metadata=metadata)
 
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
-        for msg in reversed(await self._newest(parent.id)):
+        async for msg in self._newest_first(parent.id):
             if key in _v1_meta(msg, DELIVERY_KEY):
-                mid = wire.message_id(msg)
-                if mid:
-                    return mid
+                stored = wire.message_id(msg)
+                if stored:
+                    return stored
         mid = ids.message_id()
         await self.client.post_no_reply(
             parent.id,
@@ -608,14 +623,24 @@ class V2Port:
         """A prompt not in the history: parked in the inbox (queued, or its execution failed
         before delivering it: an unknown agent), or unknown to the server."""
         inbox = await self.client.inbox(session.id)
-        if not any(item.get("id") == prompt_id for item in inbox):
+        item = next((i for i in inbox if i.get("id") == prompt_id), None)
+        if item is None:
             return TurnOutcome(TurnStatus.MISSING)
         if session.id in await self.client.active():
             return TurnOutcome(TurnStatus.RUNNING)
         newest = await self.client.messages(session.id, limit=1, type="idle")
         idle = next((r for r in newest.records if isinstance(r, v2.IdleRecord)), None)
-        if idle is not None and idle.outcome == "failed":
-            # the execution that was to deliver it failed first (its words are the idle's)
+        admitted = (item.get("time") or {}).get("created")
+        ended = idle.time.get("created") if idle is not None else None
+        if (
+            idle is not None
+            and idle.outcome == "failed"
+            and isinstance(admitted, int)
+            and isinstance(ended, int)
+            and ended >= admitted
+        ):
+            # the execution that was to deliver it failed first (its words are the idle's); an
+            # idle older than the admission is an earlier turn's
             return TurnOutcome(TurnStatus.FAILED, error=_v2_error(idle.error))
         return TurnOutcome(TurnStatus.QUEUED)
 

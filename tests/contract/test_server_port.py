@@ -195,6 +195,19 @@ async def test_a_failed_turn_is_read_as_failed_with_the_server_s_words(env: Port
     assert out.error is not None and "scripted bad request" in out.error
     assert out.words().startswith("failed by pm")
     assert (out.tokens_in, out.tokens_out) == (None, None)  # unknown, not 0
+    # the next turn: answered; read before it starts, it is never the failed turn's failure
+    env.llm.script(Text(text="recovered"), session=s2.id)
+    key = TurnKey(s2.id, 0, 1)
+    if env.major == 2:
+        # 2.x: a prompt parked in the inbox of a session whose last execution failed
+        v2_client: Any = env.port.client  # type: ignore[attr-defined]
+        parked = "msg_" + key.digest() + "p"
+        await v2_client.prompt(s2.id, "parked", message_id=parked, resume=False)
+        assert (await env.port.turn_outcome(s2, parked)).status is TurnStatus.QUEUED
+    nxt = await env.port.start_turn(s2, "dev", None, "your turn", key)
+    assert (await env.port.turn_outcome(s2, nxt)).status is not TurnStatus.FAILED
+    out = await env.outcome(s2, nxt, over)
+    assert (out.status, out.text, out.agent) == (TurnStatus.ANSWERED, "recovered", "dev")
 
 
 async def test_abort_of_a_running_turn_is_read_as_interrupted(env: PortEnv) -> None:

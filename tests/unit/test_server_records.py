@@ -42,6 +42,13 @@ def test_different_turns_get_different_prompt_ids(a: TurnKey, b: TurnKey) -> Non
     assert (a.digest() == b.digest()) == (a == b)
 
 
+def test_a_turn_s_default_header_counts_rounds_from_one() -> None:
+    assert TurnKey("s", 0, 2).header("rv") == "── rv · round 1 ──"
+    assert (
+        TurnKey("s", 1, TurnKey.OBSERVER).header("judge") == "── judge · observer after round 2 ──"
+    )
+
+
 def test_a_turn_key_from_anything_else_is_none() -> None:
     assert TurnKey.from_dict({"roundtable": "s", "round": True, "seat": 0}) is None
     assert TurnKey.from_dict({"roundtable": "s", "round": "1", "seat": 0}) is None
