@@ -131,7 +131,8 @@ class TurnStatus(StrEnum):
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     MISSING = "missing"
-    """The server holds no prompt of that id (never stored, or the session was emptied)."""
+    """The server holds no prompt of that id: never stored (1.x: an unknown agent), or, on 1.x,
+    not stored yet (``prompt_async`` stores its message milliseconds after answering)."""
 
 
 @dataclass(frozen=True, slots=True)

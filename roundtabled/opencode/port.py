@@ -305,7 +305,8 @@ class V1Port:
         msgs = await self._from(session.id, prompt_id)
         busy = wire.is_busy(await self.client.statuses(session.directory), session.id)
         if msgs is None:
-            # prompt_async stores the message milliseconds after answering
+            # prompt_async stores the message milliseconds after answering it: read right after
+            # start_turn, a turn not stored yet reads missing too (the caller allows a grace)
             return TurnOutcome(TurnStatus.RUNNING if busy else TurnStatus.MISSING)
         answers = [
             v
@@ -338,7 +339,7 @@ class V1Port:
             finish=last.finish,
             truncated=last.finish == "length",
             error=(
-                f"{last.error_name}: {last.error_message}".rstrip(": ")
+                ": ".join(x for x in (last.error_name, last.error_message) if x)
                 if status is TurnStatus.FAILED
                 else None
             ),

@@ -248,6 +248,9 @@ async def test_the_state_is_written_read_back_and_replaced(env: PortEnv) -> None
     raw = await port_client.get_session(s2.id)
     metadata = raw["metadata"] if isinstance(raw, dict) else raw.metadata
     assert {k: metadata[META_KEY][k] for k in index} == index
+    # a child of S2 holds none of it (2.x copies the parent's metadata unless given)
+    child = await port.create_child(s2, "a child", "pm", {})
+    assert await port.read_state(child) == ()
 
 
 async def test_a_turn_sent_again_gives_no_second_reply(env: PortEnv) -> None:
