@@ -37,7 +37,7 @@ from roundtabled.core.state import META_KEY, ModelRef, Signer, Usage
 from roundtabled.errors import NotFound, RoundtableError, TransportError
 from roundtabled.opencode import v2
 from roundtabled.opencode.client import OpenCodeClient
-from roundtabled.opencode.detect import detect_server
+from roundtabled.opencode.detect import ServerFound, detect_server
 
 __all__ = [
     "DELIVERY_KEY",
@@ -47,7 +47,9 @@ __all__ = [
     "UnsupportedServer",
     "V1Port",
     "V2Port",
+    "port_after_reconnect",
     "port_for",
+    "v2_prompt_id",
 ]
 
 TURN_KEY = "roundtabledTurn"
@@ -701,13 +703,43 @@ async def port_for(
         UnsupportedServer: no answer, a missing or rejected password, or not OpenCode 1.x/2.x
             (the message names what was seen)."""
     found = await detect_server(url, password=password, username=username)
+    return _port_of(found, url, password=password, username=username, **client)
+
+
+async def port_after_reconnect(
+    current: ServerPort,
+    url: str,
+    *,
+    password: str | None = None,
+    username: str = "opencode",
+    **client: Any,
+) -> ServerPort:
+    """The port to use once the connection to ``url`` is back (the event stream reconnected):
+    ``current`` when the same release still answers, else a new port for what answers now (a
+    server upgraded or replaced in place, of either major), ``current`` then closed. Arguments
+    as :func:`port_for`.
+
+    Raises:
+        UnsupportedServer: as :func:`port_for` (``current`` is left open)."""
+    found = await detect_server(url, password=password, username=username)
+    caps = current.capabilities
+    if found.auth == "ok" and (found.major, found.version) == (caps.major, caps.version):
+        return current
+    port = _port_of(found, url, password=password, username=username, **client)
+    await current.close()
+    return port
+
+
+def _port_of(
+    found: ServerFound, url: str, *, password: str | None, username: str, **client: Any
+) -> ServerPort:
     if not found.reachable:
         raise UnsupportedServer(f"no OpenCode server answers at {url}: {found.detail}")
     if found.auth != "ok":
         why = (
             "asks for a password and none is given"
             if found.auth == "missing"
-            else ("rejected the password given")
+            else "rejected the password given"
         )
         raise UnsupportedServer(f"OpenCode {found.major}.x at {url} {why}")
     if found.major == 1:

@@ -35,6 +35,7 @@ from roundtabled.opencode.port import (
     UnsupportedServer,
     V1Port,
     V2Port,
+    port_after_reconnect,
     port_for,
 )
 from roundtabled.opencode.stream import EventStream
@@ -330,3 +331,31 @@ async def test_an_unknown_agent_fails_the_turn_with_the_server_s_words(env: Port
     out = await env.outcome(s2, prompt_id, over)
     assert out.status is TurnStatus.FAILED
     assert out.error == 'unknown: Agent not found: "nosuch"'
+
+
+async def test_a_server_upgraded_in_place_gets_the_other_major_s_port(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    config = offline_config("http://127.0.0.1:9/v1")
+    old = OpenCodeServer(tmp_path_factory.mktemp("old"), config, password="pw")
+    await old.start()
+    url = old.url
+    try:
+        port = await port_for(url, password="pw")
+        assert isinstance(port, V1Port)
+        assert await port_after_reconnect(port, url, password="pw") is port  # the same server
+    finally:
+        await old.stop()
+    new = OpenCodeServer(tmp_path_factory.mktemp("new"), config, password="pw", major=2)
+    new._port = old.port  # the same URL, now OpenCode 2.x
+    await new.start()
+    try:
+        assert new.url == url
+        upgraded = await port_after_reconnect(port, url, password="pw")
+        assert isinstance(upgraded, V2Port)
+        assert (upgraded.capabilities.major, upgraded.capabilities.version) == (2, new.version)
+        with pytest.raises(UnsupportedServer, match=r"OpenCode 2\.x at .* rejected the password"):
+            await port_after_reconnect(upgraded, url, password="wrong")
+        await upgraded.close()
+    finally:
+        await new.stop()
