@@ -730,3 +730,40 @@ class V2Client(HttpTransport):
             "POST", f"/api/session/{_seg(session_id)}/prompt", body=body, retry=False
         )
         return dict(data)
+
+    async def synthetic(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        message_id: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        delivery: Literal["steer", "queue"] | None = None,
+        resume: bool | None = None,
+    ) -> dict[str, Any]:
+        """``POST /api/session/{id}/synthetic``: admit a ``synthetic`` record (sent to the model
+        as a user message). With ``resume=False`` it is parked in the inbox (:meth:`inbox`, not in
+        :meth:`messages`) until the next execution delivers it; with ``resume`` true (the
+        server's default) it starts one. Re-sending a used ``message_id`` returns the stored
+        record (parked or delivered) and adds no second one. Never retried here."""
+        body: dict[str, Any] = {"text": text}
+        for key, value in (
+            ("id", message_id),
+            ("description", description),
+            ("metadata", dict(metadata) if metadata is not None else None),
+            ("delivery", delivery),
+            ("resume", resume),
+        ):
+            if value is not None:
+                body[key] = value
+        data = await self._data(
+            "POST", f"/api/session/{_seg(session_id)}/synthetic", body=body, retry=False
+        )
+        return dict(data)
+
+    async def inbox(self, session_id: str) -> list[dict[str, Any]]:
+        """``GET /api/session/{id}/inbox``: items admitted and not delivered yet (``{"id",
+        "type": "user" | "synthetic", "payload": {"text", "metadata"?}, "delivery"}``). A prompt
+        whose execution failed before delivering it (an unknown agent) stays here."""
+        return list(await self._data("GET", f"/api/session/{_seg(session_id)}/inbox") or [])

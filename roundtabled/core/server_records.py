@@ -1,0 +1,239 @@
+"""The product's own records of what a roundtable needs from an OpenCode server, of either major.
+
+The engine and the rules of the core reason about these, never about a server's JSON: each
+major's adapter (:mod:`roundtabled.opencode.port`, ``V1Port`` and ``V2Port``) reads its server's
+shapes into them. docs/design.md, "The server port", says what each major does for each record.
+
+Pure: no I/O, no clock. Token counts are tokens; an unknown count is ``None``, never 0
+(docs/result.md, "Usage").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from roundtabled.core.state import ModelRef, Usage, tokens_in_out
+
+__all__ = [
+    "AgentRecord",
+    "ServerCapabilities",
+    "SessionRef",
+    "SignedState",
+    "TurnKey",
+    "TurnOutcome",
+    "TurnStatus",
+    "stable_digest",
+    "usage_in_out",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    """An agent of a directory as a roundtable needs it.
+
+    ``id``: the name a seat is given (``"pm"``). ``mode``: ``"primary"``, ``"subagent"``,
+    ``"all"`` or ``None`` when the server says nothing. ``hidden``: not offered to people (the
+    observer). ``color``: ``"#3498db"`` or ``None``. ``model``: the agent's configured model, or
+    ``None`` (then a turn runs on the directory's default model). ``has_system_prompt``: the
+    agent carries a prompt of its own (a seat without one speaks as the server's default agent).
+    """
+
+    id: str
+    mode: str | None
+    hidden: bool
+    color: str | None
+    model: ModelRef | None
+    has_system_prompt: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """A session: its ``id`` (``ses_…``), the project ``directory`` it runs in (``None`` when the
+    server did not say), its parent's id, and its title."""
+
+    id: str
+    directory: str | None
+    parent_id: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnKey:
+    """Which turn a prompt is: the roundtable (S2's id), the 0-based ``round``, the ``seat``
+    (index into the seats; ``-1`` for the observer) and the ``attempt`` (0, then 1 for a turn the
+    server swallowed and the machine prompts again: docs/design.md, "Turns that never start or
+    are swallowed"). Two sends of the same key are the same turn."""
+
+    roundtable: str
+    round: int
+    seat: int
+    attempt: int = 0
+
+    OBSERVER = -1
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form a prompt carries in its metadata."""
+        return {
+            "roundtable": self.roundtable,
+            "round": self.round,
+            "seat": self.seat,
+            "attempt": self.attempt,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: object) -> TurnKey | None:
+        """The key :meth:`as_dict` wrote, or ``None`` for anything else."""
+        if not isinstance(raw, Mapping):
+            return None
+        roundtable, rnd, seat = raw.get("roundtable"), raw.get("round"), raw.get("seat")
+        attempt = raw.get("attempt", 0)
+        if not isinstance(roundtable, str):
+            return None
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (rnd, seat, attempt)):
+            return None
+        assert isinstance(rnd, int) and isinstance(seat, int) and isinstance(attempt, int)
+        return cls(roundtable, rnd, seat, attempt)
+
+    def header(self, agent: str) -> str:
+        """The line people read above the turn when the caller gives none:
+        ``── pm · round 1 ──`` (rounds counted from 1), ``── observer · after round 2 ──``."""
+        if self.seat == self.OBSERVER:
+            return f"── {agent} · observer after round {self.round + 1} ──"
+        return f"── {agent} · round {self.round + 1} ──"
+
+    def digest(self) -> str:
+        """26 lowercase hex digits that only this key gives (SHA-256 of its canonical form): the
+        tail of a prompt id the server keeps, so that sending the turn again names the same
+        prompt (OpenCode 2.x answers a used id with the original admission)."""
+        return stable_digest("turn", self.roundtable, self.round, self.seat, self.attempt)
+
+
+def stable_digest(*parts: object) -> str:
+    """26 lowercase hex digits of SHA-256 over ``parts`` (joined by a unit separator): the
+    tail of an id that names the same thing every time it is made (a turn, a delivery)."""
+    canon = "\x1f".join(str(p) for p in parts)
+    return hashlib.sha256(canon.encode()).hexdigest()[:26]
+
+
+class TurnStatus(StrEnum):
+    """Where a turn stands, read from the server (level-triggered: docs/design.md)."""
+
+    QUEUED = "queued"
+    """Admitted, and no execution of it seen yet (2.x: in the session's inbox; 1.x: stored with
+    no reply while the session is idle: not started yet, or never will be, which 1.x says only
+    in a ``session.error`` event)."""
+    RUNNING = "running"
+    ANSWERED = "answered"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    MISSING = "missing"
+    """The server holds no prompt of that id: never stored (1.x: an unknown agent), or, on 1.x,
+    not stored yet (``prompt_async`` stores its message milliseconds after answering)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """What a turn gave.
+
+    ``text``: the reply's text (the steps' text joined; partial when interrupted). ``agent`` and
+    ``model``: who actually answered (the last step's), ``None`` without a reply. ``tokens_in``
+    (prompt tokens, cached ones included) and ``tokens_out`` (output and reasoning), summed over
+    the steps, ``None`` when unknown (no reply, or a provider that reported no usage).
+    ``finish``: the last step's finish reason (``stop``, ``length``, …). ``truncated``: the
+    reply was cut at the output limit (finish ``length``). ``error``: the server's words for a
+    failed turn (``"provider.invalid-request: …"``, ``"APIError: …"``), else ``None``.
+    """
+
+    status: TurnStatus
+    text: str = ""
+    agent: str | None = None
+    model: ModelRef | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    finish: str | None = None
+    truncated: bool = False
+    error: str | None = None
+
+    @property
+    def over(self) -> bool:
+        """The turn ended (answered, failed or interrupted)."""
+        return self.status in (TurnStatus.ANSWERED, TurnStatus.FAILED, TurnStatus.INTERRUPTED)
+
+    def words(self) -> str:
+        """One line for people: ``answered by pm on scripted/debater-1``, ``failed: …``."""
+        who = ""
+        if self.agent:
+            who = f" by {self.agent}" + (f" on {self.model.label()}" if self.model else "")
+        if self.status is TurnStatus.FAILED:
+            return f"failed{who}: {self.error or 'the server gave no reason'}"
+        if self.status is TurnStatus.ANSWERED and self.truncated:
+            return f"answered{who}, cut at the output limit"
+        return f"{self.status.value}{who}"
+
+
+def usage_in_out(usage: Usage, *, answered: bool) -> tuple[int | None, int | None]:
+    """``(tokens in, tokens out)`` of a turn's summed ``usage``. A reply whose usage is all 0
+    reads as unknown, never as a measured 0 (a provider that reports no usage leaves the same
+    zeros: docs/opencode-server.md, "Usage a provider never reports"); so does no reply."""
+    if not answered or not usage.recorded:
+        return None, None
+    return tokens_in_out(usage.dump())
+
+
+@dataclass(frozen=True, slots=True)
+class SignedState:
+    """A roundtable's state block as the daemon signs it (:func:`roundtabled.core.state.
+    encode_state`): ``text`` (the card people read) and ``metadata`` (``{"roundtabled": {"kind":
+    "state", "v", "mac", "body"}}``). The adapters store and return it as is; only
+    :func:`roundtabled.core.state.decode_state` decides whether to trust it."""
+
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+HidingMode = Literal["edit", "plugin"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCapabilities:
+    """What one server can do for a roundtable.
+
+    ``major``/``version``: ``1``/``"1.18.33"``, ``2``/``"2.1.2"``. ``exact_no_reply``: a message
+    can be stored without a model turn (1.x ``noReply``). ``toasts``: the daemon can show a toast
+    in the person's TUI over HTTP. ``hiding``: how earlier turns are kept out of later model
+    requests: ``"edit"`` (the daemon edits stored parts) or ``"plugin"`` (only a server plugin can,
+    in the request it builds). ``model_per_prompt``: a prompt names its agent and model (1.x);
+    else both are session state switched before each turn (2.x).
+    """
+
+    major: int
+    version: str | None
+    exact_no_reply: bool
+    toasts: bool
+    hiding: HidingMode
+    model_per_prompt: bool
+
+    def limits(self) -> tuple[str, ...]:
+        """What this server cannot do, one sentence each (empty: nothing missing)."""
+        name = f"OpenCode {self.version or f'{self.major}.x'}"
+        out: list[str] = []
+        if not self.exact_no_reply:
+            out.append(
+                f"{name} cannot store a message without a model turn: the result waits in the "
+                "asking session's inbox and its model reads it with the next prompt."
+            )
+        if not self.toasts:
+            out.append(
+                f"{name} has no HTTP route for a toast: progress and the end are not shown in "
+                "the TUI."
+            )
+        if self.hiding == "plugin":
+            out.append(
+                f"{name} cannot edit a stored message: earlier turns are kept out of later "
+                "requests only by the roundtable plugin."
+            )
+        return tuple(out)

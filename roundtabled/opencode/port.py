@@ -1,0 +1,753 @@
+"""The server port: what a roundtable needs from an OpenCode server, for either major.
+
+:class:`ServerPort` is the one narrow interface the engine and the core are to talk to; its
+records are the product's own (:mod:`roundtabled.core.server_records`). :class:`V1Port` wraps
+the 1.x client (:class:`~roundtabled.opencode.client.OpenCodeClient`, the JSON views of
+:mod:`roundtabled.core.wire`), :class:`V2Port` the 2.x one (:class:`~roundtabled.opencode.v2.
+V2Client`); each major's JSON stays in its adapter. :func:`port_for` asks the server which major
+it runs (:func:`~roundtabled.opencode.detect.detect_server`) and gives the matching port; the
+daemon asks again after every reconnect (a server upgraded in place).
+
+What each major does for each method, and why: docs/design.md, "The server port". Each behaviour
+relied on is pinned on both real servers by ``tests/contract/test_server_port.py``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from roundtabled import ids
+from roundtabled.core import wire
+from roundtabled.core.events import SESSION_IDLE, Event
+from roundtabled.core.history import turn_is_final
+from roundtabled.core.server_records import (
+    AgentRecord,
+    ServerCapabilities,
+    SessionRef,
+    SignedState,
+    TurnKey,
+    TurnOutcome,
+    TurnStatus,
+    stable_digest,
+    usage_in_out,
+)
+from roundtabled.core.state import META_KEY, ModelRef, Signer, Usage
+from roundtabled.errors import NotFound, RoundtableError, TransportError
+from roundtabled.opencode import v2
+from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.detect import ServerFound, detect_server
+
+__all__ = [
+    "DELIVERY_KEY",
+    "STATE_KEY",
+    "TURN_KEY",
+    "ServerPort",
+    "UnsupportedServer",
+    "V1Port",
+    "V2Port",
+    "port_after_reconnect",
+    "port_for",
+    "v2_prompt_id",
+]
+
+TURN_KEY = "roundtabledTurn"
+"""Metadata key of a turn prompt's :class:`TurnKey` (1.x: on its ignored label part; 2.x: on
+the prompt). Unsigned: it only finds a prompt again, it never makes one trusted."""
+DELIVERY_KEY = "roundtabledDelivery"
+"""Metadata key naming a delivered result (the caller's delivery key)."""
+STATE_KEY = "roundtabledState"
+"""2.x: the key of S2's session metadata holding the signed state block (``{"text",
+"metadata"}``), beside the index under :data:`~roundtabled.core.state.META_KEY`."""
+LOOKBACK = 50
+"""1.x: at most how many of a session's newest messages are searched for a delivery (or a turn
+prompt) already sent: one is only ever sent again while it is among the newest."""
+
+
+class UnsupportedServer(RoundtableError):
+    """No OpenCode server the daemon can drive answers at the URL (the message says what did)."""
+
+
+@runtime_checkable
+class ServerPort(Protocol):
+    """What a roundtable needs from an OpenCode server (docs/design.md, "The server port").
+
+    Every method may raise :class:`~roundtabled.errors.TransportError` (the server could not be
+    reached or refused; :class:`~roundtabled.errors.NotFound` for a session that is gone)."""
+
+    @property
+    def capabilities(self) -> ServerCapabilities:
+        """What this server can do; :meth:`ServerCapabilities.limits` says what it cannot."""
+        ...
+
+    async def agents(self, directory: str) -> list[AgentRecord]:
+        """Every agent of ``directory`` (hidden ones included)."""
+        ...
+
+    async def session(self, session_id: str) -> SessionRef:
+        """The session ``session_id`` (raises NotFound when it is gone)."""
+        ...
+
+    async def create_child(
+        self, parent: SessionRef, title: str, agent: str | None, metadata: Mapping[str, Any]
+    ) -> SessionRef:
+        """A child session of ``parent`` in its directory with ``title`` and exactly
+        ``metadata`` (nothing inherited). ``agent``: the session's first agent (2.x; 1.x names
+        the agent per prompt)."""
+        ...
+
+    async def start_turn(
+        self,
+        session: SessionRef,
+        agent: str,
+        model: ModelRef | None,
+        text: str,
+        key: TurnKey,
+        *,
+        label: str | None = None,
+        marker: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Prompt ``session`` as ``agent`` on ``model`` (``None``: the agent's configured model,
+        else the directory's default) with ``text``; returns the prompt's id. Sending the same
+        ``key`` again names the same prompt and starts no second turn. ``label``: the header
+        people read (1.x: an ignored part); ``marker``: the daemon's signed marker metadata,
+        stored with the prompt."""
+        ...
+
+    async def turn_outcome(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
+        """Where the turn of ``prompt_id`` stands, read from the server."""
+        ...
+
+    def turn_ended(self, event: Event) -> str | None:
+        """The session whose execution this event may have ended (a hint to read
+        :meth:`turn_outcome`, never the outcome itself), else ``None``."""
+        ...
+
+    async def abort(self, session: SessionRef) -> bool | None:
+        """Stop the running turn of ``session``: whether one ran (``None``: the server does not
+        say)."""
+        ...
+
+    async def read_state(self, session: SessionRef) -> tuple[SignedState, ...]:
+        """Every block in ``session`` that claims to be its roundtable's state, the one the
+        session's index names first (the caller trusts the first with a valid MAC)."""
+        ...
+
+    async def write_state(self, session: SessionRef, block: SignedState) -> None:
+        """Store ``block`` as ``session``'s state, replacing the previous one (one writer per
+        roundtable: the read-modify-write is not atomic on the server)."""
+        ...
+
+    async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
+        """Put the result ``text`` into ``parent`` without asking its model for a turn, as far
+        as the major allows (see :attr:`capabilities`); ``key`` names this delivery: a second
+        call with it adds nothing. Returns the stored message's id. Only into an idle session:
+        both majors have a busy session's model answer it (1.x with an extra turn; 2.x delivers
+        it into the running execution at its next step)."""
+        ...
+
+    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+        """Show a toast to the person (``variant``: info | success | warning | error); whether
+        the server took it."""
+        ...
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        ...
+
+
+# ── 1.x ──────────────────────────────────────────────────────────────────────────────────────────
+
+_REPLIES_ONLY = Signer(secrets.token_bytes(32))
+"""A key nobody signs with: :func:`roundtabled.core.wire.message_view` needs one to read markers,
+and the port reads replies only (it never trusts a marker)."""
+
+
+def _v1_session(raw: Mapping[str, Any]) -> SessionRef:
+    return SessionRef(
+        id=str(raw.get("id")),
+        directory=wire.session_directory(dict(raw)),
+        parent_id=wire.session_parent(dict(raw)),
+        title=raw.get("title") if isinstance(raw.get("title"), str) else None,
+    )
+
+
+def _v1_meta(raw: Mapping[str, Any], key: str) -> list[Any]:
+    """The ``key`` values in the part metadata of one ``{info, parts}`` message."""
+    out = []
+    for part in raw.get("parts") or []:
+        md = part.get("metadata") if isinstance(part, dict) else None
+        if isinstance(md, dict) and key in md:
+            out.append(md[key])
+    return out
+
+
+class V1Port:
+    """:class:`ServerPort` on OpenCode 1.x (``client``: an :class:`OpenCodeClient`; ``version``:
+    the server's, from ``GET /global/health``)."""
+
+    def __init__(self, client: OpenCodeClient, version: str | None = None) -> None:
+        self.client = client
+        self._caps = ServerCapabilities(
+            major=1,
+            version=version,
+            exact_no_reply=True,
+            toasts=True,
+            hiding="edit",
+            model_per_prompt=True,
+        )
+
+    @property
+    def capabilities(self) -> ServerCapabilities:
+        return self._caps
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def agents(self, directory: str) -> list[AgentRecord]:
+        return [
+            AgentRecord(
+                id=str(a.get("name")),
+                mode=a.get("mode") if isinstance(a.get("mode"), str) else None,
+                hidden=bool(a.get("hidden")),
+                color=a.get("color") if isinstance(a.get("color"), str) else None,
+                model=wire.model_ref(a.get("model")),
+                has_system_prompt=bool(a.get("prompt")),
+            )
+            for a in await self.client.agents(directory)
+        ]
+
+    async def session(self, session_id: str) -> SessionRef:
+        return _v1_session(await self.client.get_session(session_id))
+
+    async def create_child(
+        self, parent: SessionRef, title: str, agent: str | None, metadata: Mapping[str, Any]
+    ) -> SessionRef:
+        # 1.x sessions have no agent of their own: each prompt names it (start_turn).
+        raw = await self.client.create_session(
+            directory=parent.directory, parent_id=parent.id, title=title, metadata=dict(metadata)
+        )
+        return _v1_session(raw)
+
+    async def _model_for(self, directory: str | None, agent: str) -> ModelRef | None:
+        # 1.x keeps the model of the last prompt for the next one without a model (sticky per
+        # session), so every turn names one: the agent's, else the configuration's default.
+        for a in await self.client.agents(directory):
+            if a.get("name") == agent and wire.model_ref(a.get("model")) is not None:
+                return wire.model_ref(a.get("model"))
+        return wire.model_ref((await self.client.config(directory)).get("model"))
+
+    async def _newest_first(self, session_id: str) -> AsyncIterator[dict[str, Any]]:
+        """The session's newest messages, newest first, at most :data:`LOOKBACK`, read in
+        growing pages (a message list can be many MB: read only as far as needed)."""
+        limit, before, seen = 4, None, 0
+        while seen < LOOKBACK:
+            page, cursor = await self.client.messages(session_id, limit=limit, before=before)
+            for msg in reversed(page):
+                yield msg
+            seen += len(page)
+            if cursor is None or not page:
+                return
+            before, limit = cursor, min(limit * 2, LOOKBACK - seen)
+
+    async def _sent(self, session_id: str, key: TurnKey) -> str | None:
+        """The id of the prompt already stored for ``key``, else ``None``. The search ends at
+        the newest turn prompt: a turn is sent only once the one before it ended, so a prompt
+        of another key newer than ours cannot exist (``key`` is the turn in flight)."""
+        async for msg in self._newest_first(session_id):
+            keys = _v1_meta(msg, TURN_KEY)
+            if keys:
+                return wire.message_id(msg) if key.as_dict() in keys else None
+        return None
+
+    async def start_turn(
+        self,
+        session: SessionRef,
+        agent: str,
+        model: ModelRef | None,
+        text: str,
+        key: TurnKey,
+        *,
+        label: str | None = None,
+        marker: Mapping[str, Any] | None = None,
+    ) -> str:
+        # 1.x lists a session's messages in the order of their ids, so a prompt's id must be a
+        # fresh ascending one, not derived from the key; and a second prompt_async with a used id
+        # appends the parts to that message again (no second reply, but later requests read the
+        # prompt twice). So the prompt is looked for by its key first and sent only if absent.
+        sent = await self._sent(session.id, key)
+        if sent is not None:
+            return sent
+        if model is None:
+            model = await self._model_for(session.directory, agent)
+        message_id = ids.message_id()
+        meta = {**(marker or {}), TURN_KEY: key.as_dict()}
+        body = wire.prompt_body(message_id, agent, text, label or key.header(agent), meta, model)
+        await self.client.prompt_async(session.id, body)
+        return message_id
+
+    async def _from(self, session_id: str, prompt_id: str) -> list[dict[str, Any]] | None:
+        """The session's messages from ``prompt_id`` on (newest pages first, growing), or
+        ``None`` when no such message is stored."""
+        collected: list[dict[str, Any]] = []
+        limit, before = 4, None
+        while True:
+            page, cursor = await self.client.messages(session_id, limit=limit, before=before)
+            collected[:0] = page
+            for i, m in enumerate(collected):
+                if wire.message_id(m) == prompt_id:
+                    return collected[i:]
+            oldest = wire.message_id(page[0]) if page else None
+            if cursor is None or not page or (oldest is not None and oldest < prompt_id):
+                return None
+            before, limit = cursor, min(limit * 2, 64)
+
+    async def turn_outcome(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
+        msgs = await self._from(session.id, prompt_id)
+        busy = wire.is_busy(await self.client.statuses(session.directory), session.id)
+        if msgs is None:
+            # prompt_async stores the message milliseconds after answering it: read right after
+            # start_turn, a turn not stored yet reads missing too (the caller allows a grace)
+            return TurnOutcome(TurnStatus.RUNNING if busy else TurnStatus.MISSING)
+        answers = [
+            v
+            for v in (wire.message_view(m, session.id, _REPLIES_ONLY) for m in msgs)
+            if isinstance(v, wire.AnswerView) and v.parent_id == prompt_id
+        ]
+        if not answers:
+            return TurnOutcome(TurnStatus.RUNNING if busy else TurnStatus.QUEUED)
+        last = answers[-1]
+        text = "\n\n".join(a.text for a in answers if a.text.strip())
+        usage = Usage()
+        for a in answers:
+            usage = usage.plus(a.usage)
+        if not turn_is_final(answers, idle=not busy):
+            status = TurnStatus.RUNNING
+        elif last.error_name == "MessageAbortedError":
+            status = TurnStatus.INTERRUPTED
+        elif last.error_name:
+            status = TurnStatus.FAILED
+        else:
+            status = TurnStatus.ANSWERED
+        tokens_in, tokens_out = usage_in_out(usage, answered=status is TurnStatus.ANSWERED)
+        return TurnOutcome(
+            status=status,
+            text=text,
+            agent=last.agent,
+            model=_v1_reply_model(msgs, last.id) or _v1_model_of(msgs[0]),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            finish=last.finish,
+            truncated=last.finish == "length",
+            error=(
+                ": ".join(x for x in (last.error_name, last.error_message) if x)
+                if status is TurnStatus.FAILED
+                else None
+            ),
+        )
+
+    def turn_ended(self, event: Event) -> str | None:
+        # 1.x: session.idle is no "turn finished" (it comes early, twice, between steps): a
+        # hint to read only (docs/opencode-server.md, "Prompts and turns").
+        return event.session_id if event.type == SESSION_IDLE else None
+
+    async def abort(self, session: SessionRef) -> bool | None:
+        await self.client.abort(session.id)
+        return None  # 1.x answers true for any session, running or not
+
+    async def read_state(self, session: SessionRef) -> tuple[SignedState, ...]:
+        raw = await self.client.get_session(session.id)
+        found: list[SignedState] = []
+        indexed = wire.index_state_message(raw)
+        if indexed:
+            try:
+                msg = await self.client.message(session.id, indexed)
+                found.extend(SignedState(t, m) for t, m in wire.meta_text_parts(msg) if m)
+            except NotFound:
+                pass
+        if found:
+            return tuple(found)
+        msgs, _ = await self.client.messages(session.id)
+        return tuple(
+            SignedState(t, m if isinstance(m, dict) else {})
+            for msg in msgs
+            for t, m in wire.meta_text_parts(msg)
+        )
+
+    async def write_state(self, session: SessionRef, block: SignedState) -> None:
+        # The engine's layout (docs/design.md, "State format"): an ignored part rewritten in
+        # place, named by S2's index in the session metadata.
+        raw = await self.client.get_session(session.id)
+        index = dict(wire.session_index(raw) or {})
+        mid, pid = index.get("stateMessageID"), index.get("statePartID")
+        if isinstance(mid, str) and isinstance(pid, str):
+            try:
+                stored = await self.client.message(session.id, mid)
+            except NotFound:
+                stored = None
+            if stored is not None and wire.has_part(stored, pid):
+                await self.client.update_part(
+                    session.id,
+                    mid,
+                    wire.state_part(session.id, mid, pid, block.text, dict(block.metadata)),
+                )
+                return
+            # a PATCH of a part of a message not stored is a 500 on 1.x: post it instead
+            await self.client.post_no_reply(
+                session.id, [wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
+            )
+            return
+        mid, pid = ids.message_id(), ids.part_id()
+        await self.client.post_no_reply(
+            session.id, [wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
+        )
+        metadata = dict(raw.get("metadata") or {})
+        metadata[META_KEY] = {**index, "stateMessageID": mid, "statePartID": pid}
+        await self.client.update_session(session.id, metadata=metadata)
+
+    async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
+        async for msg in self._newest_first(parent.id):
+            if key in _v1_meta(msg, DELIVERY_KEY):
+                stored = wire.message_id(msg)
+                if stored:
+                    return stored
+        mid = ids.message_id()
+        await self.client.post_no_reply(
+            parent.id,
+            [wire.text_part(text), wire.label_part("", {DELIVERY_KEY: key})],
+            message_id=mid,
+        )
+        return mid
+
+    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+        try:
+            await self.client.toast(message, title=title, variant=variant, directory=directory)
+        except TransportError:
+            return False
+        return True
+
+
+def _v1_model_of(prompt: Mapping[str, Any]) -> ModelRef | None:
+    info = prompt.get("info") or {}
+    return wire.model_ref(info.get("model")) if isinstance(info, dict) else None
+
+
+def _v1_reply_model(msgs: list[dict[str, Any]], reply_id: str) -> ModelRef | None:
+    """The model an assistant message of ``msgs`` records (``providerID``/``modelID``)."""
+    for m in msgs:
+        info = m.get("info") or {}
+        if info.get("id") == reply_id:
+            return wire.model_ref(
+                {"providerID": info.get("providerID"), "modelID": info.get("modelID")}
+            )
+    return None
+
+
+# ── 2.x ──────────────────────────────────────────────────────────────────────────────────────────
+
+
+def _v2_session(info: v2.SessionInfo) -> SessionRef:
+    directory = (info.location or {}).get("directory")
+    return SessionRef(
+        id=info.id,
+        directory=directory if isinstance(directory, str) else None,
+        parent_id=info.parent_id,
+        title=info.title,
+    )
+
+
+def _v2_model(ref: v2.ModelRef | None) -> ModelRef | None:
+    return ModelRef(providerID=ref.provider_id, modelID=ref.id) if ref is not None else None
+
+
+def _v2_error(error: Mapping[str, Any] | None) -> str | None:
+    if not error:
+        return None
+    kind, message = error.get("type"), error.get("message")
+    return ": ".join(str(x) for x in (kind, message) if x) or None
+
+
+def _v2_usage(tokens: Mapping[str, Any] | None) -> Usage:
+    t = tokens or {}
+    cache = t.get("cache") if isinstance(t.get("cache"), dict) else {}
+    assert isinstance(cache, dict)
+    return Usage(
+        input=int(t.get("input") or 0),
+        output=int(t.get("output") or 0),
+        reasoning=int(t.get("reasoning") or 0),
+        cache_read=int(cache.get("read") or 0),
+        cache_write=int(cache.get("write") or 0),
+    )
+
+
+def v2_prompt_id(key: TurnKey) -> str:
+    """The 2.x prompt id of the turn ``key``: ``msg_`` + its digest. 2.x takes any id that
+    starts ``msg_`` and answers a used one with the original admission, starting no turn."""
+    return "msg_" + key.digest()
+
+
+class V2Port:
+    """:class:`ServerPort` on OpenCode 2.x (``client``: a :class:`~roundtabled.opencode.v2.
+    V2Client`; ``version``: the server's, from ``GET /api/info``)."""
+
+    def __init__(self, client: v2.V2Client, version: str | None = None) -> None:
+        self.client = client
+        self._caps = ServerCapabilities(
+            major=2,
+            version=version,
+            exact_no_reply=False,
+            toasts=False,
+            hiding="plugin",
+            model_per_prompt=False,
+        )
+
+    @property
+    def capabilities(self) -> ServerCapabilities:
+        return self._caps
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def agents(self, directory: str) -> list[AgentRecord]:
+        return [
+            AgentRecord(
+                id=a.id,
+                mode=a.mode,
+                hidden=a.hidden,
+                color=a.color,
+                model=_v2_model(a.model),
+                has_system_prompt=bool(a.system),
+            )
+            for a in await self.client.agents(directory)
+        ]
+
+    async def session(self, session_id: str) -> SessionRef:
+        return _v2_session(await self.client.get_session(session_id))
+
+    async def create_child(
+        self, parent: SessionRef, title: str, agent: str | None, metadata: Mapping[str, Any]
+    ) -> SessionRef:
+        # metadata is always given: 2.x copies the parent's when it is absent
+        info = await self.client.create_session(
+            parent_id=parent.id, title=title, agent=agent, metadata=dict(metadata)
+        )
+        return _v2_session(info)
+
+    async def _model_for(self, directory: str | None, agent: str) -> v2.ModelRef:
+        # 2.x never applies an agent's configured model on a direct prompt: the session runs on
+        # the model last switched to (or the default), so each turn switches to the seat's.
+        for a in await self.client.agents(directory):
+            if a.id == agent and a.model is not None:
+                return a.model
+        default = await self.client.default_model(directory)
+        return v2.ModelRef(id=default.id, provider_id=default.provider_id)
+
+    async def start_turn(
+        self,
+        session: SessionRef,
+        agent: str,
+        model: ModelRef | None,
+        text: str,
+        key: TurnKey,
+        *,
+        label: str | None = None,
+        marker: Mapping[str, Any] | None = None,
+    ) -> str:
+        # Agent and model are session state on 2.x, recorded as history items: switched before
+        # every turn (idempotent; at most one turn is in flight per session).
+        chosen = (
+            v2.ModelRef(id=model.model_id, provider_id=model.provider_id)
+            if model is not None
+            else await self._model_for(session.directory, agent)
+        )
+        await self.client.switch_agent(session.id, agent)
+        await self.client.switch_model(session.id, chosen)
+        prompt_id = v2_prompt_id(key)
+        turn: dict[str, Any] = key.as_dict()
+        if label is not None:
+            turn["label"] = label
+        await self.client.prompt(
+            session.id,
+            text,
+            message_id=prompt_id,
+            metadata={**(marker or {}), TURN_KEY: turn},
+        )
+        return prompt_id
+
+    async def _from(self, session_id: str, prompt_id: str) -> list[v2.Record] | None:
+        """The session's records from ``prompt_id`` on, oldest first (newest pages first), or
+        ``None`` when the prompt is not in the history (not delivered, or unknown)."""
+        collected: list[v2.Record] = []
+        page = await self.client.messages(session_id, limit=8, order="desc")
+        while True:
+            collected.extend(page.records)
+            for i, r in enumerate(collected):
+                if r.id == prompt_id and isinstance(r, v2.UserRecord):
+                    return list(reversed(collected[: i + 1]))
+            if not page.next or not page.records:
+                return None
+            page = await self.client.messages(session_id, limit=64, cursor=page.next)
+
+    async def turn_outcome(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
+        records = await self._from(session.id, prompt_id)
+        if records is None:
+            return await self._undelivered(session, prompt_id)
+        reply, idle = v2.reply_of(records, prompt_id)
+        if idle is None:
+            return TurnOutcome(TurnStatus.RUNNING, text="".join(r.text for r in reply))
+        last = reply[-1] if reply else None
+        usage = Usage()
+        for r in reply:
+            usage = usage.plus(_v2_usage(r.tokens))
+        status = {
+            "succeeded": TurnStatus.ANSWERED,
+            "failed": TurnStatus.FAILED,
+            "interrupted": TurnStatus.INTERRUPTED,
+        }.get(idle.outcome or "", TurnStatus.FAILED)
+        error = None
+        if status is TurnStatus.FAILED:
+            error = _v2_error(idle.error) or _v2_error(last.error if last else None)
+            error = error or f"the execution ended {idle.outcome or 'without an outcome'}"
+        tokens_in, tokens_out = usage_in_out(usage, answered=status is TurnStatus.ANSWERED)
+        return TurnOutcome(
+            status=status,
+            text="\n\n".join(r.text for r in reply if r.text.strip()),
+            agent=last.agent if last else None,
+            model=_v2_model(last.model) if last else None,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            finish=last.finish if last else None,
+            truncated=last is not None and last.finish == "length",
+            error=error,
+        )
+
+    async def _undelivered(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
+        """A prompt not in the history: parked in the inbox (queued, or its execution failed
+        before delivering it: an unknown agent), or unknown to the server."""
+        inbox = await self.client.inbox(session.id)
+        item = next((i for i in inbox if i.get("id") == prompt_id), None)
+        if item is None:
+            return TurnOutcome(TurnStatus.MISSING)
+        if session.id in await self.client.active():
+            return TurnOutcome(TurnStatus.RUNNING)
+        newest = await self.client.messages(session.id, limit=1, type="idle")
+        idle = next((r for r in newest.records if isinstance(r, v2.IdleRecord)), None)
+        admitted = (item.get("time") or {}).get("created")
+        ended = idle.time.get("created") if idle is not None else None
+        if (
+            idle is not None
+            and idle.outcome == "failed"
+            and isinstance(admitted, int)
+            and isinstance(ended, int)
+            and ended >= admitted
+        ):
+            # the execution that was to deliver it failed first (its words are the idle's); an
+            # idle older than the admission is an earlier turn's
+            return TurnOutcome(TurnStatus.FAILED, error=_v2_error(idle.error))
+        return TurnOutcome(TurnStatus.QUEUED)
+
+    def turn_ended(self, event: Event) -> str | None:
+        end = v2.turn_end(event)
+        return end.session_id if end is not None else None
+
+    async def abort(self, session: SessionRef) -> bool | None:
+        return await self.client.interrupt(session.id)
+
+    async def read_state(self, session: SessionRef) -> tuple[SignedState, ...]:
+        info = await self.client.get_session(session.id)
+        held = (info.metadata or {}).get(STATE_KEY)
+        if not isinstance(held, dict) or not isinstance(held.get("text"), str):
+            return ()
+        meta = held.get("metadata")
+        return (SignedState(held["text"], meta if isinstance(meta, dict) else {}),)
+
+    async def write_state(self, session: SessionRef, block: SignedState) -> None:
+        # 2.x has no message edit; S2's session metadata holds the block. A PATCH replaces the
+        # whole metadata object, so the other keys (the index) are read and written back.
+        info = await self.client.get_session(session.id)
+        metadata = dict(info.metadata or {})
+        metadata[STATE_KEY] = {"text": block.text, "metadata": dict(block.metadata)}
+        await self.client.update_session(session.id, metadata=metadata)
+
+    async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
+        # No exact noReply on 2.x: a synthetic record with resume false is parked in an idle
+        # session's inbox and delivered (sent to the model as a user message, before the
+        # prompt) with the next prompt. The id is the key's, so a second call returns the
+        # stored record (a used id of the same kind answers with the original, parked or
+        # delivered; only an id used by a prompt is a 409).
+        mid = "msg_" + stable_digest("delivery", key)
+        await self.client.synthetic(
+            parent.id,
+            text,
+            message_id=mid,
+            description="roundtable result",
+            metadata={DELIVERY_KEY: key},
+            resume=False,
+        )
+        return mid
+
+    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+        # 2.x has no HTTP route for a toast (only a TUI plugin can show one)
+        return False
+
+
+async def port_for(
+    url: str, *, password: str | None = None, username: str = "opencode", **client: Any
+) -> ServerPort:
+    """The port of the server at ``url``: :class:`V1Port` or :class:`V2Port` by what it answers
+    (:func:`~roundtabled.opencode.detect.detect_server`). ``client``: more arguments of the
+    client (``timeout``, ``max_concurrency``, …).
+
+    Raises:
+        UnsupportedServer: no answer, a missing or rejected password, or not OpenCode 1.x/2.x
+            (the message names what was seen)."""
+    found = await detect_server(url, password=password, username=username)
+    return _port_of(found, url, password=password, username=username, **client)
+
+
+async def port_after_reconnect(
+    current: ServerPort,
+    url: str,
+    *,
+    password: str | None = None,
+    username: str = "opencode",
+    **client: Any,
+) -> ServerPort:
+    """The port to use once the connection to ``url`` is back (the event stream reconnected):
+    ``current`` when the same release still answers, else a new port for what answers now (a
+    server upgraded or replaced in place, of either major), ``current`` then closed. Arguments
+    as :func:`port_for`.
+
+    Raises:
+        UnsupportedServer: as :func:`port_for` (``current`` is left open)."""
+    found = await detect_server(url, password=password, username=username)
+    caps = current.capabilities
+    if found.auth == "ok" and (found.major, found.version) == (caps.major, caps.version):
+        return current
+    port = _port_of(found, url, password=password, username=username, **client)
+    await current.close()
+    return port
+
+
+def _port_of(
+    found: ServerFound, url: str, *, password: str | None, username: str, **client: Any
+) -> ServerPort:
+    if not found.reachable:
+        raise UnsupportedServer(f"no OpenCode server answers at {url}: {found.detail}")
+    if found.auth != "ok":
+        why = (
+            "asks for a password and none is given"
+            if found.auth == "missing"
+            else "rejected the password given"
+        )
+        raise UnsupportedServer(f"OpenCode {found.major}.x at {url} {why}")
+    if found.major == 1:
+        return V1Port(
+            OpenCodeClient(url, username=username, password=password, **client), found.version
+        )
+    if found.major == 2:
+        return V2Port(
+            v2.V2Client(url, username=username, password=password, **client), found.version
+        )
+    raise UnsupportedServer(f"{url} answers, but not as OpenCode 1.x or 2.x ({found.detail})")
