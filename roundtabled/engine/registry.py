@@ -541,6 +541,7 @@ class Engine:
             return {**table.result, "output": note, "summary": note, "postedAsMessage": True}
         table.result["consumedByTool"] = True
         table.poke()
+        faults.checkpoint("result-taken")
         return {**table.result, "deliveryMark": lifecycle.delivery_mark(table.state, self.signer)}
 
     async def wait_result(self, s2: str, timeout: float) -> dict[str, Any] | None:
