@@ -75,7 +75,9 @@ def delivery_mark(state: RoundtableState, signer: Signer) -> dict[str, Any] | No
     s1 = state.parent_session_id
     if s1 is None:
         return None
-    mark: dict[str, Any] = sign_marker(Marker(kind="result", roundtable=state.session_id), s1, signer)
+    mark: dict[str, Any] = sign_marker(
+        Marker(kind="result", roundtable=state.session_id), s1, signer
+    )
     return dict(mark[META_KEY])
 
 
@@ -154,7 +156,8 @@ class FinalFacts:
     look again soon, never proof that S1 holds it.
     ``tool_call``: ``(status, holds_result)`` of the tool part in S1 that started the roundtable
     (status pending | running | completed | error, or ``None`` when its message is gone;
-    ``holds_result``: :func:`tool_call_holds_result`); ``None`` when not read. ``s1_busy`` / ``s2_busy``: from ``GET /session/status``.
+    ``holds_result``: :func:`tool_call_holds_result`); ``None`` when not read.
+    ``s1_busy`` / ``s2_busy``: from ``GET /session/status``.
     ``released_at``: when the result was released to pollers (``None``: not yet).
     ``result_id`` / ``delimiter_id``: fresh message ids the step may use.
     """
@@ -238,7 +241,9 @@ def finalize(state: RoundtableState, facts: FinalFacts) -> Final:
     write = writes_s2(state)
     if state.delivery.delivered_via is None:
         if not _deliver(out, facts):
-            out.wake_at = facts.now + (TOOL_RETURN_RETRY_MS if facts.consumed else DELIVERY_RETRY_MS)
+            out.wake_at = facts.now + (
+                TOOL_RETURN_RETRY_MS if facts.consumed else DELIVERY_RETRY_MS
+            )
             return out
         if write:
             out.commands.append(WriteState(out.state))

@@ -32,7 +32,10 @@ class Finalizer:
         """One level-triggered step of phase 4. Returns True when every step is done."""
         facts = await self.facts(table)
         step = lifecycle.finalize(table.state, facts)
-        if table.state.delivery.delivered_via is None and step.state.delivery.delivered_via == "tool":
+        if (
+            table.state.delivery.delivered_via is None
+            and step.state.delivery.delivered_via == "tool"
+        ):
             faults.checkpoint("delivered")  # S1's tool part holds the result; not yet recorded
         for cmd in step.commands:
             if table.state.end_reason == EndReason.FAILED and isinstance(

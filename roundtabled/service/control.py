@@ -323,8 +323,7 @@ class ControlAPI:
         stops. Other requests are answered until the API closes."""
         if waiting and self._stopping:
             return _retry(
-                "roundtabled is restarting (stopping now); the roundtables resume when it is "
-                "back",
+                "roundtabled is restarting (stopping now); the roundtables resume when it is back",
                 "restarting",
             )
         starting = self.engine.starting()

@@ -468,7 +468,7 @@ async def run_kill_points(
     tried = sum(c.killed for c in cases)
     passed = len(cases) - len(failures)
     print(
-        f"\n{label} ({mode}, caller {caller}): {len(cases)} planned, {tried} killed, {passed} passed "
-        f"in {time.monotonic() - t0:.0f} s"
+        f"\n{label} ({mode}, caller {caller}): {len(cases)} planned, {tried} killed, "
+        f"{passed} passed in {time.monotonic() - t0:.0f} s"
     )
     return cases, failures

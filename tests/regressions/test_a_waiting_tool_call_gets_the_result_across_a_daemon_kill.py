@@ -110,7 +110,10 @@ async def test_a_waiting_tool_call_gets_the_result_once_across_a_daemon_kill(
     summary = scripted_llm.requests_for(session=s2, agent=OBSERVER_AGENT)[-1].reply_text.strip()
     assert summary
     tools = [
-        p for m in s1_msgs for p in m["parts"] if p.get("type") == "tool" and p["tool"] == "roundtable"
+        p
+        for m in s1_msgs
+        for p in m["parts"]
+        if p.get("type") == "tool" and p["tool"] == "roundtable"
     ]
     assert len(tools) == 1, tools
     output = str(tools[0]["state"].get("output") or "")

@@ -99,7 +99,11 @@ async def test_a_stopping_daemon_ends_an_open_long_poll_at_once_with_restarting(
     resp = await asyncio.wait_for(poll, 2)
     data = await resp.json()
     assert resp.status == 503, data
-    assert data["restarting"] is True and data["error"].startswith("Error: roundtabled is restarting")
+    assert data["restarting"] is True and data["error"].startswith(
+        "Error: roundtabled is restarting"
+    )
     # And a new poll of a stopping daemon is answered so at once.
-    resp = await client.get(f"/v1/roundtables/{KNOWN}/result", params={"wait": "30"}, headers=HEADERS)
+    resp = await client.get(
+        f"/v1/roundtables/{KNOWN}/result", params={"wait": "30"}, headers=HEADERS
+    )
     assert resp.status == 503 and (await resp.json())["restarting"] is True
