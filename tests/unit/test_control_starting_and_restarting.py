@@ -1,17 +1,20 @@
 """The control API while the daemon starts and while it stops (docs/control-api.md, "Starting
 and restarting"): until the start-up recovery has loaded every roundtable, each request about one
-roundtable is answered "starting" (HTTP 503, the count, a retry hint), never "unknown"; a
-stopping daemon ends its open long-polls at once with "restarting", never a silent close."""
+roundtable is answered "starting" (HTTP 503, the count, a retry hint), never "unknown", and the
+command line waits through it; a stopping daemon ends its open long-polls at once with
+"restarting", never a silent close."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from roundtabled.cli.client import ControlClient
 from roundtabled.service.control import ControlAPI
 from tests.unit.test_fuzz_control import KNOWN, TOKEN, StubEngine
 
@@ -107,3 +110,26 @@ async def test_a_stopping_daemon_ends_an_open_long_poll_at_once_with_restarting(
         f"/v1/roundtables/{KNOWN}/result", params={"wait": "30"}, headers=HEADERS
     )
     assert resp.status == 503 and (await resp.json())["restarting"] is True
+
+
+async def test_the_cli_waits_through_starting_and_gets_the_real_answer(
+    api: tuple[ControlAPI, StartingEngine, TestClient[Any, Any]], tmp_path: Path
+) -> None:
+    _, engine, client = api
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    asked = 0
+    real_starting = engine.starting
+
+    def starting() -> str | None:
+        nonlocal asked
+        asked += 1
+        if asked == 3:  # recovery finishes after the third request
+            engine.left = None
+        return real_starting()
+
+    engine.starting = starting  # type: ignore[method-assign]
+    async with ControlClient(str(client.make_url("")).rstrip("/"), token_file) as cc:
+        status = await cc.call("GET", f"/v1/roundtables/{KNOWN}")
+    assert status == {"phase": "active"}
+    assert asked == 3
