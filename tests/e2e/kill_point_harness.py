@@ -65,6 +65,9 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 Caller = Literal["none", "tool"]
 """Who waits for the result across the kill (module docstring)."""
 CALLERS: tuple[Caller, ...] = get_args(Caller)
+START_CUT = {("state-created", 1), ("intent-persisted", 1), ("prompted", 1)}
+"""Kill points passed inside the start request, before it is answered (turn 1's one POST, which
+carries the state block: docs/design.md, "Exactly once")."""
 ORCHESTRATOR_MODEL = {"providerID": "scripted", "modelID": "orchestrator-1"}
 """The model of S1's ``build`` agent that calls the tool."""
 
@@ -358,8 +361,9 @@ async def assert_delivered(
     fallback message, never both, never neither; the tool call that waited across the kill got
     the result (with the daemon's mark) from the restarted daemon, whose first answers to it
     were no error. It may end without the result only if it never waited: the kill cut the
-    start request (no roundtable id to wait on), or the plugin's removal disposed the
-    project's instance, which aborts S1's turn. No model ran on the fallback message."""
+    start request (:data:`START_CUT`: no roundtable id to wait on, and a second start would be
+    a second S2), or the plugin's removal disposed the project's instance, which may abort S1's
+    turn. No model ran on the fallback message."""
     f = case.fault
     tools = [
         p
@@ -378,7 +382,7 @@ async def assert_delivered(
     if in_tool:
         assert (state.get("metadata") or {}).get(META_KEY), f"{f}: no delivery mark: {state}"
     else:
-        assert case.point == "state-created" or case.mode == "plugin-removed", (
+        assert (case.point, case.n) in START_CUT or case.mode == "plugin-removed", (
             f"{f}: the waiting tool call ended without the result: {output[:300]!r}"
         )
     asked = llm.requests_for(session=case.s1)
