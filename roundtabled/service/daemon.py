@@ -1,8 +1,9 @@
 """``roundtabled serve``: wiring of client, engine, event stream, control API, signals, systemd.
 
 Start-up order:
-1. control API up on loopback (so the tool shims get a clear "not ready" instead of a refused
-   connection while the daemon starts);
+1. control API up on loopback (so the tool shims get an answer instead of a refused connection
+   while the daemon starts: until step 3's recovery has loaded every roundtable, a request about
+   one is answered "starting", never "unknown", docs/control-api.md);
 2. the OpenCode server is checked (``/global/health``); a 401 is reported naming
    ``OPENCODE_SERVER_PASSWORD`` and retried with backoff, never in a tight loop;
 3. the event stream connects; on its first ``server.connected`` the start-up recovery scan runs
@@ -11,7 +12,8 @@ Start-up order:
    ``STATUS=`` and ``WATCHDOG=1`` going from the event loop.
 
 SIGTERM/SIGINT: stop within ``shutdown_window`` seconds and exit 0; the state of every roundtable
-is already persisted in its S2, so a restart resumes them.
+is already persisted in its S2, so a restart resumes them. Open result long-polls end at once
+with "restarting" (:meth:`ControlAPI.stop_accepting`).
 """
 
 from __future__ import annotations
