@@ -27,7 +27,9 @@ POINTS = (
     "opening-recorded",  # one opening record is in S2; the state saying so not yet written
     "observer-prompted",  # the observer's prompt is accepted
     "final-persisted",  # phase done persisted; nothing delivered yet
-    "delivered",  # the result is in S1; the delivery not yet recorded
+    "result-taken",  # the waiting tool call's poll took the result; its answer not yet sent
+    "delivered",  # the result is in S1 (posted, or seen in the tool call's part); the delivery
+    # not yet recorded
     "delimiter-posted",  # the delimiter is in S2; the title not yet changed
     "title-set",  # the title has " · CONCLUDED"; the final toast/state not yet written
 )

@@ -62,6 +62,18 @@ names what the user typed: ``--turn-timeout``, not ``turnTimeout``. A command ad
 new field adds it here."""
 
 
+STARTING_WAIT_S = 120.0
+"""How long a command waits through a daemon's "starting" answers (s)."""
+
+
+class _Starting(Exception):
+    """The daemon answered "starting" (its message, and the retry hint in seconds)."""
+
+    def __init__(self, message: str, retry_s: float) -> None:
+        super().__init__(message)
+        self.retry_s = retry_s
+
+
 def name_the_flag(message: str, field: str | None) -> str:
     """``message`` (an API error about ``field``) with the field named as its CLI flag: a
     message that starts with the field gets the flag instead; any other gets ``FLAG: `` in
@@ -142,7 +154,31 @@ class ControlClient:
         params: dict[str, str] | None = None,
         timeout: float = 30.0,
     ) -> Any:
-        """One request; returns decoded JSON or text. Raises :class:`CliError`."""
+        """One request; returns decoded JSON or text. While the daemon answers "starting" (503:
+        its start-up recovery has not loaded every roundtable yet, docs/control-api.md) the same
+        request is sent again after its retry hint, for up to :data:`STARTING_WAIT_S` seconds.
+
+        Raises:
+            CliError: the daemon refused the request, could not be reached or kept starting.
+        """
+        waited = 0.0
+        while True:
+            try:
+                return await self._call_once(method, path, body, params, timeout)
+            except _Starting as exc:
+                if waited >= STARTING_WAIT_S:
+                    raise CliError(str(exc), EXIT_ERROR, away=True) from None
+                await asyncio.sleep(exc.retry_s)
+                waited += exc.retry_s
+
+    async def _call_once(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: dict[str, str] | None,
+        timeout: float,
+    ) -> Any:
         assert self._http is not None
         try:
             async with self._http.request(
@@ -156,6 +192,10 @@ class ControlClient:
                 raw = await resp.read()
                 ctype = resp.headers.get("content-type", "")
                 data: Any = orjson.loads(raw) if "json" in ctype and raw else raw.decode()
+                if resp.status == 503 and isinstance(data, dict) and data.get("starting"):
+                    hint = data.get("retryAfterS")
+                    retry_s = float(hint) if isinstance(hint, int | float) and hint > 0 else 1.0
+                    raise _Starting(str(data.get("error")), min(retry_s, 5.0))
                 if resp.status >= 400:
                     msg = str(data.get("error") if isinstance(data, dict) else data)
                     field = data.get("field") if isinstance(data, dict) else None

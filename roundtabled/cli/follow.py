@@ -62,7 +62,23 @@ async def follow(
     while True:
         try:
             return await _follow_once(cc, ses, colors, show_turns, printed, lost_at is not None)
-        except ConnectionLost:
+        except CliError as exc:
+            if not exc.away and exc.code == EXIT_USAGE:
+                stored = await _stored_status(cc, ses)
+                if stored is None:
+                    raise  # no roundtable of ours
+                if stored.get("phase") not in ("active", "observing"):
+                    return {**stored, "done": True, "text": stored.get("summary") or ""}
+                # Active in S2 but not held by this daemon: it is (re)starting and resumes it.
+                if lost_at is None:
+                    lost_at = time.monotonic()
+                elif time.monotonic() - lost_at > reattach_s:
+                    raise
+                await asyncio.sleep(REATTACH_PAUSE_S)
+                continue
+            if not exc.away:
+                raise
+            # Gone, stopping, or starting (recovering its roundtables): it comes back.
             if lost_at is None:
                 lost_at = time.monotonic()
                 print(
@@ -76,19 +92,6 @@ async def follow(
                     f"Error: roundtabled did not come back within {reattach_s:g} s; the "
                     f"roundtable goes on when it is back: roundtabled watch {ses}"
                 ) from None
-        except CliError as exc:
-            if exc.code != EXIT_USAGE:
-                raise
-            stored = await _stored_status(cc, ses)
-            if stored is None:
-                raise  # no roundtable of ours
-            if stored.get("phase") not in ("active", "observing"):
-                return {**stored, "done": True, "text": stored.get("summary") or ""}
-            # Active in S2 but not held by this daemon: it is (re)starting and resumes it.
-            if lost_at is None:
-                lost_at = time.monotonic()
-            elif time.monotonic() - lost_at > reattach_s:
-                raise
         await asyncio.sleep(REATTACH_PAUSE_S)
 
 

@@ -19,9 +19,14 @@ from roundtabled.core import result
 from roundtabled.core.commands import Abort, Decision, PersistState, ReleaseResult, Toast
 from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
+    META_KEY,
     EndReason,
+    Marker,
     Phase,
     RoundtableState,
+    Signer,
+    read_marker,
+    sign_marker,
 )
 
 TOOL_POLL_GRACE_MS = 130_000
@@ -30,6 +35,9 @@ TOOL_POLL_GRACE_MS = 130_000
 DELIVERY_RETRY_MS = 1_000
 """A result that cannot be delivered yet (S1 busy, the tool call still waiting) is looked at
 again after this long."""
+TOOL_RETURN_RETRY_MS = 100
+"""A result the waiting tool call has taken is looked for in its part in S1 again after this
+long (the shim returns it at once; the server stores the part within milliseconds)."""
 BUSY_S2_RETRY_MS = 500
 """The delimiter waits this long for a busy S2 (a noReply into a busy session triggers a
 model turn)."""
@@ -57,6 +65,48 @@ def result_payload(state: RoundtableState) -> dict[str, Any]:
     The result contract of docs/result.md is under ``result``:
     ``roundtabled.core.result.payload``."""
     return result.payload(state, deliver_kind(state))
+
+
+def delivery_mark(state: RoundtableState, signer: Signer) -> dict[str, Any] | None:
+    """The signed mark the tool shim stores in its tool part's ``metadata`` (under
+    :data:`META_KEY`) beside the result it returns, so that S1 itself says the result reached it
+    (:func:`tool_call_holds_result`); ``None`` for a roundtable without a parent session. The
+    same marker as the label of the fallback message (kind ``result``, signed for S1)."""
+    s1 = state.parent_session_id
+    if s1 is None:
+        return None
+    mark: dict[str, Any] = sign_marker(
+        Marker(kind="result", roundtable=state.session_id), s1, signer
+    )
+    return dict(mark[META_KEY])
+
+
+def tool_may_take(state: RoundtableState) -> bool:
+    """Whether the waiting tool call's poll may take the result: not once the fallback message
+    was chosen (its id written), so that S1 never gets both; that poll is told where the result
+    went instead."""
+    delivery = state.delivery
+    return delivery.delivered_via != "no-reply" and delivery.no_reply_message_id is None
+
+
+def tool_call_holds_result(
+    state: RoundtableState, status: str | None, output: str, metadata: object, signer: Signer
+) -> bool:
+    """Whether the tool call in S1 that started the roundtable (its part's ``status``,
+    ``output`` and ``metadata``) holds the roundtable's result: its metadata carries the mark of
+    :func:`delivery_mark`. A shim installed before the mark existed stores none; its only
+    completed output that names S2 and is no ``Error:`` is the result. Every other end of the
+    tool call (an error, an abort, the shim's ``Error:`` answers, which may name S2) holds no
+    result, whatever the daemon believes it handed out (docs/design.md, "Exactly once")."""
+    s1 = state.parent_session_id
+    marker = read_marker(metadata, s1, signer) if s1 else None
+    if marker is not None:
+        return marker.kind == "result" and marker.roundtable == state.session_id
+    return (
+        status == "completed"
+        and not output.lstrip().startswith("Error:")
+        and state.session_id in output
+    )
 
 
 def concluded_title(title: str) -> str:
@@ -102,10 +152,12 @@ def orphaned(state: RoundtableState) -> Decision:
 class FinalFacts:
     """What the shell read for one step of phase 4.
 
-    ``consumed``: the waiting tool call took the result (it polled with its call id).
-    ``tool_call``: ``(status, output)`` of the tool part in S1 that started the roundtable
-    (status pending | running | completed | error, or ``None`` when its message is gone);
-    ``None`` when not read. ``s1_busy`` / ``s2_busy``: from ``GET /session/status``.
+    ``consumed``: the waiting tool call took the result (it polled with its call id): a hint to
+    look again soon, never proof that S1 holds it.
+    ``tool_call``: ``(status, holds_result)`` of the tool part in S1 that started the roundtable
+    (status pending | running | completed | error, or ``None`` when its message is gone;
+    ``holds_result``: :func:`tool_call_holds_result`); ``None`` when not read.
+    ``s1_busy`` / ``s2_busy``: from ``GET /session/status``.
     ``released_at``: when the result was released to pollers (``None``: not yet).
     ``result_id`` / ``delimiter_id``: fresh message ids the step may use.
     """
@@ -114,7 +166,7 @@ class FinalFacts:
     result_id: str
     delimiter_id: str
     consumed: bool = False
-    tool_call: tuple[str | None, str] | None = None
+    tool_call: tuple[str | None, bool] | None = None
     s1_busy: bool = False
     s2_busy: bool = False
     released_at: int | None = None
@@ -168,13 +220,13 @@ class Final:
     wake_at: int | None = None
 
 
-def final_reads(state: RoundtableState, *, consumed: bool) -> tuple[bool, bool]:
-    """What :func:`finalize` needs read: ``(the tool call in S1, the statuses)``."""
+def final_reads(state: RoundtableState) -> tuple[bool, bool]:
+    """What :func:`finalize` needs read: ``(the tool call in S1, the statuses)``. The tool
+    call is read even once it took the result: only S1 says whether the result reached it."""
     delivering = (
         state.delivery.delivered_via is None
         and deliver_kind(state) != "none"
         and state.parent_session_id is not None
-        and not consumed
     )
     tool = delivering and bool(state.delivery.tool_call_id and state.delivery.tool_message_id)
     f = state.finalization
@@ -189,7 +241,9 @@ def finalize(state: RoundtableState, facts: FinalFacts) -> Final:
     write = writes_s2(state)
     if state.delivery.delivered_via is None:
         if not _deliver(out, facts):
-            out.wake_at = facts.now + DELIVERY_RETRY_MS
+            out.wake_at = facts.now + (
+                TOOL_RETURN_RETRY_MS if facts.consumed else DELIVERY_RETRY_MS
+            )
             return out
         if write:
             out.commands.append(WriteState(out.state))
@@ -226,17 +280,22 @@ def _deliver(out: Final, facts: FinalFacts) -> bool:
     if deliver_kind(state) == "none" or s1 is None:
         out.state = _delivered(state, "none")
         return True
-    if facts.consumed:
-        out.state = _delivered(state, "tool")
-        return True
-    if facts.tool_call is not None:
-        status, output = facts.tool_call
-        if status == "completed" and state.session_id in output:
+    if facts.tool_call is not None and state.delivery.no_reply_message_id is None:
+        # Decided by what S1 holds, so that no restart point can duplicate or drop the result
+        # (once the fallback's id is written, the fallback it is: the shim is told so).
+        status, holds = facts.tool_call
+        if holds:
             out.state = _delivered(state, "tool")  # the shim returned our result
             return True
         waited = facts.now - (facts.released_at or facts.now)
         if status in ("running", "pending") and waited < TOOL_POLL_GRACE_MS:
-            return False  # the shim will poll and take it
+            return False  # the shim will poll and take it (or is returning it now)
+        # The tool call ended without the result (an error, an abort, the shim's timeout) or is
+        # gone: the result goes to S1 as the fallback message.
+    elif facts.consumed:
+        # Taken by a tool call whose part cannot be read (no message id given): its word.
+        out.state = _delivered(state, "tool")
+        return True
     # Nobody waits: one noReply into S1, only while S1 is idle.
     if facts.s1_busy:
         return False

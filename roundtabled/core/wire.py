@@ -313,14 +313,20 @@ def prompt_body(
     return body
 
 
-def tool_call_state(raw: dict[str, Any], call_id: str) -> tuple[str, str]:
-    """Status (pending | running | completed | error) and output of the tool call ``call_id``
-    in one message; ``("pending", "")`` when the message has no such part yet."""
+def tool_call_state(raw: dict[str, Any], call_id: str) -> tuple[str, str, dict[str, Any]]:
+    """Status (pending | running | completed | error), output and metadata (``{}`` when none) of
+    the tool call ``call_id`` in one message; ``("pending", "", {})`` when the message has no
+    such part yet."""
     for part in raw.get("parts") or []:
         if part.get("type") == "tool" and part.get("callID") == call_id:
             st = part.get("state") or {}
-            return str(st.get("status")), str(st.get("output") or "")
-    return "pending", ""
+            meta = st.get("metadata")
+            return (
+                str(st.get("status")),
+                str(st.get("output") or ""),
+                meta if isinstance(meta, dict) else {},
+            )
+    return "pending", "", {}
 
 
 # ----------------------------------------------------------------------------------------------

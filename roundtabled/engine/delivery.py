@@ -32,6 +32,11 @@ class Finalizer:
         """One level-triggered step of phase 4. Returns True when every step is done."""
         facts = await self.facts(table)
         step = lifecycle.finalize(table.state, facts)
+        if (
+            table.state.delivery.delivered_via is None
+            and step.state.delivery.delivered_via == "tool"
+        ):
+            faults.checkpoint("delivered")  # S1's tool part holds the result; not yet recorded
         for cmd in step.commands:
             if table.state.end_reason == EndReason.FAILED and isinstance(
                 cmd, (WriteState, PostDelimiter, SetTitle)
@@ -56,13 +61,17 @@ class Finalizer:
         client = self.shell.client
         state = table.state
         consumed = bool(table.result and table.result.get("consumedByTool"))
-        want_tool, want_statuses = lifecycle.final_reads(state, consumed=consumed)
+        want_tool, want_statuses = lifecycle.final_reads(state)
         delivery = state.delivery
-        tool_call: tuple[str | None, str] | None = None
+        tool_call: tuple[str | None, bool] | None = None
         if want_tool and state.parent_session_id and delivery.tool_message_id:
-            tool_call = await self.tool_state(
+            status, output, metadata = await self.tool_state(
                 state.parent_session_id, delivery.tool_message_id, delivery.tool_call_id or ""
             )
+            holds = lifecycle.tool_call_holds_result(
+                state, status, output, metadata, self.shell.signer
+            )
+            tool_call = (status, holds)
         statuses: dict[str, dict[str, Any]] = {}
         if want_statuses:
             with contextlib.suppress(NotFound):
@@ -142,11 +151,13 @@ class Finalizer:
             table.finished_at = self.shell.clock()
             table.publish({"type": "done", **table.result})
 
-    async def tool_state(self, s1: str, message_id: str, call_id: str) -> tuple[str | None, str]:
-        """Status (pending | running | completed | error) and output of the tool call in S1 that
-        started the roundtable; ``(None, "")`` when its message is gone."""
+    async def tool_state(
+        self, s1: str, message_id: str, call_id: str
+    ) -> tuple[str | None, str, dict[str, Any]]:
+        """Status (pending | running | completed | error), output and metadata of the tool call
+        in S1 that started the roundtable; ``(None, "", {})`` when its message is gone."""
         try:
             msg = await self.shell.client.message(s1, message_id)
         except NotFound:
-            return None, ""
+            return None, "", {}
         return wire.tool_call_state(msg, call_id)

@@ -99,6 +99,9 @@ class Recovery:
         self.shell = shell
         self.live = live
         self.resume = resume
+        self.left: int | None = None
+        """Roundtables found by the scan running now and not loaded yet (``None``: no scan has
+        listed its candidates yet); what the control API's "starting" answer names."""
         self._loaded: dict[str, asyncio.Task[bool]] = {}
         """Directory → whether its instance lists the plugin: asked once per directory (the
         roundtables of one directory are resumed concurrently)."""
@@ -125,10 +128,14 @@ class Recovery:
             counters["scanned"] += len(sessions)
             candidates += [s for s in sessions if wire.index_needs_recovery(s)]
         sem = asyncio.Semaphore(shell.settings.recovery_concurrency)
+        self.left = len(candidates)
 
         async def one(session: dict[str, Any]) -> None:
             async with sem:
-                outcome = await self.recover_one(session)
+                try:
+                    outcome = await self.recover_one(session)
+                finally:
+                    self.left = max(0, (self.left or 1) - 1)
                 counters[outcome] += 1
 
         await asyncio.gather(*(one(s) for s in candidates))

@@ -20,7 +20,7 @@ from typing import Any
 
 from roundtabled import faults, ids
 from roundtabled.core import events as ev
-from roundtabled.core import history, machine, opening, prompts, wire
+from roundtabled.core import history, lifecycle, machine, opening, prompts, wire
 from roundtabled.core.commands import Cancel, Decision, Observation, Prompt, join_cancel
 from roundtabled.core.deliberation import Call
 from roundtabled.core.state import (
@@ -512,19 +512,37 @@ class Engine:
     # Results, progress, status, shutdown
     # ------------------------------------------------------------------------------------------
 
+    def starting(self) -> str | None:
+        """While the daemon has not yet loaded every roundtable it resumes (the start-up scan
+        runs, or waits for the server): what a request about one roundtable is answered
+        (``"roundtabled is starting: …"``, docs/control-api.md); ``None`` once it has."""
+        if self.ready.is_set():
+            return None
+        left = self.recovery.left
+        if left is None:
+            return "roundtabled is starting: looking for roundtables to recover"
+        return f"roundtabled is starting: recovering {left} roundtable(s)"
+
     def take_result(self, s2: str, *, tool_call_id: str | None) -> dict[str, Any] | None:
-        """The finished result for a poller; a poll from the waiting tool call consumes it."""
+        """The finished result for a poller. A poll from the waiting tool call takes it, with
+        the signed mark its shim stores beside it in S1 (``deliveryMark``: how phase 4 sees in
+        S1 that the result reached it, :func:`roundtabled.core.lifecycle.tool_call_holds_result`);
+        once the fallback message was chosen, that poll is told so instead of getting the
+        result a second time."""
         table = self._known(s2)
         if table is None or table.result is None:
             return None
-        if (
-            tool_call_id
-            and tool_call_id == table.state.delivery.tool_call_id
-            and table.state.delivery.delivered_via in (None, "tool")
-        ):
-            table.result["consumedByTool"] = True
-            table.poke()
-        return table.result
+        delivery = table.state.delivery
+        if not tool_call_id or tool_call_id != delivery.tool_call_id:
+            return table.result
+        if not lifecycle.tool_may_take(table.state):
+            # Names no session: phase 4 never reads it as the result (it has chosen already).
+            note = "The roundtable's result was posted into this session as a message of its own."
+            return {**table.result, "output": note, "summary": note, "postedAsMessage": True}
+        table.result["consumedByTool"] = True
+        table.poke()
+        faults.checkpoint("result-taken")
+        return {**table.result, "deliveryMark": lifecycle.delivery_mark(table.state, self.signer)}
 
     async def wait_result(self, s2: str, timeout: float) -> dict[str, Any] | None:
         """Wait up to ``timeout`` seconds for ``s2`` to finish; its result or ``None``.

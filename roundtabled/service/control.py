@@ -38,6 +38,8 @@ MAX_BODY_BYTES = 1 << 20
 """Largest request body accepted (1 MiB)."""
 MAX_WAIT_S = 60.0
 """Longest long-poll of ``/result`` in seconds."""
+RETRY_AFTER_S = 1
+"""The retry hint of a "starting" or "restarting" answer (s)."""
 
 FEED_POLL_S = 1.0
 """How often an idle progress feed checks whether the daemon is stopping (s)."""
@@ -90,6 +92,22 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
 
 
+def _retry(message: str, key: str) -> web.Response:
+    """HTTP 503 for a daemon that is ``starting`` or ``restarting`` (``key``): the error text
+    ending with the retry hint, ``key: true``, ``retryAfterS`` and a ``Retry-After`` header; a
+    caller retries the same request (docs/control-api.md, "Starting and restarting")."""
+    resp = _json(
+        {
+            "error": f"Error: {message}; retry in {RETRY_AFTER_S} s",
+            key: True,
+            "retryAfterS": RETRY_AFTER_S,
+        },
+        503,
+    )
+    resp.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return resp
+
+
 def _error(message: str, status: int = 400, field: str | None = None) -> web.Response:
     body: dict[str, Any] = {
         "error": message if message.startswith("Error:") else f"Error: {message}"
@@ -127,6 +145,7 @@ class ControlAPI:
         self.default_budget = default_budget
         self._token = token.encode()
         self._stopping = False
+        self._stopped = asyncio.Event()
         self.app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY_BYTES)
         r = self.app.router
         r.add_get("/v1/ping", self.ping)
@@ -146,6 +165,7 @@ class ControlAPI:
         roundtable started now would be cut by the engine's shutdown before its first turn).
         Every other route keeps answering until the API itself is closed."""
         self._stopping = True
+        self._stopped.set()
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -267,6 +287,8 @@ class ControlAPI:
         req = apply_preset(
             parse_request(await self._body(request)), self.presets, self.default_budget
         )
+        if req.extend and (early := self._not_yet()) is not None:
+            return early  # the roundtable to extend may be one recovery is loading
         if req.dry_run:
             # The plan only: no session is created (docs/control-api.md).
             return _json(await plan.dry_run(self.engine.client, req))
@@ -293,9 +315,25 @@ class ControlAPI:
             raise ValidationFailed("sessionID", f"sessionID must look like 'ses_…', got {ses!r}")
         return ses
 
+    def _not_yet(self, *, waiting: bool = False) -> web.Response | None:
+        """The answer to a request about one roundtable while the daemon cannot answer it
+        truly: "starting" until the start-up recovery has loaded every roundtable (before that
+        an id may be one it is about to resume, never "unknown"); for a request that would wait
+        (``waiting``: the result's long-poll, the progress feed), "restarting" once the daemon
+        stops. Other requests are answered until the API closes."""
+        if waiting and self._stopping:
+            return _retry(
+                "roundtabled is restarting (stopping now); the roundtables resume when it is back",
+                "restarting",
+            )
+        starting = self.engine.starting()
+        return None if starting is None else _retry(starting, "starting")
+
     async def status(self, request: web.Request) -> web.Response:
         """One roundtable's status."""
         ses = self._ses(request)
+        if (early := self._not_yet()) is not None:
+            return early
         st = self.engine.status(ses, result=True) or await self.engine.stored_status(
             ses, result=True
         )
@@ -315,7 +353,24 @@ class ControlAPI:
         if not 0 <= wait <= MAX_WAIT_S:
             raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
         call_id = request.query.get("callID") or None
-        res = await self.engine.wait_result(ses, wait)
+        if (early := self._not_yet(waiting=True)) is not None:
+            return early
+        # A stopping daemon ends the long-poll at once, with words (never a silent close).
+        polling = asyncio.ensure_future(self.engine.wait_result(ses, wait))
+        stopping = asyncio.ensure_future(self._stopped.wait())
+        try:
+            done, _ = await asyncio.wait({polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            polling.cancel()
+            stopping.cancel()
+            raise
+        stopping.cancel()
+        if polling not in done:
+            polling.cancel()
+            early = self._not_yet(waiting=True)
+            assert early is not None
+            return early
+        res = polling.result()
         if res is None:
             st = self.engine.status(ses) or {}
             return _json(
@@ -343,12 +398,16 @@ class ControlAPI:
         reason = body.get("reason", "cancelled by the user")
         if not isinstance(reason, str) or len(reason) > 500:
             raise ValidationFailed("reason", "reason must be a string of at most 500 characters")
+        if (early := self._not_yet()) is not None:
+            return early
         state = await self.engine.cancel(ses, summarize=summarize, reason=reason)
         return _json({"ok": True, "phase": state.phase.value})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """SSE feed of one roundtable's progress."""
         ses = self._ses(request)
+        if (early := self._not_yet(waiting=True)) is not None:
+            return early
         q = self.engine.subscribe(ses)
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -363,6 +422,8 @@ class ControlAPI:
                     # A stopping daemon ends its feeds, so a follower (`roundtabled watch`) sees
                     # the end at once and reattaches to the next daemon.
                     if self._stopping:
+                        restarting = {"type": "restarting", "restarting": True}
+                        await resp.write(b"data: " + orjson.dumps(restarting) + b"\n\n")
                         break
                     idle_s += FEED_POLL_S
                     if idle_s >= FEED_KEEPALIVE_S:
@@ -387,6 +448,8 @@ class ControlAPI:
         fmt = request.query.get("format", "md")
         if fmt not in ("md", "json"):
             raise ValidationFailed("format", f"format must be 'md' or 'json', got {fmt!r}")
+        if (early := self._not_yet()) is not None:
+            return early
         data = await export.collect(self.engine, ses)
         if fmt == "json":
             return _json(data)

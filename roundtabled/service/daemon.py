@@ -5,8 +5,9 @@ Start-up order:
    which removed every 1.x route, or no OpenCode at all) is refused in one line on stderr, exit
    2, nothing started; an unreachable server is waited for (step 2), and refused the same way if
    it comes up as another major;
-1. control API up on loopback (so the tool shims get a clear "not ready" instead of a refused
-   connection while the daemon starts);
+1. control API up on loopback (so the tool shims get an answer instead of a refused connection
+   while the daemon starts: until step 3's recovery has loaded every roundtable, a request about
+   one is answered "starting", never "unknown", docs/control-api.md);
 2. the OpenCode server is checked (``/global/health``); a 401 is reported naming
    ``OPENCODE_SERVER_PASSWORD`` and retried with backoff, never in a tight loop;
 3. the event stream connects; on its first ``server.connected`` the start-up recovery scan runs
@@ -15,7 +16,8 @@ Start-up order:
    ``STATUS=`` and ``WATCHDOG=1`` going from the event loop.
 
 SIGTERM/SIGINT: stop within ``shutdown_window`` seconds and exit 0; the state of every roundtable
-is already persisted in its S2, so a restart resumes them.
+is already persisted in its S2, so a restart resumes them. Open result long-polls end at once
+with "restarting" (:meth:`ControlAPI.stop_accepting`).
 """
 
 from __future__ import annotations

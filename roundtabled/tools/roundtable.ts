@@ -29,6 +29,7 @@ const CREATE_TIMEOUT_MS = 15_000
 const POLL_WAIT_S = 25
 const POLL_TIMEOUT_MS = 35_000
 const LOST_CONTACT_MS = 120_000
+const STARTING_MAX_MS = 600_000
 const CANCEL_TIMEOUT_MS = 500
 
 // ---- arguments -------------------------------------------------------------------------------
@@ -245,6 +246,15 @@ async function call(method: string, path: string, signal: AbortSignal, body?: un
   return { status: resp.status, data }
 }
 
+// A daemon that is starting (recovering its roundtables) or restarting (stopping) answers 503
+// with `starting` or `restarting` and a retry hint (docs/control-api.md): the same request
+// succeeds once it is up. Returns the pause before retrying (ms), or null for any other answer.
+function retryHint(reply: Reply): number | null {
+  if (reply.status !== 503 || !(reply.data?.starting || reply.data?.restarting)) return null
+  const s = Number(reply.data?.retryAfterS)
+  return Number.isFinite(s) && s > 0 ? Math.min(s, 5) * 1000 : 1000
+}
+
 function httpError(reply: Reply): string {
   if (reply.status === 401) return tokenRejected()
   const msg = reply.data?.error
@@ -292,12 +302,19 @@ async function run(args: any, ctx: any): Promise<any> {
     // 1. Create. Not tied to `abort`: if the session is aborted meanwhile we still learn the
     //    sessionID and cancel the roundtable instead of orphaning it.
     let created: Reply
-    try {
-      created = await call("POST", "/v1/roundtables", AbortSignal.timeout(CREATE_TIMEOUT_MS), body)
-    } catch (err: any) {
-      if (err?.name === "TimeoutError")
-        return `Error: roundtabled at ${controlUrl()} did not answer within ${CREATE_TIMEOUT_MS / 1000} s; check \`roundtabled status\` and its log`
-      return notRunning(err)
+    const createStarted = Date.now()
+    for (;;) {
+      try {
+        created = await call("POST", "/v1/roundtables", AbortSignal.timeout(CREATE_TIMEOUT_MS), body)
+      } catch (err: any) {
+        if (err?.name === "TimeoutError")
+          return `Error: roundtabled at ${controlUrl()} did not answer within ${CREATE_TIMEOUT_MS / 1000} s; check \`roundtabled status\` and its log`
+        return notRunning(err)
+      }
+      // An extend while the daemon recovers the roundtable: the same request, once it is up.
+      const pause = retryHint(created)
+      if (pause === null || decided || Date.now() - createStarted > STARTING_MAX_MS) break
+      await sleep(pause, abort)
     }
     if (created.status !== 200) return httpError(created)
     // A dry run creates nothing: the plan is the answer.
@@ -311,6 +328,7 @@ async function run(args: any, ctx: any): Promise<any> {
     // 2. Long-poll for the result; ride out daemon restarts for up to LOST_CONTACT_MS.
     const q = `?wait=${POLL_WAIT_S}&callID=${encodeURIComponent(ctx?.callID ?? "")}`
     let failingSince: number | null = null
+    let startingSince: number | null = null
     let backoff = 500
     let lastProblem = ""
     while (!decided) {
@@ -330,6 +348,9 @@ async function run(args: any, ctx: any): Promise<any> {
             typeof reply.data.output === "string"
               ? reply.data.output
               : JSON.stringify({ sessionID: ses, summary: String(reply.data.summary ?? "") })
+          // The daemon's signed mark, stored with the result in this tool part: how the daemon
+          // sees in this session that the result reached it (else it posts it as a message).
+          const mark = reply.data.deliveryMark
           return {
             title: `Roundtable ${ses}`,
             output,
@@ -337,16 +358,32 @@ async function run(args: any, ctx: any): Promise<any> {
               sessionID: ses,
               endReason: reply.data.endReason ?? null,
               degraded: reply.data.result?.status?.degraded ?? null,
+              ...(mark && typeof mark === "object" ? { roundtabled: mark } : {}),
             },
           }
         }
         failingSince = null // still running: poll again at once
+        startingSince = null
         backoff = 500
         continue
       }
+      const pause = reply ? retryHint(reply) : null
+      if (pause !== null) {
+        // Starting (its roundtables not all loaded yet: this one is never "unknown" then) or
+        // restarting: it answers, so contact is not lost; wait through it.
+        failingSince = null
+        backoff = 500
+        startingSince ??= Date.now()
+        if (Date.now() - startingSince <= STARTING_MAX_MS) {
+          await sleep(pause, abort)
+          continue
+        }
+        lastProblem = String(reply?.data?.error ?? "HTTP 503").replace(/^Error:\s*/, "")
+        return `Error: roundtabled kept answering "${lastProblem}" for ${STARTING_MAX_MS / 60_000} min while roundtable ${ses} runs; its result will be posted into this session when it finishes.`
+      }
       if (reply && (reply.status === 400 || reply.status === 401 || reply.status === 403)) return httpError(reply)
       if (reply) lastProblem = `HTTP ${reply.status}`
-      // Transient (network error, timeout, 404 while a restarted daemon recovers, 5xx).
+      // Transient (network error, timeout, 5xx).
       failingSince ??= Date.now()
       if (Date.now() - failingSince > LOST_CONTACT_MS)
         return `Error: lost contact with roundtabled while roundtable ${ses} runs (${lastProblem}); its result will be posted into this session when it finishes.`

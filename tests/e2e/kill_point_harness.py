@@ -18,11 +18,19 @@ Each suite runs in every mode of the seat's view (docs/plugin.md), :data:`Mode`:
 
 In every mode :func:`assert_views` proves from the scripted model's requests that no seat saw an
 earlier turn prompt.
+
+Each suite runs for each :data:`Caller` too: ``none`` starts the roundtable through the control
+API with nobody waiting for its result (the result goes to S1 as the fallback message);
+``tool``: the orchestrator in S1 calls the real ``roundtable`` tool shim (installed in the case's
+project, reporting to the case's daemon on its fixed port), which long-polls the daemon across
+the kill and the restart: the restarted daemon's first answers to it included
+(:func:`assert_delivered`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -46,6 +54,7 @@ from roundtabled.core.state import (
     ViewMode,
 )
 from roundtabled.offline.opencode_server import OpenCodeServer
+from roundtabled.offline.scripted_actions import Text, tool_call
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.service import install
 from tests.fakes.daemon_proc import DaemonProc, earlier_prompts_seen, signed_markers, text_of
@@ -53,6 +62,14 @@ from tests.fakes.daemon_proc import DaemonProc, earlier_prompts_seen, signed_mar
 Mode = Literal["patch", "plugin", "plugin-removed"]
 """How the seat's view is kept across the kill (module docstring)."""
 MODES: tuple[Mode, ...] = get_args(Mode)
+Caller = Literal["none", "tool"]
+"""Who waits for the result across the kill (module docstring)."""
+CALLERS: tuple[Caller, ...] = get_args(Caller)
+START_CUT = {("state-created", 1), ("intent-persisted", 1), ("prompted", 1)}
+"""Kill points passed inside the start request, before it is answered (turn 1's one POST, which
+carries the state block: docs/design.md, "Exactly once")."""
+ORCHESTRATOR_MODEL = {"providerID": "scripted", "modelID": "orchestrator-1"}
+"""The model of S1's ``build`` agent that calls the tool."""
 
 
 @dataclass
@@ -63,13 +80,15 @@ class Case:
     n: int
     daemon: DaemonProc
     mode: Mode = "patch"
+    caller: Caller = "none"
     s1: str = ""
     s2: str = ""
     killed: bool = False
 
     @property
     def fault(self) -> str:
-        return f"{self.mode} {self.point}:{self.n}"
+        waiting = " tool-waiting" if self.caller == "tool" else ""
+        return f"{self.mode}{waiting} {self.point}:{self.n}"
 
     @property
     def plugin_dir(self) -> Path:
@@ -95,36 +114,24 @@ Check = Callable[[Case, Oc, ScriptedLLM], Awaitable[None]]
 """What a test proves of one case after the restarted daemon concluded the debate."""
 
 
-async def run_case(case: Case, oc: Oc, http: aiohttp.ClientSession, debate: dict[str, Any]) -> None:
+async def run_case(
+    case: Case, oc: Oc, http: aiohttp.ClientSession, debate: dict[str, Any], llm: ScriptedLLM
+) -> None:
     """Start the debate under the fault, wait for the kill, restart, wait for the end.
 
     ``debate``: the start request's debate fields (``agents``, ``rounds``, ``opening``…); the
-    prompt, ``parentSessionID`` and ``directory`` are added here.
+    prompt, ``parentSessionID`` and ``directory`` are added here (for the ``tool`` caller: the
+    tool call's arguments, the prompt added).
     """
     d = case.daemon
     await d.start(http, f"{case.point}:{case.n}")
     s1 = await oc.call("POST", "/session", {"title": "S1"}, {"directory": d.directory})
     case.s1 = str(s1["id"])
-    body = {
-        **debate,
-        "prompt": f"Kill point {case.fault}: should we split the payments monolith?",
-        "parentSessionID": case.s1,
-        "directory": d.directory,
-    }
-    try:
-        async with http.post(
-            d.url + "/v1/roundtables",
-            json=body,
-            headers={"Authorization": f"Bearer {d.token}"},
-            timeout=aiohttp.ClientTimeout(total=60),
-        ) as resp:
-            data = await resp.json()
-            assert resp.status == 200, data
-            case.s2 = str(data["sessionID"])
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        # The start request sends turn 1 before answering: only a kill during it may cut it.
-        await asyncio.wait_for(d.proc.wait(), 30)
-        assert d.proc.returncode == -signal.SIGKILL, f"{case.fault}: start failed: {exc!r}"
+    prompt = f"Kill point {case.fault}: should we split the payments monolith?"
+    if case.caller == "tool":
+        await _call_the_tool(case, oc, llm, {**debate, "prompt": prompt})
+    else:
+        await _post_start(case, http, {**debate, "prompt": prompt})
     try:
         await asyncio.wait_for(d.proc.wait(), 180)
     except TimeoutError:
@@ -151,6 +158,46 @@ async def run_case(case: Case, oc: Oc, http: aiohttp.ClientSession, debate: dict
     await d.settled(http, case.s2)
 
 
+async def _call_the_tool(case: Case, oc: Oc, llm: ScriptedLLM, arguments: dict[str, Any]) -> None:
+    """S1's orchestrator calls the ``roundtable`` tool with ``arguments`` (its turn goes on
+    with one line once the tool returned); S2 is learnt from S1's children."""
+    llm.script(
+        tool_call("roundtable", arguments),
+        Text(text="The orchestrator goes on."),
+        agent="build",
+        session=case.s1,
+    )
+    await oc.call(
+        "POST",
+        f"/session/{case.s1}/prompt_async",
+        {
+            "agent": "build",
+            "model": ORCHESTRATOR_MODEL,
+            "parts": [{"type": "text", "text": "Convene a roundtable."}],
+        },
+    )
+
+
+async def _post_start(case: Case, http: aiohttp.ClientSession, debate: dict[str, Any]) -> None:
+    """Start the roundtable through the control API, nobody waiting for its result."""
+    d = case.daemon
+    body = {**debate, "parentSessionID": case.s1, "directory": d.directory}
+    try:
+        async with http.post(
+            d.url + "/v1/roundtables",
+            json=body,
+            headers={"Authorization": f"Bearer {d.token}"},
+            timeout=aiohttp.ClientTimeout(total=60),
+        ) as resp:
+            data = await resp.json()
+            assert resp.status == 200, data
+            case.s2 = str(data["sessionID"])
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        # The start request sends turn 1 before answering: only a kill during it may cut it.
+        await asyncio.wait_for(d.proc.wait(), 30)
+        assert d.proc.returncode == -signal.SIGKILL, f"{case.fault}: start failed: {exc!r}"
+
+
 def _held_port() -> int:
     """A free port below the kernel's ephemeral range: the case's daemon listens on it across
     its restarts and it stays unbound for minutes meanwhile, so it must not be one that
@@ -167,13 +214,23 @@ def _held_port() -> int:
 
 
 def install_plugin(case: Case, staging: Path) -> None:
-    """Put the roundtable plugin (what ``roundtabled install-tool`` installs besides the tools
-    and the observer agent, which the suites' config defines) into the case's project, reporting
-    to the case's daemon; before the server loads the project."""
+    """Put what ``roundtabled install-tool`` installs into the case's project, reporting to the
+    case's daemon, before the server loads the project: the roundtable plugin in the plugin
+    modes, the tool shims for the ``tool`` caller (the observer agent the suites' config
+    defines)."""
     token = case.daemon.root / "config" / "roundtabled" / "token"
+    skip = {install.AGENT_DIR}
+    if case.mode == "patch":
+        skip.add(install.PLUGIN_DIR)
+    if case.caller != "tool":
+        skip.add(install.TOOL_DIR)
     for path in install.install_tools(staging, control_url=case.daemon.url, token_file=token):
         rel = path.relative_to(staging)
-        if rel.parts[0] in (install.TOOL_DIR, install.AGENT_DIR):
+        if rel.parts[0] in skip or rel.parts[0] not in (
+            install.TOOL_DIR,
+            install.PLUGIN_DIR,
+            install.CONTROL_DIR,
+        ):
             continue
         dest = Path(case.daemon.directory) / ".opencode" / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -284,9 +341,52 @@ async def assert_result_once(
     assert sum(DELIMITER_TEXT in text_of(m) for m in msgs) == 1, f"{f}: delimiters"
     s1_msgs = await oc.call("GET", f"/session/{case.s1}/message")
     summary = llm.requests_for(session=case.s2, agent=OBSERVER_AGENT)[0].reply_text.strip()
+    if case.caller == "tool":
+        await assert_delivered(case, llm, s1_msgs, summary)
+        return summary
     hits = sum(summary in text_of(m) for m in s1_msgs)
     assert hits == 1 and len(s1_msgs) == 1, f"{f}: result in S1 {hits}× ({len(s1_msgs)} msgs)"
     return summary
+
+
+def _holds(text: str, summary: str) -> bool:
+    """Whether ``text`` holds ``summary``, as it is or escaped in JSON (the tool's output)."""
+    return summary in text or json.dumps(summary, ensure_ascii=False)[1:-1] in text
+
+
+async def assert_delivered(
+    case: Case, llm: ScriptedLLM, s1_msgs: list[dict[str, Any]], summary: str
+) -> None:
+    """The ``tool`` caller: S1 holds the result exactly once, in the tool call's part or as the
+    fallback message, never both, never neither; the tool call that waited across the kill got
+    the result (with the daemon's mark) from the restarted daemon, whose first answers to it
+    were no error. It may end without the result only if it never waited: the kill cut the
+    start request (:data:`START_CUT`: no roundtable id to wait on, and a second start would be
+    a second S2), or the plugin's removal disposed the project's instance, which may abort S1's
+    turn. No model ran on the fallback message."""
+    f = case.fault
+    tools = [
+        p
+        for m in s1_msgs
+        for p in m.get("parts") or []
+        if p.get("type") == "tool" and p.get("tool") == "roundtable"
+    ]
+    assert len(tools) == 1, f"{f}: {len(tools)} roundtable tool calls in S1"
+    state = tools[0].get("state") or {}
+    output = str(state.get("output") or state.get("error") or "")
+    in_tool = _holds(output, summary)
+    fallbacks = [m for m in s1_msgs if m["info"]["role"] == "user" and _holds(text_of(m), summary)]
+    assert in_tool + len(fallbacks) == 1, (
+        f"{f}: result in S1 {in_tool + len(fallbacks)}× (tool: {output[:300]!r})"
+    )
+    if in_tool:
+        assert (state.get("metadata") or {}).get(META_KEY), f"{f}: no delivery mark: {state}"
+    else:
+        assert (case.point, case.n) in START_CUT or case.mode == "plugin-removed", (
+            f"{f}: the waiting tool call ended without the result: {output[:300]!r}"
+        )
+    asked = llm.requests_for(session=case.s1)
+    assert len(asked) <= 2, f"{f}: {len(asked)} model requests in S1"
 
 
 async def assert_clean_exit(case: Case) -> str:
@@ -312,7 +412,7 @@ async def run_batch(
         oc = Oc(server, http)
         try:
             results = await asyncio.gather(
-                *(run_case(c, oc, http, debate) for c in cases), return_exceptions=True
+                *(run_case(c, oc, http, debate, llm) for c in cases), return_exceptions=True
             )
             out: list[BaseException | None] = []
             for c, res in zip(cases, results, strict=True):
@@ -348,6 +448,7 @@ async def run_kill_points(
     batch: int,
     label: str,
     mode: Mode = "patch",
+    caller: Caller = "none",
 ) -> tuple[list[Case], list[str]]:
     """One daemon (under ``root``) and one project directory (``<project>NN``) per kill point,
     run ``batch`` at a time. Returns the cases and one line per failed case; prints
@@ -356,8 +457,8 @@ async def run_kill_points(
     for i, (point, n) in enumerate(points):
         directory = await server.add_project(f"{project}{i:02d}")
         daemon = DaemonProc(root / f"daemon-{i:02d}", server.url, str(directory))
-        case = Case(point, n, daemon, mode)
-        if mode != "patch":
+        case = Case(point, n, daemon, mode, caller)
+        if mode != "patch" or caller == "tool":
             daemon.port, daemon.keep_port = _held_port(), True
             install_plugin(case, root / f"staging-{i:02d}")
         cases.append(case)
@@ -371,7 +472,7 @@ async def run_kill_points(
     tried = sum(c.killed for c in cases)
     passed = len(cases) - len(failures)
     print(
-        f"\n{label} ({mode}): {len(cases)} planned, {tried} killed, {passed} passed "
-        f"in {time.monotonic() - t0:.0f} s"
+        f"\n{label} ({mode}, caller {caller}): {len(cases)} planned, {tried} killed, "
+        f"{passed} passed in {time.monotonic() - t0:.0f} s"
     )
     return cases, failures

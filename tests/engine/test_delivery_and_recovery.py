@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from roundtabled.core.state import DELIMITER_TEXT
+from roundtabled.core.state import DELIMITER_TEXT, META_KEY
 from roundtabled.offline.scripted_actions import Text
 
 from .conftest import Harness
@@ -56,12 +56,57 @@ async def finished_for_a_tool(h: Harness, call_id: str) -> tuple[str, str, str]:
 
 async def test_a_polling_tool_takes_the_result_and_nothing_is_posted_to_s1(harness: H) -> None:
     h = await harness()
-    s1, _, s2 = await finished_for_a_tool(h, "call_rt_1")
+    s1, tool_msg, s2 = await finished_for_a_tool(h, "call_rt_1")
     taken = h.engine.take_result(s2, tool_call_id="call_rt_1")
-    assert taken is not None and taken["done"] is True
+    assert taken is not None and taken["done"] is True and taken["deliveryMark"]
+    # What the shim does with it: the result is the tool's output, the mark in its metadata.
+    h.fake.set_tool_state(
+        s1,
+        tool_msg,
+        "call_rt_1",
+        "completed",
+        output=taken["output"],
+        metadata={"sessionID": s2, META_KEY: taken["deliveryMark"]},
+    )
     status = await h.finalized(s2)
     assert status["delivered"] == "tool"
     assert h.fake.calls_of("post_no_reply", s1) == []
+
+
+async def test_a_tool_call_that_took_the_result_but_ended_without_it_gets_the_fallback(
+    harness: H,
+) -> None:
+    """Handed the result, the tool call ended with an error all the same (S1 aborted at that
+    moment): S1 does not hold it, so it is posted as the fallback message, once."""
+    h = await harness()
+    s1, tool_msg, s2 = await finished_for_a_tool(h, "call_rt_4")
+    assert h.engine.take_result(s2, tool_call_id="call_rt_4") is not None
+    h.fake.set_tool_state(s1, tool_msg, "call_rt_4", "error", output="Error: roundtable cancelled")
+    status = await h.finalized(s2)
+    assert status["delivered"] == "no-reply"
+    assert len(h.fake.calls_of("post_no_reply", s1)) == 1
+    # A later poll of that tool call is told where the result went, never given it again.
+    again = h.engine.take_result(s2, tool_call_id="call_rt_4")
+    assert again is not None and again.get("postedAsMessage") and "deliveryMark" not in again
+
+
+async def test_a_tool_call_that_ended_with_an_error_naming_s2_gets_the_fallback(
+    harness: H,
+) -> None:
+    """The shim's own error texts may name S2 ("no roundtable 'ses_…' is known …", "lost
+    contact … while roundtable ses_… runs"): no result for all that."""
+    h = await harness()
+    s1, tool_msg, s2 = await finished_for_a_tool(h, "call_rt_5")
+    h.fake.set_tool_state(
+        s1,
+        tool_msg,
+        "call_rt_5",
+        "completed",
+        output=f"Error: no roundtable '{s2}' is known to this daemon",
+    )
+    status = await h.finalized(s2)
+    assert status["delivered"] == "no-reply"
+    assert len(h.fake.calls_of("post_no_reply", s1)) == 1
 
 
 async def test_a_tool_that_never_polls_gets_the_result_as_a_no_reply_after_the_grace(

@@ -406,15 +406,24 @@ class FakeOpenCode(RequestLog[ModelRequest]):
         return mid
 
     def set_tool_state(
-        self, session_id: str, message_id: str, call_id: str, status: str, output: str = ""
+        self,
+        session_id: str,
+        message_id: str,
+        call_id: str,
+        status: str,
+        output: str = "",
+        metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Move that tool call to ``status`` (``completed`` with ``output``, ``error`` …)."""
+        """Move that tool call to ``status`` (``completed`` with ``output`` and the tool's
+        ``metadata``, ``error`` …)."""
         for m in self._get(session_id).messages:
             if m["info"]["id"] != message_id:
                 continue
             for p in m["parts"]:
                 if p.get("callID") == call_id:
                     p["state"] = {**p["state"], "status": status, "output": output}
+                    if metadata is not None:
+                        p["state"]["metadata"] = metadata
                     if status in ("completed", "error"):
                         m["info"]["time"]["completed"] = self.clock.now_ms()
                     return

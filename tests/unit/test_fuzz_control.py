@@ -58,6 +58,9 @@ class StubEngine:
         self.last_error: str | None = None
         self.tables: dict[str, Any] = {}
 
+    def starting(self) -> str | None:
+        return None  # recovered: every answer is the real one
+
     async def start(self, req: Any) -> Any:
         if req.agents is not None:
             check_agents(req.agents, req.observer, AVAILABLE)

@@ -2,11 +2,12 @@
 of the machine's error observations and prompt hiding.
 
 Phase 4 runs against a simulated S1/S2 under a schedule hypothesis chooses: S1 or S2 busy, the
-tool call waiting, returned or gone, the result taken by the tool, and crashes after any command
-(the next process resumes from the last *written* state). Whatever the schedule:
+tool call waiting, taking the result, ending without it (an error, an abort, the shim's timeout)
+or gone, and crashes after any command (the next process resumes from the last *written* state,
+and forgets that the tool took the result). Whatever the schedule:
 
-- S1 gets the result at most once (exactly once as a noReply when nobody took it), and nothing
-  once S1 or S2 is gone;
+- S1 holds the result exactly once, in the tool call's part or as the fallback message, never
+  both and never neither (nothing once S1 or S2 is gone);
 - S2 gets one delimiter and the concluded title once; nothing is written into a deleted S2;
 - every message is posted only after a written state names its id;
 - nothing is posted into a busy session;
@@ -112,15 +113,16 @@ step_facts = st.fixed_dictionaries(
     {
         "s1_busy": st.booleans(),
         "s2_busy": st.booleans(),
-        "tool": st.sampled_from(["pending", "running", "completed", "error", "gone", "mine"]),
-        "consumed": st.booleans(),
+        # what happens to the waiting tool call before this step
+        "tool": st.sampled_from(["none", "none", "take", "take-lost", "error", "unmarked", "gone"]),
+        "pending": st.booleans(),
         "crash_after": st.integers(min_value=-1, max_value=8),
         "wait_ms": st.sampled_from([0, 1_000, 200_000]),
     }
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
     reason=end_reasons,
     parent=st.booleans(),
@@ -135,21 +137,41 @@ def test_phase_4_delivers_once_and_marks_s2_once_under_any_schedule(
     state = start
     now = T0
     done = lost = False
-    calm = {"s1_busy": False, "s2_busy": False, "tool": "error", "consumed": False}
+    # S1's tool part: running (the shim polls), holds (it returned the result with the mark),
+    # ended (it returned without it: an error, an abort, a told "posted as a message"), gone.
+    part = "running"
+    consumed = False  # this process handed the result to the tool call (lost in a crash)
+    calm = {"s1_busy": False, "s2_busy": False, "tool": "error", "pending": False}
     steps = [*schedule, *([{**calm, "crash_after": -1, "wait_ms": 1_000}] * 6)]
     for n, f in enumerate(steps):
         now += f["wait_ms"]
-        tool_call: tuple[str | None, str] | None = None
-        want_tool, _ = lifecycle.final_reads(state, consumed=f["consumed"])
+        if tool and part == "running":
+            if f["tool"] in ("take", "take-lost") and world.released:
+                # Engine.take_result: the result and its mark, or word of the fallback; with
+                # "take-lost" the answer never made it into S1 (S1 aborted at that moment, the
+                # poll timed out) and the tool call ended without it.
+                taken = lifecycle.tool_may_take(state)
+                part = "holds" if taken and f["tool"] == "take" else "ended"
+                consumed = consumed or taken
+            elif f["tool"] in ("error", "unmarked"):
+                part = "ended"
+            elif f["tool"] == "gone":
+                part = "gone"
+        tool_call: tuple[str | None, bool] | None = None
+        want_tool, _ = lifecycle.final_reads(state)
         if want_tool:
-            out = f"result of {S2}" if f["tool"] == "mine" else "other"
-            status = {"gone": None, "mine": "completed"}.get(f["tool"], f["tool"])
-            tool_call = (status, out)
+            status = {
+                "running": "pending" if f["pending"] else "running",
+                "holds": "completed",
+                "ended": "completed" if f["tool"] == "unmarked" else "error",
+                "gone": None,
+            }[part]
+            tool_call = (status, part == "holds")
         facts = FinalFacts(
             now=now,
             result_id=f"msg_result{n:03d}",
             delimiter_id=f"msg_delim{n:03d}",
-            consumed=f["consumed"],
+            consumed=consumed,
             tool_call=tool_call,
             s1_busy=f["s1_busy"],
             s2_busy=f["s2_busy"],
@@ -202,13 +224,15 @@ def test_phase_4_delivers_once_and_marks_s2_once_under_any_schedule(
             # with (nothing of phase 4 written yet). The result is released again.
             state = world.written[-1] if world.written else start
             world.released, world.released_at = False, None
+            consumed = False
             continue
         state = step.state
         if step.done:
             done = True
             break
         assert step.wake_at is not None and step.wake_at > now
-    assert len(world.s1) <= 1, f"S1 got the result {len(world.s1)} times"
+    in_tool = tool and part == "holds"
+    assert len(world.s1) + in_tool <= 1, f"S1 got the result {len(world.s1)} + {in_tool} times"
     if lost:
         assert world.s2 == {} and world.s2_writes_after_deletion == 0
         return
@@ -218,6 +242,9 @@ def test_phase_4_delivers_once_and_marks_s2_once_under_any_schedule(
         assert world.s1 == {} and state.delivery.delivered_via == "none"
     if state.delivery.delivered_via == "no-reply":
         assert len(world.s1) == 1
+    if not nobody:
+        assert len(world.s1) + in_tool == 1, "S1 never got the result"
+        assert state.delivery.delivered_via == ("tool" if in_tool else "no-reply")
     if lifecycle.writes_s2(start):
         assert len(world.s2) == 1, "one delimiter"
         assert world.title == start.title + CONCLUDED_SUFFIX
