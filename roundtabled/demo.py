@@ -42,8 +42,8 @@ from roundtabled.core import validation
 from roundtabled.errors import ValidationFailed
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
 from roundtabled.offline.orchestrator import orchestrator_reply
-from roundtabled.offline.panel import OBSERVER, panel_reply, parse_seat_prompt
-from roundtabled.offline.scripted_actions import Action, HttpError, Text
+from roundtabled.offline.panel import OBSERVER, panel_reply, parse_seat_prompt, reply_text
+from roundtabled.offline.scripted_actions import Action, HttpError
 from roundtabled.offline.scripted_llm import RecordedRequest, Responder, ScriptedLLM
 from roundtabled.service import install, provider
 
@@ -197,7 +197,7 @@ def demo_reply(degraded: bool = False) -> Responder:
                 text = texts[seat.round - 1]
                 if (seat.agent, seat.round) == ("pm", 2):
                     text = ("Changed: rv's audit point.\n\n" if degraded else PM_CHANGED) + text
-                return Text(text=text, chunk_size=24, chunk_delay=0.01)
+                return reply_text(text).model_copy(update={"chunk_delay": 0.01})
         if (
             rec.kind == "turn"
             and rec.agent == OBSERVER
@@ -208,7 +208,7 @@ def demo_reply(degraded: bool = False) -> Responder:
                 if degraded
                 else _with_verdict(OBSERVER_SUMMARY, VERDICT)
             )
-            return Text(text=summary, chunk_size=40)
+            return reply_text(summary, chunk_size=40)
         return panel_reply(rec)
 
     return reply
@@ -220,7 +220,9 @@ async def _offline_model(
     """Start the offline scripted model answering with :func:`demo_reply`; returns it and the
     OpenCode config pointing at it."""
 
-    llm = ScriptedLLM()
+    # Usage as measured from each request (its characters / 4), as a real provider reports it:
+    # a budget, the dry run's estimate and eval's token columns then mean something offline.
+    llm = ScriptedLLM(measured_tokens=True)
     llm.responder = demo_reply(args.degraded)
     await llm.start()
     config = offline_config(llm.base_url)

@@ -32,6 +32,7 @@ from roundtabled.core.state import (
     HistoryEntry,
     RoundtableState,
     UsageTotal,
+    shown_title,
     tokens_in_out,
     went_wrong,
 )
@@ -617,7 +618,7 @@ def delivery_text(state: RoundtableState, result: RoundtableResult | None = None
     s = result.status
     end = _end_line(state)
     lines = [
-        f"Roundtable {state.session_id} — {one_line(state.title)}",
+        f"Roundtable {state.session_id} — {shown_title(state.title)}",
         *([end] if end else []),
         f"Status: {s.end_reason}, {s.rounds_completed}/{s.rounds_planned} rounds"
         + (", DEGRADED" if s.degraded else ""),

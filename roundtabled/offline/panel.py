@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from roundtabled.core.scoring import evaluate_expression
 from roundtabled.offline.scripted_actions import Action, Text
-from roundtabled.offline.scripted_llm import RecordedRequest
+from roundtabled.offline.scripted_llm import CHARS_PER_TOKEN, RecordedRequest
 
 __all__ = [
     "OBSERVER",
@@ -50,6 +50,7 @@ __all__ = [
     "observer_reply",
     "panel_reply",
     "parse_seat_prompt",
+    "reply_text",
     "seat_reply",
 ]
 
@@ -432,8 +433,18 @@ def panel_reply(rec: RecordedRequest) -> Action | None:
     if rec.kind != "turn":
         return None
     if rec.agent == OBSERVER:
-        return Text(text=observer_reply(rec.last_user_text), chunk_size=40)
+        return reply_text(observer_reply(rec.last_user_text), chunk_size=40)
     seat = parse_seat_prompt(rec.last_user_text)
     if seat is None:
         return None
-    return Text(text=seat_reply(seat), chunk_size=24)
+    return reply_text(seat_reply(seat))
+
+
+def reply_text(text: str, chunk_size: int = 24) -> Text:
+    """``text`` as the offline model streams it, its ``completion_tokens`` counted from its
+    length (:data:`~roundtabled.offline.scripted_llm.CHARS_PER_TOKEN` characters a token), so
+    that a budget and the dry run's estimate meet usage of a realistic size (the scripted
+    model's fixed default is for the suite's own budgets)."""
+    return Text(
+        text=text, chunk_size=chunk_size, completion_tokens=max(1, len(text) // CHARS_PER_TOKEN)
+    )
