@@ -29,6 +29,8 @@ class DemoServe:
     lines: list[str]
     env: dict[str, str]
     project: str
+    server: str
+    """The demo's ``opencode serve`` (``http://127.0.0.1:PORT``)."""
 
     def cli(self, *argv: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         """``roundtabled ARGV`` as the person runs it; stdout and stderr apart."""
@@ -41,6 +43,12 @@ class DemoServe:
         return self.cli(
             "start", "--agents", "pm,dev,rv", "--directory", self.project, *flags, topic
         )
+
+    def session_of(self, run: subprocess.CompletedProcess[str]) -> str:
+        """The roundtable a ``start`` named (``Roundtable ses_… — title`` on its stderr)."""
+        m = re.search(r"^Roundtable (ses_\w+) — ", run.stderr, re.M)
+        assert m, (run.stdout, run.stderr)
+        return m.group(1)
 
 
 def serve_demo(tmp: Path) -> Iterator[DemoServe]:
@@ -69,8 +77,9 @@ def serve_demo(tmp: Path) -> Iterator[DemoServe]:
             key, _, value = assignment.partition("=")
             env[key] = value
         project = re.search(r"\(project (\S+)\)", text)
-        assert project, text
-        yield DemoServe(proc, lines, env, project.group(1))
+        server = re.search(r"demo: OpenCode (http://\S+)", text)
+        assert project and server, text
+        yield DemoServe(proc, lines, env, project.group(1), server.group(1))
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

@@ -205,7 +205,8 @@ async def test_list_status_and_export_show_the_debate_with_usage(
     run = await cli(rt, "list")
     assert run.code == 0, run
     row = next(line for line in run.out.splitlines() if line.startswith(s2))
-    assert "done" in row and "2/2" in row and "Split the monolith?" in row
+    # By its end reason and the rounds run in full, as its result says (Status: completed, 2/2).
+    assert " completed " in row and "2/2" in row and "Split the monolith?" in row
     rows = json.loads((await cli(rt, "list", "--json")).out)
     assert rows[0]["sessionID"] == s2
 
