@@ -37,7 +37,7 @@ import json
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from roundtabled.core.scoring import evaluate_expression
 from roundtabled.offline.scripted_actions import Action, Text
@@ -65,7 +65,6 @@ _DIGEST = re.compile(r"^\[Digest of round\(s\) ([^:]+):", re.M)
 _DIGEST_LINE = re.compile(r"^- ([^:\n]+): [^\n]*“([^”]+)”", re.M)
 _TOPIC = re.compile(r"^\[Topic\] (.*)\n\n[^\n]*\Z", re.M | re.S)
 _EXPR = re.compile(r"What is the result of ([0-9+\-*]+)\?")
-_STANCE_ROW = re.compile(r"^- “([^”]+)”: ([\w, -]+?)(?: \(their labels|$)", re.M)
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,6 @@ class SeatPrompt:
     heard_others: bool = False
     """Others' turns are quoted (``So far:`` / ``Since your last turn:``)."""
     asked_why_changed: bool = False
-    stances: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
 
 
 def parse_seat_prompt(text: str) -> SeatPrompt | None:
@@ -119,10 +117,6 @@ def parse_seat_prompt(text: str) -> SeatPrompt | None:
         digest=tuple((a, lbl) for a, lbl in _DIGEST_LINE.findall(digest_part)),
         heard_others="So far:" in head or "Since your last turn:" in head,
         asked_why_changed="Your position changed in round" in head,
-        stances=tuple(
-            (lbl, tuple(s.strip() for s in seats.split(",")))
-            for lbl, seats in _STANCE_ROW.findall(head)
-        ),
     )
 
 
@@ -267,7 +261,8 @@ def seat_reply(p: SeatPrompt) -> str:
     expr = _EXPR.search(p.topic)
     if expr is not None:
         return arithmetic_reply(p, expr.group(1))
-    free = [a for a in p.agents if a not in _sided(p)]
+    # A prompt names only its own seat's side: the others count as free here.
+    free = [a for a in p.agents if not (a == p.agent and p.side is not None)]
     label, why, changed = _label_of(p, free)
     rng = random.Random(_seed("text", p.topic, p.agent))
     pool = list(_REASONS.get(p.agent, _GENERIC))
@@ -298,12 +293,6 @@ def seat_reply(p: SeatPrompt) -> str:
     conf = 5 + _seed("conf", p.topic, p.agent, p.round) % 4
     body = " ".join(parts)
     return f"{body}\n\nPosition: {label} — {why} (confidence {conf}/10)"
-
-
-def _sided(p: SeatPrompt) -> set[str]:
-    # A prompt names only its own seat's side; the others' come from the stances table, which
-    # lists every seat — the offline panel treats only the speaking seat's side as known.
-    return {p.agent} if p.side is not None else set()
 
 
 # ── an arithmetic question (roundtabled eval) ───────────────────────────────────────────────────
