@@ -10,6 +10,9 @@
 - ``home`` — ``tmp_path`` as the command line's world: ``XDG_CONFIG_HOME``, ``XDG_STATE_HOME`` and
   ``XDG_RUNTIME_DIR`` below it, no ``ROUNDTABLED_URL``, ``ROUNDTABLED_CONTROL_HOST`` or
   ``ROUNDTABLED_SERVER_URL`` from the caller's environment.
+- ``demo`` — one ``scripts/demo --serve`` for the whole session (started by the first test that
+  asks for it): the real CLI against the demo's daemon, as a person drives it from another
+  shell (:class:`tests.e2e.demo_serve.DemoServe`).
 - ``slow`` marker: skipped unless ``--run-slow`` or ``ROUNDTABLED_SLOW=1``. Tests under
   ``tests/e2e`` get the ``e2e`` marker automatically.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +30,7 @@ import pytest
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_llm import ScriptedLLM
 from roundtabled.opencode.binary import find_opencode_binary
+from tests.e2e.demo_serve import DemoServe, serve_demo
 
 SLOW_SKIP_REASON = "slow: use --run-slow or ROUNDTABLED_SLOW=1"
 
@@ -145,3 +149,10 @@ async def opencode_factory(
     finally:
         for server in servers:
             await server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServe]:
+    """One ``scripts/demo --serve`` shared by every test that asks for it (its start is the
+    slow part; each test starts roundtables of its own on it)."""
+    yield from serve_demo(tmp_path_factory.mktemp("demo"))

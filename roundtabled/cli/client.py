@@ -227,7 +227,14 @@ class ControlClient:
             ) as resp:
                 if resp.status >= 400:
                     data = orjson.loads(await resp.read())
-                    raise CliError(str(data.get("error")), EXIT_USAGE)
+                    field = data.get("field") if isinstance(data, dict) else None
+                    # The same words as every other route's refusal (``SES: no roundtable …``).
+                    raise CliError(
+                        name_the_flag(
+                            str(data.get("error")), field if isinstance(field, str) else None
+                        ),
+                        EXIT_USAGE,
+                    )
                 if opened is not None:
                     opened.set()
                 async for line in resp.content:
@@ -237,8 +244,17 @@ class ControlClient:
             ses = path.split("/")[3] if path.count("/") >= 4 else "SES"
             raise ConnectionLost(
                 f"Error: lost the connection to roundtabled at {self.base_url} (it stopped or "
-                f"restarted); the roundtable goes on when it is back: roundtabled watch {ses}"
+                f"restarted); {RESUMES_IF_RESTARTED.format(ses=ses)}"
             ) from None
+
+
+RESUMES_IF_RESTARTED = (
+    "if roundtabled starts again with the same state (its service restarts it, or you do), it "
+    "resumes the roundtable: roundtabled watch {ses}"
+)
+"""What a follower that lost the daemon can say of the roundtable: nothing is known of it
+while the daemon is away, and it goes on only if a daemon with the same state comes back (a
+daemon that is gone for good, such as a stopped demo's, never resumes it)."""
 
 
 def check_control_url(value: str, name: str = "ROUNDTABLED_URL") -> str:

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from roundtabled.cli.client import (
     EXIT_ERROR,
     EXIT_OK,
@@ -23,8 +25,9 @@ from roundtabled.cli.topic import read_topic
 from roundtabled.cli.verdict import print_verdict
 from roundtabled.core import validation
 from roundtabled.core.prompts import infer_extend_mode
-from roundtabled.core.result import CANCELLED_HEADER, INTERRUPTION_HEADER
-from roundtabled.core.state import went_wrong
+from roundtabled.core.result import CANCELLED_HEADER, INTERRUPTION_HEADER, verdict_lines
+from roundtabled.core.result_model import RoundtableResult
+from roundtabled.core.state import shown_title, went_wrong
 from roundtabled.errors import ValidationFailed
 from roundtabled.service import config as cfg
 
@@ -186,7 +189,7 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
         created = await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
         ses = created["sessionID"]
         args.following = ses
-        print(f"Roundtable {ses}: {created.get('title')}", file=sys.stderr)
+        print(f"Roundtable {ses} — {shown_title(str(created.get('title') or ''))}", file=sys.stderr)
         if not args.quiet:
             print(project, file=sys.stderr)
         notes = [str(n) for n in created.get("notes") or []]
@@ -194,7 +197,7 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
             word = "warning" if note in went_wrong(notes) else "note"
             print(f"{word}: {note}", file=sys.stderr)
         result = await follow(cc, ses, colors=colors, show_turns=not args.quiet)
-        print(result.get("text") or result.get("summary") or "")
+        print(text_before_verdict(result))
         print_verdict(result)
         return exit_for(result)
 
@@ -234,7 +237,7 @@ async def cmd_extend(args: argparse.Namespace, settings: cfg.Settings) -> int:
         result = await follow(
             cc, args.session, colors=colors, show_turns=not args.quiet, skip=earlier
         )
-        print(result.get("text") or result.get("summary") or "")
+        print(text_before_verdict(result))
         print_verdict(result)
         return exit_for(result)
 
@@ -244,7 +247,7 @@ async def cmd_watch(args: argparse.Namespace, settings: cfg.Settings) -> int:
         colors = await agent_colors(cc, None)
         args.following = args.session
         result = await follow(cc, args.session, colors=colors)
-        print(result.get("text") or "")
+        print(text_before_verdict(result))
         print_verdict(result)
         return exit_for(result)
 
@@ -255,8 +258,9 @@ async def _ended_error(cc: ControlClient, ses: str, refused: CliError) -> CliErr
     status is not known either (no such roundtable)."""
     try:
         st = await cc.call("GET", f"/v1/roundtables/{ses}")
-    except CliError:
-        return refused
+    except CliError as unknown:
+        # No such roundtable: said in the words of `status`, `watch` and `export`.
+        return unknown if unknown.code == EXIT_USAGE else refused
     how = str(st.get("phase") or "ended")
     if st.get("endReason"):
         how += f": {st['endReason']}"
@@ -321,6 +325,27 @@ def cancel_effect(ses: str, status: dict[str, Any]) -> str:
         f"Cancelled roundtable {ses} {where}; {status.get('turns', 0)} turn(s) kept "
         f"(the whole debate: roundtabled export {ses})."
     )
+
+
+def text_before_verdict(result: dict[str, Any]) -> str:
+    """A finished roundtable's result text (``text`` of the control API's result, core.result)
+    as ``start``, ``extend`` and ``watch`` print it before the verdict table
+    (:func:`roundtabled.cli.verdict.print_verdict`): without the text's own verdict lines
+    (:func:`roundtabled.core.result.verdict_lines`), which the table shows, so the verdict is
+    said once. A result without a contract keeps its text whole."""
+    text = str(result.get("text") or result.get("summary") or "")
+    contract = result.get("result")
+    if not isinstance(contract, dict) or not isinstance(contract.get("verdict"), dict):
+        return text
+    try:
+        said = verdict_lines(RoundtableResult.model_validate(contract))
+    except ValidationError:
+        return text
+    lines = text.split("\n")
+    for i in range(len(lines) - len(said) + 1):
+        if lines[i : i + len(said)] == said:
+            return "\n".join(lines[:i] + lines[i + len(said) :])
+    return text
 
 
 def result_head(text: str) -> str:

@@ -951,12 +951,18 @@ async def _run(
             try:
                 providers = await oc.providers(directory)
                 agents = await oc.agents(directory)
+                server_config = await oc.config(directory)
             except Exception as exc:
                 raise CliError(
                     f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
                 ) from None
+            # A seat without a model of its own runs on the server's default, as the daemon
+            # seats it (engine.launch.seat_models): the report names the same models.
             models = wire.agent_models(agents)
-            seat_models = [m.label() for a in opts.agents if (m := models.get(a)) is not None]
+            default_model = wire.model_ref(server_config.get("model"))
+            seat_models = [
+                m.label() for a in opts.agents if (m := models.get(a) or default_model) is not None
+            ]
             recorded = run.get("parentSessionID")
             earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
             parent = recorded

@@ -12,6 +12,7 @@ from roundtabled.cli.client import (
     EXIT_OK,
     EXIT_UNCONCLUDED,
     EXIT_USAGE,
+    RESUMES_IF_RESTARTED,
     CliError,
     ConnectionLost,
     ControlClient,
@@ -89,8 +90,8 @@ async def follow(
                 )
             elif time.monotonic() - lost_at > reattach_s:
                 raise CliError(
-                    f"Error: roundtabled did not come back within {reattach_s:g} s; the "
-                    f"roundtable goes on when it is back: roundtabled watch {ses}"
+                    f"Error: roundtabled did not come back within {reattach_s:g} s; "
+                    + RESUMES_IF_RESTARTED.format(ses=ses)
                 ) from None
         await asyncio.sleep(REATTACH_PAUSE_S)
 

@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Any
 
+from roundtabled.core import sides
+
 
 def color(hexcolor: str | None, text: str) -> str:
     """``text`` in the agent's colour (``#rrggbb``) on a terminal; plain through a pipe or with
@@ -33,7 +35,10 @@ def turn_header(entry: dict[str, Any], colors: dict[str, str]) -> str:
         return f"── observer · {name} ──"
     if kind == "interjection":
         return f"── {name} (reply to the user) ──"
-    return f"── {name} · round {entry.get('round')} ──"
+    side = entry.get("side")
+    return sides.turn_header(
+        name, int(entry.get("round") or 0), side if isinstance(side, str) else None
+    )
 
 
 def print_turn(entry: dict[str, Any], colors: dict[str, str]) -> None:

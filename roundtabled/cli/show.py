@@ -12,8 +12,7 @@ from roundtabled.cli.admin import existing_directory
 from roundtabled.cli.client import EXIT_OK, CliError, ControlClient, control_url
 from roundtabled.cli.render import color, fmt_elapsed, project_line
 from roundtabled.cli.verdict import degraded_line, print_verdict, turns_text
-from roundtabled.core.prompts import default_title
-from roundtabled.core.state import tokens_in_out
+from roundtabled.core.state import shown_title, tokens_in_out
 from roundtabled.service import config as cfg
 
 
@@ -68,18 +67,31 @@ def agents_table(agents: list[dict[str, Any]]) -> str:
 
 
 def list_label(row: dict[str, Any]) -> str:
-    """What ``list`` names a roundtable by: the ``--title`` given at its start, or its topic
-    when none was (the generated title is ``(Roundtable) - `` and the topic's start, so the
-    topic says the same without the prefix). Whitespace is collapsed to single spaces.
+    """What ``list`` names a roundtable by: its title as every command shows it
+    (:func:`roundtabled.core.prompts.shown_title`: the ``--title`` given at its start, or the
+    topic's start), else its topic. Whitespace is collapsed to single spaces.
 
     Args:
         row: one row of ``GET /v1/roundtables`` (``title``, ``prompt``; either may be absent).
     """
-    prompt = str(row.get("prompt") or "")
     title = str(row.get("title") or "")
-    if title and (not prompt or not title.startswith(default_title(prompt))):
-        return " ".join(title.split())
-    return " ".join((prompt or title).split())
+    return shown_title(title) if title else " ".join(str(row.get("prompt") or "").split())
+
+
+def list_progress(row: dict[str, Any]) -> tuple[str, str]:
+    """``(status, rounds)`` of one ``list`` row in the words of the roundtable's result
+    (``Status: cancelled, 6/50 rounds``): a finished one by its end reason and the rounds that
+    ran in full (``roundsCompleted``), one that runs by its phase and the round it is in
+    (``active``, ``3/5``).
+
+    Args:
+        row: one row of ``GET /v1/roundtables`` (``phase``, ``endReason``, ``round``,
+            ``roundsCompleted``, ``totalRounds``).
+    """
+    total = row.get("totalRounds")
+    if row.get("phase") == "done" and isinstance(row.get("roundsCompleted"), int):
+        return str(row.get("endReason") or "done"), f"{row['roundsCompleted']}/{total}"
+    return str(row.get("phase")), f"{row.get('round')}/{total}"
 
 
 async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
@@ -94,11 +106,12 @@ async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
     if not rows:
         print("No roundtables.")
         return EXIT_OK
-    print(f"{'SESSION':32} {'PHASE':10} {'ROUND':7} {'AGENT':12} {'ELAPSED':8} TITLE")
+    print(f"{'SESSION':32} {'STATUS':10} {'ROUND':7} {'AGENT':12} {'ELAPSED':8} TITLE")
     for r in rows:
         topic = list_label(r)[:50]
+        state, rnd = list_progress(r)
         print(
-            f"{r['sessionID']:32} {r['phase']:10} {r['round']!s:>3}/{r['totalRounds']!s:3} "
+            f"{r['sessionID']:32} {state:10} {rnd:>7} "
             f"{r.get('agent') or '-'!s:12} {fmt_elapsed(r.get('elapsed')):8} {topic}"
         )
     if more:
@@ -123,7 +136,10 @@ def status_lines(st: dict[str, Any], *, tty: bool | None = None) -> list[str]:
     right after the phase line, in the warning colour (``tty`` as in
     :func:`roundtabled.cli.verdict.render_verdict`), and the turns count says what they were."""
     reason = f" ({st['endReason']})" if st.get("endReason") else ""
-    out = [f"Roundtable {st['sessionID']} — {st['title']}", f"  phase:    {st['phase']}{reason}"]
+    out = [
+        f"Roundtable {st['sessionID']} — {shown_title(str(st['title']))}",
+        f"  phase:    {st['phase']}{reason}",
+    ]
     result = st.get("result") if isinstance(st.get("result"), dict) else None
     if warning := degraded_line(result, tty=tty):
         out.append(warning)

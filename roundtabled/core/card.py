@@ -10,9 +10,14 @@ current round and phase. At most :data:`MAX_CARD_LINES` lines, each at most
 from __future__ import annotations
 
 from roundtabled.core.progress import round_position
-from roundtabled.core.prompts import TITLE_PREFIX
 from roundtabled.core.result import build_result
-from roundtabled.core.state import BUILTIN_OBSERVER, EndReason, Phase, RoundtableState
+from roundtabled.core.state import (
+    BUILTIN_OBSERVER,
+    TITLE_PREFIX,
+    EndReason,
+    Phase,
+    RoundtableState,
+)
 from roundtabled.core.verdict import consensus_line, kept_rounds
 
 _RUNNING = (Phase.ACTIVE, Phase.OBSERVING)

@@ -20,8 +20,13 @@ calls :func:`estimate`; nothing here does I/O. The rules (also in docs/result.md
 - Cost: each model's price as the server reports it (USD per million input and output tokens);
   a model without a reported price makes its turns' cost, and the total, unknown (``None``).
 - A budget's expected stop: the first seat turn whose tokens (or cost) would pass the limit less
-  the observer's share, as the budget rule does during a run (docs/deliberation.md); a
-  ``seconds`` limit cannot be estimated before a run and says so.
+  the observer's reserve, both as the budget rule counts them during a run
+  (:func:`~roundtabled.core.deliberation.observer_reserve`: the largest turn so far plus every
+  reply so far; the first turn always runs, the run having nothing to project it from;
+  docs/deliberation.md); a ``seconds`` limit
+  cannot be estimated before a run and says so.
+- ``until: "converged"``: the plan says the debate may stop after any round from the second on,
+  and that its figures are for every round (the most it can take).
 """
 
 from __future__ import annotations
@@ -161,7 +166,7 @@ def estimate(
     obs_in = _tokens(observer.prompt_chars + topic_chars) + 2 * replies
     c = _turn_cost(observer.model, obs_in, OBSERVER_REPLY_TOKENS, prices)
     cost = None if cost is None or c is None else cost + c
-    stop = _budget_stop(turns, seats, (obs_in, OBSERVER_REPLY_TOKENS), observer, prices, budget)
+    stop = _budget_stop(turns, seats, prices, budget)
     return Estimate(
         context=context,
         per_round=per_round,
@@ -176,33 +181,37 @@ def estimate(
 def _budget_stop(
     turns: Sequence[tuple[str, int, int, int]],
     seats: Sequence[Seat],
-    obs: tuple[int, int],
-    observer: Seat,
     prices: Mapping[str, Price],
     budget: Budget | None,
 ) -> str | None:
     if budget is None or budget.empty():
         return None
     models = {s.agent: s.model for s in seats}
-    reserve_tokens = sum(obs)
-    reserve_usd = _turn_cost(observer.model, obs[0], obs[1], prices)
     spent_tokens, spent_usd = 0, 0.0
-    usd_known = reserve_usd is not None
+    # The observer's reserve as the run keeps it back (deliberation.observer_reserve): the
+    # largest seat turn so far (its tokens and cost) and every seat reply so far.
+    largest, largest_usd, replies = 0, 0.0, 0
+    usd_known = True
     notes: list[str] = []
     for agent, rnd, t_in, t_out in turns:
         c = _turn_cost(models[agent], t_in, t_out, prices)
         usd_known = usd_known and c is not None
+        reserve_tokens = largest + replies
+        reserve_usd = largest_usd * reserve_tokens / largest if largest else 0.0
         over = []
+        # The first turn always runs: before it the run has nothing to project a turn from.
+        first = largest == 0
         if (
-            budget.tokens is not None
+            not first
+            and budget.tokens is not None
             and spent_tokens + t_in + t_out > budget.tokens - reserve_tokens
         ):
             over.append(f"{budget.tokens:,} tokens")
         if (
-            budget.usd is not None
+            not first
+            and budget.usd is not None
             and usd_known
             and c is not None
-            and reserve_usd is not None
             and spent_usd + c > budget.usd - reserve_usd
         ):
             over.append(f"${budget.usd:g}")
@@ -214,6 +223,9 @@ def _budget_stop(
             break
         spent_tokens += t_in + t_out
         spent_usd += c or 0.0
+        if t_in + t_out > largest:
+            largest, largest_usd = t_in + t_out, c or 0.0
+        replies += t_out
     else:
         notes.append("expected to run every turn within the budget")
     if budget.usd is not None and not usd_known:
@@ -273,9 +285,11 @@ def plan_text(
     prices: Mapping[str, Price],
     estimates: Sequence[Estimate],
     chosen: Context = "full",
+    until: str | None = None,
 ) -> str:
     """The plan in words, for the terminal and the tool (nothing has run; every figure is an
-    estimate, an unknown price reads ``unknown``); ``chosen``: the call's context, marked."""
+    estimate, an unknown price reads ``unknown``); ``chosen``: the call's context, marked;
+    ``until``: the call's stop rule (``converged`` adds a line: it may stop early)."""
 
     def price(model: str) -> str:
         p = prices.get(model)
@@ -291,6 +305,12 @@ def plan_text(
         f"Turns: {rounds} round(s) × {len(seats)} seats = {turns} seat turns; requests: "
         f"{turns + 1} (with the observer's; one more if its verdict needs a repair)"
     )
+    if until == "converged":
+        lines.append(
+            f"Until converged: the debate stops after the first round, from round 2 on, in which "
+            f"the panel converged; the figures below are for all {rounds} rounds, the most it "
+            "can take"
+        )
     for e in estimates:
         rounds_text = ", ".join(f"{t:,}" for t in e.per_round)
         mark = " (this call)" if e.context == chosen else ""

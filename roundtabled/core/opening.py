@@ -41,6 +41,7 @@ from roundtabled.core import deliberation, machine, prompts
 from roundtabled.core.commands import Cancel, Decision, Finalize, Observation, PersistState, Prompt
 from roundtabled.core.history import answers_to, entry_from_answers, turn_is_final
 from roundtabled.core.result import cancelled_text
+from roundtabled.core.sides import turn_header, turn_title
 from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
@@ -196,7 +197,7 @@ def seat_metadata(roundtable: str, seat: int) -> dict[str, object]:
 
 def record_text(entry: HistoryEntry) -> str:
     """The visible text of a seat's record: the turn header, then its answer or its failure."""
-    head = f"── {entry.agent} · round 1 (independent opening) ──"
+    head = turn_header(entry.agent, 1, independent=True)
     if entry.has_error:
         body = entry.response.strip()
         failed = f"(failed: {entry.error or 'no reply'})"
@@ -318,7 +319,7 @@ def step(rnd: OpeningRound, obs: OpeningObservation, setup: Setup) -> OpeningDec
                     seats.append(s.model_copy(update={"entry": entry}))
                     cmds.append(SeatSettled(entry))
                     continue
-                title = f"{s.agent} · round 1 (independent opening)"
+                title = turn_title(s.agent, 1, independent=True)
                 cmds.append(
                     CreateSeatSession(s.seat, title, seat_metadata(setup.roundtable, s.seat))
                 )

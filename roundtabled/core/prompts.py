@@ -33,7 +33,7 @@ from roundtabled.core.result import (
 )
 from roundtabled.core.sides import side_instruction
 from roundtabled.core.stances import group
-from roundtabled.core.state import HistoryEntry, RoundtableState
+from roundtabled.core.state import TITLE_PREFIX, HistoryEntry, RoundtableState
 from roundtabled.core.verdict import no_stance
 
 __all__ = [
@@ -61,7 +61,6 @@ __all__ = [
 
 ExtendMode = Literal["continuation", "new-topic"]
 
-TITLE_PREFIX = "(Roundtable) - "
 """Prefix of a generated title (docs/behaviour.md, 'The call')."""
 TITLE_PROMPT_CHARS = 80
 """Characters of the prompt kept in a generated title, cut at a word boundary (docs/behaviour.md,

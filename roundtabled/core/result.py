@@ -32,6 +32,7 @@ from roundtabled.core.state import (
     HistoryEntry,
     RoundtableState,
     UsageTotal,
+    shown_title,
     tokens_in_out,
     went_wrong,
 )
@@ -643,7 +644,7 @@ def delivery_text(state: RoundtableState, result: RoundtableResult | None = None
     s = result.status
     end = _end_line(state)
     lines = [
-        f"Roundtable {state.session_id} — {one_line(state.title)}",
+        f"Roundtable {state.session_id} — {shown_title(state.title)}",
         *([end] if end else []),
         status_line(state, s),
         "",

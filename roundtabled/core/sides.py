@@ -18,9 +18,9 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
-from roundtabled.core.state import HistoryEntry
+from roundtabled.core.state import HistoryEntry, RoundtableState
 
 __all__ = [
     "MAX_SIDE_CHARS",
@@ -29,6 +29,9 @@ __all__ = [
     "free_history",
     "side_instruction",
     "side_tag",
+    "turn_header",
+    "turn_title",
+    "turn_view",
 ]
 
 SIDE_WORDS: Final = ("for", "against", "neutral")
@@ -65,6 +68,42 @@ def side_tag(side: str | None) -> str:
     """The suffix of a header that shows a seat's side: ``" · side: against"``; ``""`` for a
     free seat (``None``)."""
     return "" if side is None else f" · side: {side}"
+
+
+def turn_title(
+    agent: str, round_number: int, side: str | None = None, *, independent: bool = False
+) -> str:
+    """The one title of a seat's turn, wherever a person reads it (the TUI's message label, the
+    CLI and ``watch``, the export, the independent opening's seat sessions):
+    ``rv · round 1 · side: against``; ``round 1 (independent opening)`` for a seat's answer in
+    an independent opening; no side part for a free seat (``side`` ``None``).
+
+    Args:
+        agent: the seat's agent name (possibly already coloured for a terminal).
+        round_number: the 1-based round.
+        side: the seat's assigned side (:data:`SIDE_WORDS` or a brief), ``None`` if free.
+        independent: the turn is the seat's answer in an independent opening round.
+    """
+    opening = " (independent opening)" if independent else ""
+    return f"{agent} · round {round_number}{opening}{side_tag(side)}"
+
+
+def turn_header(
+    agent: str, round_number: int, side: str | None = None, *, independent: bool = False
+) -> str:
+    """:func:`turn_title` between rules: ``── rv · round 1 · side: against ──``."""
+    return f"── {turn_title(agent, round_number, side, independent=independent)} ──"
+
+
+def turn_view(entry: HistoryEntry, state: RoundtableState) -> dict[str, Any]:
+    """A history entry as the control API shows it (the export's ``turns``, the live feed's
+    ``turn`` events): its fields, and ``side`` when it is the turn of a side-bound seat, so that
+    every client renders the same :func:`turn_header`."""
+    d = entry.dump()
+    side = state.options.sides.get(entry.agent) if entry.kind == "turn" else None
+    if side is not None:
+        d["side"] = side
+    return d
 
 
 def free_agents(agents: Sequence[str], sides: Mapping[str, str]) -> list[str]:

@@ -298,6 +298,23 @@ seat sees')."""
 PERSISTED_RESPONSE_MAX = 4000
 """Characters of each response kept in the final persisted history (the full text stays in S2)."""
 CONCLUDED_SUFFIX = " · CONCLUDED"
+TITLE_PREFIX = "(Roundtable) - "
+"""The prefix of a generated roundtable title (:func:`roundtabled.core.prompts.default_title`)."""
+
+
+def shown_title(title: str) -> str:
+    """A roundtable's title as every text a person reads names it (``start``, ``status``,
+    ``list``, ``watch``, the export, the result's first line, the card): the session's title
+    without the generated ``(Roundtable) - `` prefix
+    (:func:`roundtabled.core.prompts.default_title`), which would repeat the word "Roundtable"
+    of the line it is on; a title given with ``--title`` as it is.
+
+    >>> shown_title("(Roundtable) - Should we split the monolith?")
+    'Should we split the monolith?'
+    """
+    text = " ".join(title.split())
+    return text.removeprefix(TITLE_PREFIX) or text
+
 
 DELIMITER_TEXT = (
     "━━━ Roundtable Concluded ━━━\n"

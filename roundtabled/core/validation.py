@@ -13,6 +13,7 @@ duplicate and lists the available agents. So the accepted list always has exactl
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -320,8 +321,15 @@ def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> Any:
 
 
 _SIDES_ALLOWED = (
-    ", ".join(SIDE_WORDS) + f", or a one-line brief of at most {MAX_SIDE_CHARS} characters"
+    ", ".join(SIDE_WORDS)
+    + f", or a one-line brief of two words or more, at most {MAX_SIDE_CHARS} characters"
 )
+
+
+def unknown_roundtable(ses: str) -> str:
+    """The one wording of an id that names no roundtable of this daemon, whichever command or
+    route was asked (``status``, ``watch``, ``export``, ``cancel``)."""
+    return f"no roundtable {ses!r} is known to this daemon"
 
 
 def parse_sides(raw: object, field_name: str = "sides") -> dict[str, str] | None:
@@ -374,6 +382,16 @@ def parse_sides(raw: object, field_name: str = "sides") -> dict[str, str] | None
             raise ValidationFailed(
                 field_name,
                 f"{field_name}: the side of {seat!r} {why}; allowed: {_SIDES_ALLOWED}",
+            )
+        if side not in SIDE_WORDS and len(side.split()) == 1:
+            # A brief is a sentence; one word that is no side is a typo until shown otherwise
+            # (``agianst`` taken as a brief would bind the seat to the word).
+            near = difflib.get_close_matches(side.casefold(), SIDE_WORDS, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise ValidationFailed(
+                field_name,
+                f"{field_name}: the side of {seat!r} is {side!r}, one word that is no side; "
+                f"{hint}allowed: {_SIDES_ALLOWED}",
             )
         out[seat] = side
     return out

@@ -35,7 +35,7 @@ from roundtabled.core.opening import (
     RecordOpening,
     SeatSettled,
 )
-from roundtabled.core.sides import side_tag
+from roundtabled.core.sides import turn_header
 from roundtabled.core.state import EndReason, sign_marker
 from roundtabled.engine.delivery import Finalizer
 from roundtabled.engine.handoff import Handoff
@@ -198,8 +198,8 @@ class Executor:
         """Send one seat's opening prompt in its own session; a failed POST is logged (the
         opening re-prompts only if the message is absent from that session)."""
         shell = self.shell
-        side = side_tag(table.state.options.sides.get(cmd.agent))
-        label = f"── {cmd.agent} · round 1 (independent opening){side} ──"
+        side = table.state.options.sides.get(cmd.agent)
+        label = turn_header(cmd.agent, 1, side, independent=True)
         marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
         body = wire.prompt_body(
             cmd.message_id, cmd.agent, cmd.text, label, marker, table.state.models.get(cmd.agent)

@@ -25,7 +25,7 @@ from roundtabled.core.commands import (
     Observation,
     Prompt,
 )
-from roundtabled.core.sides import side_tag
+from roundtabled.core.sides import turn_header
 from roundtabled.core.state import sign_marker
 from roundtabled.core.wire import UserView
 from roundtabled.engine.mirror import TurnMirror
@@ -307,8 +307,7 @@ class Handoff:
         state = table.state
         # The one turn header style of every text people read (CLI, export, history texts).
         label = (
-            f"── {cmd.agent} · round {cmd.marker.round + 1}"
-            f"{side_tag(state.options.sides.get(cmd.agent))} ──"
+            turn_header(cmd.agent, cmd.marker.round + 1, state.options.sides.get(cmd.agent))
             if cmd.marker.kind == "turn"
             else f"── observer · {cmd.agent} ──"
         )

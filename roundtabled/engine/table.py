@@ -18,8 +18,9 @@ from typing import Any
 from roundtabled.core.commands import Cancel, Decision
 from roundtabled.core.progress import round_position
 from roundtabled.core.result import build_result, usage_table
+from roundtabled.core.sides import turn_view
 from roundtabled.core.state import HistoryEntry, RoundtableState, has_meta_text
-from roundtabled.core.verdict import note_key, running_notes
+from roundtabled.core.verdict import note_key, rounds_completed, running_notes
 from roundtabled.engine.mirror import TurnMirror
 from roundtabled.opencode.client import HttpClock
 
@@ -177,7 +178,7 @@ class Table:
             if note_key(note) not in self.said:
                 self.said.add(note_key(note))
                 lg.warning("%s", note)
-        self.publish({"type": "turn", "entry": entry.dump(), "notes": notes})
+        self.publish({"type": "turn", "entry": turn_view(entry, self.state), "notes": notes})
 
 
 def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]:
@@ -198,6 +199,8 @@ def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]
         "round": (pos := round_position(st)).round,
         "stage": pos.stage,
         "totalRounds": st.total_rounds,
+        # The rounds that ran in full: the result's "N/M rounds" (docs/result.md).
+        "roundsCompleted": rounds_completed(st),
         "agent": pend.agent if pend else None,
         "agents": st.agents,
         "observer": st.observer,

@@ -18,6 +18,7 @@ import json
 import re
 from typing import Any
 
+from roundtabled.core.state import went_wrong
 from roundtabled.offline.scripted_actions import Action, Text, ToolCall, ToolCalls
 from roundtabled.offline.scripted_llm import RecordedRequest
 
@@ -75,7 +76,10 @@ def relay_text(tool_output: str) -> str:
     status: dict[str, Any] = st if isinstance(st := data.get("status"), dict) else {}
     lines = []
     if status.get("degraded"):
-        notes = "; ".join(str(n) for n in status.get("notes") or []) or "see its status notes"
+        # Only what went wrong: an informational note (the plugin shaped the requests) is no
+        # reason the debate did not run as asked.
+        wrong = went_wrong([str(n) for n in status.get("notes") or []])
+        notes = "; ".join(wrong) or "see its status notes"
         lines.append(f"Note: the debate did not run as asked — {notes}.")
     decision = verdict.get("decision")
     lines.append(

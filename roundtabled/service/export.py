@@ -7,14 +7,16 @@ persisted final state keeps only capped previews).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from roundtabled.core import history, wire
 from roundtabled.core.result import build_result, usage_table
-from roundtabled.core.state import HistoryEntry, RoundtableState, tokens_in_out
+from roundtabled.core.sides import turn_title, turn_view
+from roundtabled.core.state import HistoryEntry, RoundtableState, shown_title, tokens_in_out
+from roundtabled.core.validation import unknown_roundtable
 from roundtabled.core.verdict import consensus_text
 from roundtabled.engine.registry import Engine
+from roundtabled.errors import NotFound, StateError, ValidationFailed
 
 
 async def collect(engine: Engine, s2: str) -> dict[str, Any]:
@@ -28,7 +30,12 @@ async def collect(engine: Engine, s2: str) -> dict[str, Any]:
     if table is not None:
         state = table.state
     else:
-        state = await engine.requested_state(s2, f"{s2!r} is not a roundtable of this daemon")
+        try:
+            state = await engine.load_state(s2)
+        except NotFound:
+            raise ValidationFailed("sessionID", unknown_roundtable(s2)) from None
+        except StateError as exc:
+            raise ValidationFailed("sessionID", f"{unknown_roundtable(s2)} ({exc})") from None
         msgs, _ = await engine.client.messages(s2)
         views = wire.message_views(msgs, s2, engine.signer)
         rebuilt = history.rebuild_history(state.model_copy(update={"pending": None}), views)
@@ -59,7 +66,7 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
         "phase": state.phase.value,
         "endReason": state.end_reason.value if state.end_reason else None,
         "errors": state.errors,
-        "turns": [_turn(e, state.unpriced) for e in state.history],
+        "turns": [_turn(e, state) for e in state.history],
         "summary": contract["summary"],
         "observerSummary": state.summary,
         "usage": {
@@ -71,12 +78,12 @@ def to_data(state: RoundtableState) -> dict[str, Any]:
     }
 
 
-def _turn(e: HistoryEntry, unpriced: Sequence[str]) -> dict[str, Any]:
-    """One history entry as the export lists it: ``usageUnknown`` when the server reported no
-    usage for it, and its ``usage.cost`` ``null`` when its model lists no price (docs/result.md,
-    usage)."""
-    d = {**e.dump(), **({"usageUnknown": True} if e.usage_unreported else {})}
-    if e.agent in unpriced and isinstance(d.get("usage"), dict):
+def _turn(e: HistoryEntry, state: RoundtableState) -> dict[str, Any]:
+    """One history entry as the export lists it (:func:`roundtabled.core.sides.turn_view`:
+    its seat's ``side``): ``usageUnknown`` when the server reported no usage for it, and its
+    ``usage.cost`` ``null`` when its model lists no price (docs/result.md, usage)."""
+    d = {**turn_view(e, state), **({"usageUnknown": True} if e.usage_unreported else {})}
+    if e.agent in state.unpriced and isinstance(d.get("usage"), dict):
         d["usage"] = {**d["usage"], "cost": None}
     return d
 
@@ -136,7 +143,7 @@ def _fmt_tokens(n: int) -> str:
 
 def to_markdown(data: dict[str, Any]) -> str:
     """GitHub-flavoured Markdown of :func:`to_data`'s output."""
-    lines = [f"# {data['title']}", ""]
+    lines = [f"# {shown_title(str(data['title']))}", ""]
     lines += [f"- **Roundtable:** `{data['sessionID']}`"]
     if data.get("parentSessionID"):
         lines += [f"- **Requested from:** `{data['parentSessionID']}`"]
@@ -175,7 +182,7 @@ def to_markdown(data: dict[str, Any]) -> str:
         elif kind == "interjection":
             head = f"### {turn['agent']} (reply to the user, round {turn['round']})"
         else:
-            head = f"### {turn['agent']} · round {turn['round']}"
+            head = "### " + turn_title(turn["agent"], turn["round"], turn.get("side"))
         lines += [head, ""]
         if turn.get("hasError"):
             note = "cut off" if turn.get("cutOff") else "failed"

@@ -88,5 +88,7 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
     return {
         "dryRun": True,
         "plan": plan_json(seats, obs, req.rounds, prices, estimates),
-        "text": plan_text(seats, obs, req.rounds, prices, estimates, req.context or "full"),
+        "text": plan_text(
+            seats, obs, req.rounds, prices, estimates, req.context or "full", req.until
+        ),
     }

@@ -47,7 +47,7 @@ async def test_list_after_a_daemon_restart_reads_the_roundtables_from_the_server
     assert run.code == 0, run
     rows = [line for line in run.out.splitlines() if line.startswith("ses_")]
     assert [r.split()[0] for r in rows] == done[::-1]  # newest first
-    assert all(" done " in r and "1/1" in r for r in rows), rows
+    assert all(" completed " in r and "1/1" in r for r in rows), rows
     assert "Third topic" in rows[0] and "First topic" in rows[2]
 
     run = await cli(rt, "list", "--limit", "2")

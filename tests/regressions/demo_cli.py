@@ -1,4 +1,4 @@
-"""Runs the demo's entry point (``python -m roundtabled.service.demo``, what ``scripts/demo``
+"""Runs the demo's entry point (``python -m roundtabled.demo``, what ``scripts/demo``
 runs) in this process with the demo itself stubbed out: what it would run with, or the one line
 it refused the arguments with. A refusal that reaches ``err`` came before anything started."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from roundtabled.service import demo
+from roundtabled import demo
 
 DEMO_ENV = ("ROUNDTABLED_DEMO_MODEL", "ROUNDTABLED_DEMO_BASE_URL")
 

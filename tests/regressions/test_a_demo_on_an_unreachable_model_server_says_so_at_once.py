@@ -20,7 +20,7 @@ async def test_nothing_listening_at_the_base_url_is_one_line_before_anything_sta
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "roundtabled.service.demo",
+        "roundtabled.demo",
         "--base-url",
         url,
         "--model",

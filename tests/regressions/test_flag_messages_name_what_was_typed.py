@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from roundtabled.demo import BadArgument, checked_turn_timeout
 from roundtabled.engine.launch import check_directory_exists
 from roundtabled.errors import ValidationFailed
-from roundtabled.service.demo import BadArgument, checked_turn_timeout
 
 RULE = "--turn-timeout must be a number of seconds from 1 to 86400, got "
 

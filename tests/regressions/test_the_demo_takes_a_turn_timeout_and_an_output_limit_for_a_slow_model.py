@@ -99,7 +99,7 @@ async def test_the_demo_on_a_slow_local_model_writes_the_limits_it_was_given(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "roundtabled.service.demo",
+            "roundtabled.demo",
             "--base-url",
             llm.url,
             "--model",

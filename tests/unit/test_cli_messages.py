@@ -38,8 +38,10 @@ def _app() -> web.Application:
         return web.json_response({"error": msg, "field": "sessionID"}, status=400)
 
     async def status(request: web.Request) -> web.Response:
-        if request.match_info["ses"] != SES:
-            return web.json_response({"error": "no such roundtable"}, status=404)
+        ses = request.match_info["ses"]
+        if ses != SES:
+            msg = f"no roundtable {ses!r} is known to this daemon"  # the daemon's words
+            return web.json_response({"error": msg, "field": "sessionID"}, status=404)
         return web.json_response({"sessionID": SES, "phase": "cancelled", "endReason": "by user"})
 
     app = web.Application()
@@ -88,7 +90,10 @@ def test_cancel_of_an_ended_roundtable_says_how_it_ended(
     assert f"roundtable {SES} already ended (cancelled: by user); nothing to cancel" in err
     # unknown to the daemon altogether: its own refusal stays
     assert main(["cancel", "ses_unknown1"]) == EXIT_USAGE
-    assert "no active roundtable 'ses_unknown1'" in capsys.readouterr().err
+    # An unknown id: the words of `status`, `watch` and `export`, not the cancel route's own.
+    assert capsys.readouterr().err == (
+        "Error: SES: no roundtable 'ses_unknown1' is known to this daemon\n"
+    )
 
 
 def test_start_and_agents_name_the_project_directory(

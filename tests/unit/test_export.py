@@ -125,7 +125,7 @@ def test_json_export_totals_usage_per_agent_per_round_and_overall() -> None:
 
 def test_markdown_export_reads_as_a_document() -> None:
     md = export.to_markdown(export.to_data(_state()))
-    assert md.startswith("# (Roundtable) - Split the monolith?\n")
+    assert md.startswith("# Split the monolith?\n")
     for heading in ("## Topic", "## Debate", "## Errors", "## Summary", "## Usage"):
         assert f"\n{heading}\n" in md
     # each turn under its own heading with agent and round, in order

@@ -65,7 +65,7 @@ def production_modules() -> list[str]:
         info.name
         for info in pkgutil.walk_packages(roundtabled.__path__, prefix="roundtabled.")
         if not info.name.startswith("roundtabled.offline")
-        and info.name != "roundtabled.service.demo"
+        and info.name != "roundtabled.demo"
         and not info.name.endswith(".__main__")
     )
 

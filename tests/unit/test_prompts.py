@@ -14,7 +14,6 @@ from roundtabled.core.prompts import (
     DEFAULT_CLOSING_FORM,
     EXTEND_CONTINUATION_PREFIXES,
     STANCES_BLOCK_BYTES,
-    TITLE_PREFIX,
     TURN_ORCHESTRATION_BUDGET,
     closing_line,
     default_title,
@@ -37,6 +36,7 @@ from roundtabled.core.result import (
     usage_table,
 )
 from roundtabled.core.state import (
+    TITLE_PREFIX,
     EndReason,
     Extension,
     HistoryEntry,
@@ -438,7 +438,7 @@ def test_delivery_text_completed_with_footer() -> None:
     state = make_state(history=_history(), summary="The summary.", end_reason="completed")
     text = delivery_text(state)
     lines = text.splitlines()
-    assert lines[0] == "Roundtable ses_abc — (Roundtable) - ORM"
+    assert lines[0] == "Roundtable ses_abc — ORM"
     assert lines[1].startswith("Status: completed")
     assert "The summary." in text
     footer = next(line for line in lines if line.startswith("Usage — "))

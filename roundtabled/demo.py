@@ -1,5 +1,5 @@
 """A real roundtable end to end on a fresh machine: ``scripts/demo`` (module
-``roundtabled.service.demo``).
+``roundtabled.demo``).
 
 It starts a private ``opencode serve`` (the pinned npm package) in a temporary project with three
 debaters (pm, dev, rv from ``examples/opencode.json``), installs the tools, runs ``roundtabled
@@ -42,8 +42,9 @@ from roundtabled.core import validation
 from roundtabled.errors import ValidationFailed
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
 from roundtabled.offline.orchestrator import orchestrator_reply
-from roundtabled.offline.scripted_actions import HttpError, Text
-from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.offline.panel import OBSERVER, panel_reply, parse_seat_prompt, reply_text
+from roundtabled.offline.scripted_actions import Action, HttpError
+from roundtabled.offline.scripted_llm import RecordedRequest, Responder, ScriptedLLM
 from roundtabled.service import install, provider
 
 TOPIC = (
@@ -141,7 +142,7 @@ OBSERVER_SUMMARY = (
 
 
 def _examples_config() -> dict[str, Any]:
-    here = Path(__file__).resolve().parents[2] / "examples" / "opencode.json"
+    here = Path(__file__).resolve().parents[1] / "examples" / "opencode.json"
     data: dict[str, Any] = json.loads(here.read_text()) if here.exists() else {}
     # Inline the prompt files (`"prompt": "{file:./agents/pm.md}"`, relative to examples/): the
     # demo writes the config into another directory, where the relative paths would not resolve.
@@ -167,15 +168,62 @@ def _run(args: list[str], env: dict[str, str], *, check: bool = True) -> int:
     return proc.returncode
 
 
+def demo_reply(degraded: bool = False) -> Responder:
+    """The offline model's answer to a request nothing is queued for
+    (:attr:`ScriptedLLM.responder <roundtabled.offline.scripted_llm.ScriptedLLM.responder>`):
+
+    - the orchestrator (``build``) convenes a roundtable when asked
+      (:func:`roundtabled.offline.orchestrator.orchestrator_reply`);
+    - the demo's own debate (its :data:`TOPIC`) gets the demo's script (:data:`SCRIPT`, pm's
+      second turn with a ``Changed:`` line) and its observer the demo's summary, in every run of
+      it, not only the first;
+    - any other debate gets the offline panel (:func:`roundtabled.offline.panel.panel_reply`):
+      real positions, some agreeing in other words, one changing its mind, a side argued as
+      assigned, numbers for eval's questions.
+
+    ``degraded``: dev's provider fails on every turn (``--degraded``).
+    """
+
+    def reply(rec: RecordedRequest) -> Action | None:
+        if degraded and rec.agent == "dev" and rec.kind == "turn":
+            return HttpError(status=400, message="dev's provider is down")
+        action = orchestrator_reply(rec)
+        if action is not None:
+            return action
+        seat = parse_seat_prompt(rec.last_user_text) if rec.kind == "turn" else None
+        if seat is not None and seat.topic == TOPIC and seat.agent in SCRIPT:
+            texts = SCRIPT[seat.agent]
+            if seat.round <= len(texts):
+                text = texts[seat.round - 1]
+                if (seat.agent, seat.round) == ("pm", 2):
+                    text = ("Changed: rv's audit point.\n\n" if degraded else PM_CHANGED) + text
+                return reply_text(text).model_copy(update={"chunk_delay": 0.01})
+        if (
+            rec.kind == "turn"
+            and rec.agent == OBSERVER
+            and f"Topic: {TOPIC}\n" in rec.last_user_text
+        ):
+            summary = (
+                _with_verdict(DEGRADED_SUMMARY, DEGRADED_VERDICT)
+                if degraded
+                else _with_verdict(OBSERVER_SUMMARY, VERDICT)
+            )
+            return reply_text(summary, chunk_size=40)
+        return panel_reply(rec)
+
+    return reply
+
+
 async def _offline_model(
     args: argparse.Namespace, agents_cfg: dict[str, Any]
 ) -> tuple[ScriptedLLM, dict[str, Any]]:
-    """Start the offline scripted model with the demo's replies; returns it and the OpenCode
-    config pointing at it."""
+    """Start the offline scripted model answering with :func:`demo_reply`; returns it and the
+    OpenCode config pointing at it."""
 
-    llm = ScriptedLLM()
-    # `build` answers "convene a roundtable with pm, dev and rv about …" with the tool call.
-    llm.responder = orchestrator_reply
+    # Usage as measured from each request (its characters / 4), as a real provider reports it:
+    # a budget, the dry run's estimate and eval's token columns then mean something offline.
+    llm = ScriptedLLM(measured_tokens=True)
+    llm.responder = demo_reply(args.degraded)
     await llm.start()
     config = offline_config(llm.base_url)
     for name in ("pm", "dev", "rv"):
@@ -186,20 +234,6 @@ async def _offline_model(
                 + "\n"
                 + str(agents_cfg[name].get("prompt", "")),
             }
-        for i, text in enumerate(SCRIPT[name]):
-            if name == "dev" and args.degraded:
-                # The degraded demo: dev's provider fails on every turn.
-                llm.script(HttpError(status=400, message="dev's provider is down"), agent=name)
-                continue
-            changed = PM_CHANGED if not args.degraded else "Changed: rv's audit point.\n\n"
-            text = changed + text if (name, i) == ("pm", 1) else text
-            llm.script(Text(text=text, chunk_size=24, chunk_delay=0.01), agent=name)
-    summary = (
-        _with_verdict(DEGRADED_SUMMARY, DEGRADED_VERDICT)
-        if args.degraded
-        else _with_verdict(OBSERVER_SUMMARY, VERDICT)
-    )
-    llm.script(Text(text=summary, chunk_size=40), agent="roundtable-observer")
     return llm, config
 
 
@@ -496,7 +530,7 @@ async def serve_async(args: argparse.Namespace) -> int:
     daemon by hand with the CLI from another shell, and how to open the OpenCode TUI on it."""
     async with demo_environment(args) as demo:
         bin_dir = Path(sys.executable).parent
-        opencode = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "opencode"
+        opencode = Path(__file__).resolve().parents[1] / "node_modules" / ".bin" / "opencode"
         print(
             "\ndemo: ready. In another shell (same checkout):\n"
             f"  export ROUNDTABLED_CONFIG={demo.config_file}\n"
@@ -513,8 +547,8 @@ async def serve_async(args: argparse.Namespace) -> int:
                 "orchestrator's prompt and tools, see --context-limit).\n"
                 if args.base_url or os.environ.get("ROUNDTABLED_DEMO_MODEL")
                 else "the offline orchestrator calls the roundtable tool; the offline model "
-                "answers the first pm/dev/rv debate with the demo's script, any other turn with "
-                "filler text.\n"
+                "answers every debate with real positions (try --until converged, --side "
+                "rv=against, --context recent, --opening independent, or eval --limit 4).\n"
             )
             + "Ctrl-C here stops everything (so does closing this terminal); if the daemon or "
             "the server ends on its own, this says so and stops the rest.",
@@ -680,7 +714,7 @@ class DemoParser(argparse.ArgumentParser):
 
 
 def main() -> int:
-    """Entry point of ``python -m roundtabled.service.demo``."""
+    """Entry point of ``python -m roundtabled.demo``."""
     p = DemoParser(
         prog="roundtabled-demo",
         description="A real roundtable end to end on a fresh machine: a private OpenCode "
