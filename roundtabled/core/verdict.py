@@ -1048,12 +1048,13 @@ def deliberation_line(
 ) -> str | None:
     """``Deliberation: …`` of ``verdict`` (the contract's JSON form; docs/result.md,
     "deliberation"): the opening majority beside the final one, the seats that moved (where to,
-    unless to the final majority) and the seats that stated no position at the opening, and whether the majority changed — said first
-    when it did. One round is said as ``Deliberation: none (one round)``. ``None`` for a verdict
-    without the field (an older daemon) or with no round run. The CLI's verdict, the text S1
-    receives, the state card and the markdown export say it alike; the card, when the line is too
-    long for it, leaves out the confidence-weighted shares (``weights`` false), then counts the
-    seats that moved and stated nothing instead of naming them (``brief``)."""
+    unless to the final majority), the seats that stated no position at the opening or at the
+    end, and whether the majority changed — said first when it did. One round is said as
+    ``Deliberation: none (one round)``. ``None`` for a verdict without the field (an older
+    daemon) or with no round run. The CLI's verdict, the text S1 receives, the state card and
+    the markdown export say it alike; the card, when the line is too long for it, leaves out the
+    confidence-weighted shares (``weights`` false), then counts the seats that moved and stated
+    nothing instead of naming them (``brief``)."""
     d = verdict.get("deliberation")
     if not isinstance(d, dict) or not d.get("rounds"):
         return None
