@@ -3,8 +3,9 @@
 
 Debates through ``roundtabled start`` (what a person runs and reads): a seat changes its mind
 and flips the majority; a seat moves but the majority holds; a seat states no position at the
-opening (unknown, never agreeing). Each asserts the ``Deliberation:`` line of the verdict block
-``start`` prints, and ``verdict.deliberation`` in ``roundtabled export --format json``.
+opening (unknown, never agreeing); the independent opening round is the opening. Each asserts
+the ``Deliberation:`` line of the verdict block ``start`` prints, and ``verdict.deliberation`` in
+``roundtabled export --format json``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from .conftest import RT
 from .test_verdict import VERDICT, say, verdict_reply
 
 
-async def _start(rt: RT, tmp_path: Path) -> tuple[str, dict[str, Any]]:
-    """``roundtabled start`` of a 3-seat, 2-round debate: its stdout and the exported JSON."""
+async def _start(rt: RT, tmp_path: Path, *flags: str) -> tuple[str, dict[str, Any]]:
+    """``roundtabled start`` of a 3-seat, 2-round debate (and ``flags``): its stdout and the
+    exported JSON."""
     rt.llm.script(verdict_reply("Summary.", VERDICT), agent=OBSERVER_AGENT)
     run = await cli(
         rt,
@@ -32,6 +34,7 @@ async def _start(rt: RT, tmp_path: Path) -> tuple[str, dict[str, Any]]:
         "2",
         "--directory",
         rt.directory,
+        *flags,
         "Split the monolith?",
     )
     assert run.code == 0, run
@@ -135,3 +138,22 @@ async def test_a_held_majority_is_said_as_not_changed(rt: RT, tmp_path: Path) ->
     assert [t["labels"] for t in d["finalTally"]] == [
         ["modular monolith", "Modular monolith first"]
     ]
+
+
+async def test_the_independent_opening_round_is_the_opening(rt: RT, tmp_path: Path) -> None:
+    rt.llm.script(say("Split.", "split now", 7), say("Still split.", "split now", 7), agent="pm")
+    rt.llm.script(
+        say("Split.", "split now", 6),
+        say("Monolith.", "modular monolith", 8, changed="rv's migration estimate"),
+        agent="dev",
+    )
+    rt.llm.script(
+        say("Monolith.", "modular monolith", 8), say("Still.", "modular monolith", 8), agent="rv"
+    )
+    out, data = await _start(rt, tmp_path, "--opening", "independent")
+    assert _line(out).startswith(
+        "Deliberation: the majority changed — opening “split now” (2 of 3, weighted 0.62)"
+    )
+    d = data["verdict"]["deliberation"]
+    assert d["opening"] == "independent" and d["majorityChanged"] is True
+    assert [m["agent"] for m in d["moved"]] == ["dev"]

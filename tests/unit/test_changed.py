@@ -195,3 +195,28 @@ def test_the_card_counts_movers_when_naming_them_would_be_cut() -> None:
         "Deliberation: the majority changed — opening “split the billing service now” (7 of 7) → "
         "final “keep one modular monolith for now” (7 of 7); 7 seats moved."
     ]
+
+
+def test_a_seat_moving_away_from_the_majority_is_said_with_where_it_went() -> None:
+    rounds = [
+        {"pm": "ship", "dev": "ship", "qa": "ship"},
+        {"pm": "ship", "dev": "wait a quarter", "qa": "ship"},
+    ]
+    line = deliberation_line(build_result(state(rounds)).verdict.dump())
+    assert line == (
+        "Deliberation: opening majority “ship” (3 of 3, weighted 1.00) → final “ship” (2 of 3, "
+        "weighted 0.67); dev moved from “ship” to “wait a quarter” in round 2; the majority did "
+        "not change."
+    )
+
+
+def test_a_tie_is_named_with_its_stances() -> None:
+    st = state(
+        [{"pm": "ship", "dev": "wait"}, {"pm": "ship", "dev": "ship"}],
+        agents=["pm", "dev"],
+    )
+    line = deliberation_line(build_result(st).verdict.dump())
+    assert line == (
+        "Deliberation: the majority changed — opening a tie between “ship” and “wait” (1 of 2 "
+        "each) → final “ship” (2 of 2, weighted 1.00); dev moved from “wait” in round 2."
+    )
