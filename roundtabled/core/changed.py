@@ -26,7 +26,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from roundtabled.core.result_model import (
@@ -107,10 +107,10 @@ def _tally(
 
 
 def majority_of(
-    items: Sequence[TallyItem], counted: int, confidences: Sequence[float | None]
+    items: Sequence[TallyItem], counted: int, confidences: Mapping[str, float | None]
 ) -> Majority:
     """The :class:`Majority` of tally ``items`` over ``counted`` free seats; ``confidences``:
-    each counted seat's stated confidence (``None``: stated none, or no stance)."""
+    each counted seat → its stated confidence (``None``: stated none, or no stance)."""
     stated = sum(len(t.seats) for t in items)
     unstated = counted - stated
     top = len(items[0].seats) if items else 0
@@ -118,13 +118,13 @@ def majority_of(
     if counted == 0 or stated == 0:
         return base
     if top * 2 > counted:
-        known = [c for c in confidences if c is not None]
-        total = sum(known)
+        known = {a: c for a, c in confidences.items() if c is not None}
+        total = sum(known.values())
         share = None
         if unstated == 0 and len(known) == counted and total > 0:
-            # Every counted seat stated a stance and a confidence: a measured share (the top
-            # group's weight is then the sum of its seats' confidences).
-            share = round(items[0].weight / total, 3)
+            # Every counted seat stated a stance and a confidence: a measured share, of the
+            # stated numbers themselves (the tally's weights are rounded).
+            share = round(sum(known[a] for a in items[0].seats) / total, 3)
         return base.model_copy(
             update={"kind": "majority", "stance": items[0].label, "weighted_share": share}
         )
@@ -152,8 +152,8 @@ def compare(seats: Sequence[SeatLedger], *, rounds: int, opening: str) -> Delibe
     end_conf = {s.agent: s.final_confidence if at_end[s.agent] is not None else None for s in free}
     opening_tally = _tally(free, at_open, {s.agent: s.opening for s in free}, open_conf)
     final_tally = _tally(free, at_end, {s.agent: s.final for s in free}, end_conf)
-    before = majority_of(opening_tally, len(free), list(open_conf.values()))
-    after = majority_of(final_tally, len(free), list(end_conf.values()))
+    before = majority_of(opening_tally, len(free), open_conf)
+    after = majority_of(final_tally, len(free), end_conf)
     changed: bool | None = None
     if rounds > 1 and "unknown" not in (before.kind, after.kind):
         changed = before.stance != after.stance
