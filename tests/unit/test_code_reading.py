@@ -15,7 +15,13 @@ from roundtabled.cli import main
 from roundtabled.cli.evaluate import options_from
 from roundtabled.cli.parser import build_parser
 from roundtabled.core import code_reading
-from roundtabled.core.scoring import Question, answer_to, gold_canonical, parse_task_lines
+from roundtabled.core.scoring import (
+    Question,
+    answer_to,
+    gold_canonical,
+    parse_task_lines,
+    read_answer,
+)
 from roundtabled.eval import code
 from roundtabled.eval.options import EvalOptions, load_questions
 
@@ -37,6 +43,13 @@ def test_every_program_runs_within_the_bound_and_prints_the_same_line_twice(seed
     once = code.run_program(source)
     assert code_reading.one_line(once)
     assert code.run_program(source) == once
+    # A seat that states the printed line on its answer line, in either form, is right.
+    q = Question("q", code_reading.question_text(source), once, compare="output")
+    for line in (
+        f"Position: {once.strip()} — it prints this (confidence 8/10)",
+        f"Answer: `{once}`",
+    ):
+        assert answer_to(q, read_answer(line).text) == gold_canonical(q)
 
 
 def test_the_recorded_answer_is_what_a_fresh_run_prints() -> None:
