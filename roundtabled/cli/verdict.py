@@ -2,7 +2,8 @@
 
 Renders the result contract (docs/result.md) as plain text: the degraded notes first (in the
 warning colour on a terminal), then a positions table (agent, label, confidence, changed?), the
-consensus and decision, and each minority view. Input is the JSON form of the contract (as the
+consensus and decision, what deliberation changed (the opening majority beside the final one) and
+each minority view. Input is the JSON form of the contract (as the
 control API returns it), so the CLI needs no daemon internals.
 """
 
@@ -13,7 +14,7 @@ import sys
 from typing import Any
 
 from roundtabled.core.state import went_wrong
-from roundtabled.core.verdict import consensus_line
+from roundtabled.core.verdict import consensus_line, deliberation_line
 
 WARNING = "\x1b[1;33m"
 RESET = "\x1b[0m"
@@ -131,6 +132,8 @@ def render_verdict(result: dict[str, Any], *, tty: bool | None = None) -> str:
     lines.append(consensus_line(verdict))
     decision = verdict.get("decision")
     lines.append(f"decision: {decision}" if decision else "decision: none")
+    if (deliberated := deliberation_line(verdict)) is not None:
+        lines.append(deliberated)
     for d in verdict.get("disagreements") or []:
         who = ", ".join(d.get("minority") or []) or "—"
         lines.append(f"minority ({who}) on {d.get('point')}: {d.get('view')}")

@@ -18,11 +18,11 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
 )
-from roundtabled.core.verdict import consensus_line, kept_rounds
+from roundtabled.core.verdict import consensus_line, deliberation_line, kept_rounds
 
 _RUNNING = (Phase.ACTIVE, Phase.OBSERVING)
 """Phases without a result yet."""
-MAX_CARD_LINES = 8
+MAX_CARD_LINES = 9
 MAX_LINE_CHARS = 160
 CARD_HEADER = "Roundtable"
 """First word of the card's first line (how a person tells the state card from a turn)."""
@@ -85,8 +85,9 @@ def state_card(state: RoundtableState) -> str:
     """The card of ``state``: its live state (:func:`live_state`) and title, seats in order
     with their models (and assigned sides), rounds and observer, phase with the round and end
     reason, a degraded result's first note, the consensus line when it is no count of the seats'
-    stated positions (or stands on positions kept from before an extension), and what the block
-    is (≤ 8 lines)."""
+    stated positions (or stands on positions kept from before an extension), what deliberation
+    changed (:func:`roundtabled.core.verdict.deliberation_line`) and what the block is
+    (≤ 9 lines)."""
     observer = "built-in" if state.observer == BUILTIN_OBSERVER else state.observer
     extended = f", {len(state.extensions)} extension(s)" if state.extensions else ""
     lines = [
@@ -119,4 +120,12 @@ def state_card(state: RoundtableState) -> str:
         # the card says it as the CLI's verdict line does (docs/result.md, verdict).
         line = consensus_line(verdict)
         lines.append(line[0].upper() + line[1:])
+    if verdict is not None and (deliberated := deliberation_line(verdict)) is not None:
+        # What deliberation changed: the opening majority beside the final one (docs/result.md);
+        # shortened rather than cut at the card's width.
+        for shorter in ({"weights": False}, {"weights": False, "brief": True}):
+            if len(deliberated) <= MAX_LINE_CHARS:
+                break
+            deliberated = deliberation_line(verdict, **shorter) or deliberated
+        lines.append(deliberated)
     return "\n".join([*(_cut(line) for line in lines[: MAX_CARD_LINES - 1]), CARD_FOOTER])

@@ -42,6 +42,7 @@ from roundtabled.core.verdict import (
     build_verdict,
     consensus_text,
     counted,
+    deliberation_line,
     extension_note,
     positions,
     tally,
@@ -616,6 +617,7 @@ def verdict_lines(result: RoundtableResult) -> list[str]:
             else ""
         ),
         "Positions: " + " · ".join(_position_line(p) for p in v.positions),
+        *filter(None, [deliberation_line(v.dump())]),
     ]
     for d in v.disagreements[:3]:
         lines.append(f"Minority ({', '.join(d.minority) or '—'}): {d.point}: {d.view}")

@@ -109,6 +109,64 @@ class TallyItem(_M):
     labels: list[str] = Field(default_factory=list)
 
 
+MajorityKind = Literal["majority", "none", "tied", "unknown"]
+
+
+class Majority(_M):
+    """The majority of one tally over the free seats (docs/result.md, "deliberation").
+
+    ``kind``: ``majority`` one stance is held by more than half of the ``counted`` seats (all of
+    them included); ``none`` no stance is, and none could be whatever the ``unstated`` seats had
+    said; ``tied`` as ``none``, every seat stated a stance and the largest groups are equal;
+    ``unknown`` no counted seat stated a stance, or the unstated seats could still give one a
+    majority (a seat that stated nothing is never counted as agreeing). ``stance``: the
+    majority's stance (``kind`` ``majority`` only). ``seats``: the seats holding the largest
+    stance. ``weightedShare``: the confidence-weighted share of ``stance`` — the confidences of
+    its seats over those of every counted seat — ``None`` unless every counted seat stated a
+    stance and a confidence (an unstated confidence is unknown, never a number)."""
+
+    kind: MajorityKind = "unknown"
+    stance: str | None = None
+    seats: int = 0
+    counted: int = 0
+    unstated: int = 0
+    weighted_share: float | None = None
+
+
+class SeatMove(_M):
+    """A free seat whose final stance differs from its opening stance: ``from`` the opening
+    stance, ``to`` the final one (as the tallies name them), ``round`` the round of the change
+    that brought it to the final stance (``None``: not recorded), ``why`` the seat's own
+    ``Changed:`` reason for that change (``None``: it gave none)."""
+
+    agent: str
+    from_: str = Field(alias="from")
+    to: str
+    round: int | None = None
+    why: str | None = None
+
+
+class Deliberation(_M):
+    """What deliberation changed (docs/result.md, "deliberation"): the opening tally (each free
+    seat's stated position of round 1, the independent opening round when ``opening`` is
+    ``independent``) beside the final one, both grouped by stance over the two rounds' labels
+    together, their majorities, whether the majority changed (``None``: unknown — one round, or
+    either majority unknown), the seats that moved and the seats that stated no position at the
+    opening or at the end (unknown, never counted as agreeing). Seats bound to a side are in
+    neither tally."""
+
+    rounds: int = 0
+    opening: str = "sequential"
+    opening_tally: list[TallyItem] = Field(default_factory=list)
+    final_tally: list[TallyItem] = Field(default_factory=list)
+    opening_majority: Majority = Field(default_factory=Majority)
+    final_majority: Majority = Field(default_factory=Majority)
+    majority_changed: bool | None = None
+    moved: list[SeatMove] = Field(default_factory=list)
+    unstated_at_opening: list[str] = Field(default_factory=list)
+    unstated_at_end: list[str] = Field(default_factory=list)
+
+
 class Disagreement(_M):
     """A point the panel did not agree on: ``minority`` the seats holding ``view``."""
 
@@ -144,6 +202,8 @@ class Verdict(_M):
     open_questions: list[str] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
     observer_stances: list[ObserverStance] = Field(default_factory=list)
+    deliberation: Deliberation = Field(default_factory=Deliberation)
+    """What deliberation changed: the opening tally beside the final one (docs/result.md)."""
     observer_consensus: Consensus | None = None
     """The observer's own ``consensus`` when the seats' stated positions do not back it (no seat
     stated one, or fewer seats than it needs; ``None`` otherwise): ``consensus`` is then what

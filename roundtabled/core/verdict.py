@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from roundtabled.core.changed import SeatLedger, compare
 from roundtabled.core.deliberation import convergence_note, unenforceable_budget_note
 from roundtabled.core.observer_verdict import TRANSCRIPT_COPIED, is_repair
 from roundtabled.core.positions import (
@@ -39,6 +40,7 @@ from roundtabled.core.result_model import (
     UNKNOWN_CONFIDENCE_WEIGHT,
     AgentUsage,
     Consensus,
+    Deliberation,
     Disagreement,
     ObserverOutcome,
     ObserverStance,
@@ -272,6 +274,36 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
     return out
 
 
+def deliberation_of(state: RoundtableState, seats: Sequence[SeatPosition]) -> Deliberation:
+    """What deliberation changed (:func:`roundtabled.core.changed.compare`, docs/result.md,
+    "deliberation"): each seat's opening position — its stated position of round 1 (the
+    independent opening round when one ran), ``None`` when that turn did not speak, stated no
+    ``Position:`` line or a label naming no stance — beside its final one (``seats``,
+    :func:`positions`), with the round and reason of its last change (``changes``)."""
+    opening: dict[str, Position | None] = {}
+    for e in state.history:
+        if e.kind == "turn" and e.round == 1 and e.agent not in opening:
+            opening[e.agent] = _stated(state, e)
+    ledgers = []
+    for s in seats:
+        first = opening.get(s.agent)
+        last = s.changes[-1] if s.changes else None
+        ledgers.append(
+            SeatLedger(
+                agent=s.agent,
+                opening=first.label if first is not None else None,
+                final=s.label if s.stance is not None else None,
+                opening_confidence=first.confidence if first is not None else None,
+                final_confidence=s.confidence if s.stance is not None else None,
+                moved_round=last.round if last is not None else None,
+                why=last.why if last is not None else None,
+                side=s.side,
+            )
+        )
+    rounds = max((e.round for e in state.seat_turns()), default=0)
+    return compare(ledgers, rounds=rounds, opening=state.options.opening)
+
+
 def counted(seats: Sequence[SeatPosition]) -> list[SeatPosition]:
     """The seats whose positions count toward the tally and the consensus: the free ones. A
     side-bound seat argues what it was assigned (docs/result.md, "Sides"): shown, not counted."""
@@ -447,6 +479,7 @@ def ledger_verdict(state: RoundtableState) -> Verdict:
         tally=items,
         agreements=agreements,
         disagreements=disagreements,
+        deliberation=deliberation_of(state, seats),
     )
 
 
@@ -982,3 +1015,81 @@ def consensus_line(verdict: dict[str, Any]) -> str:
     elif verdict.get("observerConsensus"):
         line += " · confidence unknown"  # the observer's number is no measurement then
     return line
+
+
+MOVES_SHOWN = 3
+"""Moved seats named in the deliberation line (the rest are counted: the data has them all)."""
+
+
+def _names_and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _majority_words(m: dict[str, Any], items: Sequence[dict[str, Any]], weights: bool) -> str:
+    """One tally's majority (the contract's ``Majority``) in words, with its confidence-weighted
+    share when known and ``weights``."""
+    kind, seats, n = m.get("kind"), m.get("seats"), m.get("counted")
+    if kind == "majority":
+        share = m.get("weightedShare")
+        weighted = f", weighted {share:.2f}" if weights and isinstance(share, int | float) else ""
+        return f"“{m.get('stance')}” ({seats} of {n}{weighted})"
+    if kind == "tied":
+        top = [f"“{t.get('label')}”" for t in items if len(t.get("seats") or []) == seats]
+        return f"a tie between {_names_and(top)} ({seats} of {n} each)"
+    if kind == "none":
+        return f"no majority (largest {seats} of {n})"
+    if not n:
+        return "unknown (every seat argued an assigned side)"
+    return f"unknown ({m.get('unstated')} of {n} seats stated no position)"
+
+
+def deliberation_line(
+    verdict: dict[str, Any], *, weights: bool = True, brief: bool = False
+) -> str | None:
+    """``Deliberation: …`` of ``verdict`` (the contract's JSON form; docs/result.md,
+    "deliberation"): the opening majority beside the final one, the seats that moved (where to,
+    unless to the final majority), the seats that stated no position at the opening or at the
+    end, and whether the majority changed — said first when it did. One round is said as
+    ``Deliberation: none (one round)``. ``None`` for a verdict without the field (an older
+    daemon) or with no round run. The CLI's verdict, the text S1 receives, the state card and
+    the markdown export say it alike; the card, when the line is too long for it, leaves out the
+    confidence-weighted shares (``weights`` false), then counts the seats that moved and stated
+    nothing instead of naming them (``brief``)."""
+    d = verdict.get("deliberation")
+    if not isinstance(d, dict) or not d.get("rounds"):
+        return None
+    if int(d["rounds"]) <= 1:
+        return "Deliberation: none (one round)"
+    before = _majority_words(d.get("openingMajority") or {}, d.get("openingTally") or [], weights)
+    after = _majority_words(d.get("finalMajority") or {}, d.get("finalTally") or [], weights)
+    moved = [m for m in d.get("moved") or [] if isinstance(m, dict)]
+    joined = (d.get("finalMajority") or {}).get("stance")
+    said = [
+        f"{m.get('agent')} moved from “{m.get('from')}”"
+        # Where it went is said by the final majority when it joined it.
+        + ("" if joined is not None and m.get("to") == joined else f" to “{m.get('to')}”")
+        + (f" in round {m['round']}" if isinstance(m.get("round"), int) else "")
+        for m in moved[:MOVES_SHOWN]
+    ]
+    if len(moved) > MOVES_SHOWN:
+        said.append(f"{len(moved) - MOVES_SHOWN} more moved")
+    if brief and moved:
+        said = [f"{len(moved)} seat{'' if len(moved) == 1 else 's'} moved"]
+    parts = ["; ".join(said) if said else "no seat moved"]
+    for key, when in (("unstatedAtOpening", "opening"), ("unstatedAtEnd", "end")):
+        if names := [str(a) for a in d.get(key) or []]:
+            who = f"{len(names)} seat{'' if len(names) == 1 else 's'}" if brief else None
+            parts.append(f"{who or _names_and(names)} stated no position at the {when} (unknown)")
+    rest = "; ".join(parts)
+    changed = d.get("majorityChanged")
+    if changed is True:
+        return f"Deliberation: the majority changed — opening {before} → final {after}; {rest}."
+    if changed is False:
+        return (
+            f"Deliberation: opening majority {before} → final {after}; {rest}; the majority did "
+            "not change."
+        )
+    return (
+        f"Deliberation: whether the majority changed is unknown — opening {before} → final "
+        f"{after}; {rest}."
+    )

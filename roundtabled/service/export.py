@@ -14,7 +14,7 @@ from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.sides import turn_title, turn_view
 from roundtabled.core.state import HistoryEntry, RoundtableState, shown_title, tokens_in_out
 from roundtabled.core.validation import unknown_roundtable
-from roundtabled.core.verdict import consensus_text
+from roundtabled.core.verdict import consensus_text, deliberation_line
 from roundtabled.engine.registry import Engine
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 
@@ -93,7 +93,8 @@ def _md_cell(value: object) -> str:
 
 
 def _verdict_section(data: dict[str, Any]) -> list[str]:
-    """The ``## Verdict`` section: degraded notes, positions table, consensus, minority views."""
+    """The ``## Verdict`` section: degraded notes, positions table, consensus, decision, what
+    deliberation changed, minority views."""
     verdict, status = data.get("verdict"), data.get("status") or {}
     if not isinstance(verdict, dict):
         return []
@@ -119,6 +120,9 @@ def _verdict_section(data: dict[str, Any]) -> list[str]:
     lines.append("")
     line = f"**Consensus:** {consensus_text(verdict)}"
     lines += [line, "", f"**Decision:** {verdict.get('decision') or '_none_'}", ""]
+    if (deliberated := deliberation_line(verdict)) is not None:
+        head, _, rest = deliberated.partition(": ")
+        lines += [f"**{head}:** {rest}", ""]
     for d in verdict.get("disagreements") or []:
         who = ", ".join(d.get("minority") or []) or "—"
         lines.append(f"- **Minority ({who})** on {d.get('point')}: {d.get('view')}")

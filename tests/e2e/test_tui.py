@@ -134,6 +134,8 @@ async def test_the_debate_in_the_tui_child_session_shows_the_card_seats_and_deli
         assert card_at >= 0, text
         assert "Seats in order: 1. pm (scripted/debater-1), 2. dev (scripted/debater-2)" in text
         assert CARD_FOOTER in text and "Phase: done (completed)" in text
+        # What deliberation changed, as the CLI's verdict says it: one round, none.
+        assert "Deliberation: none (one round)" in text
         assert '"currentAgentIndex"' not in text and "ROUNDTABLE META" not in text
         # Each seat's reply under its own agent's name, in speaking order, then the delimiter.
         pm_at, dev_at = text.find("▣  Pm · "), text.find("▣  Dev · ")
