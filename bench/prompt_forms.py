@@ -33,10 +33,10 @@ import aiohttp
 
 from bench.env import emit_json
 from bench.eval_local import ANSWER_CLOSING
-from roundtabled.cli.eval_runner import topic_for
 from roundtabled.core import prompts, scoring
 from roundtabled.core.scoring import Question
 from roundtabled.core.state import RoundtableState
+from roundtabled.eval import topic_for
 from roundtabled.service.provider import SEAT_PROMPT
 
 CONCISE_SEAT = (

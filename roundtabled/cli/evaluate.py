@@ -1,5 +1,5 @@
 """``roundtabled eval``: its flags, checked here so that a bad one is one ``Error:`` line naming
-it (exit 2), and the run (:mod:`roundtabled.cli.eval_runner`; docs/eval.md)."""
+it (exit 2); the run is the :mod:`roundtabled.eval` package's (docs/eval.md)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,18 @@ from pathlib import Path
 
 from roundtabled.cli.client import EXIT_USAGE, CliError, control_url
 from roundtabled.cli.debate import turn_timeout_flag
-from roundtabled.cli.eval_runner import (
+from roundtabled.core.scoring import ARITHMETIC_LEVELS
+from roundtabled.eval import (
+    DEFAULT_LOCAL_SEATS,
     DEFAULT_PROTOCOLS,
+    GENERATED_TASKS,
     PROTOCOLS,
     EvalOptions,
     Target,
     run_eval,
 )
-from roundtabled.core.scoring import ARITHMETIC_LEVELS
 from roundtabled.service import config as cfg
 from roundtabled.service import provider
-
-DEFAULT_LOCAL_SEATS = ["seat-a", "seat-b", "seat-c"]
-"""The seats written for ``--base-url``/``--model`` when ``--agents`` is not given."""
 
 
 def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,8 +33,9 @@ def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument(
         "--tasks",
         default="arithmetic",
-        help="'arithmetic' (generated, seeded) or a JSONL file of "
-        '{"id", "question", "answer", "choices"?} (default arithmetic)',
+        help="'arithmetic' (generated, seeded), 'code' (generated Python programs: what does "
+        'this print?) or a JSONL file of {"id", "question", "answer", "choices"?, "compare"?} '
+        "(default arithmetic)",
     )
     s.add_argument(
         "--level",
@@ -43,7 +43,7 @@ def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"arithmetic level: {', '.join(ARITHMETIC_LEVELS)} (default medium: a*b+c*d, 2-20; "
         "du: a+b*c+d-e*f, 0-30; easy: a+b*c, 2-12)",
     )
-    s.add_argument("--count", default="40", help="arithmetic questions generated (default 40)")
+    s.add_argument("--count", default="40", help="questions generated (default 40)")
     s.add_argument("--seed", default="0", help="seed of the generated questions (default 0)")
     s.add_argument("--limit", help="run only the first N questions")
     s.add_argument("--agents", help="comma-separated seats (required unless --model)")
@@ -128,8 +128,12 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
     Raises:
         CliError: (exit 2) one line naming the bad flag and its allowed values.
     """
-    if args.tasks != "arithmetic" and not Path(args.tasks).expanduser().is_file():
-        raise _usage(f"--tasks must be 'arithmetic' or a JSONL file, got {args.tasks!r}")
+    generated = args.tasks in GENERATED_TASKS
+    if not generated and not Path(args.tasks).expanduser().is_file():
+        raise _usage(
+            f"--tasks must be {', '.join(map(repr, GENERATED_TASKS))} or a JSONL file, "
+            f"got {args.tasks!r}"
+        )
     if args.level not in ARITHMETIC_LEVELS:
         raise _usage(f"--level must be one of {', '.join(ARITHMETIC_LEVELS)}, got {args.level!r}")
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
@@ -174,12 +178,18 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         output, context = provider.check_limits(args.output_limit, args.context_limit)
     except provider.BadModelOption as exc:
         raise _usage(str(exc)) from None
-    task_name = "arithmetic-" + args.level if args.tasks == "arithmetic" else Path(args.tasks).stem
+    task_name = (
+        "arithmetic-" + args.level
+        if args.tasks == "arithmetic"
+        else args.tasks
+        if generated
+        else Path(args.tasks).stem
+    )
     out = Path(args.out or f"eval-{task_name}-{seed}").expanduser()
     return EvalOptions(
         agents=agents,
         out=out,
-        tasks=args.tasks if args.tasks == "arithmetic" else str(Path(args.tasks).resolve()),
+        tasks=args.tasks if generated else str(Path(args.tasks).resolve()),
         level=args.level,
         count=count or 40,
         seed=seed or 0,

@@ -2,7 +2,7 @@
 reply, comparing it with the gold answer, the majority vote, flips, the Wilson interval and the
 exact McNemar test.
 
-Nothing here does I/O; :mod:`roundtabled.cli.eval_runner` runs the questions and calls these.
+Nothing here does I/O; :mod:`roundtabled.eval` runs the questions and calls these.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from roundtabled.core.code_reading import output_form
 
 # ── task sets ─────────────────────────────────────────────────────────────────────────────────
 
@@ -33,12 +35,20 @@ small model's single-seat accuracy lands where a panel can help (docs/eval.md)."
 class Question:
     """One question: ``id`` unique in its set, ``question`` the text a seat gets, ``answer`` the
     gold answer (a number as text, a choice letter, or free text), ``choices`` the options of a
-    multiple-choice question (``[]`` otherwise; answers name them by letter A, B, … or text)."""
+    multiple-choice question (``[]`` otherwise; answers name them by letter A, B, … or text),
+    ``compare`` how an answer is compared with the gold one (one of :data:`COMPARE`)."""
 
     id: str
     question: str
     answer: str
     choices: tuple[str, ...] = ()
+    compare: str = "answer"
+
+
+COMPARE = ("answer", "output")
+"""How answers are compared: ``answer`` in :func:`canonical` form (numbers, choices, folded text),
+``output`` as a program's printed output (:func:`roundtabled.core.code_reading.output_form`:
+exact but for surrounding and trailing whitespace; docs/eval.md, "Code reading")."""
 
 
 def arithmetic_questions(level: str, count: int, seed: int) -> list[Question]:
@@ -94,7 +104,8 @@ class TaskFileError(ValueError):
 def parse_task_lines(lines: Iterable[str], source: str = "tasks") -> list[Question]:
     """The questions of a JSONL task file: one object per line with ``id`` (string or number),
     ``question`` (string), ``answer`` (string or number) and optionally ``choices`` (list of
-    strings); blank lines are skipped.
+    strings) and ``compare`` (one of :data:`COMPARE`, default ``answer``); blank lines are
+    skipped.
 
     Raises:
         TaskFileError: naming ``source:LINE`` and the field, for invalid JSON, a missing or
@@ -112,7 +123,7 @@ def parse_task_lines(lines: Iterable[str], source: str = "tasks") -> list[Questi
             raise TaskFileError(f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
             raise TaskFileError(f"{where}: expected an object with id, question, answer")
-        unknown = set(obj) - {"id", "question", "answer", "choices"}
+        unknown = set(obj) - {"id", "question", "answer", "choices", "compare"}
         if unknown:
             raise TaskFileError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         qid, text, answer = obj.get("id"), obj.get("question"), obj.get("answer")
@@ -127,10 +138,14 @@ def parse_task_lines(lines: Iterable[str], source: str = "tasks") -> list[Questi
             raise TaskFileError(f"{where}: choices must be a list of strings")
         if len(choices) > 26:
             raise TaskFileError(f"{where}: choices: at most 26 (letters A-Z)")
+        compare = obj.get("compare", "answer")
+        if compare not in COMPARE:
+            raise TaskFileError(f"{where}: compare must be one of {', '.join(COMPARE)}")
         if str(qid) in seen:
             raise TaskFileError(f"{where}: id {qid!r} given twice")
         seen.add(str(qid))
-        out.append(Question(str(qid), text.strip(), str(answer).strip(), tuple(choices)))
+        gold = str(answer) if compare == "output" else str(answer).strip()
+        out.append(Question(str(qid), text.strip(), gold, tuple(choices), compare))
     return out
 
 
@@ -275,7 +290,10 @@ def answer_to(q: Question, answer: str | None) -> str | None:
     """``answer`` in :func:`canonical` form as an answer to ``q``: to a question whose gold
     answer is a number, an answer that names no number is no answer (``None``), not its folded
     text (a seat that wrote ``Answer: {"decision": …}``, copying the observer's verdict, has not
-    answered; folded, three such copies would win the vote)."""
+    answered; folded, three such copies would win the vote). A question that compares printed
+    output (``compare == "output"``) takes :func:`~roundtabled.core.code_reading.output_form`."""
+    if q.compare == "output":
+        return output_form(answer)
     form = canonical(answer, q.choices)
     if form is not None and not q.choices and _as_number(q.answer) is not None:
         return form if _as_number(form) is not None else None
@@ -284,7 +302,9 @@ def answer_to(q: Question, answer: str | None) -> str | None:
 
 def gold_canonical(q: Question) -> str | None:
     """The gold answer of ``q`` in :func:`canonical` form (a choice question's gold may be the
-    letter or the choice text)."""
+    letter or the choice text; a printed output in its :func:`output_form`)."""
+    if q.compare == "output":
+        return output_form(q.answer)
     return canonical(q.answer, q.choices)
 
 
@@ -451,7 +471,7 @@ class ProtocolSummary:
 
 def summarise(records: Sequence[Mapping[str, Any]], protocols: Sequence[str]) -> dict[str, Any]:
     """Per-protocol accuracy, intervals, paired tests and flips over ``records`` (the per-question
-    records of :mod:`roundtabled.cli.eval_runner`: ``{"protocols": {name: {"correct": bool,
+    records of :mod:`roundtabled.eval`: ``{"protocols": {name: {"correct": bool,
     "tokens": int|None, "cost": float|None, "calls": int, "seconds": float}}, "seats": {agent:
     {"correct": [bool per round]}}}``). ``single:<agent>`` is each seat's own opening; the best
     single seat is the one with the most correct openings (ties: seat order).

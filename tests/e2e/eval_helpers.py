@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from roundtabled.cli.eval_runner import EvalOptions, Target, run_eval
 from roundtabled.core.scoring import evaluate_expression
+from roundtabled.eval import EvalOptions, Target, run_eval
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, default_text
 

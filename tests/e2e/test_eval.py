@@ -13,11 +13,18 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roundtabled.cli.eval_runner import EvalOptions, read_records, run_eval
-from roundtabled.core.scoring import Question, arithmetic_questions, evaluate_expression
+from roundtabled.core.scoring import (
+    Question,
+    arithmetic_questions,
+    evaluate_expression,
+    parse_task_lines,
+)
+from roundtabled.eval import EvalOptions, read_records, run_eval
+from roundtabled.offline.panel import panel_reply
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, default_text
 
+from . import cli_helpers
 from .conftest import RT
 from .eval_helpers import (
     AGENTS,
@@ -270,3 +277,34 @@ async def test_a_spend_cap_stops_before_the_next_question_and_says_so(
     with pytest.raises(aiohttp.ClientResponseError) as gone:
         await rt.oc("GET", f"/session/{report['sessions'][0]}")
     assert gone.value.status == 404
+
+
+async def test_the_code_reading_set_runs_through_the_cli_and_is_scored(
+    rt: RT, tmp_path: Path
+) -> None:
+    """``roundtabled eval --tasks code --limit 2`` on the offline model (docs/eval.md, "Code
+    reading"): its seats may answer a program wrongly, but every turn is read and scored, and
+    the set the run generated is written beside the report as a ``--tasks FILE`` set."""
+    rt.llm.responder = panel_reply
+    out = tmp_path / "run"
+    run = await cli_helpers.cli(
+        rt,
+        "eval", "--tasks", "code", "--limit", "2", "--agents", ",".join(AGENTS),
+        "--protocols", "single,vote", "--out", str(out),
+        timeout=300,
+    )  # fmt: skip
+    assert run.code == 0, run
+    report = json.loads((out / "report.json").read_text())
+    assert report["questions"] == {"done": 2, "planned": 2}
+    assert report["task"]["tasks"] == "code" and report["task"]["level"] is None
+    by_name = {p["name"]: p for p in report["protocols"]}
+    assert set(by_name) == {*(f"single:{a}" for a in AGENTS), "vote"}
+    assert all(p["n"] == 2 for p in by_name.values())
+    written = parse_task_lines((out / "questions.jsonl").read_text().splitlines())
+    assert [q.id for q in written] == ["code-0-0", "code-0-1"]
+    for rec, q in zip(report["records"], written, strict=True):
+        assert rec["gold"] == q.answer and "```python" in rec["question"]
+        for p in rec["protocols"].values():
+            assert p["correct"] == (p["answer"] is not None and p["answer"] == q.answer)
+    asked = [r for r in rt.llm.requests if r.agent == AGENTS[0] and "```python" in r.last_user_text]
+    assert asked and "What does this Python program print?" in asked[0].last_user_text

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from roundtabled.cli.eval_runner import EvalOptions, build_report, write_reports
+from roundtabled.eval import EvalOptions, build_report, write_reports
 
 RECORD: dict[str, Any] = {
     "id": "medium-0-0",

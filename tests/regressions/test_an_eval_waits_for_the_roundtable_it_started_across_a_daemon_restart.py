@@ -21,8 +21,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roundtabled.cli.eval_runner import EvalOptions, Target, run_eval
 from roundtabled.core.state import CONCLUDED_SUFFIX
+from roundtabled.eval import EvalOptions, Target, run_eval
 from roundtabled.offline.opencode_server import free_port
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM
