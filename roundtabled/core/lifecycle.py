@@ -291,7 +291,7 @@ def shown_reply(
     A part holding no verdict block (a reply without one, or one already edited before a
     restart) is left as it is (docs/result.md, "The observer's verdict").
     """
-    line = recorded_line(state.verdict.data, state.verdict.error)
+    line = recorded_line(state.verdict.data)
     edits: list[EditPart] = []
     for mid, part in parts:
         text = shown_text(str(part.get("text") or ""), line)

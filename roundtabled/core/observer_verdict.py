@@ -320,21 +320,19 @@ def _one_line(text: str, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
-def recorded_line(data: dict[str, Any] | None, error: str | None) -> str:
+def recorded_line(data: dict[str, Any] | None) -> str:
     """The line in words that takes the place of the observer's verdict block in S2 once the
     verdict is recorded (docs/result.md, "The observer's verdict").
 
     Args:
         data: the recorded verdict (``VerdictRecord.data``: ``decision``, ``consensus``,
             ``confidence`` 0.0–1.0), or ``None`` when the block gave none and the verdict was
-            built from the seats' stated positions.
-        error: why the block gave none (``VerdictRecord.error``), when ``data`` is ``None``.
+            built from the seats' stated positions (the result's notes say why).
     """
     if data is None:
-        why = f" ({_one_line(error, 160)})" if error else ""
         return (
-            f"Verdict block not used{why}: roundtabled built the verdict from the seats' "
-            "stated positions (see the result)."
+            "Verdict block not used: roundtabled built the verdict from the seats' stated "
+            "positions (the result says why)."
         )
     decision = data.get("decision")
     said = [

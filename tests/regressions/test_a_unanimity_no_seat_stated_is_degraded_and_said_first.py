@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from roundtabled.service.demo import OBSERVER_SUMMARY, VERDICT
+
 from roundtabled.cli.verdict import render_verdict
 from roundtabled.core.card import state_card
 from roundtabled.core.observer_flow import observer_step
 from roundtabled.core.result import HEADER_TITLE, build_result, delivery_text, result_json
 from roundtabled.core.state import EndReason, HistoryEntry, Phase, RoundtableState
 from roundtabled.offline.orchestrator import relay_text
-from roundtabled.service.demo import OBSERVER_SUMMARY, VERDICT
 
 AGENTS = ["pm", "dev", "rv"]
 SAID = "no seat stated a position: the observer's 'unanimous' is its own reading"

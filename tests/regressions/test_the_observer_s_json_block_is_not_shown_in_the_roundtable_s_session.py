@@ -11,8 +11,8 @@ reply without a block is left as it is, and a ``kill -9`` between the written ve
 the line exactly once and the verdict whole.
 
 Exact input: pm and dev × 1 round (the scripted model's default replies), the observer's reply
-``"1. **Executive summary** keep it.\\n\\n6. **Verdict**\\n```json\\n{…}\\n```\\n"`` with the verdict
-below.
+``REPLY`` below: its prose, a "6. **Verdict**" heading and the fenced ```json block of
+``VERDICT``.
 """
 
 from __future__ import annotations
