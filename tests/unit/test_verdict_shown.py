@@ -157,3 +157,59 @@ def test_no_edit_while_the_result_waits_for_its_delivery() -> None:
     )
     assert step.wake_at is not None and not step.state.finalization.verdict_shown
     assert not any(isinstance(c, EditPart) for c in step.commands)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    crashes=st.lists(st.integers(min_value=-1, max_value=8), max_size=6),
+    busy=st.lists(st.booleans(), max_size=6),
+)
+def test_across_crashes_s2_shows_the_line_once_and_only_after_a_written_delivery(
+    crashes: list[int], busy: list[bool]
+) -> None:
+    """Phase 4 under crashes after any command (the next process resumes from the last written
+    state, its history read back from S2 as the edit left it) and a busy S2: the part ends with
+    the prose and the line once, and every edit comes after a write that recorded the
+    delivery."""
+    part = dict(PART)
+    written = concluded()
+    state = written
+    delivered_written = False
+    for n in range(len(crashes) + 8):
+        crash = crashes[n] if n < len(crashes) else -1
+        reads = lifecycle.reply_reads(state)
+        parts = (("msg_answer", dict(part)),) if reads is not None else None
+        step = lifecycle.finalize(
+            state,
+            FinalFacts(
+                now=n,
+                result_id=f"msg_r{n}",
+                delimiter_id=f"msg_d{n}",
+                s2_busy=busy[n] if n < len(busy) else False,
+                observer_parts=parts,
+            ),
+        )
+        crashed = False
+        for i, cmd in enumerate(step.commands):
+            if isinstance(cmd, WriteState):
+                written = cmd.state
+                delivered_written = (
+                    delivered_written or cmd.state.delivery.delivered_via is not None
+                )
+            elif isinstance(cmd, EditPart):
+                assert delivered_written, "an edit before the delivery's state was written"
+                part = cmd.part
+            if i == crash:
+                crashed = True
+                break
+        if crashed:
+            # A restart: the written state, its history rebuilt from S2 (the part as it is).
+            history = list(written.history)
+            history[-1] = history[-1].model_copy(update={"response": str(part["text"])})
+            state = written.model_copy(update={"history": history})
+            continue
+        state = step.state
+        if step.done:
+            break
+    assert part["text"] == f"Summary.\n\n{LINE}"
+    assert state.finalization.verdict_shown
