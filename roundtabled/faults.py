@@ -30,6 +30,8 @@ POINTS = (
     "result-taken",  # the waiting tool call's poll took the result; its answer not yet sent
     "delivered",  # the result is in S1 (posted, or seen in the tool call's part); the delivery
     # not yet recorded
+    "verdict-shown",  # the observer's reply in S2 shows the verdict in words, not its JSON
+    # block; the state saying so not yet written (passed only when the reply held a block)
     "delimiter-posted",  # the delimiter is in S2; the title not yet changed
     "title-set",  # the title has " · CONCLUDED"; the final toast/state not yet written
 )

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from roundtabled.core import result
+from roundtabled.core import result, wire
 from roundtabled.core.commands import Abort, Decision, PersistState, ReleaseResult, Toast
+from roundtabled.core.observer_verdict import recorded_line, shown_text
 from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
     META_KEY,
@@ -160,6 +161,9 @@ class FinalFacts:
     ``s1_busy`` / ``s2_busy``: from ``GET /session/status``.
     ``released_at``: when the result was released to pollers (``None``: not yet).
     ``result_id`` / ``delimiter_id``: fresh message ids the step may use.
+    ``observer_parts``: ``(message id, part)`` of the text parts of the observer's reply
+    (:func:`wire.reply_text_parts` of the prompts :func:`reply_reads` names); ``None`` when not
+    read.
     """
 
     now: int
@@ -170,6 +174,7 @@ class FinalFacts:
     s1_busy: bool = False
     s2_busy: bool = False
     released_at: int | None = None
+    observer_parts: tuple[tuple[str, dict[str, Any]], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +211,16 @@ class SetTitle:
     title: str
 
 
-FinalCommand = ReleaseResult | WriteState | PostResult | PostDelimiter | SetTitle | Toast
+@dataclass(frozen=True, slots=True)
+class EditPart:
+    """``PATCH /session/{S2}/message/{message_id}/part/{id}`` with ``part`` (an observer's text
+    part whose verdict block gives way to the verdict in words: :func:`shown_reply`)."""
+
+    message_id: str
+    part: dict[str, Any]
+
+
+FinalCommand = ReleaseResult | WriteState | PostResult | EditPart | PostDelimiter | SetTitle | Toast
 
 
 @dataclass(slots=True)
@@ -234,6 +248,64 @@ def final_reads(state: RoundtableState) -> tuple[bool, bool]:
     return tool, delivering or marking
 
 
+def _conclusion_observer(state: RoundtableState) -> list[int]:
+    """Indexes in ``state.history`` of the observer's turns of the roundtable's last conclusion
+    (its consolidation and its one repair turn; an extension's earlier conclusions were shown
+    at their own end)."""
+    rounds = [e.round for e in state.history if e.kind == "observer"]
+    if not rounds:
+        return []
+    last = rounds[-1]
+    return [i for i, e in enumerate(state.history) if e.kind == "observer" and e.round == last]
+
+
+def reply_reads(state: RoundtableState) -> tuple[str, ...] | None:
+    """The observer's prompts (message ids) whose replies :func:`finalize` needs read to show
+    the verdict in words in S2 (``FinalFacts.observer_parts``); ``None``: nothing to read —
+    shown already, S2 not written any more, or a roundtable that ended ``failed`` (S2 may refuse
+    every write, and its verdict may never have been written)."""
+    if (
+        state.finalization.verdict_shown
+        or not writes_s2(state)
+        or state.end_reason == EndReason.FAILED
+    ):
+        return None
+    return tuple(
+        mid for i in _conclusion_observer(state) if (mid := state.history[i].message_id) is not None
+    )
+
+
+def shown_reply(
+    state: RoundtableState, parts: tuple[tuple[str, dict[str, Any]], ...]
+) -> tuple[RoundtableState, list[EditPart]]:
+    """The edits that make S2 show the recorded verdict in words instead of the observer's JSON
+    block, and the state whose history holds the reply as S2 will then show it (the export of a
+    roundtable in memory and of one read back from S2 say the same) with
+    ``finalization.verdict_shown`` set.
+
+    Args:
+        state: a roundtable whose verdict is recorded (``state.verdict``) and written.
+        parts: ``(message id, part)`` of the observer's reply text parts
+            (:func:`wire.reply_text_parts`).
+
+    A part holding no verdict block (a reply without one, or one already edited before a
+    restart) is left as it is (docs/result.md, "The observer's verdict").
+    """
+    line = recorded_line(state.verdict.data)
+    edits: list[EditPart] = []
+    for mid, part in parts:
+        text = shown_text(str(part.get("text") or ""), line)
+        if text is not None:
+            edits.append(EditPart(mid, wire.with_text(part, text)))
+    history = list(state.history)
+    for i in _conclusion_observer(state):
+        text = shown_text(history[i].response, line)
+        if text is not None:
+            history[i] = history[i].model_copy(update={"response": text})
+    f = state.finalization.model_copy(update={"verdict_shown": True})
+    return state.model_copy(update={"history": history, "finalization": f}), edits
+
+
 def finalize(state: RoundtableState, facts: FinalFacts) -> Final:
     """The next step of phase 4 for a roundtable that is over: release the result, deliver it to
     S1 once, then the delimiter, the title and the toast, each once."""
@@ -248,6 +320,12 @@ def finalize(state: RoundtableState, facts: FinalFacts) -> Final:
         if write:
             out.commands.append(WriteState(out.state))
     if write:
+        if facts.observer_parts is not None and reply_reads(out.state) is not None:
+            # After the delivery's write: the verdict is in the written state before the JSON
+            # block leaves S2, so no restart reads it back from the edited text. The flag is
+            # written with the delimiter's state (an edit repeated after a crash finds no block).
+            out.state, edits = shown_reply(out.state, facts.observer_parts)
+            out.commands += edits
         f = out.state.finalization
         if (f.delimiter_message_id is None or not f.title_done) and facts.s2_busy:
             out.wake_at = facts.now + BUSY_S2_RETRY_MS

@@ -305,3 +305,58 @@ def parse_reply(text: str, agents: Sequence[str]) -> tuple[str, ObserverVerdict 
             )
         fixed.append(d.model_copy(update={"minority": names}))
     return prose, verdict.model_copy(update={"disagreements": fixed}), None
+
+
+# ── the verdict as S2 shows it once it is recorded ──────────────────────────────────────────────
+
+SHOWN_DECISION_MAX = 200
+"""Characters of the decision kept in :func:`recorded_line`."""
+
+
+def _one_line(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters, with no code fence left in it (a
+    fence would make the line a block again)."""
+    one = " ".join(text.split()).replace("```", "'''")
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def recorded_line(data: dict[str, Any] | None) -> str:
+    """The line in words that takes the place of the observer's verdict block in S2 once the
+    verdict is recorded (docs/result.md, "The observer's verdict").
+
+    Args:
+        data: the recorded verdict (``VerdictRecord.data``: ``decision``, ``consensus``,
+            ``confidence`` 0.0–1.0), or ``None`` when the block gave none and the verdict was
+            built from the seats' stated positions (the result's notes say why).
+    """
+    if data is None:
+        return (
+            "Verdict block not used: roundtabled built the verdict from the seats' stated "
+            "positions (the result says why)."
+        )
+    decision = data.get("decision")
+    said = [
+        "decision: "
+        + (_one_line(decision, SHOWN_DECISION_MAX) if isinstance(decision, str) else "none"),
+        f"consensus: {_one_line(str(data.get('consensus') or 'unknown'), 40)}",
+    ]
+    confidence = data.get("confidence")
+    if isinstance(confidence, int | float) and not isinstance(confidence, bool):
+        said.append(f"confidence: {round(confidence * 10)}/10")
+    return "Verdict recorded by roundtabled — " + "; ".join(said) + "."
+
+
+def shown_text(text: str, line: str) -> str | None:
+    """``text`` (one text part of the observer's reply, or the whole reply) as S2 shows it once
+    the verdict is recorded: every verdict block (:func:`has_verdict_block`: a fenced JSON
+    object, or a reply that is a bare object) and the "6. Verdict" heading before it replaced by
+    ``line`` (:func:`recorded_line`) after the prose. ``None`` when ``text`` holds no verdict
+    block: it is left as it is (a reply without one, or one already shown this way)."""
+    found = _locate(text)
+    if found is None:
+        return None
+    prose = text
+    while found is not None:
+        prose = found[1]
+        found = _locate(prose) if prose else None
+    return f"{prose}\n\n{line}" if prose else line

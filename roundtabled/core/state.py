@@ -557,6 +557,9 @@ class Finalization(StateModel):
     across restarts."""
 
     delimiter_message_id: str | None = Field(default=None, alias="delimiterMessageID")
+    verdict_shown: bool = False
+    """The observer's reply in S2 shows the recorded verdict in words, not its JSON block
+    (:func:`roundtabled.core.lifecycle.finalize`; docs/result.md, "The observer's verdict")."""
     title_done: bool = False
     toast_done: bool = False
 

@@ -242,6 +242,34 @@ def pasted_meta_ids(messages: Sequence[dict[str, Any]], state_message_id: str | 
     return out
 
 
+def reply_text_parts(
+    messages: Sequence[dict[str, Any]], prompt_ids: Sequence[str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(message id, part)`` of each text part that makes the reply text (:func:`_text_of`:
+    after the last ``step-start``, not ``ignored``) of every assistant message of ``messages``
+    answering one of ``prompt_ids`` (its ``parentID``), in order."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for raw in messages:
+        info = raw.get("info") or {}
+        if info.get("role") != "assistant" or info.get("parentID") not in prompt_ids:
+            continue
+        parts: list[dict[str, Any]] = list(raw.get("parts") or [])
+        starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
+        first = starts[-1] + 1 if starts else 0
+        out += [
+            (str(info.get("id")), p)
+            for p in parts[first:]
+            if p.get("type") == "text" and not p.get("ignored") and isinstance(p.get("id"), str)
+        ]
+    return out
+
+
+def with_text(part: dict[str, Any], text: str) -> dict[str, Any]:
+    """A copy of ``part`` whose text is ``text`` (for ``PATCH …/part/{id}``, which replaces the
+    part in place: docs/opencode-server.md, "Messages and parts")."""
+    return {**part, "text": text}
+
+
 def text_part(text: str) -> dict[str, Any]:
     """A visible text part of a new message."""
     return {"type": "text", "text": text}

@@ -15,7 +15,14 @@ from typing import Any
 from roundtabled import faults, ids
 from roundtabled.core import lifecycle, wire
 from roundtabled.core.commands import ReleaseResult, Toast
-from roundtabled.core.lifecycle import FinalFacts, PostDelimiter, PostResult, SetTitle, WriteState
+from roundtabled.core.lifecycle import (
+    EditPart,
+    FinalFacts,
+    PostDelimiter,
+    PostResult,
+    SetTitle,
+    WriteState,
+)
 from roundtabled.core.state import DELIMITER_TEXT, EndReason, Marker, sign_marker
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
@@ -72,6 +79,10 @@ class Finalizer:
                 state, status, output, metadata, self.shell.signer
             )
             tool_call = (status, holds)
+        observer_parts: tuple[tuple[str, dict[str, Any]], ...] | None = None
+        prompts = lifecycle.reply_reads(state)
+        if prompts is not None:
+            observer_parts = await self.observer_parts(table, prompts)
         statuses: dict[str, dict[str, Any]] = {}
         if want_statuses:
             with contextlib.suppress(NotFound):
@@ -86,7 +97,24 @@ class Finalizer:
             and wire.is_busy(statuses, state.parent_session_id or ""),
             s2_busy=wire.is_busy(statuses, state.session_id),
             released_at=table.finished_at,
+            observer_parts=observer_parts,
         )
+
+    async def observer_parts(
+        self, table: Table, prompts: tuple[str, ...]
+    ) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """The text parts of the observer's reply to ``prompts`` (message ids) in S2; none when
+        there is nothing to read or S2 cannot be read now (the JSON block then stays: its
+        showing is no part of the result, and is not worth holding phase 4 up)."""
+        if not prompts:
+            return ()
+        s2 = table.state.session_id
+        try:
+            msgs, _ = await self.shell.store.read_from(s2, min(prompts))
+        except (NotFound, TransportError) as exc:
+            table.log.warning("could not read the observer's reply to show its verdict: %s", exc)
+            return ()
+        return tuple(wire.reply_text_parts(msgs, prompts))
 
     async def _run(self, table: Table, cmd: lifecycle.FinalCommand) -> None:
         shell = self.shell
@@ -115,6 +143,14 @@ class Finalizer:
                     ],
                 )
             faults.checkpoint("delivered")
+        elif isinstance(cmd, EditPart):
+            try:
+                await shell.client.update_part(s2, cmd.message_id, cmd.part)
+            except (NotFound, TransportError) as exc:
+                # Only what S2 shows: the verdict is in the written state and the result.
+                table.log.warning("could not show the observer's verdict in words: %s", exc)
+            else:
+                faults.checkpoint("verdict-shown")
         elif isinstance(cmd, PostDelimiter):
             parts = [wire.text_part(DELIMITER_TEXT)]
             if cmd.label:
