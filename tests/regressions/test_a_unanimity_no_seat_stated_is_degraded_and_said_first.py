@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roundtabled.service.demo import OBSERVER_SUMMARY, VERDICT
-
 from roundtabled.cli.verdict import render_verdict
 from roundtabled.core.card import state_card
 from roundtabled.core.observer_flow import observer_step
