@@ -30,7 +30,12 @@ def _checkout(tmp: Path, *, pip_fails: bool = False) -> tuple[Path, dict[str, st
     shutil.copy(ROOT / "scripts" / "setup", repo / "scripts" / "setup")
     shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
     shutil.copy(ROOT / "package.json", repo / "package.json")
+    (repo / "opencode-v2").mkdir()
+    shutil.copy(ROOT / "opencode-v2" / "package.json", repo / "opencode-v2" / "package.json")
     want = json.loads((ROOT / "package.json").read_text())["dependencies"]["opencode-ai"]
+    want2 = json.loads((ROOT / "opencode-v2" / "package.json").read_text())["dependencies"][
+        "@opencode/cli"
+    ]
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
     # A stand-in interpreter: `-m venv DIR` makes a venv whose python is this script again;
@@ -50,13 +55,18 @@ def _checkout(tmp: Path, *, pip_fails: bool = False) -> tuple[Path, dict[str, st
         f'exec {sys.executable} "$@"\n'
     )
     py.chmod(0o755)
-    # A stand-in npm: `ci` refuses the lock file, `install` puts the pinned binary in place.
+    # A stand-in npm: `ci` refuses the lock file, `install` puts the pinned binary in place (1.x
+    # at the root, which prints its bare version; 2.x in opencode-v2/, which prints "opencode vX").
     npm = bin_dir / "npm"
     npm.write_text(
         "#!/usr/bin/env bash\n"
         f'if [ "$1" = ci ]; then echo "{NPM_REFUSAL}" >&2; exit 1; fi\n'
         "mkdir -p node_modules/.bin\n"
-        f"printf '#!/bin/sh\\necho {want}\\n' > node_modules/.bin/opencode\n"
+        'if [ "$(basename "$PWD")" = opencode-v2 ]; then\n'
+        f"  printf '#!/bin/sh\\necho opencode v{want2}\\n' > node_modules/.bin/opencode\n"
+        "else\n"
+        f"  printf '#!/bin/sh\\necho {want}\\n' > node_modules/.bin/opencode\n"
+        "fi\n"
         "chmod +x node_modules/.bin/opencode\n"
     )
     npm.chmod(0o755)
