@@ -15,7 +15,7 @@ relied on is pinned on both real servers by ``tests/contract/test_server_port.py
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from roundtabled import ids
@@ -662,12 +662,31 @@ class V2Port:
         meta = held.get("metadata")
         return (SignedState(held["text"], meta if isinstance(meta, dict) else {}),)
 
-    async def write_state(self, session: SessionRef, block: SignedState) -> None:
+    async def write_state(
+        self,
+        session: SessionRef,
+        block: SignedState,
+        *,
+        hidden: Sequence[str] | None = None,
+        phase: str | None = None,
+    ) -> None:
+        """Write ``block``; ``hidden`` (prompt ids the roundtabled plugin keeps out of every
+        later model request, ``metadata.roundtabled.hidden``: docs/plugin.md "OpenCode 2.x")
+        and ``phase`` (the index's) in the same PATCH, ``None``: left as they are."""
         # 2.x has no message edit; S2's session metadata holds the block. A PATCH replaces the
-        # whole metadata object, so the other keys (the index) are read and written back.
+        # whole metadata object, so the other keys (the index) are read and written back: one
+        # writer per roundtable keeps that safe.
         info = await self.client.get_session(session.id)
         metadata = dict(info.metadata or {})
         metadata[STATE_KEY] = {"text": block.text, "metadata": dict(block.metadata)}
+        if hidden is not None or phase is not None:
+            ours = metadata.get(META_KEY)
+            ours = dict(ours) if isinstance(ours, Mapping) else {}
+            if hidden is not None:
+                ours["hidden"] = list(hidden)
+            if phase is not None:
+                ours["phase"] = phase
+            metadata[META_KEY] = ours
         await self.client.update_session(session.id, metadata=metadata)
 
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
