@@ -31,13 +31,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
 
-from roundtabled.core import lifecycle, machine, prompts
+from roundtabled.core import failures, lifecycle, machine, prompts
 from roundtabled.core.commands import (
     Abort,
+    Cancel,
     Decision,
     Finalize,
     Observation,
@@ -46,6 +48,7 @@ from roundtabled.core.commands import (
     ReleaseResult,
     Toast,
     TurnRecorded,
+    join_cancel,
 )
 from roundtabled.core.events import Event
 from roundtabled.core.server_records import SessionRef, SignedState, TurnKey, TurnOutcome
@@ -55,6 +58,7 @@ from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
     META_KEY,
     Delivery,
+    EndReason,
     Marker,
     ModelRef,
     Options,
@@ -62,15 +66,17 @@ from roundtabled.core.state import (
     RoundtableState,
     Signer,
     Usage,
+    decode_state,
     encode_state,
     observer_agent_of,
     sign_marker,
 )
-from roundtabled.core.validation import RoundtableRequest
+from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.core.wire import AnswerView, MessageView, UserView
+from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
-from roundtabled.errors import ValidationFailed
+from roundtabled.errors import NotFound, RoundtableError, StateError, ValidationFailed
 from roundtabled.opencode.port import V2Port, v2_prompt_id
 
 __all__ = ["V2Runner", "keyed", "observation_of", "refusal"]
@@ -88,6 +94,10 @@ def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     if req.extend:
         return ValidationFailed(
             "sessionID", "sessionID: extending a roundtable is not supported on OpenCode 2.x yet"
+        )
+    if req.dry_run:
+        return ValidationFailed(
+            "dryRun", "dryRun: the plan is not read from OpenCode 2.x yet; start without it"
         )
     if req.opening == "independent":
         return ValidationFailed(
@@ -200,6 +210,7 @@ class _Run:
     deadline_ms: int | None = None
     accepted: set[str] = field(default_factory=set)
     result: dict[str, Any] | None = None
+    cancel: Cancel | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     finalized: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -231,9 +242,63 @@ class V2Runner:
         if run is not None:
             run.wake.set()
 
+    async def recover(self, directories: Iterable[str] = ()) -> int:
+        """Resume the roundtables left unfinished in ``directories`` and in the directories of
+        earlier roundtables (remembered under the state directory; a daemon restarted, or
+        killed): each one's signed state is read from S2's metadata and its loop started; the
+        first pass reads the pending turn's outcome and decides, as after any wake (a turn sent
+        again has the same id: no second turn). A block that does not authenticate is skipped
+        with a warning. Returns how many were resumed."""
+        resumed = 0
+        known = known_directories(self.settings.state_dir)
+        for directory in dict.fromkeys([*directories, *self.settings.directories, *known]):
+            for s2 in await self.port.unfinished(directory):
+                if s2.id in self.tables:
+                    continue
+                try:
+                    block = (await self.port.read_state(s2))[0]
+                    state = decode_state(block.text, block.metadata, s2.id, self.signer)
+                except (IndexError, StateError) as exc:
+                    log.warning("%s: holds no roundtable state of this daemon: %s", s2.id, exc)
+                    continue
+                if not state.active:
+                    continue
+                run = _Run(state, s2)
+                self.tables[s2.id] = run
+                run.wake.set()  # the first pass decides from a read at once
+                run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
+                resumed += 1
+                log.info("%s: roundtable resumed after a restart", s2.id)
+        return resumed
+
+    async def on_connect(self) -> None:
+        """After every (re)connect of the event stream: wake every roundtable (no replay)."""
+        for run in self.tables.values():
+            run.wake.set()
+
+    async def agent_list(self, directory: str | None) -> list[dict[str, Any]]:
+        """The directory's agents as the control API lists them (``name``, ``mode``, ``color``,
+        ``model`` as ``provider/model``, ``hidden``)."""
+        return [
+            {
+                "name": a.id,
+                "mode": a.mode,
+                "color": a.color,
+                "model": a.model.label() if a.model else None,
+                "hidden": a.hidden,
+            }
+            for a in await self.port.agents(directory or "")
+        ]
+
     async def _models(self, req: RoundtableRequest, directory: str | None) -> dict[str, ModelRef]:
         assert req.agents is not None
-        agents = {a.id: a for a in await self.port.agents(directory or "")}
+        records = await self.port.agents(directory or "")
+        agents = {a.id: a for a in records}
+        check_agents(
+            req.agents,
+            req.observer,
+            [{"name": a.id, "hidden": a.hidden, "mode": a.mode} for a in records],
+        )
         observer = observer_agent_of(req.observer or BUILTIN_OBSERVER)
         models: dict[str, ModelRef] = {}
         default: ModelRef | None = None
@@ -305,6 +370,7 @@ class V2Runner:
             created_at=now,
             updated_at=now,
         )
+        remember_directory(self.settings.state_dir, state.directory)
         run = _Run(state, s2)
         self.tables[s2.id] = run
         first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
@@ -313,15 +379,61 @@ class V2Runner:
         return run.state
 
     async def _loop(self, run: _Run) -> None:
+        """Wake, read, decide, execute until the roundtable is over. A failed pass goes to the
+        same failure policy as on 1.x (docs/design.md, "Failures of the worker"): retried with
+        backoff, or the roundtable ends as failed and its result is released with the reason."""
+        policy = failures.FailurePolicy()
         while run.state.active:
             await self._sleep(run)
             try:
                 await self._step(run)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("%s: a pass failed; retrying", run.s2.id)
-                await asyncio.sleep(1.0)
+            except Exception as exc:
+                out = policy.failed(exc)
+                if not out.give_up:
+                    log.warning(
+                        "%s: a pass failed, retrying in %.1f s: %s", run.s2.id, out.delay_s, exc
+                    )
+                    await asyncio.sleep(out.delay_s)
+                    run.wake.set()
+                    continue
+                assert out.reason is not None
+                log.error("%s: roundtable failed: %s", run.s2.id, out.reason)
+                run.state = failures.ended(run.state, out.reason, self.clock())
+                await self._finish_failed(run)
+                return
+            policy.succeeded()
+
+    async def _finish_failed(self, run: _Run) -> None:
+        """The end of a roundtable the failure policy ended: the result (with the reason) to
+        pollers first, then the state and the title, each only if S2 takes it."""
+        self._release(run)
+        for write in (self._write, self._conclude):
+            try:
+                await write(run)
+            except RoundtableError as exc:
+                log.warning("%s: could not write the end into S2: %s", run.s2.id, exc)
+
+    async def _conclude(self, run: _Run) -> None:
+        """S2's title ends ``· CONCLUDED`` (not for a deleted S2 or S1: nothing is written)."""
+        if run.state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED):
+            await self.port.client.update_session(
+                run.s2.id, title=run.state.title + CONCLUDED_SUFFIX
+            )
+        run.finalized.set()
+
+    async def _gone(self, run: _Run) -> tuple[bool, bool]:
+        """``(S2 or S1 is gone, S1 is gone)``: a 404 is a deletion, never an end."""
+        gone: list[bool] = []
+        for sid in (run.s2.id, run.state.parent_session_id):
+            try:
+                if sid:
+                    await self.port.session(sid)
+                gone.append(False)
+            except NotFound:
+                gone.append(True)
+        return gone[0] or gone[1], gone[1]
 
     async def _sleep(self, run: _Run) -> None:
         timeout = self.settings.resync_period
@@ -335,10 +447,23 @@ class V2Runner:
     async def _step(self, run: _Run) -> None:
         state = run.state
         out = None
-        if state.pending is not None:
-            out = await self.port.turn_outcome(run.s2, state.pending.message_id)
+        deleted: tuple[bool, bool] = (False, False)
+        try:
+            if state.pending is not None:
+                out = await self.port.turn_outcome(run.s2, state.pending.message_id)
+            else:
+                await self.port.session(run.s2.id)
+        except NotFound:
+            deleted = await self._gone(run)
+            if not deleted[0]:
+                raise
         accepted = state.pending is not None and state.pending.message_id in run.accepted
         obs = observation_of(state, out, self.clock(), accepted=accepted)
+        if deleted[0]:
+            obs = dc_replace(obs, status="unknown", deleted=True, parent_deleted=deleted[1])
+        cancel, run.cancel = run.cancel, None
+        if cancel is not None and state.end_reason != EndReason.CANCELLED:
+            obs = dc_replace(obs, cancel=cancel)
         await self._execute(run, keyed(machine.decide(state, obs)))
 
     async def _write(self, run: _Run) -> None:
@@ -375,7 +500,8 @@ class V2Runner:
                 if not cmd.persist_first:
                     await self._write(run)
             elif isinstance(cmd, Abort):
-                await self.port.abort(run.s2)
+                with contextlib.suppress(NotFound):  # a deleted S2 runs nothing any more
+                    await self.port.abort(run.s2)
             elif isinstance(cmd, Toast):
                 await self.port.notify(
                     run.state.directory or "", "Roundtable", cmd.message, cmd.variant
@@ -384,10 +510,7 @@ class V2Runner:
                 self._release(run)
             elif isinstance(cmd, Finalize):
                 self._release(run)
-                await self.port.client.update_session(
-                    run.s2.id, title=run.state.title + CONCLUDED_SUFFIX
-                )
-                run.finalized.set()
+                await self._conclude(run)
             elif isinstance(cmd, TurnRecorded):
                 log.info(
                     "%s: %s round %d %s",
@@ -401,6 +524,61 @@ class V2Runner:
         if run.result is None:
             run.result = lifecycle.result_payload(run.state)
             run.done.set()
+
+    def active(self) -> int:
+        """How many roundtables this shell is driving now."""
+        return sum(1 for r in self.tables.values() if r.task is not None and not r.task.done())
+
+    def status(self, s2: str) -> dict[str, Any] | None:
+        """The status of roundtable ``s2`` (``None``: not known here), with its result once it
+        is over (docs/control-api.md; the fields the 2.x shell knows)."""
+        run = self.tables.get(s2)
+        if run is None:
+            return None
+        st = run.state
+        pend = st.pending
+        return {
+            "sessionID": st.session_id,
+            "parentSessionID": st.parent_session_id,
+            "directory": st.directory,
+            "title": st.title,
+            "prompt": st.prompt,
+            "phase": st.phase.value,
+            "round": min(st.current_round, st.total_rounds - 1) + 1,
+            "totalRounds": st.total_rounds,
+            "agent": pend.agent if pend else None,
+            "agents": st.agents,
+            "observer": st.observer,
+            "endReason": st.end_reason.value if st.end_reason else None,
+            "finalized": run.finalized.is_set(),
+            "errors": st.errors,
+            "notes": list(st.notes),
+            "turns": len(st.seat_turns()),
+            "summary": st.summary,
+            "result": run.result["result"] if run.result else None,
+        }
+
+    def take_result(self, s2: str) -> dict[str, Any] | None:
+        """The result of ``s2`` once it is over (``None`` before)."""
+        run = self.tables.get(s2)
+        return None if run is None else run.result
+
+    async def cancel(self, s2: str, *, summarize: bool, reason: str) -> RoundtableState:
+        """Ask roundtable ``s2`` to stop (the machine decides at its next pass).
+
+        Raises:
+            ValidationFailed: ``s2`` is not known here (names ``sessionID``).
+        """
+        run = self.tables.get(s2)
+        if run is None:
+            raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        answer = join_cancel(run.cancel, None, Cancel(summarize=summarize, reason=reason))
+        if answer.refusal is not None:
+            raise ValidationFailed("summarize", answer.refusal)
+        if answer.pending is not None:
+            run.cancel = answer.pending
+        run.wake.set()
+        return run.state
 
     async def wait_result(self, s2: str, timeout: float) -> dict[str, Any] | None:
         """The result of roundtable ``s2`` once it is over (``None``: not within ``timeout``

@@ -710,6 +710,20 @@ class V2Port:
         # 2.x has no HTTP route for a toast (only a TUI plugin can show one)
         return False
 
+    async def unfinished(self, directory: str, *, limit: int = 200) -> list[SessionRef]:
+        """The sessions among ``directory``'s newest ``limit`` whose metadata holds a state
+        block and whose index phase (``metadata.roundtabled.phase``, written with the state) is
+        not ``done``/``aborted``: the roundtables a restarted daemon resumes. Only the signed
+        block decides whether one is ours (:func:`roundtabled.core.state.decode_state`)."""
+        out: list[SessionRef] = []
+        for info in await self.client.sessions(directory, limit=limit):
+            meta = info.metadata or {}
+            index = meta.get(META_KEY)
+            phase = index.get("phase") if isinstance(index, Mapping) else None
+            if STATE_KEY in meta and phase not in ("done", "aborted"):
+                out.append(_v2_session(info))
+        return out
+
 
 async def port_for(
     url: str, *, password: str | None = None, username: str = "opencode", **client: Any
