@@ -15,7 +15,7 @@ relied on is pinned on both real servers by ``tests/contract/test_server_port.py
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from roundtabled import ids
@@ -662,12 +662,31 @@ class V2Port:
         meta = held.get("metadata")
         return (SignedState(held["text"], meta if isinstance(meta, dict) else {}),)
 
-    async def write_state(self, session: SessionRef, block: SignedState) -> None:
+    async def write_state(
+        self,
+        session: SessionRef,
+        block: SignedState,
+        *,
+        hidden: Sequence[str] | None = None,
+        phase: str | None = None,
+    ) -> None:
+        """Write ``block``; ``hidden`` (prompt ids the roundtabled plugin keeps out of every
+        later model request, ``metadata.roundtabled.hidden``: docs/plugin.md "OpenCode 2.x")
+        and ``phase`` (the index's) in the same PATCH, ``None``: left as they are."""
         # 2.x has no message edit; S2's session metadata holds the block. A PATCH replaces the
-        # whole metadata object, so the other keys (the index) are read and written back.
+        # whole metadata object, so the other keys (the index) are read and written back: one
+        # writer per roundtable keeps that safe.
         info = await self.client.get_session(session.id)
         metadata = dict(info.metadata or {})
         metadata[STATE_KEY] = {"text": block.text, "metadata": dict(block.metadata)}
+        if hidden is not None or phase is not None:
+            ours = metadata.get(META_KEY)
+            ours = dict(ours) if isinstance(ours, Mapping) else {}
+            if hidden is not None:
+                ours["hidden"] = list(hidden)
+            if phase is not None:
+                ours["phase"] = phase
+            metadata[META_KEY] = ours
         await self.client.update_session(session.id, metadata=metadata)
 
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
@@ -690,6 +709,20 @@ class V2Port:
     async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
         # 2.x has no HTTP route for a toast (only a TUI plugin can show one)
         return False
+
+    async def unfinished(self, directory: str, *, limit: int = 200) -> list[SessionRef]:
+        """The sessions among ``directory``'s newest ``limit`` whose metadata holds a state
+        block and whose index phase (``metadata.roundtabled.phase``, written with the state) is
+        not ``done``/``aborted``: the roundtables a restarted daemon resumes. Only the signed
+        block decides whether one is ours (:func:`roundtabled.core.state.decode_state`)."""
+        out: list[SessionRef] = []
+        for info in await self.client.sessions(directory, limit=limit):
+            meta = info.metadata or {}
+            index = meta.get(META_KEY)
+            phase = index.get("phase") if isinstance(index, Mapping) else None
+            if STATE_KEY in meta and phase not in ("done", "aborted"):
+                out.append(_v2_session(info))
+        return out
 
 
 async def port_for(

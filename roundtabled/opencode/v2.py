@@ -617,6 +617,17 @@ class V2Client(HttpTransport):
         )
         return [SessionInfo.model_validate(s) for s in items]
 
+    async def sessions(self, directory: str, *, limit: int = 200) -> list[SessionInfo]:
+        """``GET /api/session?directory=D&limit=N&order=desc``: the newest ``limit`` sessions of
+        ``directory``, children included (the filter is the plain query ``directory=``, not the
+        location form; without it every location's sessions are listed)."""
+        items = await self._data(
+            "GET",
+            "/api/session",
+            params={"directory": directory, "limit": str(limit), "order": "desc"},
+        )
+        return [SessionInfo.model_validate(s) for s in items]
+
     async def active(self) -> dict[str, str]:
         """``GET /api/session/active`` → ``{session id: "running"}`` for every running session
         of every location (idle sessions are absent; there is no ``retry`` state)."""

@@ -28,6 +28,7 @@ from roundtabled.core.state import Budget
 from roundtabled.core.validation import PresetSpec, apply_preset, parse_request, seat_agents
 from roundtabled.engine.plugins import PLUGIN_VERSION, parse_report
 from roundtabled.engine.registry import Engine
+from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import TransportError, ValidationFailed
 from roundtabled.opencode.stream import EventStream
 from roundtabled.service import export, listing, plan
@@ -108,6 +109,13 @@ def _retry(message: str, key: str) -> web.Response:
     return resp
 
 
+def _v2_only(what: str) -> web.Response:
+    """The one line refusing what the 2.x shell does not do yet (501)."""
+    return _error(
+        f"{what} is not supported on OpenCode 2.x yet (start, status, result and cancel are)", 501
+    )
+
+
 def _error(message: str, status: int = 400, field: str | None = None) -> web.Response:
     body: dict[str, Any] = {
         "error": message if message.startswith("Error:") else f"Error: {message}"
@@ -140,6 +148,9 @@ class ControlAPI:
         default_budget: Budget | None = None,
     ) -> None:
         self.engine = engine
+        #: the 2.x shell when the server is OpenCode 2.x (set by the daemon once it knows):
+        #: start, status, result, cancel and agents go to it, the rest is refused in one line
+        self.v2: V2Runner | None = None
         self.stream = stream
         self.presets = dict(presets or {})
         self.default_budget = default_budget
@@ -234,7 +245,7 @@ class ControlAPI:
                     ),
                     "retryMaxS": stream.backoff.ceiling() if stream is not None else None,
                 },
-                "active": len(e.tables),
+                "active": len(e.tables) if self.v2 is None else self.v2.active(),
                 "plugin": {
                     "version": PLUGIN_VERSION,
                     "reports": e.shell.plugins.snapshot(),
@@ -258,7 +269,10 @@ class ControlAPI:
         directory = request.query.get("directory") or None
         if directory is not None and not directory.startswith("/"):
             raise ValidationFailed("directory", "directory must be an absolute path")
-        agents = await self.engine.client.agents(directory)
+        if self.v2 is not None:
+            agents = await self.v2.agent_list(directory)
+        else:
+            agents = await self.engine.client.agents(directory)
         names = seat_agents(agents)
         listed = [
             {k: a.get(k) for k in ("name", "description", "mode", "color", "model", "native")}
@@ -289,10 +303,13 @@ class ControlAPI:
         )
         if req.extend and (early := self._not_yet()) is not None:
             return early  # the roundtable to extend may be one recovery is loading
-        if req.dry_run:
+        if self.v2 is not None:
+            state = await self.v2.start(req)  # what 2.x cannot run yet is refused there
+        elif req.dry_run:
             # The plan only: no session is created (docs/control-api.md).
             return _json(await plan.dry_run(self.engine.client, req))
-        state = await self.engine.start(req)
+        else:
+            state = await self.engine.start(req)
         return _json(
             {
                 "sessionID": state.session_id,
@@ -307,6 +324,8 @@ class ControlAPI:
 
     async def list(self, request: web.Request) -> web.Response:
         """Active and recent roundtables, read from the server (``?all=true``, ``?limit=N``)."""
+        if self.v2 is not None:
+            return _v2_only("listing roundtables")
         return _json(await listing.list_roundtables(self.engine, request.query))
 
     def _ses(self, request: web.Request) -> str:
@@ -334,9 +353,12 @@ class ControlAPI:
         ses = self._ses(request)
         if (early := self._not_yet()) is not None:
             return early
-        st = self.engine.status(ses, result=True) or await self.engine.stored_status(
-            ses, result=True
-        )
+        if self.v2 is not None:
+            st = self.v2.status(ses)
+        else:
+            st = self.engine.status(ses, result=True) or await self.engine.stored_status(
+                ses, result=True
+            )
         if st is None:
             return _error(f"no roundtable {ses!r} is known to this daemon", 404, "sessionID")
         return _json(st)
@@ -356,7 +378,8 @@ class ControlAPI:
         if (early := self._not_yet(waiting=True)) is not None:
             return early
         # A stopping daemon ends the long-poll at once, with words (never a silent close).
-        polling = asyncio.ensure_future(self.engine.wait_result(ses, wait))
+        waiter = self.v2.wait_result if self.v2 is not None else self.engine.wait_result
+        polling = asyncio.ensure_future(waiter(ses, wait))
         stopping = asyncio.ensure_future(self._stopped.wait())
         try:
             done, _ = await asyncio.wait({polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -372,7 +395,7 @@ class ControlAPI:
             return early
         res = polling.result()
         if res is None:
-            st = self.engine.status(ses) or {}
+            st = (self.v2.status(ses) if self.v2 is not None else self.engine.status(ses)) or {}
             return _json(
                 {
                     "done": False,
@@ -383,7 +406,10 @@ class ControlAPI:
             )
         if request.transport is None or request.transport.is_closing():
             return _json(res)  # the poller is gone: do not consume
-        taken = self.engine.take_result(ses, tool_call_id=call_id) or res
+        if self.v2 is not None:
+            taken = self.v2.take_result(ses) or res
+        else:
+            taken = self.engine.take_result(ses, tool_call_id=call_id) or res
         return _json({k: v for k, v in taken.items() if k != "consumedByTool"})
 
     async def cancel(self, request: web.Request) -> web.Response:
@@ -400,12 +426,17 @@ class ControlAPI:
             raise ValidationFailed("reason", "reason must be a string of at most 500 characters")
         if (early := self._not_yet()) is not None:
             return early
-        state = await self.engine.cancel(ses, summarize=summarize, reason=reason)
+        if self.v2 is not None:
+            state = await self.v2.cancel(ses, summarize=summarize, reason=reason)
+        else:
+            state = await self.engine.cancel(ses, summarize=summarize, reason=reason)
         return _json({"ok": True, "phase": state.phase.value})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """SSE feed of one roundtable's progress."""
         ses = self._ses(request)
+        if self.v2 is not None:
+            return _v2_only("the progress feed")
         if (early := self._not_yet(waiting=True)) is not None:
             return early
         q = self.engine.subscribe(ses)
@@ -445,6 +476,8 @@ class ControlAPI:
     async def export(self, request: web.Request) -> web.Response:
         """The whole debate as Markdown or JSON."""
         ses = self._ses(request)
+        if self.v2 is not None:
+            return _v2_only("export")
         fmt = request.query.get("format", "md")
         if fmt not in ("md", "json"):
             raise ValidationFailed("format", f"format must be 'md' or 'json', got {fmt!r}")

@@ -38,13 +38,16 @@ from roundtabled import __version__
 from roundtabled.core.events import BODY_UNUSED
 from roundtabled.core.state import Signer
 from roundtabled.engine.registry import Engine
+from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import AuthFailed, TransportError
 from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.port import UnsupportedServer, V2Port, port_for
 from roundtabled.opencode.stream import EventStream
+from roundtabled.opencode.v2 import v2_event_stream
 from roundtabled.service import config as cfg
 from roundtabled.service.control import ControlAPI, ensure_token, private_draft, serve_control
 from roundtabled.service.notify import Notifier
-from roundtabled.service.server_major import EXIT_REFUSED, refusal_for
+from roundtabled.service.server_major import EXIT_REFUSED, detect_at, refusal, refusal_for
 
 log = logging.getLogger("roundtabled")
 
@@ -157,6 +160,9 @@ class Daemon:
         self._recovered = False
         #: the one line refusing a server of another major that came up while we waited
         self.refused: str | None = None
+        #: the OpenCode major answering (2: the 2.x shell runs the roundtables)
+        self.major = 1
+        self.v2: V2Runner | None = None
 
     async def _on_connect(self) -> None:
         if not self._recovered:
@@ -215,8 +221,20 @@ class Daemon:
                     self.settings.server_url,
                     self.engine.last_error,
                 )
-                # 2.x answers /global/health with its web app: it is up, but not for us.
-                self.refused = await refusal_for(self.settings)
+                # 2.x answers /global/health with its web app: it is up, and driven by the 2.x
+                # shell (docs/design.md, "The 2.x shell"); anything else is refused.
+                found = await detect_at(self.settings)
+                if found.reachable and found.major == 2 and found.auth == "ok":
+                    self.major = 2
+                    self.engine.server_version = found.version
+                    self.engine.last_error = None
+                    log.info(
+                        "OpenCode server %s is up (version %s): driven by the 2.x shell",
+                        self.settings.server_url,
+                        found.version,
+                    )
+                    return
+                self.refused = refusal(found, self.settings.server_url)
                 if self.refused is not None:
                     log.error("%s", self.refused)
                     return
@@ -225,6 +243,47 @@ class Daemon:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
             delay = min(delay * 2, 30.0)
+
+    async def _start_v2(self) -> EventStream:
+        """The 2.x shell over the server's port, and its event stream: roundtables started
+        from now on run on 2.x (docs/design.md, "The 2.x shell"). Roundtables a previous
+        daemon left unfinished are resumed at the first connect (:meth:`V2Runner.recover`)."""
+        password = self.settings.server_password
+        port = await port_for(
+            self.settings.server_url,
+            password=password.get_secret_value() if password else None,
+            username=self.settings.server_username,
+            timeout=self.settings.http_timeout,
+        )
+        if not isinstance(port, V2Port):
+            raise UnsupportedServer(f"{self.settings.server_url} no longer answers as 2.x")
+        runner = self.v2 = V2Runner(port, self.signer, self.settings.engine_settings())
+        self.api.v2 = runner
+
+        async def connected() -> None:
+            if not self._recovered:
+                # recovery before answers: until it ends, a request about a roundtable is
+                # answered "starting", never "unknown" (the engine's ready is the API's signal)
+                resumed = await runner.recover()
+                self._recovered = True
+                self.engine.ready.set()
+                log.info(
+                    "ready on OpenCode %s: %d roundtable(s) resumed",
+                    port.capabilities.version,
+                    resumed,
+                )
+                self.notifier.ready(self._status_line())
+            await runner.on_connect()
+
+        stream = v2_event_stream(
+            self.settings.server_url,
+            runner.on_event,
+            password=password.get_secret_value() if password else None,
+            on_connect=connected,
+        )
+        self.stream = stream
+        self.api.stream = stream
+        return stream
 
     async def _heartbeat(self) -> None:
         interval = self.notifier.watchdog_interval or 5.0
@@ -265,7 +324,8 @@ class Daemon:
             if not self._stop.is_set():
                 spent = freeze_heap()
                 log.debug("heap frozen (%d objects) in %.1f ms", gc.get_freeze_count(), spent)
-                tasks.append(asyncio.create_task(self.stream.run(), name="event-stream"))
+                stream = self.stream if self.major == 1 else await self._start_v2()
+                tasks.append(asyncio.create_task(stream.run(), name="event-stream"))
                 tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
                 await self._stop.wait()
         finally:
@@ -278,6 +338,9 @@ class Daemon:
             for t in tasks:
                 t.cancel()
             await self.engine.close(window=max(0.5, self.settings.shutdown_window - 2))
+            if self.v2 is not None:
+                await self.v2.close()
+                await self.v2.port.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(runner.cleanup(), 2.0)
             await self.client.close()

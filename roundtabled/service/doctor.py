@@ -22,10 +22,12 @@ Checks, in order (each talks to the real thing, nothing is assumed):
    connected to the same server, number of active roundtables.
 
 Before the checks, the server's OpenCode major is asked (:mod:`roundtabled.service.server_major`):
-a 2.x server (or something that is no OpenCode) is reported in one line on stderr, exit code 2, no
-check run: the engine drives 1.x only. On a 2.x server whose project (and global directory) holds
-roundtabled's 1.x files only, a second line says to run ``roundtabled install-tool --opencode 2``;
-on a 1.x server holding only the 2.x plugin, the **tools** check says the reverse.
+something that is no OpenCode (or a 2.x refusing the password) is reported in one line on stderr,
+exit code 2, no check run. A 2.x server (driven by the 2.x shell, docs/opencode-server.md "2.x")
+gets one line saying so and what 2.x refuses, and no 1.x check; where its project (and global
+directory) holds roundtabled's 1.x files only, a second line says to run ``roundtabled
+install-tool --opencode 2`` (exit 1). On a 1.x server holding only the 2.x plugin, the **tools**
+check says the reverse.
 
 Exit code: 0 when every check passed, 1 otherwise (2: the server refused as above). Secrets are
 never printed.
@@ -611,6 +613,18 @@ async def run(
             timeout=HTTP_TIMEOUT_S,
         )
         line = refusal(found, settings.server_url)
+        if line is None and found.major == 2:
+            # The 2.x shell drives it; the checks below are 1.x's (routes 2.x removed).
+            print(
+                f"OpenCode {found.version} at {settings.server_url}: driven by the 2.x shell "
+                "(start, status, result, cancel; refused on 2.x: extend, dryRun, opening "
+                "'independent', context 'recent'); the checks below are for 1.x and were not run"
+            )
+            other = install.wrong_major_line(_project_root(cwd), env, 2)
+            if other is not None:
+                print(other, file=sys.stderr)
+                return 1
+            return 0
         if line is not None:
             print(f"Error: {line}", file=sys.stderr)
             # The files for the major that answers, or the other one's, say the same thing to

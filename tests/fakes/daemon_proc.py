@@ -56,6 +56,8 @@ class DaemonProc:
     keep_port: bool = False
     """Listen on ``port`` at every start (a plugin installed for this daemon reports to it);
     otherwise each start takes a free port."""
+    password: str | None = None
+    """The server's password (``OPENCODE_SERVER_PASSWORD``; a 2.x server always has one)."""
 
     @property
     def log_path(self) -> Path:
@@ -91,6 +93,8 @@ class DaemonProc:
         )
         if fault:
             env["ROUNDTABLED_FAULT"] = fault
+        if self.password:
+            env["OPENCODE_SERVER_PASSWORD"] = self.password
         return env
 
     async def start(self, http: aiohttp.ClientSession, fault: str | None = None) -> None:

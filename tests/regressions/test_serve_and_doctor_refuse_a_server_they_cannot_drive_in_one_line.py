@@ -2,8 +2,10 @@
 `GET /global/health` with its web app (200 text/html), which the daemon read as "not reachable"
 and retried; `roundtabled doctor` said "reachable, OpenCode ?" and failed later checks with
 unrelated fixes; `roundtabled start` said the daemon was not running. Now all three ask which
-major answers first and, for a 2.x server (with or without the password) or something that is
-no OpenCode, print one line saying what they found and what to do, exit 2, and start nothing."""
+major answers first and, for a 2.x server without the right password or something that is no
+OpenCode, print one line saying what they found and what to do, exit 2, and start nothing. A 2.x
+server with the password is driven by the 2.x shell (tests/e2e/test_v2_roundtable.py): doctor
+says so in one line and runs none of 1.x's checks; a daemon waiting for its server drives it."""
 
 from __future__ import annotations
 
@@ -66,24 +68,27 @@ async def refused(
     return lines
 
 
-async def test_an_opencode_2_server_is_refused_with_its_version(
+async def test_doctor_names_the_2x_shell_and_runs_no_1x_check(
     v2_server: OpenCodeServer, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = settings_for(home, v2_server.url, v2_server.password)
-    line = (await refused(settings, home, capsys))[0]
-    assert line.startswith(f"Error: OpenCode 2.1.2 at {v2_server.url}: ")
-    assert "drives OpenCode 1.x only" in line and "opencode-ai 1.18.33" in line
-    assert str(v2_server.password) not in line
+    env = {"XDG_CONFIG_HOME": str(home / "cfg"), "HOME": str(home)}
+    assert await doctor.run(settings, "http://127.0.0.1:9", env=env, cwd=home) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    (line,) = out.splitlines()
+    assert line.startswith(f"OpenCode 2.1.2 at {v2_server.url}: driven by the 2.x shell")
+    assert "context 'recent'" in line and str(v2_server.password) not in line
 
 
 async def test_an_opencode_2_server_without_a_password_given_is_refused(
     v2_server: OpenCodeServer, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = (await refused(settings_for(home, v2_server.url, None), home, capsys))[0]
-    assert f"OpenCode 2.x at {v2_server.url} (it asks for a password and none is given)" in line
+    assert f"OpenCode 2.x at {v2_server.url} asks for a password and none is given" in line
     wrong = settings_for(home, v2_server.url, "not-the-password")
     line = (await refused(wrong, home, capsys))[0]
-    assert "(it rejected the password given)" in line and "not-the-password" not in line
+    assert "rejected the password given" in line and "not-the-password" not in line
 
 
 async def test_a_server_of_neither_major_is_refused(
@@ -110,7 +115,7 @@ async def test_a_server_of_neither_major_is_refused(
     assert "HTTP 200, HTML" in line
 
 
-async def test_start_names_the_opencode_2_server_not_a_missing_daemon(
+async def test_start_names_the_2x_server_s_missing_password_not_a_missing_daemon(
     v2_server: OpenCodeServer, home: Path
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ROUNDTABLED_", "OPENCODE_"))}
@@ -119,7 +124,6 @@ async def test_start_names_the_opencode_2_server_not_a_missing_daemon(
         XDG_STATE_HOME=str(home / "state"),
         XDG_RUNTIME_DIR=str(home / "run"),
         ROUNDTABLED_SERVER_URL=v2_server.url,
-        OPENCODE_SERVER_PASSWORD=str(v2_server.password),
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -137,14 +141,14 @@ async def test_start_names_the_opencode_2_server_not_a_missing_daemon(
     assert proc.returncode == 2, err
     assert out == b""
     (line,) = err.decode().splitlines()
-    assert line.startswith(f"Error: OpenCode 2.1.2 at {v2_server.url}: ")
+    assert line.startswith(f"Error: OpenCode 2.x at {v2_server.url} asks for a password")
 
 
-async def test_a_daemon_waiting_for_its_server_stops_when_it_comes_up_as_opencode_2(
+async def test_a_daemon_waiting_for_its_server_drives_it_when_it_comes_up_as_opencode_2(
     tmp_path: Path, home: Path
 ) -> None:
     # Nothing answers at start-up (the daemon waits, as for a server still starting); then an
-    # OpenCode 2.x server comes up at that address: the daemon stops with the refusal, exit 2.
+    # OpenCode 2.x server comes up at that address: the daemon drives it with the 2.x shell.
     server = OpenCodeServer(tmp_path / "late", offline_config("http://127.0.0.1:9/v1"), major=2)
     server._port = free_port()
     settings = settings_for(home, server.url, server.password).model_copy(
@@ -157,9 +161,10 @@ async def test_a_daemon_waiting_for_its_server_stops_when_it_comes_up_as_opencod
         while waiting.engine.last_error is None:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         await server.start()
-        assert await asyncio.wait_for(run, 60) == 2
+        await asyncio.wait_for(waiting.engine.ready.wait(), 60)
+        assert waiting.major == 2 and waiting.refused is None and waiting.v2 is not None
+        waiting.request_stop()
+        assert await asyncio.wait_for(run, 30) == 0
     finally:
         run.cancel()
         await server.stop()
-    assert waiting.refused is not None
-    assert waiting.refused.startswith(f"OpenCode 2.1.2 at {server.url}: ")

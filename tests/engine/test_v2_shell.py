@@ -1,0 +1,126 @@
+"""The 2.x shell's translations between the core and the server port (roundtabled/engine/v2run.py),
+without a server: the machine's decisions from port outcomes, and prompt ids from turn keys."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from roundtabled.core import machine
+from roundtabled.core.commands import Abort, Cancel, Prompt
+from roundtabled.core.server_records import TurnKey, TurnOutcome, TurnStatus
+from roundtabled.core.state import ModelRef, RoundtableState
+from roundtabled.core.validation import parse_request
+from roundtabled.engine.v2run import keyed, observation_of, refusal
+from roundtabled.opencode.port import v2_prompt_id
+from tests.states import fresh
+
+NOW = 1_800_000_000_000
+MODEL = ModelRef(providerID="scripted", modelID="debater-1")
+
+
+def started() -> RoundtableState:
+    """A 2-seat, 1-round roundtable whose first turn the shell has just planned."""
+    state = fresh(
+        "ses_v2shell",
+        ["pm", "dev"],
+        1,
+        models={"pm": MODEL, "dev": MODEL, "roundtable-observer": MODEL},
+    )
+    d = keyed(machine.decide(state, observation_of(state, None, NOW, accepted=False)))
+    return d.state
+
+
+def test_a_prompt_is_named_by_its_turn_key_in_the_command_and_the_state() -> None:
+    state = fresh(
+        "ses_v2shell",
+        ["pm", "dev"],
+        1,
+        models={"pm": MODEL, "dev": MODEL, "roundtable-observer": MODEL},
+    )
+    d = keyed(machine.decide(state, observation_of(state, None, NOW, accepted=False)))
+    (prompt,) = [c for c in d.commands if isinstance(c, Prompt)]
+    want = v2_prompt_id(TurnKey("ses_v2shell", 0, 0, 0))
+    assert prompt.message_id == want
+    assert d.state.pending is not None and d.state.pending.message_id == want
+    assert prompt.agent == "pm"
+
+
+@pytest.mark.parametrize("status", [TurnStatus.QUEUED, TurnStatus.RUNNING])
+def test_a_turn_not_over_is_waited_for(status: TurnStatus) -> None:
+    state = started()
+    obs = observation_of(state, TurnOutcome(status), NOW + 1000, accepted=True)
+    assert obs.status == "busy" and obs.pending_found
+    d = machine.decide(state, obs)
+    assert d.commands == [] and d.state.pending == state.pending
+
+
+def test_an_answered_turn_hands_off_to_the_next_seat_and_hides_nothing_of_the_opening() -> None:
+    state = started()
+    out = TurnOutcome(TurnStatus.ANSWERED, text="pm says", agent="pm", tokens_in=10, tokens_out=2)
+    d = keyed(machine.decide(state, observation_of(state, out, NOW + 1000, accepted=True)))
+    (prompt,) = [c for c in d.commands if isinstance(c, Prompt)]
+    assert prompt.agent == "dev"
+    assert prompt.message_id == v2_prompt_id(TurnKey("ses_v2shell", 0, 1, 0))
+    entry = d.state.history[-1]
+    assert entry.agent == "pm" and entry.response == "pm says" and not entry.has_error
+    assert d.state.unhidden == []  # the opening prompt carries the topic: never hidden
+
+
+def test_a_failed_turn_is_recorded_with_the_server_s_words() -> None:
+    state = started()
+    out = TurnOutcome(TurnStatus.FAILED, error='unknown: Agent not found: "pm"')
+    d = machine.decide(state, observation_of(state, out, NOW + 1000, accepted=True))
+    entry = d.state.history[-1]
+    assert entry.has_error and entry.error is not None
+    assert 'Agent not found: "pm"' in entry.error
+
+
+def test_tokens_the_server_did_not_report_stay_unknown() -> None:
+    state = started()
+    out = TurnOutcome(TurnStatus.ANSWERED, text="pm says", agent="pm")
+    d = machine.decide(state, observation_of(state, out, NOW + 1000, accepted=True))
+    assert d.state.history[-1].usage_unreported
+
+
+def test_an_interrupted_turn_after_a_cancel_is_cut_off_and_nothing_more_is_prompted() -> None:
+    state = started()
+    running = observation_of(state, TurnOutcome(TurnStatus.RUNNING), NOW + 500, accepted=True)
+    d = machine.decide(state, replace(running, cancel=Cancel()))
+    assert any(isinstance(c, Abort) for c in d.commands)
+    out = TurnOutcome(TurnStatus.INTERRUPTED, text="pm sa", agent="pm")
+    d2 = machine.decide(d.state, observation_of(d.state, out, NOW + 60_000, accepted=True))
+    assert not any(isinstance(c, Prompt) for c in d2.commands)
+    assert d2.state.history[-1].error == "cut off by the cancel"
+    assert d2.state.end_reason is not None and d2.state.end_reason.value == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"sessionID": "ses_abcdef12"}, "sessionID"),
+        ({"dryRun": True}, "dryRun"),
+        ({"opening": "independent"}, "opening"),
+        ({"context": "recent"}, "context"),
+        ({"parentSessionID": None}, "parentSessionID"),
+    ],
+)
+def test_what_2x_cannot_run_yet_is_refused_in_one_line_naming_the_field(
+    body: dict[str, object], field: str
+) -> None:
+    base: dict[str, object] = {
+        "agents": ["pm", "dev"],
+        "prompt": "q",
+        "parentSessionID": "ses_parent01",
+    }
+    req = parse_request({**base, **body})
+    refused = refusal(req)
+    assert refused is not None and refused.field == field
+    (line,) = str(refused).splitlines()
+    assert line.startswith(f"Error: {field}:") and "OpenCode 2.x" in line
+
+
+def test_a_plain_start_is_not_refused() -> None:
+    req = parse_request({"agents": ["pm", "dev"], "prompt": "q", "parentSessionID": "ses_parent01"})
+    assert refusal(req) is None
