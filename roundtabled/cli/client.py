@@ -26,12 +26,22 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNCONCLUDED, EXIT_INTERRUPTED = 0, 1, 2, 3
 class CliError(Exception):
     """A failure to report to the user (``code`` is the exit code). ``away``: the daemon is away
     for now (a call got no answer in time, or it answered 503 while stopping), so the same call
-    may succeed once it is back; :class:`ConnectionLost` is always away."""
+    may succeed once it is back; :class:`ConnectionLost` is always away. ``status``: the HTTP
+    status of the daemon's refusal, where one came (501: a route the daemon does not serve for
+    its server's major, docs/control-api.md)."""
 
-    def __init__(self, message: str, code: int = EXIT_ERROR, *, away: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        code: int = EXIT_ERROR,
+        *,
+        away: bool = False,
+        status: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.away = away
+        self.status = status
 
 
 FLAG_FOR_FIELD: dict[str, str] = {
@@ -234,6 +244,7 @@ class ControlClient:
                             str(data.get("error")), field if isinstance(field, str) else None
                         ),
                         EXIT_USAGE,
+                        status=resp.status,
                     )
                 if opened is not None:
                     opened.set()

@@ -21,6 +21,8 @@ from roundtabled.cli.render import print_turn
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.core.verdict import note_key
 
+NOT_SERVED = 501
+"""The daemon's status for a route it does not serve for its server's major (control-api.md)."""
 REATTACH_S = 60.0
 """How long a waiting ``start``/``watch`` tries to reattach after losing the daemon (s)."""
 REATTACH_PAUSE_S = 1.0
@@ -167,6 +169,21 @@ async def _follow_once(
 
     pumper = asyncio.create_task(pump())
     await opened.wait()
+    if failure and isinstance(failure[0], CliError) and failure[0].status == NOT_SERVED:
+        # The daemon drives a server major whose progress feed it does not serve yet (OpenCode
+        # 2.x): no turn is shown as it finishes, the result is waited for instead.
+        print(
+            f"note: this daemon does not stream {ses}'s turns (OpenCode 2.x); waiting for the "
+            "result",
+            file=sys.stderr,
+            flush=True,
+        )
+        while True:
+            data = await cc.call(
+                "GET", f"/v1/roundtables/{ses}/result", params={"wait": "25"}, timeout=40
+            )
+            if isinstance(data, dict) and data.get("done"):
+                return data
     if not failure and reattaching:
         print(f"reattached to {ses}", file=sys.stderr, flush=True)
     if not failure:

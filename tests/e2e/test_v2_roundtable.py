@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -454,3 +455,49 @@ async def test_s2_deleted_mid_debate_ends_it_without_writing_into_s2(env: Env) -
     result = await env.runner.wait_result(s2, 60)
     assert result is not None and result["endReason"] == "session-deleted", result
     assert await env.runner.finalized(s2, 30)
+
+
+async def test_roundtabled_start_on_2x_waits_for_the_result_it_cannot_stream(
+    env: Env, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`roundtabled start` against a daemon on 2.x, whose progress feed answers 501: the command
+    says once that the turns are not streamed, waits for the result and prints the verdict,
+    exit 0 (it ended on an error before)."""
+    root = tmp_path_factory.mktemp("v2cli")
+    dp = DaemonProc(root, env.server.url, env.directory, password=str(env.server.password))
+    s1 = await env.parent()
+    for seat in ("pm", "dev"):
+        reply = (
+            f"{seat}: {ARGUMENTS[seat][0]}.\nPosition: flag — ship behind a flag (confidence 8/10)"
+        )
+        env.llm.script(Text(text=reply), agent=seat)
+    env.llm.script(Text(text="SUMMARY: ship behind a flag."), agent=OBSERVER_AGENT)
+    async with aiohttp.ClientSession() as http:
+        try:
+            await dp.start(http)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "roundtabled",
+                "start",
+                "--parent",
+                s1,
+                "--agents",
+                "pm,dev",
+                "--rounds",
+                "1",
+                "Ship the payments change behind a flag?",
+                env=dp.env(None),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+        finally:
+            dp.kill_all()
+    stdout, stderr = out.decode(), err.decode()
+    assert proc.returncode == 0, (stdout, stderr, dp.log()[-3000:])
+    assert stderr.count("does not stream") == 1, stderr
+    assert "not supported" not in stderr, stderr
+    assert "Status: completed, 1/1 rounds" in stdout, stdout
+    assert "── verdict ──" in stdout, stdout
