@@ -76,6 +76,7 @@ from roundtabled.core.wire import AnswerView, MessageView, UserView
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
+from roundtabled.engine.table import Table, status_of
 from roundtabled.errors import NotFound, RoundtableError, StateError, ValidationFailed
 from roundtabled.opencode.port import V2Port, v2_prompt_id
 
@@ -531,32 +532,16 @@ class V2Runner:
 
     def status(self, s2: str) -> dict[str, Any] | None:
         """The status of roundtable ``s2`` (``None``: not known here), with its result once it
-        is over (docs/control-api.md; the fields the 2.x shell knows)."""
+        is over (docs/control-api.md)."""
         run = self.tables.get(s2)
         if run is None:
             return None
-        st = run.state
-        pend = st.pending
-        return {
-            "sessionID": st.session_id,
-            "parentSessionID": st.parent_session_id,
-            "directory": st.directory,
-            "title": st.title,
-            "prompt": st.prompt,
-            "phase": st.phase.value,
-            "round": min(st.current_round, st.total_rounds - 1) + 1,
-            "totalRounds": st.total_rounds,
-            "agent": pend.agent if pend else None,
-            "agents": st.agents,
-            "observer": st.observer,
-            "endReason": st.end_reason.value if st.end_reason else None,
-            "finalized": run.finalized.is_set(),
-            "errors": st.errors,
-            "notes": list(st.notes),
-            "turns": len(st.seat_turns()),
-            "summary": st.summary,
-            "result": run.result["result"] if run.result else None,
-        }
+        # The same fields as on 1.x (one status for both majors); what the 2.x shell decides
+        # itself: finalized (its end is over) and the result it released.
+        out = status_of(Table(state=run.state), self.clock())
+        out["finalized"] = run.finalized.is_set()
+        out["result"] = run.result["result"] if run.result else None
+        return out
 
     def take_result(self, s2: str) -> dict[str, Any] | None:
         """The result of ``s2`` once it is over (``None`` before)."""
