@@ -538,6 +538,8 @@ async def serve_async(args: argparse.Namespace) -> int:
             f"  {bin_dir / 'roundtabled'} start --agents pm,dev,rv --rounds 2 "
             f'--directory {demo.server.project_dir} "Should we split the payments monolith?"\n'
             f"  {bin_dir / 'roundtabled'} list\n"
+            f"  {bin_dir / 'roundtabled'} eval --agents pm,dev,rv --limit 4 "
+            f"--directory {demo.server.project_dir}\n"
             f"The OpenCode TUI on this server: {opencode} attach {demo.server.url} "
             f"--dir {demo.server.project_dir}\n"
             "In the TUI ask: convene a roundtable with pm, dev and rv about <your topic> — "
@@ -548,7 +550,7 @@ async def serve_async(args: argparse.Namespace) -> int:
                 if args.base_url or os.environ.get("ROUNDTABLED_DEMO_MODEL")
                 else "the offline orchestrator calls the roundtable tool; the offline model "
                 "answers every debate with real positions (try --until converged, --side "
-                "rv=against, --context recent, --opening independent, or eval --limit 4).\n"
+                "rv=against, --context recent, --opening independent, or the eval line above).\n"
             )
             + "Ctrl-C here stops everything (so does closing this terminal); if the daemon or "
             "the server ends on its own, this says so and stops the rest.",

@@ -68,10 +68,11 @@ def test_an_independent_opening_answers_without_the_others(demo: DemoServe) -> N
 
 def test_eval_scores_the_protocols_apart(demo: DemoServe, tmp_path: Path) -> None:
     out = tmp_path / "eval"
-    run = demo.cli(
-        "eval", "--agents", "pm,dev,rv", "--limit", "4", "--out", str(out),
-        "--directory", demo.project, timeout=600,
-    )  # fmt: skip
+    # The eval line the demo prints, exactly as printed (it once said "eval --limit 4", which
+    # names no seats and no directory and is refused), plus where to write the report.
+    printed = next(w for line in demo.lines if (w := line.split())[1:2] == ["eval"])
+    assert printed[0].endswith("roundtabled") and printed[1] == "eval", printed
+    run = demo.cli(*printed[1:], "--out", str(out), timeout=600)
     assert run.returncode == 0, (run.stdout, run.stderr)
     report = (out / "report.md").read_text()
     scores = dict(re.findall(r"^\| (\S+) \| (\d)/4 = ", report, re.M))
