@@ -32,7 +32,10 @@ DEFAULT_ROUNDS = 2
 
 _ASKS = re.compile(r"\b(convene|roundtable|debate)\b", re.IGNORECASE)
 _ROUNDS = re.compile(r"\b(\d{1,2})\s+rounds?\b", re.IGNORECASE)
-_WITH = re.compile(r"\bwith\s+(?P<names>.+?)(?:\s+(?:about|on|to discuss)\b|[:?.]|$)", re.I)
+# The names end where the topic or a rounds clause begins ("… and rv for 50 rounds about …").
+_WITH = re.compile(
+    r"\bwith\s+(?P<names>.+?)(?:\s+(?:about|on|to discuss|for|in|over)\b|[:?.]|$)", re.I
+)
 _TOPIC = re.compile(r"\b(?:about|on|to discuss)\s+(?P<topic>.+)$", re.IGNORECASE | re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z][\w-]{0,63}$")
 
