@@ -49,8 +49,8 @@ async def test_an_observer_reply_cut_at_the_output_limit_is_said(rt: RT) -> None
     rt.llm.script(Text(text="Keep it too.\nPosition: keep — less to run"), agent="dev")
     rt.llm.script(Text(text=LOOPING, finish_reason="length"), agent=OBSERVER_AGENT)
     c = await run(rt, "Keep the monolith?")
-    assert c["status"]["observerTruncated"] == 1
     said_before_the_summary(c, CUT)
+    assert c["status"]["observerTruncated"] == 1
     assert REPAIR_CUT not in c["status"]["notes"]
 
 
@@ -66,8 +66,8 @@ async def test_a_verdict_repair_reply_cut_at_the_output_limit_is_said(rt: RT) ->
     )
     c = await run(rt, "Keep the monolith, repaired?")
     status = c["status"]
-    assert status["observer"] == "fallback" and status["observerTruncated"] == 1
     said_before_the_summary(c, REPAIR_CUT)
+    assert status["observer"] == "fallback" and status["observerTruncated"] == 1
     assert CUT not in status["notes"]
     assert any(
         "the observer's verdict was unusable (the repair reply was cut at the output limit" in n
