@@ -73,8 +73,9 @@ def observer_step(state: RoundtableState, entry: HistoryEntry) -> VerdictStep:
     - first reply failed or empty → ``failed`` (the caller ends with ``observer-failed``);
     - a valid verdict → done (``data`` set; the prose of the first reply is the summary);
     - a verdict block that does not validate, no repair asked yet → one repair turn;
-    - no verdict block at all, or still invalid after the repair, or the repair turn failed →
-      the ledger verdict (``fallback``); a first reply that starts with a seat's turn header
+    - no verdict block at all, or still invalid after the repair (its error says so when the
+      repair reply was cut at the output limit), or the repair turn failed → the ledger verdict
+      (``fallback``); a first reply that starts with a seat's turn header
       (:func:`roundtabled.core.observer_verdict.copies_a_turn`) also leaves no summary.
     """
     record = state.verdict
@@ -87,6 +88,9 @@ def observer_step(state: RoundtableState, entry: HistoryEntry) -> VerdictStep:
             summary=None, verdict=record.model_copy(update={"error": why, "fallback": True})
         )
     prose, verdict, error = parse_reply(entry.response, state.agents)
+    if repair and error is not None and entry.finish == "length":
+        # The corrected JSON was cut mid-way: the reason, not only the broken JSON it left.
+        error = f"the repair reply was cut at the output limit: {error}"
     summary = None if repair else prose
     if verdict is not None:
         data = verdict.capped()

@@ -62,6 +62,8 @@ class Status(_M):
     rounds_completed: int
     rounds_planned: int
     observer: ObserverOutcome
+    observer_truncated: int = 0
+    """The observer's turns (its reply, its verdict repair reply) cut at the output limit."""
     seats: list[SeatStatus]
     notes: list[str] = Field(default_factory=list)
 

@@ -704,6 +704,24 @@ def _observer_turns(state: RoundtableState) -> list[HistoryEntry]:
     return [e for e in state.history if e.kind == "observer" and not is_repair(e)]
 
 
+def observer_truncated(state: RoundtableState) -> list[HistoryEntry]:
+    """The observer's turns (its reply and its verdict repair reply) cut at the output limit
+    (:func:`classify` ``truncated``: text kept, the last step's finish ``length``), oldest
+    first."""
+    return [e for e in state.history if e.kind == "observer" and classify(e) == "truncated"]
+
+
+def _observer_cut_notes(state: RoundtableState) -> list[str]:
+    """One degradation per observer turn cut at the output limit, in the seats' words
+    (docs/result.md, "degraded"): a summary or a verdict cut mid-way is not what was asked."""
+    return [
+        "the observer's verdict repair reply was cut at the output limit (truncated)"
+        if is_repair(e)
+        else "the observer's reply was cut at the output limit (truncated)"
+        for e in observer_truncated(state)
+    ]
+
+
 def _observer_notes(state: RoundtableState, outcome: ObserverOutcome) -> list[str]:
     obs = _observer_turns(state)
     if outcome == "failed":
@@ -863,7 +881,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
     if stop:
         # A converged stop is the debate working as asked: said, but not a degradation.
         (info if state.end_reason == EndReason.CONVERGED else degradation).append(stop)
-    degradation += _observer_notes(state, outcome)
+    degradation += _observer_notes(state, outcome) + _observer_cut_notes(state)
     seated = positions(state)
     if (unbacked := unbacked_consensus_note(state, seated)) is not None:
         # A consensus no seat stated is no result (docs/result.md, "degraded").
@@ -895,6 +913,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         rounds_completed=rounds_completed(state),
         rounds_planned=state.total_rounds,
         observer=outcome,
+        observer_truncated=len(observer_truncated(state)),
         seats=seats,
         notes=list(dict.fromkeys(notes)),
     )
