@@ -47,8 +47,10 @@ class SeatLedger:
 
     ``opening`` / ``final``: the label as written when it names a stance, else ``None`` (stated
     none); ``*_confidence`` in ``[0, 1]`` or ``None`` (stated none); ``moved_round`` /
-    ``why``: the round and reason of the change that brought the seat to its final label
-    (``None``: not recorded); ``side``: the assigned side (``None``: a free seat)."""
+    ``why``: the round and reason of the change by which the seat left its opening stance (the
+    last such when it came back to it in between; not its last change, which may be a later
+    move between two other stances), ``None``: not recorded; ``side``: the assigned side
+    (``None``: a free seat)."""
 
     agent: str
     opening: str | None

@@ -25,7 +25,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from roundtabled.core.changed import SeatLedger, compare
-from roundtabled.core.deliberation import convergence_note, unenforceable_budget_note
+from roundtabled.core.deliberation import (
+    convergence_note,
+    current_notes,
+    unenforceable_budget_note,
+)
 from roundtabled.core.observer_verdict import TRANSCRIPT_COPIED, is_repair
 from roundtabled.core.positions import (
     Change,
@@ -53,7 +57,7 @@ from roundtabled.core.result_model import (
     TurnKind,
     Verdict,
 )
-from roundtabled.core.stances import group, no_stance_reason
+from roundtabled.core.stances import group, no_stance_reason, same_stance
 from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
@@ -274,12 +278,33 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
     return out
 
 
+def left_opening(
+    opening: Position | None, seat_changes: Sequence[PositionChange]
+) -> PositionChange | None:
+    """The change by which a seat left its ``opening`` stance, or ``None`` (no opening stated,
+    no change): of ``seat_changes`` (oldest first, a seat's ``changes``)
+    the last one from a label of the opening stance to one of another
+    (:func:`roundtabled.core.stances.same_stance`) — a seat that came back to its opening and
+    left it again left it then — else the first change. Not the seat's last change: a seat that
+    moved twice (“go all in” in round 2, then “staged rollout first” in round 4) left its
+    opening in round 2 (docs/result.md, "deliberation")."""
+    if opening is None or not seat_changes:
+        return None
+    left = [
+        c
+        for c in seat_changes
+        if same_stance(c.from_, opening.label) and not same_stance(c.to, opening.label)
+    ]
+    return left[-1] if left else seat_changes[0]
+
+
 def deliberation_of(state: RoundtableState, seats: Sequence[SeatPosition]) -> Deliberation:
     """What deliberation changed (:func:`roundtabled.core.changed.compare`, docs/result.md,
     "deliberation"): each seat's opening position — its stated position of round 1 (the
     independent opening round when one ran), ``None`` when that turn did not speak, stated no
     ``Position:`` line or a label naming no stance — beside its final one (``seats``,
-    :func:`positions`), with the round and reason of its last change (``changes``)."""
+    :func:`positions`), with the round and reason of the change by which it left its opening
+    stance (:func:`left_opening`)."""
     opening: dict[str, Position | None] = {}
     for e in state.history:
         if e.kind == "turn" and e.round == 1 and e.agent not in opening:
@@ -287,7 +312,7 @@ def deliberation_of(state: RoundtableState, seats: Sequence[SeatPosition]) -> De
     ledgers = []
     for s in seats:
         first = opening.get(s.agent)
-        last = s.changes[-1] if s.changes else None
+        last = left_opening(first, s.changes)
         ledgers.append(
             SeatLedger(
                 agent=s.agent,
@@ -854,7 +879,8 @@ def running_notes(state: RoundtableState) -> list[str]:
 
 def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> Status:
     """The ``status`` block: counts per seat, rounds, end reason and the notes in order:
-    seats, stop, observer, verdict, positions, other rules' notes (``state.notes``)."""
+    seats, stop, observer, verdict, positions, other rules' notes (``state.notes`` of the
+    current call, :func:`roundtabled.core.deliberation.current_notes`)."""
     seats = seat_statuses(state)
     outcome = observer_outcome(state)
     degradation = _seat_notes(state) + cut_round_notes(state)
@@ -887,7 +913,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         # Said once for the whole extension, before each seat's kept position.
         *filter(None, [extension_note(state, seated)]),
         *_position_notes(state, seated),
-        *said_modes(state.notes),
+        *said_modes(current_notes(state)),
     ]
     return Status(
         end_reason=state.end_reason.value if state.end_reason else "running",
