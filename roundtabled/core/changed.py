@@ -17,8 +17,10 @@ Rules (property-tested in ``tests/unit/test_changed_properties.py``):
   not speak) is unknown at that point: in no group, never counted as agreeing, never moved.
 - A majority is a stance held by more than half of the free seats (:class:`Majority`); it is
   ``unknown`` while the seats that stated nothing could still make one.
-- ``majorityChanged`` compares the two majorities' stances (no majority is one outcome);
-  ``None`` (unknown) with one round or when either majority is unknown.
+- ``majorityChanged`` compares the two outcomes: the majorities' stances, no majority (none or
+  a tie) being one outcome — a tie broken or a majority formed or lost is a change, which the
+  verdict's line names as such (a tie is no majority that changed); ``None`` (unknown) with one
+  round or when either majority is unknown.
 
 Pure: no I/O.
 """

@@ -57,10 +57,10 @@ from roundtabled.core.sides import free_history
 from roundtabled.core.similarity import jaccard_bigrams
 from roundtabled.core.stances import seat_stances
 from roundtabled.core.state import (
-    Budget,
-    ContextMode,
     MODE_NOTES,
     MODE_SWITCH_NOTES,
+    Budget,
+    ContextMode,
     EndReason,
     HistoryEntry,
     Options,

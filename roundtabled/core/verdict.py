@@ -1051,16 +1051,28 @@ def _names_and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def _majority_words(m: dict[str, Any], items: Sequence[dict[str, Any]], weights: bool) -> str:
+def _majority_words(
+    m: dict[str, Any],
+    items: Sequence[dict[str, Any]],
+    weights: bool,
+    order: Sequence[str] = (),
+) -> str:
     """One tally's majority (the contract's ``Majority``) in words, with its confidence-weighted
-    share when known and ``weights``."""
+    share when known and ``weights``. A tie names its stances in speaking order (of each stance,
+    its first seat in ``order``, the seats in speaking order)."""
     kind, seats, n = m.get("kind"), m.get("seats"), m.get("counted")
     if kind == "majority":
         share = m.get("weightedShare")
         weighted = f", weighted {share:.2f}" if weights and isinstance(share, int | float) else ""
         return f"“{m.get('stance')}” ({seats} of {n}{weighted})"
     if kind == "tied":
-        top = [f"“{t.get('label')}”" for t in items if len(t.get("seats") or []) == seats]
+        place = {a: i for i, a in enumerate(order)}
+
+        def first_seat(t: dict[str, Any]) -> int:
+            return min((place.get(a, len(place)) for a in t.get("seats") or []), default=len(place))
+
+        tied = [t for t in items if len(t.get("seats") or []) == seats]
+        top = [f"“{t.get('label')}”" for t in sorted(tied, key=first_seat)]
         return f"a tie between {_names_and(top)} ({seats} of {n} each)"
     if kind == "none":
         return f"no majority (largest {seats} of {n})"
@@ -1086,8 +1098,10 @@ def deliberation_line(
         return None
     if int(d["rounds"]) <= 1:
         return "Deliberation: none (one round)"
-    before = _majority_words(d.get("openingMajority") or {}, d.get("openingTally") or [], weights)
-    after = _majority_words(d.get("finalMajority") or {}, d.get("finalTally") or [], weights)
+    order = [str(p.get("agent")) for p in verdict.get("positions") or [] if isinstance(p, dict)]
+    opening_m, final_m = d.get("openingMajority") or {}, d.get("finalMajority") or {}
+    before = _majority_words(opening_m, d.get("openingTally") or [], weights, order)
+    after = _majority_words(final_m, d.get("finalTally") or [], weights, order)
     moved = [m for m in d.get("moved") or [] if isinstance(m, dict)]
     joined = (d.get("finalMajority") or {}).get("stance")
     said = [
@@ -1108,9 +1122,25 @@ def deliberation_line(
             parts.append(f"{who or _names_and(names)} stated no position at the {when} (unknown)")
     rest = "; ".join(parts)
     changed = d.get("majorityChanged")
+    held_before = opening_m.get("kind") == "majority"
+    held_after = final_m.get("kind") == "majority"
     if changed is True:
-        return f"Deliberation: the majority changed — opening {before} → final {after}; {rest}."
+        # A tie or no majority is no majority that changed: the words say what did.
+        if held_before and held_after:
+            return f"Deliberation: the majority changed — opening {before} → final {after}; {rest}."
+        if held_after:
+            what = "the tie was broken" if opening_m.get("kind") == "tied" else "a majority formed"
+            return f"Deliberation: {what} — opening {before} → final majority {after}; {rest}."
+        return (
+            f"Deliberation: the majority was lost — opening majority {before} → final {after}; "
+            f"{rest}."
+        )
     if changed is False:
+        if not held_before:
+            return (
+                f"Deliberation: opening {before} → final {after}; {rest}; no majority at either "
+                "end."
+            )
         return (
             f"Deliberation: opening majority {before} → final {after}; {rest}; the majority did "
             "not change."
