@@ -17,8 +17,10 @@ Rules (property-tested in ``tests/unit/test_changed_properties.py``):
   not speak) is unknown at that point: in no group, never counted as agreeing, never moved.
 - A majority is a stance held by more than half of the free seats (:class:`Majority`); it is
   ``unknown`` while the seats that stated nothing could still make one.
-- ``majorityChanged`` compares the two majorities' stances (no majority is one outcome);
-  ``None`` (unknown) with one round or when either majority is unknown.
+- ``majorityChanged`` compares the two outcomes: the majorities' stances, no majority (none or
+  a tie) being one outcome — a tie broken or a majority formed or lost is a change, which the
+  verdict's line names as such (a tie is no majority that changed); ``None`` (unknown) with one
+  round or when either majority is unknown.
 
 Pure: no I/O.
 """
@@ -47,8 +49,10 @@ class SeatLedger:
 
     ``opening`` / ``final``: the label as written when it names a stance, else ``None`` (stated
     none); ``*_confidence`` in ``[0, 1]`` or ``None`` (stated none); ``moved_round`` /
-    ``why``: the round and reason of the change that brought the seat to its final label
-    (``None``: not recorded); ``side``: the assigned side (``None``: a free seat)."""
+    ``why``: the round and reason of the change by which the seat left its opening stance (the
+    last such when it came back to it in between; not its last change, which may be a later
+    move between two other stances), ``None``: not recorded; ``side``: the assigned side
+    (``None``: a free seat)."""
 
     agent: str
     opening: str | None

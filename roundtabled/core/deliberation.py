@@ -57,6 +57,8 @@ from roundtabled.core.sides import free_history
 from roundtabled.core.similarity import jaccard_bigrams
 from roundtabled.core.stances import seat_stances
 from roundtabled.core.state import (
+    MODE_NOTES,
+    MODE_SWITCH_NOTES,
     Budget,
     ContextMode,
     EndReason,
@@ -79,6 +81,7 @@ __all__ = [
     "Stop",
     "budget_check",
     "check_convergence",
+    "current_notes",
     "digest",
     "diversity_warning",
     "next_call",
@@ -464,6 +467,15 @@ class Stop:
         return state.model_copy(
             update={"notes": [*state.notes, self.note], "stop_detail": self.note}
         )
+
+
+def current_notes(state: RoundtableState) -> list[str]:
+    """``state.notes`` as the current result says them: the mode lines, and a stop's note only
+    while that stop is the roundtable's current one (``stop_detail``). An ``extend`` clears
+    ``stop_detail``: a stop of an earlier call ("converged after round 3 of 5 …") is then history,
+    and the extension's own outcome is what the result says (docs/behaviour.md, "Extend")."""
+    modes = {*MODE_NOTES.values(), *MODE_SWITCH_NOTES.values()}
+    return [n for n in state.notes if n in modes or n == state.stop_detail]
 
 
 def stop_after_seat_turn(

@@ -67,7 +67,36 @@ _TRAILING_SCORE = re.compile(
 )
 _SPLIT = re.compile(r"[.!?]?[*_]{2}\s+|\s+[—–-]{1,2}\s+|\s*[—–]\s*|\s+-\s+|\s*:\s+")
 _SENTENCE = re.compile(r"(?<=[^\s.])[.!?]\s+(?=\S)")
-_CHANGED_LINE = re.compile(r"^[\s>*_#`-]*(?:changed|what changed(?: my mind)?)\s*[:：]", re.I)
+_CHANGED_LINE = re.compile(
+    r"^[\s>*_#`-]*(?:changed|what changed(?: my mind)?)\s*[*_]*\s*[:：][*_]*", re.I
+)
+# The end of a sentence: ``.``/``!``/``?`` (and closing quotes or brackets) before a space,
+# outside brackets; ``e.g.``, ``i.e.``, ``etc.``, ``vs.``, ``cf.`` end none.
+_REASON_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)")
+_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl)|\b[A-Za-z])\.$", re.I)
+
+
+def split_reason(text: str) -> tuple[str, str]:
+    """``(reason, rest)`` of the text after ``Changed:``: the reason is its first sentence (the
+    turn prompt asks for one line, "Changed: <what changed your mind>", docs/result.md); what
+    follows it on the line is the turn's argument. A sentence ends at ``.``, ``!`` or ``?``
+    followed by a space, outside parentheses and brackets, not after a common abbreviation
+    (``e.g.``) or a single letter (``J.``). Both parts are stripped.
+
+    ``"rv's point (six weeks settle it). The roadmap has room." →
+    ("rv's point (six weeks settle it).", "The roadmap has room.")``.
+    """
+    depth = 0
+    pos = 0
+    for m in _REASON_END.finditer(text):
+        chunk = text[pos : m.end()]
+        opened = chunk.count("(") + chunk.count("[")
+        depth = max(0, depth + opened - chunk.count(")") - chunk.count("]"))
+        pos = m.end()
+        word = text[max(0, m.start() - 12) : m.start() + 1]
+        if depth == 0 and not _ABBREVIATION.search(word):
+            return text[: m.end()].strip(), text[m.end() :].strip()
+    return text.strip(), ""
 
 
 class Position(BaseModel):
@@ -184,11 +213,15 @@ def _label_and_sentence(rest: str) -> tuple[str, str, float | None]:
 
 
 def _only_line(text: str, index: int | None) -> bool:
-    """True when every non-blank line of ``text`` other than line ``index`` (and a
-    ``Changed:`` line) is empty or markup."""
+    """True when every non-blank line of ``text`` other than line ``index`` is empty or markup,
+    a ``Changed:`` line counting as such when it holds only its reason (its first sentence,
+    :func:`split_reason`): an argument that follows the reason on that line is an argument."""
     for i, line in enumerate(text.splitlines()):
-        if i == index or _CHANGED_LINE.match(line):
+        if i == index:
             continue
+        m = _CHANGED_LINE.match(line)
+        if m is not None:
+            line = split_reason(line[m.end() :])[1]
         if line.strip(" \t>*_#`-—–"):
             return False
     return True
@@ -272,12 +305,15 @@ def parse_changed(text: str) -> str | None:
 
     Args:
         text: the reply's plain text. The *first* such line counts (the prompt asks for it at the
-            start of the reply); emphasis around it is dropped; at most ``CHANGED_MAX`` characters.
+            start of the reply); the reason is the line's first sentence (:func:`split_reason`:
+            an argument that goes on after it on the same line is not part of it); emphasis
+            around it is dropped; at most ``CHANGED_MAX`` characters.
     """
     for line in text.splitlines():
         m = _CHANGED.match(line)
         if m:
-            why = m.group("why").strip().strip("*_`").strip()
+            why = split_reason(m.group("why").strip().strip("*_`").strip())[0]
+            why = why.strip().strip("*_`").strip()
             if why:
                 return why[:CHANGED_MAX]
     return None

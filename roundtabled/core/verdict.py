@@ -25,7 +25,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from roundtabled.core.changed import SeatLedger, compare
-from roundtabled.core.deliberation import convergence_note, unenforceable_budget_note
+from roundtabled.core.deliberation import (
+    convergence_note,
+    current_notes,
+    unenforceable_budget_note,
+)
 from roundtabled.core.observer_verdict import TRANSCRIPT_COPIED, is_repair
 from roundtabled.core.positions import (
     Change,
@@ -53,7 +57,7 @@ from roundtabled.core.result_model import (
     TurnKind,
     Verdict,
 )
-from roundtabled.core.stances import group, no_stance_reason
+from roundtabled.core.stances import group, no_stance_reason, same_stance
 from roundtabled.core.state import (
     EndReason,
     HistoryEntry,
@@ -274,12 +278,33 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
     return out
 
 
+def left_opening(
+    opening: Position | None, seat_changes: Sequence[PositionChange]
+) -> PositionChange | None:
+    """The change by which a seat left its ``opening`` stance, or ``None`` (no opening stated,
+    no change): of ``seat_changes`` (oldest first, a seat's ``changes``)
+    the last one from a label of the opening stance to one of another
+    (:func:`roundtabled.core.stances.same_stance`) — a seat that came back to its opening and
+    left it again left it then — else the first change. Not the seat's last change: a seat that
+    moved twice (“go all in” in round 2, then “staged rollout first” in round 4) left its
+    opening in round 2 (docs/result.md, "deliberation")."""
+    if opening is None or not seat_changes:
+        return None
+    left = [
+        c
+        for c in seat_changes
+        if same_stance(c.from_, opening.label) and not same_stance(c.to, opening.label)
+    ]
+    return left[-1] if left else seat_changes[0]
+
+
 def deliberation_of(state: RoundtableState, seats: Sequence[SeatPosition]) -> Deliberation:
     """What deliberation changed (:func:`roundtabled.core.changed.compare`, docs/result.md,
     "deliberation"): each seat's opening position — its stated position of round 1 (the
     independent opening round when one ran), ``None`` when that turn did not speak, stated no
     ``Position:`` line or a label naming no stance — beside its final one (``seats``,
-    :func:`positions`), with the round and reason of its last change (``changes``)."""
+    :func:`positions`), with the round and reason of the change by which it left its opening
+    stance (:func:`left_opening`)."""
     opening: dict[str, Position | None] = {}
     for e in state.history:
         if e.kind == "turn" and e.round == 1 and e.agent not in opening:
@@ -287,7 +312,7 @@ def deliberation_of(state: RoundtableState, seats: Sequence[SeatPosition]) -> De
     ledgers = []
     for s in seats:
         first = opening.get(s.agent)
-        last = s.changes[-1] if s.changes else None
+        last = left_opening(first, s.changes)
         ledgers.append(
             SeatLedger(
                 agent=s.agent,
@@ -872,7 +897,8 @@ def running_notes(state: RoundtableState) -> list[str]:
 
 def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> Status:
     """The ``status`` block: counts per seat, rounds, end reason and the notes in order:
-    seats, stop, observer, verdict, positions, other rules' notes (``state.notes``)."""
+    seats, stop, observer, verdict, positions, other rules' notes (``state.notes`` of the
+    current call, :func:`roundtabled.core.deliberation.current_notes`)."""
     seats = seat_statuses(state)
     outcome = observer_outcome(state)
     degradation = _seat_notes(state) + cut_round_notes(state)
@@ -905,7 +931,7 @@ def build_status(state: RoundtableState, verdict_notes: Sequence[str] = ()) -> S
         # Said once for the whole extension, before each seat's kept position.
         *filter(None, [extension_note(state, seated)]),
         *_position_notes(state, seated),
-        *said_modes(state.notes),
+        *said_modes(current_notes(state)),
     ]
     return Status(
         end_reason=state.end_reason.value if state.end_reason else "running",
@@ -1044,16 +1070,28 @@ def _names_and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def _majority_words(m: dict[str, Any], items: Sequence[dict[str, Any]], weights: bool) -> str:
+def _majority_words(
+    m: dict[str, Any],
+    items: Sequence[dict[str, Any]],
+    weights: bool,
+    order: Sequence[str] = (),
+) -> str:
     """One tally's majority (the contract's ``Majority``) in words, with its confidence-weighted
-    share when known and ``weights``."""
+    share when known and ``weights``. A tie names its stances in speaking order (of each stance,
+    its first seat in ``order``, the seats in speaking order)."""
     kind, seats, n = m.get("kind"), m.get("seats"), m.get("counted")
     if kind == "majority":
         share = m.get("weightedShare")
         weighted = f", weighted {share:.2f}" if weights and isinstance(share, int | float) else ""
         return f"“{m.get('stance')}” ({seats} of {n}{weighted})"
     if kind == "tied":
-        top = [f"“{t.get('label')}”" for t in items if len(t.get("seats") or []) == seats]
+        place = {a: i for i, a in enumerate(order)}
+
+        def first_seat(t: dict[str, Any]) -> int:
+            return min((place.get(a, len(place)) for a in t.get("seats") or []), default=len(place))
+
+        tied = [t for t in items if len(t.get("seats") or []) == seats]
+        top = [f"“{t.get('label')}”" for t in sorted(tied, key=first_seat)]
         return f"a tie between {_names_and(top)} ({seats} of {n} each)"
     if kind == "none":
         return f"no majority (largest {seats} of {n})"
@@ -1079,8 +1117,10 @@ def deliberation_line(
         return None
     if int(d["rounds"]) <= 1:
         return "Deliberation: none (one round)"
-    before = _majority_words(d.get("openingMajority") or {}, d.get("openingTally") or [], weights)
-    after = _majority_words(d.get("finalMajority") or {}, d.get("finalTally") or [], weights)
+    order = [str(p.get("agent")) for p in verdict.get("positions") or [] if isinstance(p, dict)]
+    opening_m, final_m = d.get("openingMajority") or {}, d.get("finalMajority") or {}
+    before = _majority_words(opening_m, d.get("openingTally") or [], weights, order)
+    after = _majority_words(final_m, d.get("finalTally") or [], weights, order)
     moved = [m for m in d.get("moved") or [] if isinstance(m, dict)]
     joined = (d.get("finalMajority") or {}).get("stance")
     said = [
@@ -1101,9 +1141,25 @@ def deliberation_line(
             parts.append(f"{who or _names_and(names)} stated no position at the {when} (unknown)")
     rest = "; ".join(parts)
     changed = d.get("majorityChanged")
+    held_before = opening_m.get("kind") == "majority"
+    held_after = final_m.get("kind") == "majority"
     if changed is True:
-        return f"Deliberation: the majority changed — opening {before} → final {after}; {rest}."
+        # A tie or no majority is no majority that changed: the words say what did.
+        if held_before and held_after:
+            return f"Deliberation: the majority changed — opening {before} → final {after}; {rest}."
+        if held_after:
+            what = "the tie was broken" if opening_m.get("kind") == "tied" else "a majority formed"
+            return f"Deliberation: {what} — opening {before} → final majority {after}; {rest}."
+        return (
+            f"Deliberation: the majority was lost — opening majority {before} → final {after}; "
+            f"{rest}."
+        )
     if changed is False:
+        if not held_before:
+            return (
+                f"Deliberation: opening {before} → final {after}; {rest}; no majority at either "
+                "end."
+            )
         return (
             f"Deliberation: opening majority {before} → final {after}; {rest}; the majority did "
             "not change."

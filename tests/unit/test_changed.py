@@ -217,6 +217,43 @@ def test_a_tie_is_named_with_its_stances() -> None:
     )
     line = deliberation_line(build_result(st).verdict.dump())
     assert line == (
-        "Deliberation: the majority changed — opening a tie between “ship” and “wait” (1 of 2 "
-        "each) → final “ship” (2 of 2, weighted 1.00); dev moved from “wait” in round 2."
+        "Deliberation: the tie was broken — opening a tie between “ship” and “wait” (1 of 2 "
+        "each) → final majority “ship” (2 of 2, weighted 1.00); dev moved from “wait” in round 2."
     )
+
+
+def test_a_majority_that_formed_or_was_lost_is_said_so_not_as_a_changed_majority() -> None:
+    tie = state(
+        [{"pm": "ship", "dev": "wait"}, {"pm": "ship", "dev": "ship"}], agents=["pm", "dev"]
+    )
+    v = build_result(tie).verdict.dump()
+    # No majority and no tie (e.g. 2, 1 and 1 of 4 seats): the contract's ``none``.
+    v["deliberation"]["openingMajority"]["kind"] = "none"
+    formed = deliberation_line(v)
+    assert formed is not None
+    assert formed.startswith("Deliberation: a majority formed — opening no majority (largest 1"), (
+        formed
+    )
+    lost = deliberation_line(
+        build_result(
+            state(
+                [
+                    {"pm": "ship", "dev": "ship", "qa": "wait"},
+                    {"pm": "ship", "dev": "hire first", "qa": "wait"},
+                ]
+            )
+        ).verdict.dump()
+    )
+    assert lost is not None
+    assert lost.startswith("Deliberation: the majority was lost — opening majority “ship”"), lost
+    neither = deliberation_line(
+        build_result(
+            state(
+                [
+                    {"pm": "ship", "dev": "hire first", "qa": "wait"},
+                    {"pm": "wait", "dev": "hire first", "qa": "ship"},
+                ]
+            )
+        ).verdict.dump()
+    )
+    assert neither is not None and neither.endswith("; no majority at either end."), neither
