@@ -31,7 +31,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from roundtabled.eval import DEFAULT_LOCAL_SEATS
+from roundtabled.eval.options import DEFAULT_LOCAL_SEATS
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
 from roundtabled.service import provider
 

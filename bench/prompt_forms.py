@@ -36,7 +36,7 @@ from bench.eval_local import ANSWER_CLOSING
 from roundtabled.core import prompts, scoring
 from roundtabled.core.scoring import Question
 from roundtabled.core.state import RoundtableState
-from roundtabled.eval import topic_for
+from roundtabled.eval.options import topic_for
 from roundtabled.service.provider import SEAT_PROMPT
 
 CONCISE_SEAT = (

@@ -11,15 +11,15 @@ from pathlib import Path
 from roundtabled.cli.client import EXIT_USAGE, CliError, control_url
 from roundtabled.cli.debate import turn_timeout_flag
 from roundtabled.core.scoring import ARITHMETIC_LEVELS
-from roundtabled.eval import (
+from roundtabled.eval.options import (
     DEFAULT_LOCAL_SEATS,
     DEFAULT_PROTOCOLS,
     GENERATED_TASKS,
     PROTOCOLS,
     EvalOptions,
     Target,
-    run_eval,
 )
+from roundtabled.eval.run import run_eval
 from roundtabled.service import config as cfg
 from roundtabled.service import provider
 

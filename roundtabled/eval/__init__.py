@@ -30,38 +30,3 @@ lock), :mod:`~roundtabled.eval.spending` (calls, tokens, cost, the estimate),
 statistics are :mod:`roundtabled.core.scoring`'s; the ``roundtabled eval`` flags are
 :mod:`roundtabled.cli.evaluate`'s.
 """
-
-from __future__ import annotations
-
-from roundtabled.eval.ledger import read_records
-from roundtabled.eval.options import (
-    DEFAULT_LOCAL_SEATS,
-    DEFAULT_PROTOCOLS,
-    GENERATED_TASKS,
-    PROTOCOLS,
-    EvalOptions,
-    Target,
-    load_questions,
-    topic_for,
-)
-from roundtabled.eval.report import build_report, write_reports
-from roundtabled.eval.run import run_eval
-from roundtabled.eval.spending import CHARS_PER_TOKEN, observer_spend, spend_upto
-
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "DEFAULT_LOCAL_SEATS",
-    "DEFAULT_PROTOCOLS",
-    "GENERATED_TASKS",
-    "PROTOCOLS",
-    "EvalOptions",
-    "Target",
-    "build_report",
-    "load_questions",
-    "observer_spend",
-    "read_records",
-    "run_eval",
-    "spend_upto",
-    "topic_for",
-    "write_reports",
-]

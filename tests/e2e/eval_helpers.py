@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled.core.scoring import evaluate_expression
-from roundtabled.eval import EvalOptions, Target, run_eval
+from roundtabled.eval.options import EvalOptions, Target
+from roundtabled.eval.run import run_eval
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, default_text
 

@@ -19,7 +19,9 @@ from roundtabled.core.scoring import (
     evaluate_expression,
     parse_task_lines,
 )
-from roundtabled.eval import EvalOptions, read_records, run_eval
+from roundtabled.eval.ledger import read_records
+from roundtabled.eval.options import EvalOptions
+from roundtabled.eval.run import run_eval
 from roundtabled.offline.panel import panel_reply
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, default_text

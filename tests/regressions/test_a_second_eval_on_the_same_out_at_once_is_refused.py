@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from roundtabled.cli.client import EXIT_ERROR, CliError
-from roundtabled.eval import run_eval
+from roundtabled.eval.run import run_eval
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest
 from tests.e2e.conftest import RT

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled.core.scoring import Question, answer_to, read_answer
-from roundtabled.eval import EvalOptions, build_report, write_reports
+from roundtabled.eval.options import EvalOptions
+from roundtabled.eval.report import build_report, write_reports
 
 COPIED = "Answer: <your final answer>"
 """seat-b's whole reply in round 2 of easy-0-1, as the server stored it."""

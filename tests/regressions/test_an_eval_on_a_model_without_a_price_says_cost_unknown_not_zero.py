@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from roundtabled.eval import EvalOptions, build_report, write_reports
+from roundtabled.eval.options import EvalOptions
+from roundtabled.eval.report import build_report, write_reports
 
 RECORD: dict[str, Any] = {
     "id": "medium-0-0",

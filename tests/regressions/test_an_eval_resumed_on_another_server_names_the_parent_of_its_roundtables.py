@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from roundtabled.eval import run_eval
+from roundtabled.eval.run import run_eval
 from tests.e2e.conftest import RT
 from tests.e2e.eval_helpers import scripted_run, target
 

@@ -18,7 +18,8 @@ import pytest
 
 from roundtabled.cli import main
 from roundtabled.cli.client import EXIT_ERROR, CliError
-from roundtabled.eval import EvalOptions, Target, run_eval
+from roundtabled.eval.options import EvalOptions, Target
+from roundtabled.eval.run import run_eval
 from roundtabled.offline.opencode_server import free_port
 from tests.e2e.conftest import RT
 from tests.e2e.eval_helpers import AGENTS, target

@@ -22,7 +22,8 @@ import aiohttp
 import pytest
 
 from roundtabled.core.state import CONCLUDED_SUFFIX
-from roundtabled.eval import EvalOptions, Target, run_eval
+from roundtabled.eval.options import EvalOptions, Target
+from roundtabled.eval.run import run_eval
 from roundtabled.offline.opencode_server import free_port
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM

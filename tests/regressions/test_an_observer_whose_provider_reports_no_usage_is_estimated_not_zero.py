@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roundtabled.eval import CHARS_PER_TOKEN, observer_spend
+from roundtabled.eval.spending import CHARS_PER_TOKEN, observer_spend
 
 
 def test_an_observer_whose_provider_reports_no_usage_is_estimated_not_zero() -> None:

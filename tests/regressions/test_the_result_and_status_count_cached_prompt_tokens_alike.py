@@ -11,7 +11,7 @@ from __future__ import annotations
 from roundtabled.cli.show import usage_cells
 from roundtabled.core.result import build_result, delivery_text
 from roundtabled.core.state import Usage
-from roundtabled.eval import spend_upto
+from roundtabled.eval.spending import spend_upto
 from roundtabled.service.export import to_data, to_markdown
 from tests.states import finished as state_of
 from tests.states import seat_turn as turn
