@@ -127,6 +127,11 @@ async def run_case(
     await d.start(http, f"{case.point}:{case.n}")
     s1 = await oc.call("POST", "/session", {"title": "S1"}, {"directory": d.directory})
     case.s1 = str(s1["id"])
+    if case.mode != "patch":
+        # Creating S1 loaded the project's instance, whose plugin reports to the daemon; turn 1
+        # runs in the plugin mode only once the daemon trusts that report (before, it rightly
+        # runs in the patch mode: docs/plugin.md), so the case starts on that signal.
+        await _plugin_trusted(case, http)
     prompt = f"Kill point {case.fault}: should we split the payments monolith?"
     if case.caller == "tool":
         await _call_the_tool(case, oc, llm, {**debate, "prompt": prompt})
@@ -156,6 +161,24 @@ async def run_case(
         raise AssertionError(f"{case.fault}: the debate did not conclude after the restart")
     # Anything duplicated needs a worker or a busy session: counted once there is neither.
     await d.settled(http, case.s2)
+
+
+async def _plugin_trusted(case: Case, http: aiohttp.ClientSession, timeout: float = 60) -> None:
+    """Wait until the case's daemon lists a trusted plugin report for its project
+    (``GET /v1/health`` ``plugin.reports``, docs/control-api.md)."""
+    d = case.daemon
+    want = os.path.realpath(d.directory)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        async with http.get(
+            d.url + "/v1/health", headers={"Authorization": f"Bearer {d.token}"}
+        ) as resp:
+            health = await resp.json()
+        reports = (health.get("plugin") or {}).get("reports") or []
+        if any(os.path.realpath(str(r.get("directory"))) == want for r in reports):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{case.fault}: the daemon never trusted the plugin's report")
 
 
 async def _call_the_tool(case: Case, oc: Oc, llm: ScriptedLLM, arguments: dict[str, Any]) -> None:
