@@ -1,5 +1,5 @@
 """Field failure (a real local model, Qwen2.5-Coder 0.5B on llama.cpp, `python -m
-bench.eval_local --debate /tmp/converge/project … -- --agents seat-a,seat-b,seat-c --rounds 4
+bench.eval_local --debate "$DIR"/project … -- --agents seat-a,seat-b,seat-c --rounds 4
 --until converged "Our team of three developers runs one Django monolith …"`, S2
 ``ses_db71331adffe02TpR2ozfCiTxL``): every seat closed with ``Position: 9 — This argument is
 based on the team's experience.`` (no confidence), the observer timed out, and the verdict built
