@@ -62,13 +62,16 @@ __all__ = [
     "PluginInfo",
     "Record",
     "SessionInfo",
+    "ToolStatus",
     "TurnEnd",
     "UserRecord",
     "V2Client",
     "V2Error",
     "V2NotFound",
+    "later_prompts",
     "parse_v2_event",
     "reply_of",
+    "tool_call_of",
     "turn_end",
     "v2_event_stream",
 ]
@@ -288,6 +291,57 @@ def reply_of(
         elif own and isinstance(r, AssistantRecord):
             reply.append(r)
     return reply, None
+
+
+def later_prompts(
+    records: Sequence[Record], prompt_id: str
+) -> list[tuple[UserRecord, list[AssistantRecord]]]:
+    """The user records that the execution of ``prompt_id`` delivered after it (a prompt posted
+    into the busy session: each is steered into the running execution and answered in turn),
+    each with its reply, up to that execution's ``idle`` record (or the end of ``records``)."""
+    start = next(
+        (i for i, r in enumerate(records) if isinstance(r, UserRecord) and r.id == prompt_id), None
+    )
+    out: list[tuple[UserRecord, list[AssistantRecord]]] = []
+    if start is None:
+        return out
+    for r in records[start + 1 :]:
+        if isinstance(r, IdleRecord):
+            break
+        if isinstance(r, UserRecord):
+            out.append((r, []))
+        elif out and isinstance(r, AssistantRecord):
+            out[-1][1].append(r)
+    return out
+
+
+ToolStatus = Literal["pending", "running", "completed", "error"]
+"""A tool call's status as the 1.x engine names it (2.x's ``streaming`` is ``pending``: its
+input is still being written)."""
+
+
+def tool_call_of(record: Record, call_id: str) -> tuple[ToolStatus, str, dict[str, Any]]:
+    """Status, result text and result metadata (``{}`` when none) of the tool call ``call_id``
+    in one assistant record (a 2.x tool part: ``{"type": "tool", "id", "state": {"status",
+    "content": [{"type": "text", "text"}], "metadata"}}``); ``("pending", "", {})`` when the
+    record has no such part yet."""
+    content = record.content if isinstance(record, AssistantRecord) else []
+    for part in content:
+        if part.get("type") == "tool" and part.get("id") == call_id:
+            st = part.get("state") or {}
+            raw = str(st.get("status") or "")
+            status: ToolStatus = (
+                raw if raw in ("running", "completed", "error") else "pending"  # type: ignore[assignment]
+            )
+            out = st.get("content")
+            text = (
+                "".join(str(c.get("text", "")) for c in out if isinstance(c, dict))
+                if isinstance(out, list)
+                else str(out or "")
+            )
+            meta = st.get("metadata")
+            return status, text, meta if isinstance(meta, dict) else {}
+    return "pending", "", {}
 
 
 # ── events ──────────────────────────────────────────────────────────────────────────────────────
