@@ -147,7 +147,7 @@ def orphaned(state: RoundtableState) -> Decision:
 
 def resumed(state: RoundtableState) -> RoundtableState:
     """``state`` as a restarted daemon resumes it, with a note saying so and where (the round
-    and seat of the pending or next turn, the observer's turn, or the delivery of its result):
+    and seat of the pending or next turn, the observer's turn, or phase 4 once it had ended):
     OpenCode 2.x shows no toast, so the result says it (docs/design.md, "The 2.x shell"). No
     turn is lost by a resume (each is the same prompt on the server), so it is information, not
     a degradation; a turn that was lost says so in its seat's notes."""
@@ -157,7 +157,7 @@ def resumed(state: RoundtableState) -> RoundtableState:
     elif state.active:
         where = "at the observer's turn"
     else:
-        where = "after the debate, before its result reached the asking session"
+        where = "after the debate had ended"
     note = f"{RESUMED_NOTE} {where} (no turn was sent twice)"
     if note in state.notes:
         return state

@@ -57,6 +57,7 @@ def resumed_notes(status: dict[str, object]) -> list[str]:
     "fault",
     [
         "prompted:2",  # mid-debate: dev's round-1 prompt is accepted, its turn runs
+        "intent-persisted:3",  # mid-debate: pm's round-2 turn is written, its prompt not sent
         "turn-recorded:3",  # mid-debate: pm's round-2 answer is in memory, nothing written
         "observer-prompted:1",  # the observer's turn runs
         "result-taken:1",  # the tool call's poll took the result; its answer never left
@@ -105,6 +106,7 @@ async def test_a_kill_while_the_tool_call_waits_delivers_the_result_once(
         "observer-prompted:1",  # the observer's turn runs
         "final-persisted:1",  # the end is written; nothing delivered
         "delivered:1",  # the fallback message is in S1; the daemon has not recorded it
+        "title-set:1",  # S2's title is concluded; the end of phase 4 not yet written
     ],
 )
 async def test_a_kill_when_nobody_waits_posts_the_result_into_s1_once(

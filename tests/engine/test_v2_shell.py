@@ -194,4 +194,5 @@ def test_a_resumed_roundtable_says_where_once() -> None:
     assert once.notes[-1] == f"{RESUMED_NOTE} at round 1, pm's turn (no turn was sent twice)"
     assert lifecycle.resumed(once).notes == once.notes
     done = state.model_copy(update={"phase": Phase.DONE})
-    assert lifecycle.resumed(done).notes[-1].startswith(f"{RESUMED_NOTE} after the debate")
+    ended = f"{RESUMED_NOTE} after the debate had ended (no turn was sent twice)"
+    assert lifecycle.resumed(done).notes[-1] == ended
