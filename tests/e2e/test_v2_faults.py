@@ -225,3 +225,36 @@ async def test_a_person_s_note_during_a_seat_s_turn_is_answered_without_a_second
     texts = [getattr(r, "text", "") for r in records]
     at = texts.index(note)
     assert any(answer in t for t in texts[at + 1 :]), texts
+
+
+async def test_a_tool_call_ended_while_the_daemon_is_down_leaves_the_result_to_the_fallback(
+    env: V2Faults,
+) -> None:
+    """The daemon is killed mid-debate and S1 is interrupted before it is back (the tool call
+    ends without the result, its cancel reaching nobody): the restarted daemon finishes the
+    debate and, the tool part holding no result, puts it into S1 as the one fallback message."""
+    s1 = await env.s1()
+    call_id = "call_interrupted"
+    since = len(env.llm.requests)
+    env.script_debate(slow=("dev", 0))
+    script_tool_call(env.llm, s1, call_id)
+    await env.daemon.start(env.http, fault="prompted:2")
+    await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
+    await env.killed()
+    assert await env.port.client.interrupt(s1)  # the tool call was still waiting
+    async with asyncio.timeout(30):
+        while True:  # the interrupt ends the tool part (the signal of the tool call's end)
+            if [p[0] for p in await env.tool_parts(s1, call_id)] == ["error"]:
+                break
+            await asyncio.sleep(0.1)
+    await env.daemon.start(env.http)
+    s2 = await env.child(s1)
+    st = await env.finalized(s2)
+    await env.daemon.terminate()
+
+    assert env.turns(since) == DEBATE_TURNS
+    assert st["result"]["status"]["endReason"] == "completed"
+    state = await env.state(s2)
+    assert state.delivery.delivered_via == "no-reply"
+    assert await env.fallbacks(state) == (1, 0)
+    assert [p[0] for p in await env.tool_parts(s1, call_id)] == ["error"]
