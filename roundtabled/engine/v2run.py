@@ -11,7 +11,9 @@ shell"):
   roundtable, which then reads the pending turn's :class:`~roundtabled.core.server_records.
   TurnOutcome` and hands the machine an :class:`~roundtabled.core.commands.Observation` built
   from it (:func:`observation_of`): the pending prompt and, once the turn is over, one reply
-  carrying the outcome's text, finish, error and tokens;
+  carrying the outcome's text, finish, error and tokens, then each prompt nobody of ours sent
+  that the same execution answered (a person's note) with its reply, which the machine records
+  as the person's and an interjection (:func:`interjection_views`);
 - a :class:`~roundtabled.core.commands.Prompt` is ``start_turn`` as the seat's agent on the seat's
   model, its id derived from the turn key (:func:`keyed`: a second send of the same turn is the
   same prompt on 2.x), the turn header as its label and the signed marker in its metadata;
@@ -19,11 +21,14 @@ shell"):
   together with the ids the plugin is to keep out of later requests (``roundtabled.hidden``,
   docs/plugin.md "OpenCode 2.x"), in one PATCH (one writer per roundtable);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
-- the end: the result released to pollers, the final state written, S2's title concluded.
+- the end: the final state written, then phase 4 (:mod:`roundtabled.engine.v2_delivery`): the
+  result to pollers, into S1 exactly once (the waiting tool call's part, else one parked
+  message), S2's title concluded;
+- a restart: :meth:`V2Runner.recover` resumes every roundtable whose index is not over, phase 4
+  included, and its result says it was resumed.
 
 What this shell refuses, one line each (:func:`refusal`): an extension, the independent opening,
-``context: "recent"``, a start without a parent session. Not done yet: delivery of the result
-into S1 when no caller polls for it, and the start-up recovery from S2's metadata.
+``context: "recent"``, a start without a parent session.
 """
 
 from __future__ import annotations
