@@ -258,3 +258,40 @@ async def test_a_tool_call_ended_while_the_daemon_is_down_leaves_the_result_to_t
     assert state.delivery.delivered_via == "no-reply"
     assert await env.fallbacks(state) == (1, 0)
     assert [p[0] for p in await env.tool_parts(s1, call_id)] == ["error"]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "intent-persisted:1",  # inside the start: turn 1's state is written, its prompt not sent
+        "prompted:1",  # inside the start: turn 1's prompt is accepted, the start not answered
+    ],
+)
+async def test_a_kill_inside_the_start_leaves_the_result_to_the_fallback_once(
+    env: V2Faults, fault: str
+) -> None:
+    """The daemon dies inside the tool call's start request: the tool answers with an error at
+    once (no roundtable id to wait for), the restarted daemon runs the roundtable all the same,
+    each turn once, and the result reaches S1 as the one fallback message."""
+    s1 = await env.s1()
+    call_id = "call_start_" + fault.replace(":", "_").replace("-", "_")
+    since = len(env.llm.requests)
+    env.script_debate()
+    script_tool_call(env.llm, s1, call_id)
+    await env.daemon.start(env.http, fault=fault)
+    await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
+    await env.killed()
+    followup = (await env.llm.wait_for_requests(2, 60, session=s1))[1]
+    (answered,) = tool_results(followup)
+    assert answered.startswith("Error:"), answered
+    await env.daemon.start(env.http)
+    s2 = await env.child(s1)
+    st = await env.finalized(s2)
+    await env.daemon.terminate()
+
+    assert env.turns(since) == DEBATE_TURNS
+    assert st["result"]["status"]["endReason"] == "completed"
+    state = await env.state(s2)
+    assert state.delivery.delivered_via == "no-reply"
+    assert await env.fallbacks(state) == (1, 0)
+    assert resumed_notes(st), st["result"]["status"]["notes"]
