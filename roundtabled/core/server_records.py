@@ -138,16 +138,18 @@ class TurnStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Interjection:
-    """A prompt nobody of the roundtable sent that the server delivered inside the pending
-    turn's execution, after the turn's own reply (2.x: a person's note posted into S2 while a
-    seat's turn runs is steered into that execution and gets a reply of its own;
-    docs/design.md, "The 2.x shell"), and the reply to it.
+    """A prompt nobody of the roundtable sent that the server delivered after the pending
+    turn's prompt and before the next turn's, and the reply to it (2.x: a person's note posted
+    into S2 while a seat's turn runs is steered into that execution and gets a reply of its own
+    after the turn's; one posted right after the turn runs an execution of its own;
+    docs/design.md, "The 2.x shell").
 
     ``prompt_id``: the note's message id. ``text``: what the person wrote. ``created``: epoch ms
     it was delivered. ``reply``: the reply's text (the steps' text joined); ``agent``/``model``:
     who answered (the session's agent then: the seat's), ``None`` without a reply.
     ``tokens_in``/``tokens_out``: as :class:`TurnOutcome`'s (``None``: unknown). ``completed``:
-    the reply's last step is over. ``error``: the server's words for a failed reply.
+    the execution that answered it has ended (until then the next turn waits, as it waits for
+    a busy session on 1.x). ``error``: the server's words for a failed reply.
     """
 
     prompt_id: str

@@ -211,10 +211,11 @@ def observation_of(
 
 
 def interjection_views(out: TurnOutcome, now: int) -> tuple[MessageView, ...]:
-    """The prompts nobody of ours sent that the turn's execution answered after the turn's own
-    reply (a person's note in S2: docs/design.md, "The 2.x shell"), as 1.x's read shows them:
-    a user message without our marker and the reply whose parent it is. The machine records
-    them as the person's entry and its interjection, never as the seat's answer."""
+    """The prompts nobody of ours sent after the turn's (a person's note in S2, answered in the
+    turn's execution after its reply, or in one of its own: docs/design.md, "The 2.x shell"),
+    as 1.x's read shows them: a user message without our marker and the reply whose parent it
+    is, not completed while its execution runs. The machine records them as the person's entry
+    and its interjection, never as the seat's answer, and prompts nobody before they end."""
     views: list[MessageView] = []
     for note in out.interjections:
         views.append(
@@ -226,13 +227,15 @@ def interjection_views(out: TurnOutcome, now: int) -> tuple[MessageView, ...]:
                 visible_parts=({"type": "text"},),
             )
         )
-        if note.agent is None:
-            continue  # no reply stored
+        if note.agent is None and note.completed:
+            continue  # no reply stored, and none is coming
+        # A note whose execution runs on is a reply not yet completed: the machine waits for
+        # it before the next turn (never a prompt into a busy S2).
         views.append(
             AnswerView(
                 id=f"{note.prompt_id}-reply",
                 parent_id=note.prompt_id,
-                agent=note.agent,
+                agent=note.agent or "",
                 created=note.created or now,
                 completed=note.completed,
                 finish=note.finish if note.finish not in (None, "unknown") else "stop",

@@ -483,26 +483,29 @@ def _v2_usage(tokens: Mapping[str, Any] | None) -> Usage:
 
 
 def _v2_interjections(records: Sequence[v2.Record], prompt_id: str) -> tuple[Interjection, ...]:
-    """The prompts nobody of ours sent that the execution of ``prompt_id`` delivered after it
-    (a person's note posted into S2 during the turn: 2.x steers it into the running execution
-    and answers it there), each with its reply. A prompt of ours (it carries the turn key) is
-    none: it is a turn of its own."""
+    """The prompts nobody of ours sent that were delivered after ``prompt_id`` and before our
+    next turn prompt, each with its reply: a person's note posted into S2 during the turn (2.x
+    steers it into the running execution and answers it there) or right after it (it runs an
+    execution of its own). A prompt of ours carries the turn key: the next turn, where the
+    search stops."""
     out: list[Interjection] = []
-    for user, reply in v2.later_prompts(records, prompt_id):
-        if TURN_KEY in (user.metadata or {}):
-            continue
+
+    def ours(user: v2.UserRecord) -> bool:
+        return TURN_KEY in (user.metadata or {})
+
+    for later in v2.later_prompts(records, prompt_id, until=ours):
+        reply = later.reply
         usage = Usage()
         for r in reply:
             usage = usage.plus(_v2_usage(r.tokens))
         last = reply[-1] if reply else None
-        done = last is not None and last.time.get("completed") is not None
         failed = last is not None and last.error is not None
-        tokens_in, tokens_out = usage_in_out(usage, answered=done and not failed)
-        created = user.time.get("created")
+        tokens_in, tokens_out = usage_in_out(usage, answered=later.ended and not failed)
+        created = later.prompt.time.get("created")
         out.append(
             Interjection(
-                prompt_id=user.id,
-                text=user.text,
+                prompt_id=later.prompt.id,
+                text=later.prompt.text,
                 created=created if isinstance(created, int) else 0,
                 reply="\n\n".join(r.text for r in reply if r.text.strip()),
                 agent=last.agent if last else None,
@@ -510,7 +513,7 @@ def _v2_interjections(records: Sequence[v2.Record], prompt_id: str) -> tuple[Int
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
                 finish=last.finish if last else None,
-                completed=done,
+                completed=later.ended,
                 error=_v2_error(last.error) if last else None,
             )
         )

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
@@ -56,6 +57,7 @@ __all__ = [
     "AgentInfo",
     "AssistantRecord",
     "IdleRecord",
+    "LaterPrompt",
     "MessagePage",
     "ModelRef",
     "OtherRecord",
@@ -293,26 +295,42 @@ def reply_of(
     return reply, None
 
 
+@dataclass(frozen=True)
+class LaterPrompt:
+    """A user record delivered after a given prompt (:func:`later_prompts`): the record, its
+    reply (the assistant records up to the next user or ``idle`` record) and whether the
+    execution that answered it has ended (an ``idle`` record follows it)."""
+
+    prompt: UserRecord
+    reply: list[AssistantRecord]
+    ended: bool
+
+
 def later_prompts(
-    records: Sequence[Record], prompt_id: str
-) -> list[tuple[UserRecord, list[AssistantRecord]]]:
-    """The user records that the execution of ``prompt_id`` delivered after it (a prompt posted
-    into the busy session: each is steered into the running execution and answered in turn),
-    each with its reply, up to that execution's ``idle`` record (or the end of ``records``)."""
+    records: Sequence[Record], prompt_id: str, *, until: Callable[[UserRecord], bool]
+) -> list[LaterPrompt]:
+    """The user records delivered after ``prompt_id`` (oldest first), each with its reply: those
+    steered into its execution (a prompt posted into a busy session is answered there, in turn)
+    and those of later executions (a prompt posted into the idle session starts one), up to the
+    first user record for which ``until`` is true (the next turn of the caller's) or the end of
+    ``records``."""
     start = next(
         (i for i, r in enumerate(records) if isinstance(r, UserRecord) and r.id == prompt_id), None
     )
-    out: list[tuple[UserRecord, list[AssistantRecord]]] = []
+    found: list[tuple[UserRecord, list[AssistantRecord]]] = []
+    ended = 0  # how many of ``found`` an ``idle`` record follows
     if start is None:
-        return out
+        return []
     for r in records[start + 1 :]:
         if isinstance(r, IdleRecord):
-            break
-        if isinstance(r, UserRecord):
-            out.append((r, []))
-        elif out and isinstance(r, AssistantRecord):
-            out[-1][1].append(r)
-    return out
+            ended = len(found)
+        elif isinstance(r, UserRecord):
+            if until(r):
+                break
+            found.append((r, []))
+        elif found and isinstance(r, AssistantRecord):
+            found[-1][1].append(r)
+    return [LaterPrompt(u, reply, i < ended) for i, (u, reply) in enumerate(found)]
 
 
 ToolStatus = Literal["pending", "running", "completed", "error"]

@@ -196,3 +196,25 @@ def test_a_resumed_roundtable_says_where_once() -> None:
     done = state.model_copy(update={"phase": Phase.DONE})
     ended = f"{RESUMED_NOTE} after the debate had ended (no turn was sent twice)"
     assert lifecycle.resumed(done).notes[-1] == ended
+
+
+def test_a_note_whose_own_execution_runs_on_is_waited_for_before_the_next_turn() -> None:
+    """A person's note posted right after pm's turn ended runs an execution of its own: no
+    prompt goes into S2 while it runs; once it ended, the note and its reply are recorded and
+    dev is prompted."""
+    state = started()
+    running = Interjection(prompt_id="msg_note", text="one more thing", created=NOW + 900)
+    out = TurnOutcome(TurnStatus.ANSWERED, text="pm says", agent="pm", interjections=(running,))
+    d = machine.decide(state, observation_of(state, out, NOW + 1000, accepted=True))
+    assert not [c for c in d.commands if isinstance(c, Prompt)]
+    assert d.state.history == [] and d.state.pending == state.pending
+    ended = replace(running, reply="sure", agent="pm", completed=True, finish="stop")
+    out = replace(out, interjections=(ended,))
+    d = keyed(machine.decide(state, observation_of(state, out, NOW + 2000, accepted=True)))
+    (prompt,) = [c for c in d.commands if isinstance(c, Prompt)]
+    assert prompt.agent == "dev"
+    assert [(e.kind, e.response) for e in d.state.history] == [
+        ("turn", "pm says"),
+        ("user", "one more thing"),
+        ("interjection", "sure"),
+    ]
