@@ -5,7 +5,10 @@
 races. Unset (always, outside tests), :func:`checkpoint` is one comparison.
 
 Points (see :data:`POINTS`) sit between each effect on the server and the record of it, where a
-crash is most likely to duplicate or lose a turn.
+crash is most likely to duplicate or lose a turn. The 2.x shell (:mod:`roundtabled.engine.v2run`,
+:mod:`roundtabled.engine.v2_delivery`) passes those that apply to it: ``intent-persisted``,
+``prompted``, ``observer-prompted``, ``turn-recorded``, ``final-persisted``, ``result-taken``,
+``delivered`` and ``title-set`` (docs/design.md, "The 2.x shell").
 """
 
 from __future__ import annotations

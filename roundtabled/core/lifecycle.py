@@ -21,6 +21,7 @@ from roundtabled.core.observer_verdict import recorded_line, shown_text
 from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
     META_KEY,
+    RESUMED_NOTE,
     EndReason,
     Marker,
     Phase,
@@ -142,6 +143,25 @@ def orphaned(state: RoundtableState) -> Decision:
         }
     )
     return Decision(new, [Abort(), PersistState(index=True)])
+
+
+def resumed(state: RoundtableState) -> RoundtableState:
+    """``state`` as a restarted daemon resumes it, with a note saying so and where (the round
+    and seat of the pending or next turn, the observer's turn, or phase 4 once it had ended):
+    OpenCode 2.x shows no toast, so the result says it (docs/design.md, "The 2.x shell"). No
+    turn is lost by a resume (each is the same prompt on the server), so it is information, not
+    a degradation; a turn that was lost says so in its seat's notes."""
+    if state.phase == Phase.ACTIVE and state.agents:
+        seat = state.agents[min(state.current_agent_index, len(state.agents) - 1)]
+        where = f"at round {state.current_round + 1}, {seat}'s turn"
+    elif state.active:
+        where = "at the observer's turn"
+    else:
+        where = "after the debate had ended"
+    note = f"{RESUMED_NOTE} {where} (no turn was sent twice)"
+    if note in state.notes:
+        return state
+    return state.model_copy(update={"notes": [*state.notes, note]})
 
 
 # ----------------------------------------------------------------------------------------------

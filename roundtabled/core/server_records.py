@@ -20,6 +20,7 @@ from roundtabled.core.state import ModelRef, Usage, tokens_in_out
 
 __all__ = [
     "AgentRecord",
+    "Interjection",
     "ServerCapabilities",
     "SessionRef",
     "SignedState",
@@ -136,6 +137,35 @@ class TurnStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Interjection:
+    """A prompt nobody of the roundtable sent that the server delivered after the pending
+    turn's prompt and before the next turn's, and the reply to it (2.x: a person's note posted
+    into S2 while a seat's turn runs is steered into that execution and gets a reply of its own
+    after the turn's; one posted right after the turn runs an execution of its own;
+    docs/design.md, "The 2.x shell").
+
+    ``prompt_id``: the note's message id. ``text``: what the person wrote. ``created``: epoch ms
+    it was delivered. ``reply``: the reply's text (the steps' text joined); ``agent``/``model``:
+    who answered (the session's agent then: the seat's), ``None`` without a reply.
+    ``tokens_in``/``tokens_out``: as :class:`TurnOutcome`'s (``None``: unknown). ``completed``:
+    the execution that answered it has ended (until then the next turn waits, as it waits for
+    a busy session on 1.x). ``error``: the server's words for a failed reply.
+    """
+
+    prompt_id: str
+    text: str
+    created: int
+    reply: str = ""
+    agent: str | None = None
+    model: ModelRef | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    finish: str | None = None
+    completed: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnOutcome:
     """What a turn gave.
 
@@ -146,6 +176,9 @@ class TurnOutcome:
     ``finish``: the last step's finish reason (``stop``, ``length``, …). ``truncated``: the
     reply was cut at the output limit (finish ``length``). ``error``: the server's words for a
     failed turn (``"provider.invalid-request: …"``, ``"APIError: …"``), else ``None``.
+    ``interjections``: the prompts nobody of ours sent that the same execution delivered after
+    the turn's reply, each with its reply (:class:`Interjection`; 1.x: always empty, its engine
+    reads a person's message from S2 itself).
     """
 
     status: TurnStatus
@@ -157,6 +190,7 @@ class TurnOutcome:
     finish: str | None = None
     truncated: bool = False
     error: str | None = None
+    interjections: tuple[Interjection, ...] = ()
 
     @property
     def over(self) -> bool:

@@ -477,6 +477,12 @@ modes, by the order the modes first ran in (two lines that each claim the whole 
 contradiction)."""
 
 
+RESUMED_NOTE = "resumed after a restart of roundtabled"
+"""How a result says that its daemon was restarted during the roundtable and resumed it from the
+state in S2 (:func:`roundtabled.core.lifecycle.resumed`); every note that starts so is kept in
+the result's notes (:func:`roundtabled.core.deliberation.current_notes`)."""
+
+
 def said_modes(notes: Sequence[str]) -> list[str]:
     """``notes`` with the two mode lines, when both are there, replaced by the one
     :data:`MODE_SWITCH_NOTES` line at the place of the first."""

@@ -11,7 +11,9 @@ shell"):
   roundtable, which then reads the pending turn's :class:`~roundtabled.core.server_records.
   TurnOutcome` and hands the machine an :class:`~roundtabled.core.commands.Observation` built
   from it (:func:`observation_of`): the pending prompt and, once the turn is over, one reply
-  carrying the outcome's text, finish, error and tokens;
+  carrying the outcome's text, finish, error and tokens, then each prompt nobody of ours sent
+  that the same execution answered (a person's note) with its reply, which the machine records
+  as the person's and an interjection (:func:`interjection_views`);
 - a :class:`~roundtabled.core.commands.Prompt` is ``start_turn`` as the seat's agent on the seat's
   model, its id derived from the turn key (:func:`keyed`: a second send of the same turn is the
   same prompt on 2.x), the turn header as its label and the signed marker in its metadata;
@@ -19,11 +21,14 @@ shell"):
   together with the ids the plugin is to keep out of later requests (``roundtabled.hidden``,
   docs/plugin.md "OpenCode 2.x"), in one PATCH (one writer per roundtable);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
-- the end: the result released to pollers, the final state written, S2's title concluded.
+- the end: the final state written, then phase 4 (:mod:`roundtabled.engine.v2_delivery`): the
+  result to pollers, into S1 exactly once (the waiting tool call's part, else one parked
+  message), S2's title concluded;
+- a restart: :meth:`V2Runner.recover` resumes every roundtable whose index is not over, phase 4
+  included, and its result says it was resumed.
 
 What this shell refuses, one line each (:func:`refusal`): an extension, the independent opening,
-``context: "recent"``, a start without a parent session. Not done yet: delivery of the result
-into S1 when no caller polls for it, and the start-up recovery from S2's metadata.
+``context: "recent"``, a start without a parent session.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
 
+from roundtabled import faults
 from roundtabled.core import failures, lifecycle, machine, prompts
 from roundtabled.core.commands import (
     Abort,
@@ -55,7 +61,6 @@ from roundtabled.core.server_records import SessionRef, SignedState, TurnKey, Tu
 from roundtabled.core.server_records import TurnStatus as TS
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
-    CONCLUDED_SUFFIX,
     META_KEY,
     Delivery,
     EndReason,
@@ -77,13 +82,17 @@ from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
 from roundtabled.engine.table import Table, status_of
-from roundtabled.errors import NotFound, RoundtableError, StateError, ValidationFailed
+from roundtabled.engine.v2_delivery import V2Delivery, take
+from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.opencode.port import V2Port, v2_prompt_id
 
 __all__ = ["V2Runner", "keyed", "observation_of", "refusal"]
 
 log = logging.getLogger("roundtabled.engine.v2")
 
+FINALIZING = "finalizing"
+"""The index's phase of a debate that is over and whose phase 4 is not (the result not yet in
+S1, or the title not concluded): what a restarted daemon resumes besides the running ones."""
 PLUGIN_SIGNAL = "v2"
 """What the 2.x shell hands the machine as the plugin's signal: on 2.x only the roundtabled
 plugin can keep a turn out of a later request, so every turn is planned in plugin mode and the
@@ -197,8 +206,49 @@ def observation_of(
         usage=Usage(input=out.tokens_in or 0, output=out.tokens_out or 0),
         summary=False,
     )
-    views: tuple[MessageView, ...] = (prompt, reply)
+    views: tuple[MessageView, ...] = (prompt, reply, *interjection_views(out, now))
     return dc_replace(base, messages=views, pending_found=True)
+
+
+def interjection_views(out: TurnOutcome, now: int) -> tuple[MessageView, ...]:
+    """The prompts nobody of ours sent after the turn's (a person's note in S2, answered in the
+    turn's execution after its reply, or in one of its own: docs/design.md, "The 2.x shell"),
+    as 1.x's read shows them: a user message without our marker and the reply whose parent it
+    is, not completed while its execution runs. The machine records them as the person's entry
+    and its interjection, never as the seat's answer, and prompts nobody before they end."""
+    views: list[MessageView] = []
+    for note in out.interjections:
+        views.append(
+            UserView(
+                id=note.prompt_id,
+                created=note.created or now,
+                marker=None,
+                text=note.text,
+                visible_parts=({"type": "text"},),
+            )
+        )
+        if note.agent is None and note.completed:
+            continue  # no reply stored, and none is coming
+        # A note whose execution runs on is a reply not yet completed: the machine waits for
+        # it before the next turn (never a prompt into a busy S2).
+        views.append(
+            AnswerView(
+                id=f"{note.prompt_id}-reply",
+                parent_id=note.prompt_id,
+                agent=note.agent or "",
+                created=note.created or now,
+                completed=note.completed,
+                finish=note.finish if note.finish not in (None, "unknown") else "stop",
+                error_name="OpenCodeError" if note.error else None,
+                error_message=note.error,
+                text=note.reply,
+                tool_calls=(),
+                files=(),
+                usage=Usage(input=note.tokens_in or 0, output=note.tokens_out or 0),
+                summary=False,
+            )
+        )
+    return tuple(views)
 
 
 @dataclass
@@ -211,6 +261,10 @@ class _Run:
     deadline_ms: int | None = None
     accepted: set[str] = field(default_factory=set)
     result: dict[str, Any] | None = None
+    released_at: int | None = None
+    """When the result was released to pollers (epoch ms)."""
+    consumed: bool = False
+    """The waiting tool call's poll took the result (a hint to look at S1 again soon)."""
     cancel: Cancel | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     finalized: asyncio.Event = field(default_factory=asyncio.Event)
@@ -235,6 +289,7 @@ class V2Runner:
         self.settings = settings
         self.clock = clock
         self.tables: dict[str, _Run] = {}
+        self.delivery = V2Delivery(port, signer, clock)
 
     def on_event(self, event: Event) -> None:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only)."""
@@ -248,8 +303,11 @@ class V2Runner:
         earlier roundtables (remembered under the state directory; a daemon restarted, or
         killed): each one's signed state is read from S2's metadata and its loop started; the
         first pass reads the pending turn's outcome and decides, as after any wake (a turn sent
-        again has the same id: no second turn). A block that does not authenticate is skipped
-        with a warning. Returns how many were resumed."""
+        again has the same id: no second turn), or, for a debate that is over but not finalized,
+        takes phase 4 up where it stopped (the result reaches S1 once:
+        :mod:`roundtabled.engine.v2_delivery`). The result says it was resumed
+        (:func:`roundtabled.core.lifecycle.resumed`). A block that does not authenticate is
+        skipped with a warning. Returns how many were resumed."""
         resumed = 0
         known = known_directories(self.settings.state_dir)
         for directory in dict.fromkeys([*directories, *self.settings.directories, *known]):
@@ -262,9 +320,9 @@ class V2Runner:
                 except (IndexError, StateError) as exc:
                     log.warning("%s: holds no roundtable state of this daemon: %s", s2.id, exc)
                     continue
-                if not state.active:
+                if not state.active and state.finalization.toast_done:
                     continue
-                run = _Run(state, s2)
+                run = _Run(lifecycle.resumed(state), s2)
                 self.tables[s2.id] = run
                 run.wake.set()  # the first pass decides from a read at once
                 run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
@@ -380,14 +438,19 @@ class V2Runner:
         return run.state
 
     async def _loop(self, run: _Run) -> None:
-        """Wake, read, decide, execute until the roundtable is over. A failed pass goes to the
-        same failure policy as on 1.x (docs/design.md, "Failures of the worker"): retried with
-        backoff, or the roundtable ends as failed and its result is released with the reason."""
+        """Wake, read, decide, execute until the roundtable is over and finalized (phase 4:
+        :meth:`_final_step`). A failed pass goes to the same failure policy as on 1.x
+        (docs/design.md, "Failures of the worker"): retried with backoff, or the roundtable ends
+        as failed and phase 4 delivers the reason to S1; a phase 4 that keeps failing releases
+        the result to pollers and stops (said in the log)."""
         policy = failures.FailurePolicy()
-        while run.state.active:
+        while not run.finalized.is_set():
             await self._sleep(run)
             try:
-                await self._step(run)
+                if run.state.active:
+                    await self._step(run)
+                else:
+                    await self._final_step(run)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -400,29 +463,36 @@ class V2Runner:
                     run.wake.set()
                     continue
                 assert out.reason is not None
-                log.error("%s: roundtable failed: %s", run.s2.id, out.reason)
-                run.state = failures.ended(run.state, out.reason, self.clock())
-                await self._finish_failed(run)
+                if run.state.active:
+                    log.error("%s: roundtable failed: %s", run.s2.id, out.reason)
+                    run.state = failures.ended(run.state, out.reason, self.clock())
+                    policy.succeeded()
+                    run.wake.set()
+                    continue
+                log.error("%s: finalizing the roundtable failed: %s", run.s2.id, out.reason)
+                self._release(run, run.state)
                 return
             policy.succeeded()
 
-    async def _finish_failed(self, run: _Run) -> None:
-        """The end of a roundtable the failure policy ended: the result (with the reason) to
-        pollers first, then the state and the title, each only if S2 takes it."""
-        self._release(run)
-        for write in (self._write, self._conclude):
-            try:
-                await write(run)
-            except RoundtableError as exc:
-                log.warning("%s: could not write the end into S2: %s", run.s2.id, exc)
+    async def _final_step(self, run: _Run) -> None:
+        """One step of phase 4 (:class:`~roundtabled.engine.v2_delivery.V2Delivery`)."""
 
-    async def _conclude(self, run: _Run) -> None:
-        """S2's title ends ``· CONCLUDED`` (not for a deleted S2 or S1: nothing is written)."""
-        if run.state.end_reason not in (EndReason.SESSION_DELETED, EndReason.PARENT_DELETED):
-            await self.port.client.update_session(
-                run.s2.id, title=run.state.title + CONCLUDED_SUFFIX
-            )
-        run.finalized.set()
+        async def write(state: RoundtableState) -> None:
+            run.state = state
+            await self._write(run)
+
+        step = await self.delivery.step(
+            run.state,
+            consumed=run.consumed,
+            released_at=run.released_at,
+            write=write,
+            release=lambda state: self._release(run, state),
+        )
+        run.state = step.state
+        if step.done:
+            run.finalized.set()
+        else:
+            run.deadline_ms = step.wake_at
 
     async def _gone(self, run: _Run) -> tuple[bool, bool]:
         """``(S2 or S1 is gone, S1 is gone)``: a 404 is a deletion, never an end."""
@@ -468,12 +538,16 @@ class V2Runner:
         await self._execute(run, keyed(machine.decide(state, obs)))
 
     async def _write(self, run: _Run) -> None:
-        text, meta = encode_state(run.state, self.signer)
+        state = run.state
+        text, meta = encode_state(state, self.signer)
+        # The index says "finalizing" while phase 4 is not over, so that a restarted daemon
+        # takes it up (recover) until the result is in S1 and the title concluded.
+        done = state.active or state.finalization.toast_done
         await self.port.write_state(
             run.s2,
             SignedState(text, meta),
-            hidden=run.state.unhidden,
-            phase=run.state.phase.value,
+            hidden=state.unhidden,
+            phase=state.phase.value if done else FINALIZING,
         )
 
     async def _execute(self, run: _Run, d: Decision) -> None:
@@ -485,6 +559,7 @@ class V2Runner:
             elif isinstance(cmd, Prompt):
                 if cmd.persist_first:
                     await self._write(run)
+                    faults.checkpoint("intent-persisted")
                 if cmd.send:
                     key = turn_key(run.state)
                     marker = sign_marker(cmd.marker, run.s2.id, self.signer)
@@ -498,6 +573,8 @@ class V2Runner:
                         marker=marker,
                     )
                     run.accepted.add(cmd.message_id)
+                    observer = cmd.marker.kind == "observer"
+                    faults.checkpoint("observer-prompted" if observer else "prompted")
                 if not cmd.persist_first:
                     await self._write(run)
             elif isinstance(cmd, Abort):
@@ -508,11 +585,14 @@ class V2Runner:
                     run.state.directory or "", "Roundtable", cmd.message, cmd.variant
                 )
             elif isinstance(cmd, ReleaseResult):
-                self._release(run)
+                self._release(run, run.state)
             elif isinstance(cmd, Finalize):
-                self._release(run)
-                await self._conclude(run)
+                # The debate's end is written (unless S2 is gone): phase 4 now, not at the next
+                # wake (up to resync_period later).
+                faults.checkpoint("final-persisted")
+                await self._final_step(run)
             elif isinstance(cmd, TurnRecorded):
+                faults.checkpoint("turn-recorded")
                 log.info(
                     "%s: %s round %d %s",
                     run.s2.id,
@@ -521,9 +601,11 @@ class V2Runner:
                     "failed: " + (cmd.entry.error or "") if cmd.entry.has_error else "answered",
                 )
 
-    def _release(self, run: _Run) -> None:
+    def _release(self, run: _Run, state: RoundtableState) -> None:
+        """Make the result of ``state`` (a debate that is over) available to pollers, once."""
         if run.result is None:
-            run.result = lifecycle.result_payload(run.state)
+            run.result = lifecycle.result_payload(state)
+            run.released_at = self.clock()
             run.done.set()
 
     def active(self) -> int:
@@ -543,10 +625,20 @@ class V2Runner:
         out["result"] = run.result["result"] if run.result else None
         return out
 
-    def take_result(self, s2: str) -> dict[str, Any] | None:
-        """The result of ``s2`` once it is over (``None`` before)."""
+    def take_result(self, s2: str, *, tool_call_id: str | None = None) -> dict[str, Any] | None:
+        """The result of ``s2`` for a poller once it is over (``None`` before). The waiting
+        tool call's poll (``tool_call_id``) takes it with the signed mark its tool stores beside
+        it in S1, or is told that it went to S1 as a message of its own
+        (:func:`roundtabled.engine.v2_delivery.take`)."""
         run = self.tables.get(s2)
-        return None if run is None else run.result
+        if run is None or run.result is None:
+            return None
+        out, took = take(run.state, run.result, tool_call_id, self.signer)
+        if took:
+            run.consumed = True
+            run.wake.set()
+            faults.checkpoint("result-taken")
+        return out
 
     async def cancel(self, s2: str, *, summarize: bool, reason: str) -> RoundtableState:
         """Ask roundtable ``s2`` to stop (the machine decides at its next pass).

@@ -24,6 +24,7 @@ from roundtabled.core.events import SESSION_IDLE, Event
 from roundtabled.core.history import turn_is_final
 from roundtabled.core.server_records import (
     AgentRecord,
+    Interjection,
     ServerCapabilities,
     SessionRef,
     SignedState,
@@ -481,6 +482,50 @@ def _v2_usage(tokens: Mapping[str, Any] | None) -> Usage:
     )
 
 
+def _v2_interjections(records: Sequence[v2.Record], prompt_id: str) -> tuple[Interjection, ...]:
+    """The prompts nobody of ours sent that were delivered after ``prompt_id`` and before our
+    next turn prompt, each with its reply: a person's note posted into S2 during the turn (2.x
+    steers it into the running execution and answers it there) or right after it (it runs an
+    execution of its own). A prompt of ours carries the turn key: the next turn, where the
+    search stops."""
+    out: list[Interjection] = []
+
+    def ours(user: v2.UserRecord) -> bool:
+        return TURN_KEY in (user.metadata or {})
+
+    for later in v2.later_prompts(records, prompt_id, until=ours):
+        reply = later.reply
+        usage = Usage()
+        for r in reply:
+            usage = usage.plus(_v2_usage(r.tokens))
+        last = reply[-1] if reply else None
+        failed = last is not None and last.error is not None
+        tokens_in, tokens_out = usage_in_out(usage, answered=later.ended and not failed)
+        created = later.prompt.time.get("created")
+        out.append(
+            Interjection(
+                prompt_id=later.prompt.id,
+                text=later.prompt.text,
+                created=created if isinstance(created, int) else 0,
+                reply="\n\n".join(r.text for r in reply if r.text.strip()),
+                agent=last.agent if last else None,
+                model=_v2_model(last.model) if last else None,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                finish=last.finish if last else None,
+                completed=later.ended,
+                error=_v2_error(last.error) if last else None,
+            )
+        )
+    return tuple(out)
+
+
+def v2_delivery_id(key: str) -> str:
+    """The 2.x message id of the delivery ``key`` (:meth:`V2Port.deliver_result`): ``msg_`` +
+    its digest, so a second delivery of the same key is the same record."""
+    return "msg_" + stable_digest("delivery", key)
+
+
 def v2_prompt_id(key: TurnKey) -> str:
     """The 2.x prompt id of the turn ``key``: ``msg_`` + its digest. 2.x takes any id that
     starts ``msg_`` and answers a used one with the original admission, starting no turn."""
@@ -620,6 +665,7 @@ class V2Port:
             finish=last.finish if last else None,
             truncated=last is not None and last.finish == "length",
             error=error,
+            interjections=_v2_interjections(records, prompt_id),
         )
 
     async def _undelivered(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
@@ -695,7 +741,7 @@ class V2Port:
         # prompt) with the next prompt. The id is the key's, so a second call returns the
         # stored record (a used id of the same kind answers with the original, parked or
         # delivered; only an id used by a prompt is a 409).
-        mid = "msg_" + stable_digest("delivery", key)
+        mid = v2_delivery_id(key)
         await self.client.synthetic(
             parent.id,
             text,
@@ -709,6 +755,24 @@ class V2Port:
     async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
         # 2.x has no HTTP route for a toast (only a TUI plugin can show one)
         return False
+
+    async def busy(self, session_id: str) -> bool:
+        """Whether an execution runs in ``session_id`` now (``GET /api/session/active``, which
+        lists the running sessions of every location)."""
+        return session_id in await self.client.active()
+
+    async def tool_call(
+        self, session_id: str, message_id: str, call_id: str
+    ) -> tuple[str | None, str, dict[str, Any]]:
+        """Status (pending | running | completed | error), result text and result metadata of
+        the tool call ``call_id`` in the assistant record ``message_id`` (a 2.x tool's
+        ``messageID``: the record whose content holds the call's part); ``(None, "", {})`` when
+        the record is gone (its session deleted)."""
+        try:
+            record = await self.client.message(session_id, message_id)
+        except NotFound:
+            return None, "", {}
+        return v2.tool_call_of(record, call_id)
 
     async def unfinished(self, directory: str, *, limit: int = 200) -> list[SessionRef]:
         """The sessions among ``directory``'s newest ``limit`` whose metadata holds a state

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
@@ -56,19 +57,23 @@ __all__ = [
     "AgentInfo",
     "AssistantRecord",
     "IdleRecord",
+    "LaterPrompt",
     "MessagePage",
     "ModelRef",
     "OtherRecord",
     "PluginInfo",
     "Record",
     "SessionInfo",
+    "ToolStatus",
     "TurnEnd",
     "UserRecord",
     "V2Client",
     "V2Error",
     "V2NotFound",
+    "later_prompts",
     "parse_v2_event",
     "reply_of",
+    "tool_call_of",
     "turn_end",
     "v2_event_stream",
 ]
@@ -288,6 +293,73 @@ def reply_of(
         elif own and isinstance(r, AssistantRecord):
             reply.append(r)
     return reply, None
+
+
+@dataclass(frozen=True)
+class LaterPrompt:
+    """A user record delivered after a given prompt (:func:`later_prompts`): the record, its
+    reply (the assistant records up to the next user or ``idle`` record) and whether the
+    execution that answered it has ended (an ``idle`` record follows it)."""
+
+    prompt: UserRecord
+    reply: list[AssistantRecord]
+    ended: bool
+
+
+def later_prompts(
+    records: Sequence[Record], prompt_id: str, *, until: Callable[[UserRecord], bool]
+) -> list[LaterPrompt]:
+    """The user records delivered after ``prompt_id`` (oldest first), each with its reply: those
+    steered into its execution (a prompt posted into a busy session is answered there, in turn)
+    and those of later executions (a prompt posted into the idle session starts one), up to the
+    first user record for which ``until`` is true (the next turn of the caller's) or the end of
+    ``records``."""
+    start = next(
+        (i for i, r in enumerate(records) if isinstance(r, UserRecord) and r.id == prompt_id), None
+    )
+    found: list[tuple[UserRecord, list[AssistantRecord]]] = []
+    ended = 0  # how many of ``found`` an ``idle`` record follows
+    if start is None:
+        return []
+    for r in records[start + 1 :]:
+        if isinstance(r, IdleRecord):
+            ended = len(found)
+        elif isinstance(r, UserRecord):
+            if until(r):
+                break
+            found.append((r, []))
+        elif found and isinstance(r, AssistantRecord):
+            found[-1][1].append(r)
+    return [LaterPrompt(u, reply, i < ended) for i, (u, reply) in enumerate(found)]
+
+
+ToolStatus = Literal["pending", "running", "completed", "error"]
+"""A tool call's status as the 1.x engine names it (2.x's ``streaming`` is ``pending``: its
+input is still being written)."""
+
+
+def tool_call_of(record: Record, call_id: str) -> tuple[ToolStatus, str, dict[str, Any]]:
+    """Status, result text and result metadata (``{}`` when none) of the tool call ``call_id``
+    in one assistant record (a 2.x tool part: ``{"type": "tool", "id", "state": {"status",
+    "content": [{"type": "text", "text"}], "metadata"}}``); ``("pending", "", {})`` when the
+    record has no such part yet."""
+    content = record.content if isinstance(record, AssistantRecord) else []
+    for part in content:
+        if part.get("type") == "tool" and part.get("id") == call_id:
+            st = part.get("state") or {}
+            raw = str(st.get("status") or "")
+            status: ToolStatus = (
+                raw if raw in ("running", "completed", "error") else "pending"  # type: ignore[assignment]
+            )
+            out = st.get("content")
+            text = (
+                "".join(str(c.get("text", "")) for c in out if isinstance(c, dict))
+                if isinstance(out, list)
+                else str(out or "")
+            )
+            meta = st.get("metadata")
+            return status, text, meta if isinstance(meta, dict) else {}
+    return "pending", "", {}
 
 
 # ── events ──────────────────────────────────────────────────────────────────────────────────────

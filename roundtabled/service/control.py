@@ -407,7 +407,7 @@ class ControlAPI:
         if request.transport is None or request.transport.is_closing():
             return _json(res)  # the poller is gone: do not consume
         if self.v2 is not None:
-            taken = self.v2.take_result(ses) or res
+            taken = self.v2.take_result(ses, tool_call_id=call_id) or res
         else:
             taken = self.engine.take_result(ses, tool_call_id=call_id) or res
         return _json({k: v for k, v in taken.items() if k != "consumedByTool"})

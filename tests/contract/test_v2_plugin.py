@@ -29,7 +29,7 @@ from roundtabled.core.events import Event
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
 from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM
-from roundtabled.opencode.v2 import V2Client, reply_of, turn_end, v2_event_stream
+from roundtabled.opencode.v2 import V2Client, reply_of, tool_call_of, turn_end, v2_event_stream
 from roundtabled.service import install
 from tests.contract.v2_env import V2Env
 
@@ -262,6 +262,52 @@ async def test_roundtable_sends_s1_and_returns_the_daemons_output(env: PluginEnv
     )
     followup = llm.requests_for(session=s1.id)[-1]
     assert tool_results(followup) == ['{"summary": "dogs"}']
+
+
+async def test_the_tool_part_in_s1_holds_the_result_and_its_delivery_mark(env: PluginEnv) -> None:
+    """What phase 4 reads in S1 to decide the delivery (docs/design.md, "The 2.x shell"): the
+    tool's ``messageID`` (sent as ``toolMessageID``) names the assistant record whose content
+    holds the call's part; while the tool waits the part is ``running`` and S1 is listed in
+    ``GET /api/session/active``; once it returns, the part is ``completed`` with the result's
+    text and the metadata the shim returned (the daemon's signed ``deliveryMark`` under
+    ``roundtabled``) stored beside it."""
+    c, llm = env.v2.client, env.v2.llm
+    s1 = await c.create_session(directory=env.v2.directory, agent="build")
+    llm.script(
+        ToolCalls(
+            calls=[
+                ToolCall(
+                    name="roundtable",
+                    arguments={"prompt": "tea or coffee?", "agents": ["pm", "dev"]},
+                    id="call_mark1",
+                )
+            ]
+        ),
+        Text(text="relayed"),
+        session=s1.id,
+    )
+    before = len(env.control.requests("POST", "/v1/roundtables"))
+    since = len(env.v2.events)
+    await c.prompt(s1.id, "hold a roundtable", message_id=msg_id())
+    (_, _, _, body) = (await env.control.wait_for("POST", "/v1/roundtables", before + 1))[before]
+    record_id = body["toolMessageID"]
+    ses = next(reversed(env.control.results))
+    await env.control.wait_for("GET", f"/v1/roundtables/{ses}/result", 1)
+    assert tool_call_of(await c.message(s1.id, record_id), "call_mark1")[0] == "running"
+    assert s1.id in await c.active()
+    mark = {"kind": "result", "roundtable": ses, "mac": "m" * 64}
+    output = '{"summary": "tea", "sessionID": "' + ses + '"}'
+    env.control.results[ses].set_result(
+        {"done": True, "output": output, "endReason": "completed", "deliveryMark": mark}
+    )
+    await env.v2.wait_event(
+        lambda e: turn_end(e) is not None and e.session_id == s1.id, since=since
+    )
+    status, text, metadata = tool_call_of(await c.message(s1.id, record_id), "call_mark1")
+    assert (status, text) == ("completed", output)
+    assert metadata["roundtabled"] == mark
+    assert metadata["sessionID"] == ses and metadata["endReason"] == "completed"
+    assert s1.id not in await c.active()
 
 
 async def test_roundtable_refuses_bad_arguments_before_the_daemon(env: PluginEnv) -> None:

@@ -185,6 +185,10 @@ async def test_prompt_to_a_busy_session_gets_its_own_reply(v2: V2Env) -> None:
     two, idle2 = reply_of(records, second)
     assert [r.text for r in one] == ["first reply"]
     assert [r.text for r in two] == ["second reply"]
+    # answered in the same execution, as the session's agent (a person's note during a seat's
+    # turn is answered as that seat: docs/design.md, "The 2.x shell")
+    assert [r.agent for r in two] == ["pm"]
+    assert [r.id for r in records].index(second) > [r.id for r in records].index(one[-1].id)
     assert idle1 is not None and idle1 == idle2  # one execution, one idle
     assert sum(isinstance(r, IdleRecord) for r in records) == 1
 

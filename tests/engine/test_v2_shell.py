@@ -7,11 +7,22 @@ from dataclasses import replace
 
 import pytest
 
-from roundtabled.core import machine
+from roundtabled.core import lifecycle, machine
 from roundtabled.core.commands import Abort, Cancel, Prompt
-from roundtabled.core.server_records import TurnKey, TurnOutcome, TurnStatus
-from roundtabled.core.state import ModelRef, RoundtableState
+from roundtabled.core.server_records import Interjection, TurnKey, TurnOutcome, TurnStatus
+from roundtabled.core.state import (
+    META_KEY,
+    RESUMED_NOTE,
+    Delivery,
+    Marker,
+    ModelRef,
+    Phase,
+    RoundtableState,
+    Signer,
+    read_marker,
+)
 from roundtabled.core.validation import parse_request
+from roundtabled.engine.v2_delivery import take
 from roundtabled.engine.v2run import keyed, observation_of, refusal
 from roundtabled.opencode.port import v2_prompt_id
 from tests.states import fresh
@@ -124,3 +135,86 @@ def test_what_2x_cannot_run_yet_is_refused_in_one_line_naming_the_field(
 def test_a_plain_start_is_not_refused() -> None:
     req = parse_request({"agents": ["pm", "dev"], "prompt": "q", "parentSessionID": "ses_parent01"})
     assert refusal(req) is None
+
+
+def test_a_note_answered_in_the_turn_s_execution_is_the_person_s_not_the_seat_s() -> None:
+    """A person's note steered into pm's execution (2.x answers it there, as pm): pm's turn is
+    recorded once with its own answer, then the note and its reply; dev is prompted next."""
+    state = started()
+    note = Interjection(
+        prompt_id="msg_note",
+        text="mind the audit",
+        created=NOW + 500,
+        reply="noted",
+        agent="pm",
+        tokens_in=50,
+        tokens_out=3,
+        finish="stop",
+        completed=True,
+    )
+    out = TurnOutcome(TurnStatus.ANSWERED, text="pm says", agent="pm", interjections=(note,))
+    d = keyed(machine.decide(state, observation_of(state, out, NOW + 1000, accepted=True)))
+    (prompt,) = [c for c in d.commands if isinstance(c, Prompt)]
+    assert prompt.agent == "dev"
+    assert [(e.kind, e.agent, e.response) for e in d.state.history] == [
+        ("turn", "pm", "pm says"),
+        ("user", "user", "mind the audit"),
+        ("interjection", "pm", "noted"),
+    ]
+    assert "mind the audit" in prompt.text  # dev is told what the person said
+
+
+def test_the_waiting_tool_call_takes_the_result_with_its_mark_and_no_one_else() -> None:
+    signer = Signer(b"k" * 32)
+    state = fresh(
+        "ses_v2take",
+        ["pm", "dev"],
+        1,
+        parent_session_id="ses_parent",
+        delivery=Delivery(toolCallID="call_1", toolMessageID="msg_1"),
+    )
+    result = {"done": True, "output": "the result"}
+    assert take(state, result, None, signer) == (result, False)
+    assert take(state, result, "call_other", signer) == (result, False)
+    got, took = take(state, result, "call_1", signer)
+    assert took and got["output"] == "the result"
+    assert read_marker({META_KEY: got["deliveryMark"]}, "ses_parent", signer) == Marker(
+        kind="result", roundtable="ses_v2take"
+    )
+    chosen = state.model_copy(
+        update={"delivery": state.delivery.model_copy(update={"no_reply_message_id": "msg_x"})}
+    )
+    told, took = take(chosen, result, "call_1", signer)
+    assert not took and told["postedAsMessage"] and "ses_v2take" not in told["output"]
+
+
+def test_a_resumed_roundtable_says_where_once() -> None:
+    state = started()
+    once = lifecycle.resumed(state)
+    assert once.notes[-1] == f"{RESUMED_NOTE} at round 1, pm's turn (no turn was sent twice)"
+    assert lifecycle.resumed(once).notes == once.notes
+    done = state.model_copy(update={"phase": Phase.DONE})
+    ended = f"{RESUMED_NOTE} after the debate had ended (no turn was sent twice)"
+    assert lifecycle.resumed(done).notes[-1] == ended
+
+
+def test_a_note_whose_own_execution_runs_on_is_waited_for_before_the_next_turn() -> None:
+    """A person's note posted right after pm's turn ended runs an execution of its own: no
+    prompt goes into S2 while it runs; once it ended, the note and its reply are recorded and
+    dev is prompted."""
+    state = started()
+    running = Interjection(prompt_id="msg_note", text="one more thing", created=NOW + 900)
+    out = TurnOutcome(TurnStatus.ANSWERED, text="pm says", agent="pm", interjections=(running,))
+    d = machine.decide(state, observation_of(state, out, NOW + 1000, accepted=True))
+    assert not [c for c in d.commands if isinstance(c, Prompt)]
+    assert d.state.history == [] and d.state.pending == state.pending
+    ended = replace(running, reply="sure", agent="pm", completed=True, finish="stop")
+    out = replace(out, interjections=(ended,))
+    d = keyed(machine.decide(state, observation_of(state, out, NOW + 2000, accepted=True)))
+    (prompt,) = [c for c in d.commands if isinstance(c, Prompt)]
+    assert prompt.agent == "dev"
+    assert [(e.kind, e.response) for e in d.state.history] == [
+        ("turn", "pm says"),
+        ("user", "one more thing"),
+        ("interjection", "sure"),
+    ]

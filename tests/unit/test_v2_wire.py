@@ -20,9 +20,11 @@ from roundtabled.opencode.v2 import (
     IdleRecord,
     OtherRecord,
     UserRecord,
+    later_prompts,
     parse_v2_event,
     record_of,
     reply_of,
+    tool_call_of,
     turn_end,
     v2_event_stream,
 )
@@ -104,6 +106,66 @@ def test_a_reply_runs_from_its_prompt_to_the_next_prompt_or_idle() -> None:
     running, none = reply_of(records[:4], "msg_a")
     assert [r.id for r in running] == ["msg_b", "msg_c"] and none is None
     assert reply_of(records, "msg_missing") == ([], None)
+
+
+def test_the_prompts_delivered_after_a_turn_up_to_the_next_turn_each_with_its_reply() -> None:
+    def ours(u: UserRecord) -> bool:
+        return "roundtabledTurn" in (u.metadata or {})
+
+    records = _records(
+        {"type": "user", "id": "msg_a", "text": "turn", "metadata": {"roundtabledTurn": {}}},
+        {"type": "assistant", "id": "msg_b", "content": [{"type": "text", "text": "seat"}]},
+        {"type": "user", "id": "msg_c", "text": "a note during the turn"},
+        {"type": "assistant", "id": "msg_d", "content": [{"type": "text", "text": "re note"}]},
+        {"type": "idle", "id": "msg_e", "outcome": "succeeded"},
+        {"type": "user", "id": "msg_f", "text": "a note after it"},
+        {"type": "assistant", "id": "msg_g", "content": [{"type": "text", "text": "re later"}]},
+    )
+    during, after = later_prompts(records, "msg_a", until=ours)
+    assert during.prompt.id == "msg_c" and [r.text for r in during.reply] == ["re note"]
+    assert during.ended  # its execution (the turn's) has ended
+    assert after.prompt.id == "msg_f" and [r.text for r in after.reply] == ["re later"]
+    assert not after.ended  # its own execution runs on
+    more = _records(
+        {"type": "idle", "id": "msg_h", "outcome": "succeeded"},
+        {"type": "user", "id": "msg_i", "text": "next", "metadata": {"roundtabledTurn": {}}},
+        {"type": "user", "id": "msg_j", "text": "a note in the next turn"},
+    )
+    assert [p.ended for p in later_prompts([*records, *more], "msg_a", until=ours)] == [True, True]
+    assert later_prompts(records, "msg_missing", until=ours) == []
+
+
+def test_a_tool_call_s_status_result_and_metadata_in_its_record() -> None:
+    (record,) = _records(
+        {
+            "type": "assistant",
+            "id": "msg_t",
+            "content": [
+                {"type": "text", "text": "calling"},
+                {
+                    "type": "tool",
+                    "id": "call_1",
+                    "name": "roundtable",
+                    "state": {
+                        "status": "completed",
+                        "content": [
+                            {"type": "text", "text": "the "},
+                            {"type": "text", "text": "result"},
+                        ],
+                        "metadata": {"roundtabled": {"kind": "result"}},
+                    },
+                },
+                {"type": "tool", "id": "call_2", "state": {"status": "streaming"}},
+            ],
+        }
+    )
+    assert tool_call_of(record, "call_1") == (
+        "completed",
+        "the result",
+        {"roundtabled": {"kind": "result"}},
+    )
+    assert tool_call_of(record, "call_2") == ("pending", "", {})  # its input still streams
+    assert tool_call_of(record, "call_none") == ("pending", "", {})
 
 
 @pytest.fixture
