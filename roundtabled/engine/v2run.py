@@ -16,13 +16,15 @@ shell"):
   model, its id derived from the turn key (:func:`keyed`: a second send of the same turn is the
   same prompt on 2.x), the turn header as its label and the signed marker in its metadata;
 - :class:`~roundtabled.core.commands.PersistState` writes the signed state into S2's metadata
-  together with the ids the plugin is to keep out of later requests (``roundtabled.hidden``,
-  docs/plugin.md "OpenCode 2.x"), in one PATCH (one writer per roundtable);
+  together with the ids the plugin is to keep out of the pending turn's requests
+  (``roundtabled.hidden``, docs/plugin.md "OpenCode 2.x"; the rule is :mod:`roundtabled.core.
+  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the result released to pollers, the final state written, S2's title concluded.
 
 What this shell refuses, one line each (:func:`refusal`): an extension, the independent opening,
-``context: "recent"``, a start without a parent session. Not done yet: delivery of the result
+a start without a parent session; ``context: "recent"`` without the roundtabled plugin loaded
+for S2's directory (:mod:`roundtabled.engine.v2_features`). Not done yet: delivery of the result
 into S1 when no caller polls for it, and the start-up recovery from S2's metadata.
 """
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
 
-from roundtabled.core import failures, lifecycle, machine, prompts
+from roundtabled.core import failures, hiding, lifecycle, machine, prompts
 from roundtabled.core.commands import (
     Abort,
     Cancel,
@@ -73,6 +75,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.core.wire import AnswerView, MessageView, UserView
+from roundtabled.engine import v2_features
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
@@ -105,12 +108,6 @@ def refusal(req: RoundtableRequest) -> ValidationFailed | None:
             "opening",
             "opening: 'independent' is not supported on OpenCode 2.x yet (it runs round 1 in "
             "sessions of its own); use 'sequential'",
-        )
-    if req.context == "recent":
-        return ValidationFailed(
-            "context",
-            "context: 'recent' is not supported on OpenCode 2.x yet (its digest of the hidden "
-            "rounds is not written for 2.x); use 'full'",
         )
     if not req.parent_session_id:
         return ValidationFailed(
@@ -331,13 +328,15 @@ class V2Runner:
         assert req.agents is not None and req.parent_session_id is not None
         parent = await self.port.session(req.parent_session_id)
         directory = req.directory or parent.directory
+        defaults = self.settings.roundtable
+        context = req.context or defaults.context
+        notes = await v2_features.plugin_notes(self.port, context, directory or "")
         models = await self._models(req, directory)
         now = self.clock()
         title = req.title or prompts.default_title(req.prompt)
         s2 = await self.port.create_child(
             parent, title, None, {META_KEY: {"phase": Phase.ACTIVE.value, "hidden": []}}
         )
-        defaults = self.settings.roundtable
         options = Options(
             turn_timeout=req.turn_timeout or defaults.turn_timeout,
             loop_threshold=defaults.loop_threshold,
@@ -347,14 +346,14 @@ class V2Runner:
             until=req.until or defaults.until,
             budget=req.budget,
             opening="sequential",
-            context="full",
+            context=context,
             preset=req.preset,
             sides=dict(req.sides or {}),
             call_started_at=now,
         )
         observer_agent = observer_agent_of(req.observer or BUILTIN_OBSERVER)
         state = RoundtableState(
-            notes=list(self.port.capabilities.limits()),
+            notes=[*self.port.capabilities.limits(), *notes],
             # 2.x's records carry no price: every seat's cost is unknown, never a measured 0
             unpriced=sorted({*req.agents, observer_agent}),
             sessionID=s2.id,
@@ -472,12 +471,12 @@ class V2Runner:
         await self.port.write_state(
             run.s2,
             SignedState(text, meta),
-            hidden=run.state.unhidden,
+            hidden=await v2_features.hidden_ids(self.port, run.s2, run.state),
             phase=run.state.phase.value,
         )
 
     async def _execute(self, run: _Run, d: Decision) -> None:
-        run.state = d.state
+        run.state = hiding.said_notes(d.state)
         run.deadline_ms = d.wake_at
         for cmd in d.commands:
             if isinstance(cmd, PersistState):

@@ -190,7 +190,6 @@ async def test_three_seats_two_rounds_each_on_its_own_model(env: Env) -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"context": "recent"}, "context"),
         ({"opening": "independent"}, "opening"),
     ],
 )
