@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import logging
 
-from roundtabled.core import hiding
+from roundtabled.core import deliberation, hiding, prompts
 from roundtabled.core.server_records import SessionRef
-from roundtabled.core.state import RoundtableState
-from roundtabled.errors import ValidationFailed
+from roundtabled.core.state import (
+    Delivery,
+    Extension,
+    RoundtableState,
+    Signer,
+    decode_state,
+)
+from roundtabled.core.validation import RoundtableRequest
+from roundtabled.engine import launch
+from roundtabled.errors import StateError, ValidationFailed
 from roundtabled.opencode.port import V2Port
 
 __all__ = [
     "PLUGIN_ID",
+    "extension_of",
+    "full_history",
     "hidden_ids",
     "plugin_loaded",
     "plugin_missing_note",
@@ -91,3 +101,80 @@ async def plugin_notes(port: V2Port, context: str, directory: str) -> list[str]:
     if context == "recent":
         raise recent_needs_plugin(directory)
     return [plugin_missing_note(directory)]
+
+
+async def full_history(port: V2Port, s2: SessionRef, state: RoundtableState) -> RoundtableState:
+    """``state`` with each turn's reply in full, read from S2 (a finished state keeps capped
+    previews only, docs/design.md "State format"): an entry's response is replaced by the text
+    of the reply to its prompt (its ``message_id``) where S2 holds a longer one.
+
+    Raises:
+        TransportError: S2 could not be read.
+    """
+    texts = {p.id: p.text for p in await port.prompts(s2)}
+    entries = []
+    for e in state.history:
+        full = texts.get(e.message_id or "")
+        if full is not None and len(full) > len(e.response) and full.startswith(e.response[:40]):
+            e = e.model_copy(update={"response": full})
+        entries.append(e)
+    return state.model_copy(update={"history": entries})
+
+
+async def extension_of(
+    port: V2Port,
+    signer: Signer,
+    s2: SessionRef,
+    req: RoundtableRequest,
+    held: RoundtableState | None,
+    now: int,
+) -> RoundtableState:
+    """The state of the concluded roundtable ``s2`` extended by ``req`` (an extend: ``req.
+    session_id`` set), by the same rules as on 1.x (:func:`roundtabled.engine.launch.
+    check_extension` and :func:`~roundtabled.engine.launch.extended`, whose call options come
+    from :func:`roundtabled.core.deliberation.next_call`). ``held``: its state in this daemon's
+    memory, else it is read from S2's metadata. ``now``: epoch ms. Nothing is written.
+
+    Raises:
+        ValidationFailed: not a roundtable of this daemon, still active, agents or observer
+            differ, too many rounds, ``context: "recent"`` without the plugin.
+        TransportError: the server could not be reached.
+    """
+    state = held
+    if state is None:
+        try:
+            block = (await port.read_state(s2))[0]
+            state = decode_state(block.text, block.metadata, s2.id, signer)
+        except (IndexError, StateError) as exc:
+            raise ValidationFailed(
+                "sessionID", f"session {s2.id!r} is not a roundtable this daemon can extend"
+            ) from exc
+        state = await full_history(port, s2, state)
+    if state.active:
+        raise ValidationFailed(
+            "sessionID",
+            f"roundtable {s2.id} is still active (round {state.current_round + 1}/"
+            f"{state.total_rounds}); wait for it to conclude",
+        )
+    launch.check_extension(state, req)
+    context = req.context or state.options.context
+    await plugin_notes(port, context, state.directory or s2.directory or "")
+    if req.budget is not None:
+        models = dict(state.models)
+        launch.check_usd_budget(req, models, [a for a in state.unpriced if a in models])
+    mode = req.extend_mode or prompts.infer_extend_mode(req.prompt)
+    return launch.extended(
+        state,
+        rounds=req.rounds,
+        extension=Extension(from_round=state.total_rounds, prompt=req.prompt, mode=mode),
+        parent_session_id=req.parent_session_id,
+        delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
+        call=deliberation.Call(
+            turn_timeout=req.turn_timeout,
+            permission_policy=req.permission_policy,
+            until=req.until,
+            budget=req.budget,
+            context=req.context,
+        ),
+        now=now,
+    )

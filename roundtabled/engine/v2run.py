@@ -22,10 +22,10 @@ shell"):
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the result released to pollers, the final state written, S2's title concluded.
 
-What this shell refuses, one line each (:func:`refusal`): an extension, the independent opening,
-a start without a parent session; ``context: "recent"`` without the roundtabled plugin loaded
-for S2's directory (:mod:`roundtabled.engine.v2_features`). Not done yet: delivery of the result
-into S1 when no caller polls for it, and the start-up recovery from S2's metadata.
+What this shell refuses, one line each (:func:`refusal`): the independent opening, a dry run, a
+start without a parent session; a USD budget (2.x lists no price) and ``context: "recent"``
+without the roundtabled plugin loaded for S2's directory (:mod:`roundtabled.engine.
+v2_features`). Not done yet: delivery of the result into S1 when no caller polls for it.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.core.wire import AnswerView, MessageView, UserView
-from roundtabled.engine import v2_features
+from roundtabled.engine import launch, v2_features
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
@@ -95,10 +95,6 @@ ids to hide are written where the plugin reads them."""
 
 def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     """Why OpenCode 2.x cannot run ``req`` yet, naming the field, or ``None``."""
-    if req.extend:
-        return ValidationFailed(
-            "sessionID", "sessionID: extending a roundtable is not supported on OpenCode 2.x yet"
-        )
     if req.dry_run:
         return ValidationFailed(
             "dryRun", "dryRun: the plan is not read from OpenCode 2.x yet; start without it"
@@ -109,7 +105,7 @@ def refusal(req: RoundtableRequest) -> ValidationFailed | None:
             "opening: 'independent' is not supported on OpenCode 2.x yet (it runs round 1 in "
             "sessions of its own); use 'sequential'",
         )
-    if not req.parent_session_id:
+    if not req.parent_session_id and not req.extend:  # an extension keeps its parent
         return ValidationFailed(
             "parentSessionID",
             "parentSessionID: OpenCode 2.x runs a roundtable in a child session of the asking "
@@ -232,6 +228,8 @@ class V2Runner:
         self.settings = settings
         self.clock = clock
         self.tables: dict[str, _Run] = {}
+        #: the extensions being applied, by roundtable: how a second one's refusal names it
+        self.extending: dict[str, str] = {}
 
     def on_event(self, event: Event) -> None:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only)."""
@@ -325,6 +323,8 @@ class V2Runner:
         refused = refusal(req)
         if refused is not None:
             raise refused
+        if req.extend:
+            return await self.extend(req)
         assert req.agents is not None and req.parent_session_id is not None
         parent = await self.port.session(req.parent_session_id)
         directory = req.directory or parent.directory
@@ -332,6 +332,8 @@ class V2Runner:
         context = req.context or defaults.context
         notes = await v2_features.plugin_notes(self.port, context, directory or "")
         models = await self._models(req, directory)
+        observer_agent = observer_agent_of(req.observer or BUILTIN_OBSERVER)
+        launch.check_usd_budget(req, models, sorted({*req.agents, observer_agent}))
         now = self.clock()
         title = req.title or prompts.default_title(req.prompt)
         s2 = await self.port.create_child(
@@ -351,11 +353,11 @@ class V2Runner:
             sides=dict(req.sides or {}),
             call_started_at=now,
         )
-        observer_agent = observer_agent_of(req.observer or BUILTIN_OBSERVER)
+        # 2.x's records carry no price: every seat's cost is unknown, never a measured 0
+        unpriced = sorted({*req.agents, observer_agent})
         state = RoundtableState(
             notes=[*self.port.capabilities.limits(), *notes],
-            # 2.x's records carry no price: every seat's cost is unknown, never a measured 0
-            unpriced=sorted({*req.agents, observer_agent}),
+            unpriced=unpriced,
             sessionID=s2.id,
             parentSessionID=parent.id,
             directory=s2.directory or directory,
@@ -377,6 +379,54 @@ class V2Runner:
         await self._execute(run, first)
         run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
         return run.state
+
+    async def extend(self, req: RoundtableRequest) -> RoundtableState:
+        """Continue the concluded roundtable ``req.session_id`` with ``req.rounds`` more rounds
+        (the 1.x rules: :func:`~roundtabled.engine.v2_features.extension_of`) and return its
+        state once the extension's first turn is sent. One extension at a time: a second one
+        while one is being applied is refused, naming the first.
+
+        Raises:
+            ValidationFailed: see :func:`~roundtabled.engine.v2_features.extension_of`.
+            TransportError: the server could not be reached.
+        """
+        assert req.session_id is not None
+        sid = req.session_id
+        running = self.extending.get(sid)
+        if running is not None:
+            raise ValidationFailed(
+                "sessionID",
+                f"roundtable {sid} is being extended already ({running}); "
+                "retry once that extension has ended",
+            )
+        # Claimed before the first await: two extends at once are never both applied.
+        self.extending[sid] = launch.describe_extension(req.rounds, req.prompt)
+        try:
+            held = self.tables.get(sid)
+            finishing = held is not None and held.task is not None and not held.task.done()
+            if finishing and held is not None and not held.state.active:
+                # its loop is writing the end: the extended state must come after it
+                await self.finalized(sid, launch.FINISHING_WAIT_S)
+            s2 = held.s2 if held is not None else await self.port.session(sid)
+            state = await v2_features.extension_of(
+                self.port,
+                self.signer,
+                s2,
+                req,
+                held.state if held is not None else None,
+                self.clock(),
+            )
+            await self.port.client.update_session(s2.id, title=state.title)
+            run = _Run(state, s2)
+            self.tables[s2.id] = run
+            now = self.clock()
+            first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
+            await self._execute(run, first)
+            run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
+            log.info("%s: roundtable extended by %d round(s)", s2.id, req.rounds)
+            return run.state
+        finally:
+            del self.extending[sid]
 
     async def _loop(self, run: _Run) -> None:
         """Wake, read, decide, execute until the roundtable is over. A failed pass goes to the
