@@ -22,8 +22,8 @@ shell"):
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the result released to pollers, the final state written, S2's title concluded.
 
-What this shell refuses, one line each (:func:`refusal`): the independent opening, a dry run, a
-start without a parent session; a USD budget (2.x lists no price) and ``context: "recent"``
+What this shell refuses, one line each (:func:`refusal`): the independent opening, a start
+without a parent session; a USD budget (2.x lists no price) and ``context: "recent"``
 without the roundtabled plugin loaded for S2's directory (:mod:`roundtabled.engine.
 v2_features`). Not done yet: delivery of the result into S1 when no caller polls for it.
 """
@@ -95,17 +95,14 @@ ids to hide are written where the plugin reads them."""
 
 def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     """Why OpenCode 2.x cannot run ``req`` yet, naming the field, or ``None``."""
-    if req.dry_run:
-        return ValidationFailed(
-            "dryRun", "dryRun: the plan is not read from OpenCode 2.x yet; start without it"
-        )
     if req.opening == "independent":
         return ValidationFailed(
             "opening",
             "opening: 'independent' is not supported on OpenCode 2.x yet (it runs round 1 in "
             "sessions of its own); use 'sequential'",
         )
-    if not req.parent_session_id and not req.extend:  # an extension keeps its parent
+    if not req.parent_session_id and not req.extend and not req.dry_run:
+        # an extension keeps its parent; a dry run creates no session
         return ValidationFailed(
             "parentSessionID",
             "parentSessionID: OpenCode 2.x runs a roundtable in a child session of the asking "
@@ -312,6 +309,23 @@ class V2Runner:
                 default = ModelRef(providerID=d.provider_id, modelID=d.id)
             models[name] = agent.model or default  # type: ignore[assignment]
         return models
+
+    async def plan_reads(self, req: RoundtableRequest) -> tuple[str | None, dict[str, ModelRef]]:
+        """What a dry run of ``req`` reads as a start would (nothing is created): the directory
+        (the call's, else S1's, else ``None``: the server's own) and each seat's and the
+        observer's model, the agents checked.
+
+        Raises:
+            ValidationFailed: what 2.x cannot run (:func:`refusal`), an unknown agent.
+            TransportError: the server could not be reached.
+        """
+        refused = refusal(req)
+        if refused is not None:
+            raise refused
+        directory = req.directory
+        if directory is None and req.parent_session_id:
+            directory = (await self.port.session(req.parent_session_id)).directory
+        return directory, await self._models(req, directory)
 
     async def start(self, req: RoundtableRequest) -> RoundtableState:
         """Start ``req`` and return its state once turn 1 is sent.

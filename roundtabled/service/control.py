@@ -303,6 +303,8 @@ class ControlAPI:
         )
         if req.extend and (early := self._not_yet()) is not None:
             return early  # the roundtable to extend may be one recovery is loading
+        if self.v2 is not None and req.dry_run:
+            return _json(await plan.dry_run_v2(self.v2, req))
         if self.v2 is not None:
             state = await self.v2.start(req)  # what 2.x cannot run yet is refused there
         elif req.dry_run:

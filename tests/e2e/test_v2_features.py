@@ -16,6 +16,7 @@ from roundtabled.core.validation import parse_request
 from roundtabled.errors import ValidationFailed
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import content_text
+from roundtabled.service import plan
 from tests.e2e.test_v2_roundtable import Env, env
 
 __all__ = ["env"]  # the fixture, imported: one 2.x server for this module too
@@ -189,3 +190,33 @@ async def test_a_token_budget_stops_the_debate_before_a_turn_would_pass_it(env: 
     assert result["result"]["usage"]["input"] > 0  # counted from what the server recorded
     # the seats' scripted replies the stop left unused: not for the next test
     env.llm.reset()
+
+
+async def test_a_dry_run_on_2x_answers_the_plan_and_creates_no_session(env: Env) -> None:
+    """dryRun on 2.x: the seats and the observer with their models as a start reads them, the
+    estimates, every price unknown (2.x lists none: null, never 0), no session created; an
+    unknown agent and a USD budget are refused as a start refuses them."""
+    s1 = await env.parent()
+    body = {"agents": ["pm", "dev"], "prompt": "Flag?", "rounds": 3, "parentSessionID": s1}
+    answer = await plan.dry_run_v2(env.runner, parse_request({**body, "dryRun": True}))
+    assert answer["dryRun"] is True
+    seats = answer["plan"]["seats"]
+    assert [(s["agent"], s["model"]) for s in seats] == [
+        ("pm", "scripted/debater-1"),
+        ("dev", "scripted/debater-2"),
+    ]
+    assert all(s["price"] is None for s in seats)
+    assert answer["plan"]["rounds"] == 3
+    assert answer["plan"]["estimates"]["full"]["costUsd"] is None
+    assert answer["text"].startswith("Dry run")
+    assert await env.port.client.children(s1) == []
+    with pytest.raises(ValidationFailed) as unknown:
+        await plan.dry_run_v2(
+            env.runner, parse_request({**body, "agents": ["pm", "nobody"], "dryRun": True})
+        )
+    assert unknown.value.field == "agents"
+    with pytest.raises(ValidationFailed) as usd:
+        await plan.dry_run_v2(
+            env.runner, parse_request({**body, "dryRun": True, "budget": {"usd": 2}})
+        )
+    assert usd.value.field == "budget.usd"

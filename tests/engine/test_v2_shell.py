@@ -99,7 +99,6 @@ def test_an_interrupted_turn_after_a_cancel_is_cut_off_and_nothing_more_is_promp
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"dryRun": True}, "dryRun"),
         ({"opening": "independent"}, "opening"),
         ({"parentSessionID": None}, "parentSessionID"),
     ],
