@@ -7,11 +7,19 @@ server port (docs/design.md, "The 2.x shell").
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from roundtabled.core import deliberation, hiding, prompts
+from roundtabled.core.commands import Command, Prompt, TurnRecorded
 from roundtabled.core.server_records import SessionRef
+from roundtabled.core.sides import turn_view
 from roundtabled.core.state import (
+    META_KEY,
     Delivery,
     Extension,
     RoundtableState,
@@ -19,19 +27,23 @@ from roundtabled.core.state import (
     decode_state,
 )
 from roundtabled.core.validation import RoundtableRequest
+from roundtabled.core.verdict import running_notes
 from roundtabled.engine import launch
 from roundtabled.errors import StateError, ValidationFailed
-from roundtabled.opencode.port import V2Port
+from roundtabled.opencode.port import STATE_KEY, V2Port
 
 __all__ = [
     "PLUGIN_ID",
+    "Feed",
     "extension_of",
     "full_history",
     "hidden_ids",
+    "indexed_sessions",
     "plugin_loaded",
     "plugin_missing_note",
     "plugin_notes",
     "recent_needs_plugin",
+    "stored_state",
 ]
 
 log = logging.getLogger("roundtabled.engine.v2")
@@ -140,16 +152,11 @@ async def extension_of(
             differ, too many rounds, ``context: "recent"`` without the plugin.
         TransportError: the server could not be reached.
     """
-    state = held
+    state = held or await stored_state(port, signer, s2)
     if state is None:
-        try:
-            block = (await port.read_state(s2))[0]
-            state = decode_state(block.text, block.metadata, s2.id, signer)
-        except (IndexError, StateError) as exc:
-            raise ValidationFailed(
-                "sessionID", f"session {s2.id!r} is not a roundtable this daemon can extend"
-            ) from exc
-        state = await full_history(port, s2, state)
+        raise ValidationFailed(
+            "sessionID", f"session {s2.id!r} is not a roundtable this daemon can extend"
+        )
     if state.active:
         raise ValidationFailed(
             "sessionID",
@@ -178,3 +185,123 @@ async def extension_of(
         ),
         now=now,
     )
+
+
+# ── the progress feed, the list, the export ────────────────────────────────────────────────────
+
+FEED_QUEUE_MAX = 256
+"""Bounded queue per progress subscriber: a slow one loses events, never blocks a roundtable."""
+
+
+@dataclass
+class Feed:
+    """One roundtable's progress feed on 2.x: the same items as 1.x's (docs/control-api.md,
+    ``…/events``): ``prompt`` when a turn is sent, ``turn`` when one is recorded, ``phase`` when
+    the debate ends, ``done`` with the result. It outlives an extension (its subscribers follow
+    the roundtable, not one call)."""
+
+    subscribers: list[asyncio.Queue[dict[str, Any]]] = field(default_factory=list)
+
+    def subscribe(self, result: Mapping[str, Any] | None) -> asyncio.Queue[dict[str, Any]]:
+        """A new subscriber's queue; ``result``: the roundtable's result when it is over (the
+        queue then holds its ``done`` at once)."""
+        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue(FEED_QUEUE_MAX)
+        self.subscribers.append(q)
+        if result is not None:
+            q.put_nowait({"type": "done", **result})
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue[dict[str, Any]]) -> None:
+        """Stop feeding ``q``."""
+        if q in self.subscribers:
+            self.subscribers.remove(q)
+
+    def publish(self, item: dict[str, Any]) -> None:
+        """Feed ``item`` to every subscriber (a full queue loses it, never blocks)."""
+        for q in list(self.subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                q.put_nowait(item)
+
+    def executed(self, cmd: Command, state: RoundtableState) -> None:
+        """Publish what the 2.x shell just executed, as the 1.x engine publishes it: a sent
+        :class:`Prompt`, a :class:`TurnRecorded` (with the running notes). The end is
+        published with the result (:meth:`ended`, then ``done``)."""
+        if isinstance(cmd, Prompt) and cmd.send:
+            self.publish(
+                {
+                    "type": "prompt",
+                    "agent": cmd.agent,
+                    "round": cmd.marker.round + 1,
+                    "kind": cmd.marker.kind,
+                }
+            )
+        elif isinstance(cmd, TurnRecorded):
+            self.publish(
+                {
+                    "type": "turn",
+                    "entry": turn_view(cmd.entry, state),
+                    "notes": running_notes(state),
+                }
+            )
+
+    def ended(self, state: RoundtableState) -> None:
+        """Publish the end of the debate (its phase and end reason)."""
+        self.publish(
+            {
+                "type": "phase",
+                "phase": state.phase.value,
+                "endReason": state.end_reason.value if state.end_reason else None,
+            }
+        )
+
+
+async def stored_state(
+    port: V2Port, signer: Signer, s2: SessionRef, *, full: bool = True
+) -> RoundtableState | None:
+    """The signed state in ``s2``'s metadata, with each reply in full (``full``:
+    :func:`full_history`; a finished state keeps capped previews, a running one no history), or
+    ``None``: no state of this daemon there.
+
+    Raises:
+        NotFound: ``s2`` is gone. TransportError: the server could not be reached.
+    """
+    try:
+        block = (await port.read_state(s2))[0]
+        state = decode_state(block.text, block.metadata, s2.id, signer)
+    except (IndexError, StateError):
+        return None
+    return await full_history(port, s2, state) if full else state
+
+
+async def indexed_sessions(
+    port: V2Port, directories: Iterable[str], *, limit: int = 200
+) -> list[tuple[SessionRef, str | None, int]]:
+    """Every session of ``directories`` (each one's newest ``limit``) whose metadata holds a
+    state block: ``(session, its index phase, updated epoch ms)``, each once, newest first. Only
+    the signed block decides whether one is a roundtable of this daemon.
+
+    Raises:
+        TransportError: the server could not be reached.
+    """
+    seen: dict[str, tuple[SessionRef, str | None, int]] = {}
+    for directory in dict.fromkeys(directories):
+        for info in await port.client.sessions(directory, limit=limit):
+            meta = info.metadata or {}
+            if STATE_KEY not in meta or info.id in seen:
+                continue
+            index = meta.get(META_KEY)
+            phase = index.get("phase") if isinstance(index, Mapping) else None
+            updated = info.time.get("updated") or info.time.get("created") or 0
+            where = (info.location or {}).get("directory")
+            ref = SessionRef(
+                id=info.id,
+                directory=where if isinstance(where, str) else None,
+                parent_id=info.parent_id,
+                title=info.title,
+            )
+            seen[info.id] = (
+                ref,
+                phase if isinstance(phase, str) else None,
+                int(updated) if isinstance(updated, int | float) else 0,
+            )
+    return sorted(seen.values(), key=lambda s: -s[2])

@@ -205,6 +205,7 @@ class _Run:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     finalized: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    feed: v2_features.Feed = field(default_factory=v2_features.Feed)
 
 
 class V2Runner:
@@ -431,7 +432,7 @@ class V2Runner:
                 self.clock(),
             )
             await self.port.client.update_session(s2.id, title=state.title)
-            run = _Run(state, s2)
+            run = _Run(state, s2, feed=held.feed if held is not None else v2_features.Feed())
             self.tables[s2.id] = run
             now = self.clock()
             first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
@@ -583,11 +584,14 @@ class V2Runner:
                     cmd.entry.round,
                     "failed: " + (cmd.entry.error or "") if cmd.entry.has_error else "answered",
                 )
+            run.feed.executed(cmd, run.state)
 
     def _release(self, run: _Run) -> None:
         if run.result is None:
             run.result = lifecycle.result_payload(run.state)
             run.done.set()
+            run.feed.ended(run.state)  # the feed's last items: the end, then the result
+            run.feed.publish({"type": "done", **run.result})
 
     def active(self) -> int:
         """How many roundtables this shell is driving now."""
@@ -605,6 +609,29 @@ class V2Runner:
         out["finalized"] = run.finalized.is_set()
         out["result"] = run.result["result"] if run.result else None
         return out
+
+    def subscribe(self, s2: str) -> asyncio.Queue[dict[str, Any]]:
+        """A bounded queue of ``s2``'s progress events (``prompt``, ``turn``, ``phase``,
+        ``done``: :class:`~roundtabled.engine.v2_features.Feed`).
+
+        Raises:
+            ValidationFailed: ``s2`` is not known here (names ``sessionID``).
+        """
+        run = self.tables.get(s2)
+        if run is None:
+            raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        return run.feed.subscribe(run.result)
+
+    def unsubscribe(self, s2: str, q: asyncio.Queue[dict[str, Any]]) -> None:
+        """Stop feeding ``q``."""
+        run = self.tables.get(s2)
+        if run is not None:
+            run.feed.unsubscribe(q)
+
+    def state_of(self, s2: str) -> RoundtableState | None:
+        """The state of roundtable ``s2`` held here (``None``: not known here)."""
+        run = self.tables.get(s2)
+        return None if run is None else run.state
 
     def take_result(self, s2: str) -> dict[str, Any] | None:
         """The result of ``s2`` once it is over (``None`` before)."""

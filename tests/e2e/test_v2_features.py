@@ -7,10 +7,15 @@ shell does and why: docs/design.md, "The 2.x shell".
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 from typing import Any
 
+import aiohttp
 import pytest
 
+from bench.env import control_call
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.core.validation import parse_request
 from roundtabled.errors import ValidationFailed
@@ -18,6 +23,7 @@ from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import content_text
 from roundtabled.service import plan
 from tests.e2e.test_v2_roundtable import Env, env
+from tests.fakes.daemon_proc import DaemonProc
 
 __all__ = ["env"]  # the fixture, imported: one 2.x server for this module too
 
@@ -220,3 +226,98 @@ async def test_a_dry_run_on_2x_answers_the_plan_and_creates_no_session(env: Env)
             env.runner, parse_request({**body, "dryRun": True, "budget": {"usd": 2}})
         )
     assert usd.value.field == "budget.usd"
+
+
+async def cli(dp: DaemonProc, *args: str) -> tuple[int, str, str]:
+    """``roundtabled ARGS`` against the daemon of ``dp``: exit code, stdout, stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "roundtabled",
+        *args,
+        env=dp.env(None),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_feed_list_export_extend_and_watch_of_the_cli_on_2x(
+    env: Env, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Through a daemon on 2.x: the progress feed gives each turn as it is recorded, then the
+    end and the result (`done` last); `roundtabled list` lists the roundtable, `export` gives
+    the whole debate (Markdown and JSON), `extend` runs one more round showing its turns, and
+    `watch` of the concluded roundtable prints its verdict; none answers 501 any more."""
+    dp = DaemonProc(
+        tmp_path_factory.mktemp("v2feat"),
+        env.server.url,
+        env.directory,
+        password=str(env.server.password),
+    )
+    s1 = await env.parent()
+    for seat in ("pm", "dev"):
+        # pm's turn is slow: the feed is open before the first turn is recorded
+        delay = 2.0 if seat == "pm" else 0.0
+        env.llm.script(Text(text=reply(seat, 1), first_byte_delay=delay), agent=seat)
+    env.llm.script(Text(text="SUMMARY: ship behind a flag."), agent=OBSERVER_AGENT)
+    items: list[dict[str, Any]] = []
+    async with aiohttp.ClientSession() as http:
+        try:
+            await dp.start(http)
+            status, made = await control_call(
+                http,
+                dp.url,
+                dp.token,
+                "POST",
+                "/v1/roundtables",
+                {"agents": ["pm", "dev"], "rounds": 1, "prompt": "Flag?", "parentSessionID": s1},
+                timeout=60,
+            )
+            assert status == 200, made
+            s2 = made["sessionID"]
+            async with http.get(
+                f"{dp.url}/v1/roundtables/{s2}/events",
+                headers={"Authorization": f"Bearer {dp.token}"},
+                timeout=aiohttp.ClientTimeout(total=120),
+            ) as resp:
+                assert resp.status == 200, await resp.text()
+                async for line in resp.content:
+                    if line.startswith(b"data: "):
+                        items.append(json.loads(line[6:]))
+                        if items[-1]["type"] == "done":
+                            break
+            turns = [i["entry"]["agent"] for i in items if i["type"] == "turn"]
+            assert turns == ["pm", "dev", OBSERVER_AGENT], items
+            assert [i["type"] for i in items][-2:] == ["phase", "done"], items
+            assert items[-1]["endReason"] == "completed"
+
+            rc, out, err = await cli(dp, "list")
+            assert rc == 0, err
+            assert s2 in out and "completed" in out, out
+            rc, out, err = await cli(dp, "export", s2, "--format", "md")
+            assert rc == 0, err
+            for seat in ("pm", "dev"):
+                assert reply(seat, 1).splitlines()[0] in out, out
+            rc, out, err = await cli(dp, "export", s2, "--format", "json")
+            assert rc == 0, err
+            data = json.loads(out)
+            assert [t["agent"] for t in data["turns"]] == ["pm", "dev", OBSERVER_AGENT]
+
+            for seat in ("pm", "dev"):
+                env.llm.script(Text(text=reply(seat, 2)), agent=seat)
+            env.llm.script(Text(text="SUMMARY: a flag and a date."), agent=OBSERVER_AGENT)
+            rc, out, err = await cli(dp, "extend", s2, "--rounds", "1", "Now the costs.")
+            assert rc == 0, (out, err, dp.log()[-3000:])
+            assert "Status: completed, 2/2 rounds" in out, out
+            for seat in ("pm", "dev"):
+                assert reply(seat, 2).splitlines()[0] in out, out
+                assert reply(seat, 1).splitlines()[0] not in out, out  # printed before
+            rc, out, err = await cli(dp, "watch", s2)
+            assert rc == 0, err
+            assert "── verdict ──" in out and "does not stream" not in err, (out, err)
+        finally:
+            dp.kill_all()
