@@ -59,6 +59,7 @@ from roundtabled.core.stances import seat_stances
 from roundtabled.core.state import (
     MODE_NOTES,
     MODE_SWITCH_NOTES,
+    PLUGIN_MISSING_V2,
     Budget,
     ContextMode,
     EndReason,
@@ -475,7 +476,11 @@ def current_notes(state: RoundtableState) -> list[str]:
     ``stop_detail``: a stop of an earlier call ("converged after round 3 of 5 …") is then history,
     and the extension's own outcome is what the result says (docs/behaviour.md, "Extend")."""
     modes = {*MODE_NOTES.values(), *MODE_SWITCH_NOTES.values()}
-    return [n for n in state.notes if n in modes or n == state.stop_detail]
+    return [
+        n
+        for n in state.notes
+        if n in modes or n == state.stop_detail or n.startswith(PLUGIN_MISSING_V2)
+    ]
 
 
 def stop_after_seat_turn(

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 
 from roundtabled.core import deliberation
 from roundtabled.core.server_records import PromptRecord
-from roundtabled.core.state import MODE_NOTES, RoundtableState
+from roundtabled.core.state import MODE_NOTES, PLUGIN_MISSING_V2, RoundtableState
 
 __all__ = ["PLUGIN_MISSING", "hidden_ids", "needs_prompts", "recent_span", "said_notes"]
 
-PLUGIN_MISSING = "the roundtabled plugin is not loaded by OpenCode 2.x"
+PLUGIN_MISSING = PLUGIN_MISSING_V2
 """How the start's note begins when the plugin is not loaded for S2's directory (the engine adds
 where and what to run)."""
 

@@ -54,12 +54,13 @@ PLUGIN_ID = "roundtabled"
 INSTALL = "roundtabled install-tool --opencode 2"
 
 
-def plugin_missing_note(directory: str) -> str:
-    """The one line said when the roundtabled plugin is not loaded for ``directory`` on 2.x."""
+def plugin_missing_note(where: str) -> str:
+    """The one line said when the roundtabled plugin is not loaded on 2.x for ``where`` (a
+    directory, or "S2's directory" in a roundtable's notes: a result note is cut at 300
+    characters, so the line stays short and names the command early)."""
     return (
-        f"{hiding.PLUGIN_MISSING} for {directory}: every earlier "
-        f"turn prompt stays in each seat's model request (only the plugin can leave one out on "
-        f"2.x); run `{INSTALL}` in the project (or --global) and restart opencode"
+        f"{hiding.PLUGIN_MISSING} for {where}: run `{INSTALL}` (project or --global) and restart "
+        "opencode; until then every earlier turn prompt stays in the seats' model requests"
     )
 
 
@@ -112,7 +113,7 @@ async def plugin_notes(port: V2Port, context: str, directory: str) -> list[str]:
         return []
     if context == "recent":
         raise recent_needs_plugin(directory)
-    return [plugin_missing_note(directory)]
+    return [plugin_missing_note("S2's directory")]
 
 
 async def full_history(port: V2Port, s2: SessionRef, state: RoundtableState) -> RoundtableState:

@@ -16,12 +16,13 @@ import aiohttp
 import pytest
 
 from bench.env import control_call
-from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.core.state import MODE_NOTES, OBSERVER_AGENT
 from roundtabled.core.validation import parse_request
 from roundtabled.errors import ValidationFailed
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import content_text
-from roundtabled.service import plan
+from roundtabled.service import doctor, plan
+from roundtabled.service.config import load_settings
 from tests.e2e.test_v2_roundtable import Env, env
 from tests.fakes.daemon_proc import DaemonProc
 
@@ -321,3 +322,52 @@ async def test_the_feed_list_export_extend_and_watch_of_the_cli_on_2x(
             assert "── verdict ──" in out and "does not stream" not in err, (out, err)
         finally:
             dp.kill_all()
+
+
+async def test_without_the_plugin_a_start_says_so_in_one_line_and_doctor_names_install_tool(
+    env: Env, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project whose 2.x instance does not load the roundtabled plugin: a 'full' start runs
+    and its notes say in one line that every earlier prompt stays in the requests, naming
+    `roundtabled install-tool` (and not that the plugin shaped them); `roundtabled doctor` says
+    the same line for that project and exits 1, and passes for the project that has it."""
+    bare = await env.server.add_project("bare-full")
+    s1 = await env.port.client.create_session(directory=str(bare), title="S1")
+    for seat in ("pm", "dev"):
+        env.llm.script(Text(text=reply(seat, 1)), agent=seat)
+    env.llm.script(Text(text="SUMMARY: flag."), agent="rv")
+    req = parse_request(
+        {
+            "agents": ["pm", "dev"],
+            "observer": "rv",  # the built-in observer is installed with the plugin
+            "rounds": 1,
+            "prompt": "Q?",
+            "parentSessionID": s1.id,
+        }
+    )
+    state = await env.runner.start(req)
+    (line,) = [n for n in state.notes if "roundtabled plugin" in n]
+    assert line.startswith("the roundtabled plugin is not loaded by OpenCode 2.x for S2's")
+    assert "roundtabled install-tool --opencode 2" in line
+    result = await env.runner.wait_result(state.session_id, 120)
+    assert result is not None and result["endReason"] == "completed", result
+    notes = result["result"]["status"]["notes"]
+    assert line in notes and MODE_NOTES["plugin"] not in notes, notes
+
+    home = tmp_path_factory.mktemp("v2doctor")
+    settings = load_settings(
+        {"server_url": env.server.url},
+        env={
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / "cfg"),
+            "OPENCODE_SERVER_PASSWORD": str(env.server.password),
+        },
+    )
+    denv = {"XDG_CONFIG_HOME": str(home / "cfg"), "HOME": str(home)}
+    assert await doctor.run(settings, "http://127.0.0.1:9", env=denv, cwd=bare) == 1
+    (said,) = capsys.readouterr().err.splitlines()
+    assert said == line.replace("S2's directory", str(bare)), said
+    assert (
+        await doctor.run(settings, "http://127.0.0.1:9", env=denv, cwd=env.server.project_dir) == 0
+    )
+    assert capsys.readouterr().err == ""
