@@ -431,12 +431,21 @@ class V2Runner:
                 held.state if held is not None else None,
                 self.clock(),
             )
-            await self.port.client.update_session(s2.id, title=state.title)
             run = _Run(state, s2, feed=held.feed if held is not None else v2_features.Feed())
             self.tables[s2.id] = run
-            now = self.clock()
-            first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
-            await self._execute(run, first)
+            try:
+                await self.port.client.update_session(s2.id, title=state.title)
+                now = self.clock()
+                decided = machine.decide(state, observation_of(state, None, now, accepted=False))
+                await self._execute(run, keyed(decided))
+            except BaseException:
+                # Not extended: the concluded roundtable stays as it was known (a retry reads
+                # S2 again; the state write is the extension's first, before its prompt).
+                if held is not None:
+                    self.tables[s2.id] = held
+                else:
+                    del self.tables[s2.id]
+                raise
             run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
             log.info("%s: roundtable extended by %d round(s)", s2.id, req.rounds)
             return run.state
