@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Collection
 from typing import Any
 
 import aiohttp
@@ -19,7 +20,7 @@ from bench.env import control_call
 from roundtabled.core.state import MODE_NOTES, OBSERVER_AGENT
 from roundtabled.core.validation import parse_request
 from roundtabled.errors import ValidationFailed
-from roundtabled.offline.scripted_actions import Text
+from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
 from roundtabled.offline.scripted_llm import content_text
 from roundtabled.service import doctor, plan
 from roundtabled.service.config import load_settings
@@ -49,14 +50,23 @@ def said(request: Any, role: str) -> list[str]:
     return [content_text(m.get("content")) for m in request.messages if m.get("role") == role]
 
 
-async def run_debate(env: Env, body: dict[str, Any], seats: list[str], rounds: int) -> Any:
-    """Script ``rounds`` rounds of ``seats`` and the observer, start ``body`` and return the
-    result and the model requests of the debate (seat turns and the observer's)."""
+async def run_debate(
+    env: Env,
+    body: dict[str, Any],
+    seats: list[str],
+    rounds: int,
+    *,
+    skip: Collection[tuple[str, int]] = (),
+) -> Any:
+    """Script ``rounds`` rounds of ``seats`` (but the ``(seat, round)`` in ``skip``, scripted by
+    the caller) and the observer, start ``body`` and return the state, the result and the model
+    requests of the debate (seat turns and the observer's; not a tool call's follow-up)."""
     s1 = await env.parent()
     since = len(env.llm.requests)
     for rnd in range(1, rounds + 1):
         for seat in seats:
-            env.llm.script(Text(text=reply(seat, rnd)), agent=seat)
+            if (seat, rnd) not in skip:
+                env.llm.script(Text(text=reply(seat, rnd)), agent=seat)
     env.llm.script(Text(text="SUMMARY: ship behind a flag."), agent=OBSERVER_AGENT)
     req = parse_request({"agents": seats, "parentSessionID": s1, **body})
     state = await env.runner.start(req)
@@ -69,12 +79,17 @@ async def run_debate(env: Env, body: dict[str, Any], seats: list[str], rounds: i
 async def test_context_recent_leaves_the_middle_rounds_out_of_a_seat_s_request(env: Env) -> None:
     """context 'recent', two seats, four rounds: a seat in round 4 sees the opening round and
     round 3 in full and the digest of round 2, never round 2's replies (the plugin's context hook
-    drops what S2's metadata lists); rounds 1 to 3 see every reply; the observer sees all."""
+    drops what S2's metadata lists), nor the tool call pm made in round 2 and its result (a
+    provider refuses a tool result without its call); rounds 1 to 3 see every reply; the
+    observer sees all."""
+    call = ToolCall(name="available_agents", arguments={}, id="call_round2")
+    env.llm.script(Text(text=reply("pm", 1)), ToolCalls(calls=[call]), agent="pm")
     state, result, requests = await run_debate(
         env,
         {"rounds": 4, "until": "rounds", "context": "recent", "prompt": "Ship behind a flag?"},
         ["pm", "dev"],
         4,
+        skip={("pm", 1)},
     )
     assert result["endReason"] == "completed", result
     assert state.options.context == "recent"
@@ -101,8 +116,16 @@ async def test_context_recent_leaves_the_middle_rounds_out_of_a_seat_s_request(e
         assert "Ship behind a flag?" in said(r, "user")[0]  # the opening prompt stays
         for seat in ("pm", "dev"):
             assert first_line(seat, 2) not in "\n".join(said(r, "assistant"))
+    # pm's round 2 tool call and its result: in view until round 2 is hidden, then both gone
+    def tools(r: Any) -> list[str]:
+        return [m["role"] for m in r.messages if m.get("role") == "tool" or m.get("tool_calls")]
+
+    assert [tools(r) for r in requests[:3]] == [[], [], []]
+    assert all(tools(r) == ["assistant", "tool"] for r in requests[3:6]), requests[3:6]
+    assert [tools(r) for r in requests[6:8]] == [[], []]
     # the observer reads the whole debate
     assert replies_seen(requests[8]) == everything
+    assert tools(requests[8]) == ["assistant", "tool"]
 
 
 async def test_context_recent_without_the_plugin_is_refused_naming_install_tool(
