@@ -116,6 +116,7 @@ async def test_context_recent_leaves_the_middle_rounds_out_of_a_seat_s_request(e
         assert "Ship behind a flag?" in said(r, "user")[0]  # the opening prompt stays
         for seat in ("pm", "dev"):
             assert first_line(seat, 2) not in "\n".join(said(r, "assistant"))
+
     # pm's round 2 tool call and its result: in view until round 2 is hidden, then both gone
     def tools(r: Any) -> list[str]:
         return [m["role"] for m in r.messages if m.get("role") == "tool" or m.get("tool_calls")]
