@@ -276,7 +276,8 @@ async def test_the_feed_list_export_extend_and_watch_of_the_cli_on_2x(
     """Through a daemon on 2.x: the progress feed gives each turn as it is recorded, then the
     end and the result (`done` last); `roundtabled list` lists the roundtable, `export` gives
     the whole debate (Markdown and JSON), `extend` runs one more round showing its turns, and
-    `watch` of the concluded roundtable prints its verdict; none answers 501 any more."""
+    `watch` of the concluded roundtable prints its verdict; none answers 501 any more. A daemon
+    started again lists, shows, exports and extends it from S2's metadata."""
     dp = DaemonProc(
         tmp_path_factory.mktemp("v2feat"),
         env.server.url,
@@ -344,6 +345,25 @@ async def test_the_feed_list_export_extend_and_watch_of_the_cli_on_2x(
             rc, out, err = await cli(dp, "watch", s2)
             assert rc == 0, err
             assert "── verdict ──" in out and "does not stream" not in err, (out, err)
+
+            # a new daemon knows the roundtable only from S2's metadata
+            assert await dp.terminate() == 0
+            await dp.start(http)
+            rc, out, err = await cli(dp, "list")
+            assert rc == 0 and s2 in out and "completed" in out, (out, err)
+            rc, out, err = await cli(dp, "status", s2)
+            assert rc == 0 and "completed" in out, (out, err)
+            rc, out, err = await cli(dp, "export", s2, "--format", "json")
+            assert rc == 0, err
+            turns = json.loads(out)["turns"]
+            assert [t["agent"] for t in turns] == ["pm", "dev", OBSERVER_AGENT] * 2
+            assert turns[3]["response"].strip() == reply("pm", 2)  # in full, from S2
+            for seat in ("pm", "dev"):
+                env.llm.script(Text(text=reply(seat, 3)), agent=seat)
+            env.llm.script(Text(text="SUMMARY: a flag, a date, a budget."), agent=OBSERVER_AGENT)
+            rc, out, err = await cli(dp, "extend", s2, "--rounds", "1", "And the risks?")
+            assert rc == 0, (out, err, dp.log()[-3000:])
+            assert "Status: completed, 3/3 rounds" in out, out
         finally:
             dp.kill_all()
 
