@@ -16,6 +16,7 @@ from typing import Any
 
 from roundtabled.core import deliberation, hiding, prompts
 from roundtabled.core.commands import Command, Prompt, TurnRecorded
+from roundtabled.core.opening import PromptSeat, SeatSettled
 from roundtabled.core.server_records import SessionRef
 from roundtabled.core.sides import turn_view
 from roundtabled.core.state import (
@@ -237,6 +238,27 @@ class Feed:
                 }
             )
         elif isinstance(cmd, TurnRecorded):
+            self.publish(
+                {
+                    "type": "turn",
+                    "entry": turn_view(cmd.entry, state),
+                    "notes": running_notes(state),
+                }
+            )
+
+    def opening(self, cmd: object, state: RoundtableState) -> None:
+        """Publish what the independent opening just did, as for a turn of the debate: a seat
+        prompted (:class:`~roundtabled.core.opening.PromptSeat`) or settled
+        (:class:`~roundtabled.core.opening.SeatSettled`)."""
+        if isinstance(cmd, PromptSeat):
+            self.publish({"type": "prompt", "agent": cmd.agent, "round": 1, "kind": "turn"})
+        elif isinstance(cmd, SeatSettled):
+            log.info(
+                "%s: %s's opening %s",
+                state.session_id,
+                cmd.entry.agent,
+                "failed: " + (cmd.entry.error or "") if cmd.entry.has_error else "answered",
+            )
             self.publish(
                 {
                     "type": "turn",

@@ -22,10 +22,11 @@ shell"):
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the result released to pollers, the final state written, S2's title concluded.
 
-What this shell refuses, one line each (:func:`refusal`): the independent opening, a start
-without a parent session; a USD budget (2.x lists no price) and ``context: "recent"``
-without the roundtabled plugin loaded for S2's directory (:mod:`roundtabled.engine.
-v2_features`). Not done yet: delivery of the result into S1 when no caller polls for it.
+What this shell refuses, one line each (:func:`refusal`): a start without a parent session; a
+USD budget (2.x lists no price) and ``context: "recent"`` without the roundtabled plugin loaded
+for S2's directory (:mod:`roundtabled.engine.v2_features`). The independent opening round runs
+in :mod:`roundtabled.engine.v2_opening`. Not done yet: delivery of the result into S1 when no
+caller polls for it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
 
-from roundtabled.core import failures, hiding, lifecycle, machine, prompts
+from roundtabled.core import failures, hiding, lifecycle, machine, opening, prompts
 from roundtabled.core.commands import (
     Abort,
     Cancel,
@@ -75,7 +76,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.core.wire import AnswerView, MessageView, UserView
-from roundtabled.engine import launch, v2_features
+from roundtabled.engine import launch, v2_features, v2_opening
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
@@ -95,12 +96,6 @@ ids to hide are written where the plugin reads them."""
 
 def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     """Why OpenCode 2.x cannot run ``req`` yet, naming the field, or ``None``."""
-    if req.opening == "independent":
-        return ValidationFailed(
-            "opening",
-            "opening: 'independent' is not supported on OpenCode 2.x yet (it runs round 1 in "
-            "sessions of its own); use 'sequential'",
-        )
     if not req.parent_session_id and not req.extend and not req.dry_run:
         # an extension keeps its parent; a dry run creates no session
         return ValidationFailed(
@@ -233,6 +228,9 @@ class V2Runner:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only)."""
         sid = self.port.turn_ended(event)
         run = self.tables.get(sid) if sid else None
+        if run is None and sid:  # a seat's own session of an independent opening
+            owner = v2_opening.owner((r.state for r in self.tables.values()), sid)
+            run = self.tables.get(owner) if owner else None
         if run is not None:
             run.wake.set()
 
@@ -362,7 +360,7 @@ class V2Runner:
             hide_past_prompts=True,
             until=req.until or defaults.until,
             budget=req.budget,
-            opening="sequential",
+            opening=req.opening or defaults.opening,
             context=context,
             preset=req.preset,
             sides=dict(req.sides or {}),
@@ -390,8 +388,13 @@ class V2Runner:
         remember_directory(self.settings.state_dir, state.directory)
         run = _Run(state, s2)
         self.tables[s2.id] = run
-        first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
-        await self._execute(run, first)
+        if opening.running(state):
+            # round 1 in the seats' own sessions (v2_opening): its first pass writes the
+            # round's ids and creates the sessions
+            await self._opening_step(run)
+        else:
+            first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
+            await self._execute(run, first)
         run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
         return run.state
 
@@ -518,7 +521,50 @@ class V2Runner:
                 await run.wake.wait()
         run.wake.clear()
 
+    async def _opening_step(self, run: _Run) -> None:
+        """One pass of the independent opening round (:mod:`roundtabled.engine.v2_opening`);
+        once the round is recorded, the machine's decision that follows it."""
+        now = self.clock()
+        try:
+            obs = await v2_opening.observe(
+                self.port, run.state, run.s2, run.accepted, now, PLUGIN_SIGNAL
+            )
+        except NotFound:
+            deleted = await self._gone(run)
+            if not deleted[0]:
+                raise
+            # as on 1.x: the seats still running are stopped, the machine ends the roundtable
+            for seat in run.state.openings.seats if run.state.openings is not None else ():
+                if seat.session_id is not None and seat.entry is None:
+                    with contextlib.suppress(NotFound):
+                        await self.port.abort(SessionRef(seat.session_id, run.s2.directory))
+            gone = dc_replace(
+                observation_of(run.state, None, now, accepted=False),
+                status="unknown",
+                deleted=True,
+                parent_deleted=deleted[1],
+            )
+            await self._execute(run, keyed(machine.decide(run.state, gone)))
+            return
+        cancel, run.cancel = run.cancel, None
+        d = v2_opening.decide(run.state, obs, cancel, f"pending-{now}")
+        run.state = d.state
+        run.deadline_ms = d.wake_at
+        step = v2_opening.OpeningStep(
+            self.port,
+            self.signer,
+            lambda: self._write(run),
+            lambda cmd: run.feed.opening(cmd, run.state),
+        )
+        if await v2_opening.execute(step, run.state, run.s2, d.commands, run.accepted):
+            run.wake.set()  # the next pass adopts the sessions just created
+        if d.after is not None:
+            await self._execute(run, keyed(d.after))
+
     async def _step(self, run: _Run) -> None:
+        if opening.running(run.state):
+            await self._opening_step(run)
+            return
         state = run.state
         out = None
         deleted: tuple[bool, bool] = (False, False)

@@ -571,9 +571,9 @@ async def daemon_check(
     )
 
 
-V2_DOES = "start, extend, dry run, status, result, cancel"
+V2_DOES = "start, extend, dry run, status, result, cancel, list, progress feed, export"
 """What the 2.x shell runs, as doctor's first line on a 2.x server names it."""
-V2_REFUSES = "opening 'independent'"
+V2_REFUSES = "a start without a parent session"
 """What it refuses (:func:`roundtabled.engine.v2run.refusal`), as the same line names it."""
 
 

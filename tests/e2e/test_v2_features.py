@@ -415,3 +415,52 @@ async def test_without_the_plugin_a_start_says_so_in_one_line_and_doctor_names_i
         await doctor.run(settings, "http://127.0.0.1:9", env=denv, cwd=env.server.project_dir) == 0
     )
     assert capsys.readouterr().err == ""
+
+
+async def test_an_independent_opening_runs_each_seat_in_its_own_session(env: Env) -> None:
+    """opening 'independent' on 2.x: round 1 runs in a child session per seat, each seat seeing
+    only the topic; the openings are recorded into S2, so round 2's seats see both of them (and
+    the topic); the observer runs; the result counts two rounds, the openings as round 1."""
+    s1 = await env.parent()
+    since = len(env.llm.requests)
+    for rnd in (1, 2):
+        for seat in ("pm", "dev"):
+            env.llm.script(Text(text=reply(seat, rnd)), agent=seat)
+    env.llm.script(Text(text="SUMMARY: ship behind a flag."), agent=OBSERVER_AGENT)
+    req = parse_request(
+        {
+            "agents": ["pm", "dev"],
+            "rounds": 2,
+            "until": "rounds",
+            "opening": "independent",
+            "prompt": "Ship behind a flag?",
+            "parentSessionID": s1,
+        }
+    )
+    state = await env.runner.start(req)
+    s2 = state.session_id
+    result = await env.runner.wait_result(s2, 150)
+    assert result is not None and result["endReason"] == "completed", result
+    assert result["result"]["status"]["roundsCompleted"] == 2
+    requests = [r for r in env.llm.requests[since:] if r.kind == "turn"]
+    assert sorted(r.agent or "" for r in requests[:2]) == ["dev", "pm"]
+    assert [r.agent for r in requests[2:]] == ["pm", "dev", OBSERVER_AGENT]
+    seat_sessions = {c.id for c in await env.port.client.children(s2)}
+    assert len(seat_sessions) == 2
+    for r in requests[:2]:
+        assert r.session_id in seat_sessions, r.session_id  # its own session
+        assert said(r, "assistant") == []  # nobody else's opening
+        assert "Ship behind a flag?" in "\n".join(said(r, "user"))
+    first_lines = {reply(seat, 1).splitlines()[0] for seat in ("pm", "dev")}
+    for r in requests[2:4]:
+        assert r.session_id == s2
+        seen = "\n".join(said(r, "user") + said(r, "assistant"))
+        assert all(line in seen for line in first_lines), seen
+    final = env.runner.state_of(s2)
+    assert final is not None
+    assert [(e.agent, e.round) for e in final.history if e.kind == "turn"] == [
+        ("pm", 1),
+        ("dev", 1),
+        ("pm", 2),
+        ("dev", 2),
+    ]

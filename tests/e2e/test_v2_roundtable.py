@@ -190,7 +190,7 @@ async def test_three_seats_two_rounds_each_on_its_own_model(env: Env) -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"opening": "independent"}, "opening"),
+        ({"parentSessionID": None}, "parentSessionID"),
     ],
 )
 async def test_what_2x_cannot_run_yet_is_refused_naming_the_field(

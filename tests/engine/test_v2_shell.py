@@ -99,7 +99,6 @@ def test_an_interrupted_turn_after_a_cancel_is_cut_off_and_nothing_more_is_promp
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"opening": "independent"}, "opening"),
         ({"parentSessionID": None}, "parentSessionID"),
     ],
 )
@@ -130,3 +129,12 @@ def test_a_plain_start_is_not_refused() -> None:
         }
     )
     assert refusal(recent) is None  # runs on 2.x (the plugin is checked at the start)
+    independent = parse_request(
+        {
+            "agents": ["pm", "dev"],
+            "prompt": "q",
+            "parentSessionID": "ses_parent01",
+            "opening": "independent",
+        }
+    )
+    assert refusal(independent) is None

@@ -78,7 +78,7 @@ async def test_doctor_names_the_2x_shell_and_runs_no_1x_check(
     out, err = capsys.readouterr()
     (line,) = out.splitlines()
     assert line.startswith(f"OpenCode 2.1.2 at {v2_server.url}: driven by the 2.x shell")
-    assert "opening 'independent'" in line and str(v2_server.password) not in line
+    assert "a start without a parent session" in line and str(v2_server.password) not in line
     (missing,) = err.splitlines()
     assert missing.startswith(f"the roundtabled plugin is not loaded by OpenCode 2.x for {home}:")
     assert "roundtabled install-tool --opencode 2" in missing
