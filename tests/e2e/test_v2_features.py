@@ -464,3 +464,32 @@ async def test_an_independent_opening_runs_each_seat_in_its_own_session(env: Env
         ("pm", 2),
         ("dev", 2),
     ]
+
+
+async def test_a_cancel_during_an_independent_opening_stops_every_seat(env: Env) -> None:
+    """A cancel while the seats' openings run in their own sessions: each running seat is
+    interrupted, round 2 never starts, the result says cancelled."""
+    s1 = await env.parent()
+    pms = len(env.llm.requests_for(agent="pm"))
+    since = len(env.llm.requests)
+    env.llm.script(Text(text="pm: slow", first_byte_delay=30.0), agent="pm")
+    env.llm.script(Text(text=reply("dev", 1)), agent="dev")
+    req = parse_request(
+        {
+            "agents": ["pm", "dev"],
+            "rounds": 2,
+            "opening": "independent",
+            "prompt": "Flag?",
+            "parentSessionID": s1,
+        }
+    )
+    s2 = (await env.runner.start(req)).session_id
+    await env.llm.wait_for_requests(pms + 1, 30, agent="pm")
+    await env.runner.cancel(s2, summarize=False, reason="cancelled by the user")
+    result = await env.runner.wait_result(s2, 60)
+    assert result is not None and result["endReason"] == "cancelled", result
+    assert await env.runner.finalized(s2, 30)
+    agents = sorted(r.agent or "" for r in env.llm.requests[since:] if r.kind == "turn")
+    assert agents == ["dev", "pm"], agents  # the two openings, nothing after them
+    active = await env.port.client.active()
+    assert not {c.id for c in await env.port.client.children(s2)} & set(active)
