@@ -493,3 +493,64 @@ async def test_a_cancel_during_an_independent_opening_stops_every_seat(env: Env)
     assert agents == ["dev", "pm"], agents  # the two openings, nothing after them
     active = await env.port.client.active()
     assert not {c.id for c in await env.port.client.children(s2)} & set(active)
+
+
+async def test_a_daemon_killed_during_an_independent_opening_resumes_it_once(
+    env: Env, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`kill -9` while a seat's opening runs in its own session: the restarted daemon adopts
+    the seats' sessions from S2's children and the round from S2's metadata; no session is
+    created twice, no opening is asked twice, round 2 and the observer follow, completed."""
+    dp = DaemonProc(
+        tmp_path_factory.mktemp("v2openkill"),
+        env.server.url,
+        env.directory,
+        password=str(env.server.password),
+    )
+    s1 = await env.parent()
+    since = len(env.llm.requests)
+    pms = len(env.llm.requests_for(agent="pm"))
+    env.llm.script(Text(text=reply("pm", 1), first_byte_delay=3.0), agent="pm")
+    env.llm.script(Text(text=reply("dev", 1)), agent="dev")
+    for seat in ("pm", "dev"):
+        env.llm.script(Text(text=reply(seat, 2)), agent=seat)
+    env.llm.script(Text(text="SUMMARY: resumed."), agent=OBSERVER_AGENT)
+    async with aiohttp.ClientSession() as http:
+        try:
+            await dp.start(http)
+
+            async def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+                return await control_call(http, dp.url, dp.token, method, path, body, timeout=60)
+
+            status, made = await call(
+                "POST",
+                "/v1/roundtables",
+                {
+                    "agents": ["pm", "dev"],
+                    "rounds": 2,
+                    "until": "rounds",
+                    "opening": "independent",
+                    "prompt": "Flag?",
+                    "parentSessionID": s1,
+                },
+            )
+            assert status == 200, made
+            s2 = made["sessionID"]
+            await env.llm.wait_for_requests(pms + 1, 30, agent="pm")
+            dp.proc.kill()  # SIGKILL while pm's opening runs in its own session
+            await dp.proc.wait()
+            await dp.start(http)
+            result: dict[str, Any] = {}
+            for _ in range(6):
+                status, result = await call("GET", f"/v1/roundtables/{s2}/result?wait=20")
+                assert status == 200, result
+                if result.get("done"):
+                    break
+            assert result.get("done"), (result, dp.log()[-3000:])
+            assert result["endReason"] == "completed", result
+            assert result["result"]["status"]["roundsCompleted"] == 2
+        finally:
+            dp.kill_all()
+    turns = [r.agent for r in env.llm.requests[since:] if r.kind == "turn"]
+    assert sorted(turns[:2]) == ["dev", "pm"] and turns[2:] == ["pm", "dev", OBSERVER_AGENT]
+    assert len(await env.port.client.children(s2)) == 2
