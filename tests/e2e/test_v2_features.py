@@ -551,6 +551,6 @@ async def test_a_daemon_killed_during_an_independent_opening_resumes_it_once(
             assert result["result"]["status"]["roundsCompleted"] == 2
         finally:
             dp.kill_all()
-    turns = [r.agent for r in env.llm.requests[since:] if r.kind == "turn"]
+    turns = [r.agent or "" for r in env.llm.requests[since:] if r.kind == "turn"]
     assert sorted(turns[:2]) == ["dev", "pm"] and turns[2:] == ["pm", "dev", OBSERVER_AGENT]
     assert len(await env.port.client.children(s2)) == 2
