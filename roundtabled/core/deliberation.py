@@ -59,6 +59,7 @@ from roundtabled.core.stances import seat_stances
 from roundtabled.core.state import (
     MODE_NOTES,
     MODE_SWITCH_NOTES,
+    PLUGIN_MISSING_V2,
     RESUMED_NOTE,
     Budget,
     ContextMode,
@@ -477,7 +478,12 @@ def current_notes(state: RoundtableState) -> list[str]:
     and the extension's own outcome is what the result says (docs/behaviour.md, "Extend")."""
     modes = {*MODE_NOTES.values(), *MODE_SWITCH_NOTES.values()}
     return [
-        n for n in state.notes if n in modes or n == state.stop_detail or n.startswith(RESUMED_NOTE)
+        n
+        for n in state.notes
+        if n in modes
+        or n == state.stop_detail
+        or n.startswith(RESUMED_NOTE)
+        or n.startswith(PLUGIN_MISSING_V2)
     ]
 
 

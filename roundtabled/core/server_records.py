@@ -21,6 +21,7 @@ from roundtabled.core.state import ModelRef, Usage, tokens_in_out
 __all__ = [
     "AgentRecord",
     "Interjection",
+    "PromptRecord",
     "ServerCapabilities",
     "SessionRef",
     "SignedState",
@@ -207,6 +208,21 @@ class TurnOutcome:
         if self.status is TurnStatus.ANSWERED and self.truncated:
             return f"answered{who}, cut at the output limit"
         return f"{self.status.value}{who}"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRecord:
+    """A user message of a roundtable's session as the hiding rule and the export read it.
+
+    ``id``: the message's id. ``key``: the :class:`TurnKey` it carries when the daemon sent it
+    as a turn (``None``: a person's message, or another kind). ``replies``: the ids of the
+    assistant messages that answer it, oldest first (what a request holds of its reply).
+    ``text``: the reply's text (the steps' text joined)."""
+
+    id: str
+    key: TurnKey | None
+    replies: tuple[str, ...] = ()
+    text: str = ""
 
 
 def usage_in_out(usage: Usage, *, answered: bool) -> tuple[int | None, int | None]:

@@ -445,6 +445,11 @@ ViewMode = Literal["patch", "plugin"]
 (``patch``), or left out of the request in memory by the roundtable plugin (``plugin``: only on
 a positive signal that it is loaded in S2's server instance, docs/plugin.md)."""
 
+PLUGIN_MISSING_V2 = "the roundtabled plugin is not loaded by OpenCode 2.x"
+"""How the note of a 2.x roundtable whose directory does not load the roundtabled plugin begins
+(the 2.x shell adds where and what to run): said instead of the plugin mode's note, in the start
+answer and in the result (:func:`roundtabled.core.deliberation.current_notes`)."""
+
 MODE_NOTES: dict[ViewMode, str] = {
     "plugin": (
         "seats' model requests shaped by the roundtable plugin: earlier turn prompts left out "

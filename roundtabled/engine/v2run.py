@@ -18,8 +18,9 @@ shell"):
   model, its id derived from the turn key (:func:`keyed`: a second send of the same turn is the
   same prompt on 2.x), the turn header as its label and the signed marker in its metadata;
 - :class:`~roundtabled.core.commands.PersistState` writes the signed state into S2's metadata
-  together with the ids the plugin is to keep out of later requests (``roundtabled.hidden``,
-  docs/plugin.md "OpenCode 2.x"), in one PATCH (one writer per roundtable);
+  together with the ids the plugin is to keep out of the pending turn's requests
+  (``roundtabled.hidden``, docs/plugin.md "OpenCode 2.x"; the rule is :mod:`roundtabled.core.
+  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the final state written, then phase 4 (:mod:`roundtabled.engine.v2_delivery`): the
   result to pollers, into S1 exactly once (the waiting tool call's part, else one parked
@@ -27,8 +28,10 @@ shell"):
 - a restart: :meth:`V2Runner.recover` resumes every roundtable whose index is not over, phase 4
   included, and its result says it was resumed.
 
-What this shell refuses, one line each (:func:`refusal`): an extension, the independent opening,
-``context: "recent"``, a start without a parent session.
+What this shell refuses, one line each (:func:`refusal`): a start without a parent session; a
+USD budget (2.x lists no price) and ``context: "recent"`` without the roundtabled plugin loaded
+for S2's directory (:mod:`roundtabled.engine.v2_features`). The independent opening round runs
+in :mod:`roundtabled.engine.v2_opening`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from dataclasses import replace as dc_replace
 from typing import Any
 
 from roundtabled import faults
-from roundtabled.core import failures, lifecycle, machine, prompts
+from roundtabled.core import failures, hiding, lifecycle, machine, opening, prompts
 from roundtabled.core.commands import (
     Abort,
     Cancel,
@@ -78,6 +81,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.core.wire import AnswerView, MessageView, UserView
+from roundtabled.engine import launch, v2_features, v2_opening
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
@@ -101,27 +105,8 @@ ids to hide are written where the plugin reads them."""
 
 def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     """Why OpenCode 2.x cannot run ``req`` yet, naming the field, or ``None``."""
-    if req.extend:
-        return ValidationFailed(
-            "sessionID", "sessionID: extending a roundtable is not supported on OpenCode 2.x yet"
-        )
-    if req.dry_run:
-        return ValidationFailed(
-            "dryRun", "dryRun: the plan is not read from OpenCode 2.x yet; start without it"
-        )
-    if req.opening == "independent":
-        return ValidationFailed(
-            "opening",
-            "opening: 'independent' is not supported on OpenCode 2.x yet (it runs round 1 in "
-            "sessions of its own); use 'sequential'",
-        )
-    if req.context == "recent":
-        return ValidationFailed(
-            "context",
-            "context: 'recent' is not supported on OpenCode 2.x yet (its digest of the hidden "
-            "rounds is not written for 2.x); use 'full'",
-        )
-    if not req.parent_session_id:
+    if not req.parent_session_id and not req.extend and not req.dry_run:
+        # an extension keeps its parent; a dry run creates no session
         return ValidationFailed(
             "parentSessionID",
             "parentSessionID: OpenCode 2.x runs a roundtable in a child session of the asking "
@@ -269,6 +254,7 @@ class _Run:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     finalized: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    feed: v2_features.Feed = field(default_factory=v2_features.Feed)
 
 
 class V2Runner:
@@ -290,11 +276,16 @@ class V2Runner:
         self.clock = clock
         self.tables: dict[str, _Run] = {}
         self.delivery = V2Delivery(port, signer, clock)
+        #: the extensions being applied, by roundtable: how a second one's refusal names it
+        self.extending: dict[str, str] = {}
 
     def on_event(self, event: Event) -> None:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only)."""
         sid = self.port.turn_ended(event)
         run = self.tables.get(sid) if sid else None
+        if run is None and sid:  # a seat's own session of an independent opening
+            owner = v2_opening.owner((r.state for r in self.tables.values()), sid)
+            run = self.tables.get(owner) if owner else None
         if run is not None:
             run.wake.set()
 
@@ -376,6 +367,23 @@ class V2Runner:
             models[name] = agent.model or default  # type: ignore[assignment]
         return models
 
+    async def plan_reads(self, req: RoundtableRequest) -> tuple[str | None, dict[str, ModelRef]]:
+        """What a dry run of ``req`` reads as a start would (nothing is created): the directory
+        (the call's, else S1's, else ``None``: the server's own) and each seat's and the
+        observer's model, the agents checked.
+
+        Raises:
+            ValidationFailed: what 2.x cannot run (:func:`refusal`), an unknown agent.
+            TransportError: the server could not be reached.
+        """
+        refused = refusal(req)
+        if refused is not None:
+            raise refused
+        directory = req.directory
+        if directory is None and req.parent_session_id:
+            directory = (await self.port.session(req.parent_session_id)).directory
+        return directory, await self._models(req, directory)
+
     async def start(self, req: RoundtableRequest) -> RoundtableState:
         """Start ``req`` and return its state once turn 1 is sent.
 
@@ -386,16 +394,22 @@ class V2Runner:
         refused = refusal(req)
         if refused is not None:
             raise refused
+        if req.extend:
+            return await self.extend(req)
         assert req.agents is not None and req.parent_session_id is not None
         parent = await self.port.session(req.parent_session_id)
         directory = req.directory or parent.directory
+        defaults = self.settings.roundtable
+        context = req.context or defaults.context
+        notes = await v2_features.plugin_notes(self.port, context, directory or "")
         models = await self._models(req, directory)
+        observer_agent = observer_agent_of(req.observer or BUILTIN_OBSERVER)
+        launch.check_usd_budget(req, models, sorted({*req.agents, observer_agent}))
         now = self.clock()
         title = req.title or prompts.default_title(req.prompt)
         s2 = await self.port.create_child(
             parent, title, None, {META_KEY: {"phase": Phase.ACTIVE.value, "hidden": []}}
         )
-        defaults = self.settings.roundtable
         options = Options(
             turn_timeout=req.turn_timeout or defaults.turn_timeout,
             loop_threshold=defaults.loop_threshold,
@@ -404,17 +418,17 @@ class V2Runner:
             hide_past_prompts=True,
             until=req.until or defaults.until,
             budget=req.budget,
-            opening="sequential",
-            context="full",
+            opening=req.opening or defaults.opening,
+            context=context,
             preset=req.preset,
             sides=dict(req.sides or {}),
             call_started_at=now,
         )
-        observer_agent = observer_agent_of(req.observer or BUILTIN_OBSERVER)
+        # 2.x's records carry no price: every seat's cost is unknown, never a measured 0
+        unpriced = sorted({*req.agents, observer_agent})
         state = RoundtableState(
-            notes=list(self.port.capabilities.limits()),
-            # 2.x's records carry no price: every seat's cost is unknown, never a measured 0
-            unpriced=sorted({*req.agents, observer_agent}),
+            notes=[*self.port.capabilities.limits(), *notes],
+            unpriced=unpriced,
             sessionID=s2.id,
             parentSessionID=parent.id,
             directory=s2.directory or directory,
@@ -432,10 +446,72 @@ class V2Runner:
         remember_directory(self.settings.state_dir, state.directory)
         run = _Run(state, s2)
         self.tables[s2.id] = run
-        first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
-        await self._execute(run, first)
+        if opening.running(state):
+            # round 1 in the seats' own sessions (v2_opening): its first pass writes the
+            # round's ids and creates the sessions
+            await self._opening_step(run)
+        else:
+            first = keyed(machine.decide(state, observation_of(state, None, now, accepted=False)))
+            await self._execute(run, first)
         run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
         return run.state
+
+    async def extend(self, req: RoundtableRequest) -> RoundtableState:
+        """Continue the concluded roundtable ``req.session_id`` with ``req.rounds`` more rounds
+        (the 1.x rules: :func:`~roundtabled.engine.v2_features.extension_of`) and return its
+        state once the extension's first turn is sent. One extension at a time: a second one
+        while one is being applied is refused, naming the first.
+
+        Raises:
+            ValidationFailed: see :func:`~roundtabled.engine.v2_features.extension_of`.
+            TransportError: the server could not be reached.
+        """
+        assert req.session_id is not None
+        sid = req.session_id
+        running = self.extending.get(sid)
+        if running is not None:
+            raise ValidationFailed(
+                "sessionID",
+                f"roundtable {sid} is being extended already ({running}); "
+                "retry once that extension has ended",
+            )
+        # Claimed before the first await: two extends at once are never both applied.
+        self.extending[sid] = launch.describe_extension(req.rounds, req.prompt)
+        try:
+            held = self.tables.get(sid)
+            finishing = held is not None and held.task is not None and not held.task.done()
+            if finishing and held is not None and not held.state.active:
+                # its loop is writing the end: the extended state must come after it
+                await self.finalized(sid, launch.FINISHING_WAIT_S)
+            s2 = held.s2 if held is not None else await self.port.session(sid)
+            state = await v2_features.extension_of(
+                self.port,
+                self.signer,
+                s2,
+                req,
+                held.state if held is not None else None,
+                self.clock(),
+            )
+            run = _Run(state, s2, feed=held.feed if held is not None else v2_features.Feed())
+            self.tables[s2.id] = run
+            try:
+                await self.port.client.update_session(s2.id, title=state.title)
+                now = self.clock()
+                decided = machine.decide(state, observation_of(state, None, now, accepted=False))
+                await self._execute(run, keyed(decided))
+            except BaseException:
+                # Not extended: the concluded roundtable stays as it was known (a retry reads
+                # S2 again; the state write is the extension's first, before its prompt).
+                if held is not None:
+                    self.tables[s2.id] = held
+                else:
+                    del self.tables[s2.id]
+                raise
+            run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
+            log.info("%s: roundtable extended by %d round(s)", s2.id, req.rounds)
+            return run.state
+        finally:
+            del self.extending[sid]
 
     async def _loop(self, run: _Run) -> None:
         """Wake, read, decide, execute until the roundtable is over and finalized (phase 4:
@@ -515,7 +591,50 @@ class V2Runner:
                 await run.wake.wait()
         run.wake.clear()
 
+    async def _opening_step(self, run: _Run) -> None:
+        """One pass of the independent opening round (:mod:`roundtabled.engine.v2_opening`);
+        once the round is recorded, the machine's decision that follows it."""
+        now = self.clock()
+        try:
+            obs = await v2_opening.observe(
+                self.port, run.state, run.s2, run.accepted, now, PLUGIN_SIGNAL
+            )
+        except NotFound:
+            deleted = await self._gone(run)
+            if not deleted[0]:
+                raise
+            # as on 1.x: the seats still running are stopped, the machine ends the roundtable
+            for seat in run.state.openings.seats if run.state.openings is not None else ():
+                if seat.session_id is not None and seat.entry is None:
+                    with contextlib.suppress(NotFound):
+                        await self.port.abort(SessionRef(seat.session_id, run.s2.directory))
+            gone = dc_replace(
+                observation_of(run.state, None, now, accepted=False),
+                status="unknown",
+                deleted=True,
+                parent_deleted=deleted[1],
+            )
+            await self._execute(run, keyed(machine.decide(run.state, gone)))
+            return
+        cancel, run.cancel = run.cancel, None
+        d = v2_opening.decide(run.state, obs, cancel, f"pending-{now}")
+        run.state = d.state
+        run.deadline_ms = d.wake_at
+        step = v2_opening.OpeningStep(
+            self.port,
+            self.signer,
+            lambda: self._write(run),
+            lambda cmd: run.feed.opening(cmd, run.state),
+        )
+        if await v2_opening.execute(step, run.state, run.s2, d.commands, run.accepted):
+            run.wake.set()  # the next pass adopts the sessions just created
+        if d.after is not None:
+            await self._execute(run, keyed(d.after))
+
     async def _step(self, run: _Run) -> None:
+        if opening.running(run.state):
+            await self._opening_step(run)
+            return
         state = run.state
         out = None
         deleted: tuple[bool, bool] = (False, False)
@@ -546,12 +665,12 @@ class V2Runner:
         await self.port.write_state(
             run.s2,
             SignedState(text, meta),
-            hidden=state.unhidden,
+            hidden=await v2_features.hidden_ids(self.port, run.s2, state),
             phase=state.phase.value if done else FINALIZING,
         )
 
     async def _execute(self, run: _Run, d: Decision) -> None:
-        run.state = d.state
+        run.state = hiding.said_notes(d.state)
         run.deadline_ms = d.wake_at
         for cmd in d.commands:
             if isinstance(cmd, PersistState):
@@ -600,6 +719,7 @@ class V2Runner:
                     cmd.entry.round,
                     "failed: " + (cmd.entry.error or "") if cmd.entry.has_error else "answered",
                 )
+            run.feed.executed(cmd, run.state)
 
     def _release(self, run: _Run, state: RoundtableState) -> None:
         """Make the result of ``state`` (a debate that is over) available to pollers, once."""
@@ -607,6 +727,8 @@ class V2Runner:
             run.result = lifecycle.result_payload(state)
             run.released_at = self.clock()
             run.done.set()
+            run.feed.ended(run.state)  # the feed's last items: the end, then the result
+            run.feed.publish({"type": "done", **run.result})
 
     def active(self) -> int:
         """How many roundtables this shell is driving now."""
@@ -624,6 +746,29 @@ class V2Runner:
         out["finalized"] = run.finalized.is_set()
         out["result"] = run.result["result"] if run.result else None
         return out
+
+    def subscribe(self, s2: str) -> asyncio.Queue[dict[str, Any]]:
+        """A bounded queue of ``s2``'s progress events (``prompt``, ``turn``, ``phase``,
+        ``done``: :class:`~roundtabled.engine.v2_features.Feed`).
+
+        Raises:
+            ValidationFailed: ``s2`` is not known here (names ``sessionID``).
+        """
+        run = self.tables.get(s2)
+        if run is None:
+            raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        return run.feed.subscribe(run.result)
+
+    def unsubscribe(self, s2: str, q: asyncio.Queue[dict[str, Any]]) -> None:
+        """Stop feeding ``q``."""
+        run = self.tables.get(s2)
+        if run is not None:
+            run.feed.unsubscribe(q)
+
+    def state_of(self, s2: str) -> RoundtableState | None:
+        """The state of roundtable ``s2`` held here (``None``: not known here)."""
+        run = self.tables.get(s2)
+        return None if run is None else run.state
 
     def take_result(self, s2: str, *, tool_call_id: str | None = None) -> dict[str, Any] | None:
         """The result of ``s2`` for a poller once it is over (``None`` before). The waiting

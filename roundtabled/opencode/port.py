@@ -25,6 +25,7 @@ from roundtabled.core.history import turn_is_final
 from roundtabled.core.server_records import (
     AgentRecord,
     Interjection,
+    PromptRecord,
     ServerCapabilities,
     SessionRef,
     SignedState,
@@ -692,6 +693,34 @@ class V2Port:
             # idle older than the admission is an earlier turn's
             return TurnOutcome(TurnStatus.FAILED, error=_v2_error(idle.error))
         return TurnOutcome(TurnStatus.QUEUED)
+
+    async def prompts(self, session: SessionRef) -> list[PromptRecord]:
+        """Every user message of ``session``, oldest first, with the :class:`TurnKey` it carries
+        (``metadata.roundtabledTurn``; ``None`` for a message the daemon did not send as a turn)
+        and the assistant messages answering it (:func:`~roundtabled.opencode.v2.reply_of`'s
+        rule: up to the next user message or the end of its execution)."""
+        records = await self.client.all_messages(session.id)
+        found: list[tuple[v2.UserRecord, list[v2.AssistantRecord]]] = []
+        open_reply: list[v2.AssistantRecord] | None = None
+        for r in records:
+            if isinstance(r, v2.UserRecord):
+                open_reply = []
+                found.append((r, open_reply))
+            elif isinstance(r, v2.IdleRecord):
+                open_reply = None
+            elif isinstance(r, v2.AssistantRecord) and open_reply is not None:
+                open_reply.append(r)
+        out: list[PromptRecord] = []
+        for user, reply in found:
+            out.append(
+                PromptRecord(
+                    id=user.id,
+                    key=TurnKey.from_dict((user.metadata or {}).get(TURN_KEY)),
+                    replies=tuple(a.id for a in reply),
+                    text="\n\n".join(a.text for a in reply if a.text.strip()),
+                )
+            )
+        return out
 
     def turn_ended(self, event: Event) -> str | None:
         end = v2.turn_end(event)

@@ -109,13 +109,6 @@ def _retry(message: str, key: str) -> web.Response:
     return resp
 
 
-def _v2_only(what: str) -> web.Response:
-    """The one line refusing what the 2.x shell does not do yet (501)."""
-    return _error(
-        f"{what} is not supported on OpenCode 2.x yet (start, status, result and cancel are)", 501
-    )
-
-
 def _error(message: str, status: int = 400, field: str | None = None) -> web.Response:
     body: dict[str, Any] = {
         "error": message if message.startswith("Error:") else f"Error: {message}"
@@ -148,8 +141,8 @@ class ControlAPI:
         default_budget: Budget | None = None,
     ) -> None:
         self.engine = engine
-        #: the 2.x shell when the server is OpenCode 2.x (set by the daemon once it knows):
-        #: start, status, result, cancel and agents go to it, the rest is refused in one line
+        #: the 2.x shell when the server is OpenCode 2.x (set by the daemon once it knows): every
+        #: route about roundtables goes to it
         self.v2: V2Runner | None = None
         self.stream = stream
         self.presets = dict(presets or {})
@@ -303,6 +296,8 @@ class ControlAPI:
         )
         if req.extend and (early := self._not_yet()) is not None:
             return early  # the roundtable to extend may be one recovery is loading
+        if self.v2 is not None and req.dry_run:
+            return _json(await plan.dry_run_v2(self.v2, req))
         if self.v2 is not None:
             state = await self.v2.start(req)  # what 2.x cannot run yet is refused there
         elif req.dry_run:
@@ -325,7 +320,7 @@ class ControlAPI:
     async def list(self, request: web.Request) -> web.Response:
         """Active and recent roundtables, read from the server (``?all=true``, ``?limit=N``)."""
         if self.v2 is not None:
-            return _v2_only("listing roundtables")
+            return _json(await listing.list_roundtables_v2(self.v2, request.query))
         return _json(await listing.list_roundtables(self.engine, request.query))
 
     def _ses(self, request: web.Request) -> str:
@@ -354,7 +349,7 @@ class ControlAPI:
         if (early := self._not_yet()) is not None:
             return early
         if self.v2 is not None:
-            st = self.v2.status(ses)
+            st = self.v2.status(ses) or await listing.stored_status_v2(self.v2, ses, result=True)
         else:
             st = self.engine.status(ses, result=True) or await self.engine.stored_status(
                 ses, result=True
@@ -435,11 +430,10 @@ class ControlAPI:
     async def events(self, request: web.Request) -> web.StreamResponse:
         """SSE feed of one roundtable's progress."""
         ses = self._ses(request)
-        if self.v2 is not None:
-            return _v2_only("the progress feed")
         if (early := self._not_yet(waiting=True)) is not None:
             return early
-        q = self.engine.subscribe(ses)
+        feed: V2Runner | Engine = self.v2 if self.v2 is not None else self.engine
+        q = feed.subscribe(ses)
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
@@ -468,7 +462,7 @@ class ControlAPI:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
-            self.engine.unsubscribe(ses, q)
+            feed.unsubscribe(ses, q)
         with contextlib.suppress(ConnectionResetError):
             await resp.write_eof()
         return resp
@@ -476,14 +470,15 @@ class ControlAPI:
     async def export(self, request: web.Request) -> web.Response:
         """The whole debate as Markdown or JSON."""
         ses = self._ses(request)
-        if self.v2 is not None:
-            return _v2_only("export")
         fmt = request.query.get("format", "md")
         if fmt not in ("md", "json"):
             raise ValidationFailed("format", f"format must be 'md' or 'json', got {fmt!r}")
         if (early := self._not_yet()) is not None:
             return early
-        data = await export.collect(self.engine, ses)
+        if self.v2 is not None:
+            data = await export.collect_v2(self.v2, ses)
+        else:
+            data = await export.collect(self.engine, ses)
         if fmt == "json":
             return _json(data)
         return web.Response(text=export.to_markdown(data), content_type="text/markdown")

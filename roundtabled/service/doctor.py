@@ -571,6 +571,41 @@ async def daemon_check(
     )
 
 
+V2_DOES = "start, extend, dry run, status, result, cancel, list, progress feed, export"
+"""What the 2.x shell runs, as doctor's first line on a 2.x server names it."""
+V2_REFUSES = "a start without a parent session"
+"""What it refuses (:func:`roundtabled.engine.v2run.refusal`), as the same line names it."""
+
+
+async def _v2_plugin_line(
+    settings: cfg.Settings, password: str | None, project: Path
+) -> str | None:
+    """On a 2.x server: the one line saying the roundtabled plugin is not loaded for
+    ``project`` (only it keeps earlier turns out of the seats' requests there), naming
+    ``roundtabled install-tool`` (or why the server could not say); ``None`` when it is
+    loaded."""
+    from roundtabled.engine.v2_features import plugin_loaded, plugin_missing_note
+    from roundtabled.opencode.port import V2Port
+    from roundtabled.opencode.v2 import V2Client
+
+    port = V2Port(
+        V2Client(
+            settings.server_url,
+            username=settings.server_username,
+            password=password,
+            timeout=HTTP_TIMEOUT_S,
+        )
+    )
+    try:
+        if await plugin_loaded(port, str(project)):
+            return None
+    except RoundtableError as exc:
+        return f"could not ask the server which plugins it loaded for {project}: {exc}"
+    finally:
+        await port.close()
+    return plugin_missing_note(str(project))
+
+
 async def run(
     settings: cfg.Settings,
     control_url: str,
@@ -617,12 +652,16 @@ async def run(
             # The 2.x shell drives it; the checks below are 1.x's (routes 2.x removed).
             print(
                 f"OpenCode {found.version} at {settings.server_url}: driven by the 2.x shell "
-                "(start, status, result, cancel; refused on 2.x: extend, dryRun, opening "
-                "'independent', context 'recent'); the checks below are for 1.x and were not run"
+                f"({V2_DOES}; refused on 2.x: {V2_REFUSES}); the checks below are for 1.x and "
+                "were not run"
             )
             other = install.wrong_major_line(_project_root(cwd), env, 2)
             if other is not None:
                 print(other, file=sys.stderr)
+                return 1
+            missing = await _v2_plugin_line(settings, password, _project_root(cwd))
+            if missing is not None:
+                print(missing, file=sys.stderr)
                 return 1
             return 0
         if line is not None:

@@ -15,7 +15,9 @@ from roundtabled.core.sides import turn_title, turn_view
 from roundtabled.core.state import HistoryEntry, RoundtableState, shown_title, tokens_in_out
 from roundtabled.core.validation import unknown_roundtable
 from roundtabled.core.verdict import consensus_text, deliberation_line
+from roundtabled.engine import v2_features
 from roundtabled.engine.registry import Engine
+from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 
 
@@ -40,6 +42,26 @@ async def collect(engine: Engine, s2: str) -> dict[str, Any]:
         views = wire.message_views(msgs, s2, engine.signer)
         rebuilt = history.rebuild_history(state.model_copy(update={"pending": None}), views)
         state = state.model_copy(update={"history": rebuilt})
+    return to_data(state)
+
+
+async def collect_v2(runner: V2Runner, s2: str) -> dict[str, Any]:
+    """The export data of roundtable ``s2`` on OpenCode 2.x: from memory, else from the signed
+    state in S2's metadata with each reply in full from S2's messages
+    (:func:`roundtabled.engine.v2_features.stored_state`).
+
+    Raises:
+        ValidationFailed: ``s2`` does not exist or is not a roundtable of this daemon.
+    """
+    state = runner.state_of(s2)
+    if state is None:
+        try:
+            ref = await runner.port.session(s2)
+            state = await v2_features.stored_state(runner.port, runner.signer, ref)
+        except NotFound:
+            state = None
+    if state is None:
+        raise ValidationFailed("sessionID", unknown_roundtable(s2))
     return to_data(state)
 
 

@@ -16,9 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from roundtabled.core.state import META_KEY
+from roundtabled.engine import v2_features
 from roundtabled.engine.recovery import known_directories
 from roundtabled.engine.registry import Engine
-from roundtabled.errors import TransportError, ValidationFailed
+from roundtabled.engine.table import Table, status_of
+from roundtabled.engine.v2run import V2Runner
+from roundtabled.errors import NotFound, TransportError, ValidationFailed
 
 log = logging.getLogger("roundtabled.listing")
 
@@ -139,5 +142,79 @@ async def list_roundtables(engine: Engine, query: Mapping[str, str]) -> dict[str
             st = engine.status(sid)
             if st is not None:
                 rows.append({**st, "updated": table.state.updated_at})
+    rows.sort(key=lambda r: (r.get("phase") not in ("active", "observing"), -int(r["updated"])))
+    return {"roundtables": rows, "more": more}
+
+
+# ── OpenCode 2.x ────────────────────────────────────────────────────────────────────────────────
+
+
+async def stored_status_v2(
+    runner: V2Runner, s2: str, *, result: bool = False
+) -> dict[str, Any] | None:
+    """The status of a 2.x roundtable this process does not hold (concluded before a restart),
+    read from the signed state in S2's metadata; ``None``: S2 is gone or holds no state of this
+    daemon. ``result``: as :func:`roundtabled.engine.table.status_of`.
+
+    Raises:
+        TransportError: the server could not be reached.
+    """
+    try:
+        ref = await runner.port.session(s2)
+        state = await v2_features.stored_state(runner.port, runner.signer, ref, full=result)
+    except NotFound:
+        return None
+    if state is None:
+        return None
+    return status_of(Table(state=state), runner.clock(), result=result)
+
+
+async def list_roundtables_v2(runner: V2Runner, query: Mapping[str, str]) -> dict[str, Any]:
+    """The answer of ``GET /v1/roundtables`` on OpenCode 2.x, as :func:`list_roundtables`
+    gives it on 1.x: every session of the configured, remembered and running roundtables'
+    directories whose metadata holds a state block signed by this daemon (a 2.x server lists
+    sessions per directory: there is no "the server's own" listing), the running ones from
+    memory.
+
+    Raises:
+        ValidationFailed: a bad query (see :func:`parse_query`).
+    """
+    include_all, limit = parse_query(query)
+    found: set[str] = set(runner.settings.directories)
+    found |= {r.state.directory for r in runner.tables.values() if r.state.directory}
+    found |= known_directories(runner.settings.state_dir)
+    try:
+        sessions = await v2_features.indexed_sessions(runner.port, sorted(found))
+    except TransportError as exc:
+        log.warning("list: cannot list the sessions: %s", exc)
+        sessions = []
+    listed_ids = {ref.id for ref, _, _ in sessions}
+    active = [s for s in sessions if s[1] in ("active", "observing")]
+    others = [s for s in sessions if s[1] not in ("active", "observing")]
+    chosen = active + others
+    if not include_all:
+        chosen = active + others[: max(0, limit - len(active))]
+    more = len(sessions) - len(chosen)
+    sem = asyncio.Semaphore(READ_CONCURRENCY)
+
+    async def row(ref: Any, updated: int) -> dict[str, Any] | None:
+        async with sem:
+            try:
+                st = runner.status(ref.id) or await stored_status_v2(runner, ref.id)
+            except TransportError as exc:
+                log.warning("list: cannot read roundtable %s: %s", ref.id, exc)
+                return None
+        if st is None:
+            return None
+        st.pop("result", None)  # the list carries no result contract (as on 1.x)
+        return {**st, "updated": updated}
+
+    rows = [r for r in await asyncio.gather(*(row(s[0], s[2]) for s in chosen)) if r is not None]
+    for sid, run in runner.tables.items():
+        if sid not in listed_ids:
+            st = runner.status(sid)
+            if st is not None:
+                st.pop("result", None)
+                rows.append({**st, "updated": run.state.updated_at})
     rows.sort(key=lambda r: (r.get("phase") not in ("active", "observing"), -int(r["updated"])))
     return {"roundtables": rows, "more": more}

@@ -10,11 +10,12 @@ seats and a USD budget as a start would (the same functions of
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from roundtabled.core import wire
 from roundtabled.core.estimate import Price, Seat, estimate, plan_json, plan_text
-from roundtabled.core.state import BUILTIN_OBSERVER, observer_agent_of
+from roundtabled.core.state import BUILTIN_OBSERVER, ModelRef, observer_agent_of
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.engine.launch import (
     check_directory_exists,
@@ -23,6 +24,7 @@ from roundtabled.engine.launch import (
     seat_models,
     unpriced_agents,
 )
+from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.client import OpenCodeClient
 
@@ -59,6 +61,42 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
     priced = None if providers is None else set(listed)
     check_usd_budget(req, models, unpriced_agents(req.agents, observer, models, priced))
     prompt_of = {str(a.get("name")): a.get("prompt") for a in available}
+    prices = {k: Price(i, o) for k, (i, o) in listed.items()}
+    return _plan(req, models, prompt_of, prices)
+
+
+async def dry_run_v2(runner: V2Runner, req: RoundtableRequest) -> dict[str, Any]:
+    """The plan of ``req`` on OpenCode 2.x, as :func:`dry_run` answers it: the seats and the
+    observer checked and their models read as the 2.x shell's start reads them
+    (:meth:`~roundtabled.engine.v2run.V2Runner.plan_reads`), each agent's system prompt from
+    ``GET /api/agent``. 2.x lists no model price, so every price is unknown (``null``, no cost
+    estimate) and a USD budget is refused as a start refuses it.
+
+    Raises:
+        ValidationFailed: the directory, the seats, the observer, a USD budget, or what 2.x
+            cannot run (:func:`roundtabled.engine.v2run.refusal`).
+        TransportError: the server could not be reached.
+    """
+    assert req.agents is not None
+    check_directory_exists(req.directory)
+    directory, models = await runner.plan_reads(req)
+    observer = observer_agent_of(req.observer or BUILTIN_OBSERVER)
+    check_usd_budget(req, models, sorted({*req.agents, observer}))
+    agents = await runner.port.client.agents(directory)
+    prompt_of: dict[str, object] = {a.id: a.system for a in agents}
+    return _plan(req, models, prompt_of, {})
+
+
+def _plan(
+    req: RoundtableRequest,
+    models: Mapping[str, ModelRef],
+    prompt_of: Mapping[str, object],
+    prices: dict[str, Price],
+) -> dict[str, Any]:
+    """The dry run's answer from what was read: each agent's model and system prompt (its
+    length is what the estimate needs) and the listed prices (USD per million tokens)."""
+    assert req.agents is not None
+    observer = req.observer or BUILTIN_OBSERVER
     sides = req.sides or {}
 
     def seat(name: str) -> Seat:
@@ -72,7 +110,6 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
 
     seats = [seat(a) for a in req.agents]
     obs = seat(observer_agent_of(observer))
-    prices = {k: Price(i, o) for k, (i, o) in listed.items()}
     estimates = [
         estimate(
             seats,

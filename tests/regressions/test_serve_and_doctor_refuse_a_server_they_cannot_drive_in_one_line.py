@@ -73,12 +73,15 @@ async def test_doctor_names_the_2x_shell_and_runs_no_1x_check(
 ) -> None:
     settings = settings_for(home, v2_server.url, v2_server.password)
     env = {"XDG_CONFIG_HOME": str(home / "cfg"), "HOME": str(home)}
-    assert await doctor.run(settings, "http://127.0.0.1:9", env=env, cwd=home) == 0
+    # no roundtabled plugin in `home`: the one line naming install-tool, exit 1
+    assert await doctor.run(settings, "http://127.0.0.1:9", env=env, cwd=home) == 1
     out, err = capsys.readouterr()
-    assert err == ""
     (line,) = out.splitlines()
     assert line.startswith(f"OpenCode 2.1.2 at {v2_server.url}: driven by the 2.x shell")
-    assert "context 'recent'" in line and str(v2_server.password) not in line
+    assert "a start without a parent session" in line and str(v2_server.password) not in line
+    (missing,) = err.splitlines()
+    assert missing.startswith(f"the roundtabled plugin is not loaded by OpenCode 2.x for {home}:")
+    assert "roundtabled install-tool --opencode 2" in missing
 
 
 async def test_an_opencode_2_server_without_a_password_given_is_refused(

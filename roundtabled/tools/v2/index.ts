@@ -60,6 +60,29 @@ function marksItselfHidden(message: any): boolean {
   return message?.role === "user" && message?.metadata?.roundtabled?.hidden === true
 }
 
+// The tool-call ids of the assistant messages in `messages`.
+function toolCallIds(messages: any[]): Set<string> {
+  const ids = new Set<string>()
+  for (const m of messages) {
+    if (m?.role !== "assistant" || !Array.isArray(m?.content)) continue
+    for (const part of m.content) {
+      if (part?.type === "tool-call" && typeof part.id === "string") ids.add(part.id)
+    }
+  }
+  return ids
+}
+
+// A `tool` message that only answers tool calls in `calls`: it goes with them (a hidden reply's
+// tool results carry no id of the reply, and a provider refuses a tool result whose call is gone).
+function answersOnly(message: any, calls: Set<string>): boolean {
+  const parts = message?.role === "tool" ? message?.content : undefined
+  return (
+    Array.isArray(parts) &&
+    parts.length > 0 &&
+    parts.every((p: any) => p?.type === "tool-result" && calls.has(p?.id))
+  )
+}
+
 export default Plugin.define({
   id: "roundtabled",
   async setup(ctx: any) {
@@ -128,7 +151,9 @@ export default Plugin.define({
         } catch {
           // the session cannot be read: only the messages' own marks count
         }
-        const kept = event.messages.filter((m: any) => !listed.has(m?.id) && !marksItselfHidden(m))
+        const hidden = (m: any) => listed.has(m?.id) || marksItselfHidden(m)
+        const calls = toolCallIds(event.messages.filter(hidden))
+        const kept = event.messages.filter((m: any) => !hidden(m) && !answersOnly(m, calls))
         if (kept.length !== event.messages.length) event.messages = kept
       } catch {
         // leave the request unchanged
