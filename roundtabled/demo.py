@@ -686,7 +686,9 @@ class TourReport:
             ", ".join(self.worked) or "nothing"
         )
         if self.not_yet:
-            text += f"\ndemo: not on OpenCode {demo.major} yet: " + ", ".join(self.not_yet)
+            text += f"\ndemo: on OpenCode {demo.version}, not run yet (refused above): " + (
+                ", ".join(self.not_yet)
+            )
         if self.skipped:
             text += (
                 "\ndemo: not run on your model (each is a debate of its own; the offline demo "
