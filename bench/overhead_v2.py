@@ -17,7 +17,8 @@ the debate through the 2.x shell (``roundtabled/engine/v2run.py``):
   daemon / floor and their median (the figure), both medians, and per side ``breakdown_ms``
   (:func:`bench.debate.breakdown`: ``lead``, ``model``, ``between`` the model requests,
   ``tail``), from the scripted model's records, plus the daemon's HTTP calls to the server per
-  debate by route (:class:`CallCount`), so the cause of a gap can be named.
+  debate by route and the milliseconds they took (:class:`CallCount`), so the cause of a gap can
+  be named.
 
 Usage (from the repository root)::
 
@@ -68,15 +69,23 @@ class CallCount:
     def __init__(self) -> None:
         self.on = False
         self.calls: Counter[str] = Counter()
+        self.ms: Counter[str] = Counter()
+        """Milliseconds spent in each route's calls (wall time, the call awaited)."""
         self.ignored: set[int] = set()
         """``id()`` of the benchmark's own clients (their calls are not the daemon's)."""
         original = HttpTransport._request
         counter = self
 
         async def counted(self: HttpTransport, method: str, path: str, **kw: Any) -> Any:
-            if counter.on and id(self) not in counter.ignored:
-                counter.calls[f"{method} {ID.sub('{id}', path)}"] += 1
-            return await original(self, method, path, **kw)
+            if not counter.on or id(self) in counter.ignored:
+                return await original(self, method, path, **kw)
+            route = f"{method} {ID.sub('{id}', path)}"
+            counter.calls[route] += 1
+            t0 = time.perf_counter()
+            try:
+                return await original(self, method, path, **kw)
+            finally:
+                counter.ms[route] += (time.perf_counter() - t0) * 1000
 
         HttpTransport._request = counted  # type: ignore[method-assign]
         self._original = original
@@ -345,6 +354,7 @@ async def run(root: Path, *, pairs: int) -> dict[str, Any]:
         "daemon_server_calls_per_debate": {
             k: rnd(v / pairs, 1) for k, v in sorted(calls.calls.items())
         },
+        "daemon_server_ms_per_debate": {k: rnd(v / pairs, 1) for k, v in sorted(calls.ms.items())},
         "floor_server_calls_per_turn": {
             "POST /api/session/{id}/agent": 1,
             "POST /api/session/{id}/model": 1,
