@@ -33,7 +33,7 @@ import asyncio
 import re
 import secrets
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ class CallCount:
     def __init__(self) -> None:
         self.on = False
         self.calls: Counter[str] = Counter()
-        self.ms: Counter[str] = Counter()
+        self.ms: defaultdict[str, float] = defaultdict(float)
         """Milliseconds spent in each route's calls (wall time, the call awaited)."""
         self.ignored: set[int] = set()
         """``id()`` of the benchmark's own clients (their calls are not the daemon's)."""

@@ -1,10 +1,16 @@
 """A real roundtable end to end on a fresh machine: ``scripts/demo`` (module
 ``roundtabled.demo``).
 
-It starts a private ``opencode serve`` (the pinned npm package) in a temporary project with three
-debaters (pm, dev, rv from ``examples/opencode.json``), installs the tools, runs ``roundtabled
-serve`` as a separate process, and drives a 3-agent × 2-round debate with the real CLI
-(``roundtabled start``), then shows ``list``, ``status`` and writes ``export --format md``.
+It starts a private ``opencode serve`` (the pinned npm package; ``--opencode 2``, the default:
+``@opencode/cli`` pinned in ``opencode-v2/``, under a session of its own that the roundtables run
+in; ``--opencode 1``: ``opencode-ai``) in a temporary project with three debaters (pm, dev, rv
+from ``examples/opencode.json``), installs the tools for that major, runs ``roundtabled serve`` as
+a separate process, and drives a 3-agent × 2-round debate with the real CLI (``roundtabled
+start``), then a tour of the options (:func:`tour`: ``list``, ``status``, ``export --format md``,
+``--dry-run``, ``extend``, ``--until``, ``--side``, ``--context recent``, ``--opening
+independent``): each shown working, or, where the daemon refuses it as not run on OpenCode 2.x
+yet, one line ``demo: not on OpenCode 2 yet: …`` with its words; the end names the OpenCode
+version it ran and which options were which.
 
 Model: ``--base-url URL --model NAME`` (or ``ROUNDTABLED_DEMO_BASE_URL`` and
 ``ROUNDTABLED_DEMO_MODEL``) uses a local OpenAI-compatible server (llama.cpp, Ollama, LM Studio,

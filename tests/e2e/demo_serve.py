@@ -52,8 +52,8 @@ class DemoServe:
 
 
 def serve_demo(tmp: Path) -> Iterator[DemoServe]:
-    """Start ``demo --serve --opencode 1`` with its temporary directory under ``tmp``, yield it once ready,
-    stop it (SIGTERM: its own clean-up) after."""
+    """Start ``demo --serve --opencode 1`` with its temporary directory under ``tmp``, yield it
+    once ready, stop it (SIGTERM: its own clean-up) after."""
     env = cli_helpers.user_shell_env()
     env["TMPDIR"] = str(tmp)
     proc = subprocess.Popen(
