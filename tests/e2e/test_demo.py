@@ -390,6 +390,16 @@ async def test_the_demo_runs_on_a_local_openai_compatible_server(tmp_path: Path)
     assert turns and all(r.model == "my-local" for r in llm.requests), {
         r.model for r in llm.requests
     }
+    # the tour's debates of their own are not run on a real model, and it says so
+    skipped = re.search(r"^demo: not run on your model \(.*\): (.*)$", text, re.M)
+    assert skipped, text
+    assert skipped.group(1).split(", ") == [
+        "extend",
+        "start --until converged",
+        "start --side",
+        "start --context recent",
+        "start --opening independent",
+    ]
 
 
 def test_a_bad_demo_base_url_is_one_error_line(tmp_path: Path) -> None:
