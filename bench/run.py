@@ -8,6 +8,7 @@ Usage (from the repository root)::
     .venv/bin/python -m bench.run memory       # figure 5 (RSS at 100 roundtables)
     .venv/bin/python -m bench.run recovery     # figure 6 (start-up recovery)
     .venv/bin/python -m bench.run deliberation # figures 7a-7e (stopping, budget, opening, context)
+    .venv/bin/python -m bench.run debate --opencode 2  # figure 1 on OpenCode 2.x (overhead_v2)
 
 Prints one JSON document to stdout and writes it to ``bench/results/latest.json`` (``--out``).
 Each figure says its target and whether it was met (``met``). Times in seconds (``_s``) or
@@ -32,9 +33,9 @@ from typing import Any
 import orjson
 
 from roundtabled import __version__
-from roundtabled.opencode.binary import OPENCODE_VERSION
+from roundtabled.opencode.binary import OPENCODE2_VERSION, OPENCODE_VERSION
 
-from . import debate, deliberation, ingest, memory, recovery
+from . import debate, deliberation, ingest, memory, overhead_v2, recovery
 from .env import Env
 
 HERE = Path(__file__).resolve().parent
@@ -58,6 +59,9 @@ async def daemon_env(root: Path) -> AsyncIterator[Env]:
 
 
 async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    if args.opencode == 2:
+        # figure 1 alone: figures 2-3 read the 1.x engine's handoff metrics and S2's parts
+        return {"overhead": await overhead_v2.run(tmp / "debate-v2", pairs=args.pairs)}
     async with daemon_env(tmp / "debate") as env:
         out = await debate.run(
             env,
@@ -106,7 +110,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     names = FIGURES if args.figure == "all" else (args.figure,)
     report: dict[str, Any] = {
         "roundtabled": __version__,
-        "opencode": OPENCODE_VERSION,
+        "opencode": OPENCODE_VERSION if args.opencode == 1 else OPENCODE2_VERSION,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "loadavg_start": os.getloadavg(),
@@ -131,6 +135,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
     p.add_argument("figure", choices=["all", *FIGURES])
     p.add_argument("--out", type=Path, default=RESULTS, help="JSON output file")
+    p.add_argument(
+        "--opencode",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help="the OpenCode major to measure on (2: figure 1 only, `debate`; default 1)",
+    )
     p.add_argument("--pairs", type=int, default=9, help="figure 1: interleaved pairs (≥ 5)")
     p.add_argument("--concurrent", type=int, default=20, help="figure 2: concurrent roundtables")
     p.add_argument("--concurrent-rounds", type=int, default=3, help="figure 2: rounds of each")
@@ -144,6 +155,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.opencode == 2 and args.figure != "debate":
+        print(
+            f"Error: --opencode 2 measures figure 1 only (`debate`), not {args.figure!r}",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     report = asyncio.run(main_async(args))
     data = orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)

@@ -1,10 +1,16 @@
 """A real roundtable end to end on a fresh machine: ``scripts/demo`` (module
 ``roundtabled.demo``).
 
-It starts a private ``opencode serve`` (the pinned npm package) in a temporary project with three
-debaters (pm, dev, rv from ``examples/opencode.json``), installs the tools, runs ``roundtabled
-serve`` as a separate process, and drives a 3-agent × 2-round debate with the real CLI
-(``roundtabled start``), then shows ``list``, ``status`` and writes ``export --format md``.
+It starts a private ``opencode serve`` (the pinned npm package; ``--opencode 2``, the default:
+``@opencode/cli`` pinned in ``opencode-v2/``, under a session of its own that the roundtables run
+in; ``--opencode 1``: ``opencode-ai``) in a temporary project with three debaters (pm, dev, rv
+from ``examples/opencode.json``), installs the tools for that major, runs ``roundtabled serve`` as
+a separate process, and drives a 3-agent × 2-round debate with the real CLI (``roundtabled
+start``), then a tour of the options (:func:`tour`: ``list``, ``status``, ``export --format md``,
+``--dry-run``, ``extend``, ``--until``, ``--side``, ``--context recent``, ``--opening
+independent``): each shown working, or, where the daemon refuses it as not run on OpenCode 2.x
+yet, one line ``demo: not on OpenCode 2 yet: …`` with its words; the end names the OpenCode
+version it ran and which options were which.
 
 Model: ``--base-url URL --model NAME`` (or ``ROUNDTABLED_DEMO_BASE_URL`` and
 ``ROUNDTABLED_DEMO_MODEL``) uses a local OpenAI-compatible server (llama.cpp, Ollama, LM Studio,
@@ -26,15 +32,17 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -45,6 +53,7 @@ from roundtabled.offline.orchestrator import orchestrator_reply
 from roundtabled.offline.panel import OBSERVER, panel_reply, parse_seat_prompt, reply_text
 from roundtabled.offline.scripted_actions import Action, HttpError
 from roundtabled.offline.scripted_llm import RecordedRequest, Responder, ScriptedLLM
+from roundtabled.opencode.v2 import V2Client
 from roundtabled.service import install, provider
 
 TOPIC = (
@@ -158,14 +167,11 @@ def _bin(name: str) -> str:
     return str(cand) if cand.exists() else name
 
 
-def _run(args: list[str], env: dict[str, str], *, check: bool = True) -> int:
+def _show(args: list[str]) -> None:
+    """Print the command line the demo runs next (``$ roundtabled …``)."""
     print(
         f"\n$ {' '.join(args[:1] + [a if ' ' not in a else repr(a) for a in args[1:]])}", flush=True
     )
-    proc = subprocess.run([_bin(args[0]), *args[1:]], env=env)
-    if check and proc.returncode != 0:
-        raise SystemExit(f"demo: `{' '.join(args)}` exited with {proc.returncode}")
-    return proc.returncode
 
 
 def demo_reply(degraded: bool = False) -> Responder:
@@ -250,6 +256,18 @@ class DemoEnv:
     config_file: Path
     """The daemon's configuration file: ``ROUNDTABLED_CONFIG`` of every command run on it."""
     daemon: subprocess.Popen[bytes]
+    major: int = 1
+    """The OpenCode major the demo runs (``--opencode``)."""
+    offline: bool = True
+    """The offline scripted model answers (no ``--base-url``, no ``ROUNDTABLED_DEMO_MODEL``)."""
+    parent: str | None = None
+    """On OpenCode 2.x, the session the demo's roundtables run under (S1): 2.x runs a roundtable
+    in a child session of the asking session (docs/design.md, "The 2.x shell")."""
+
+    @property
+    def version(self) -> str:
+        """The OpenCode release that answers (``/global/health``; 2.x: ``/api/info``)."""
+        return self.server.version or "(version not reported)"
 
 
 def write_config(
@@ -260,6 +278,7 @@ def write_config(
     port: int,
     token_file: Path,
     turn_timeout: float | None = None,
+    server_password: str | None = None,
 ) -> None:
     """The demo daemon's own configuration file (docs: README, "Configuration"): where the
     server and the control API are, its token file and state, and a ``demo`` preset of the
@@ -275,6 +294,9 @@ def write_config(
         token_file: the daemon's token file.
         turn_timeout: seconds per turn of every roundtable (``--turn-timeout``; ``None``: the
             daemon's default).
+        server_password: the server's password (OpenCode 2.x always has one), so that every
+            command under ``ROUNDTABLED_CONFIG`` reaches the same server the daemon does; the
+            file sits in the demo's private work directory.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     # JSON strings are TOML basic strings (the same escapes), so json.dumps quotes them.
@@ -288,6 +310,7 @@ def write_config(
         f"key_file = {q(str(token_file.parent / 'signing-key'))}\n"
         f"state_dir = {q(str(work / 'roundtabled-state' / 'roundtabled'))}\n"
         + (f"turn_timeout = {q(turn_timeout)}\n" if turn_timeout is not None else "")
+        + (f"server_password = {q(server_password)}\n" if server_password else "")
         + "\n[presets.demo]\n"
         'agents = ["pm", "dev", "rv"]\n'
         "rounds = 2\n"
@@ -362,10 +385,13 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
     files = {
         ".opencode/" + p.relative_to(staging).as_posix(): p.read_text()
         for p in install.install_tools(
-            staging, control_url=f"http://127.0.0.1:{port}", token_file=token_file
+            staging,
+            control_url=f"http://127.0.0.1:{port}",
+            token_file=token_file,
+            major=args.major,
         )
     }
-    server = OpenCodeServer(work / "opencode", config, env=server_env)
+    server = OpenCodeServer(work / "opencode", config, env=server_env, major=args.major)
     for rel, text in files.items():
         target = server.project_dir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -374,6 +400,14 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
     try:
         await server.start()
         print(f"demo: OpenCode {server.url} (project {server.project_dir})")
+        print(
+            f"demo: running on OpenCode {server.version} (major {args.major}; "
+            + (
+                "--opencode 1 runs the 1.x path)"
+                if args.major == 2
+                else "the default, --opencode 2, runs the 2.x path)"
+            )
+        )
         rt_env["ROUNDTABLED_SERVER_URL"] = server.url
         write_config(
             config_file,
@@ -382,7 +416,9 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
             port=port,
             token_file=token_file,
             turn_timeout=args.turn_timeout,
+            server_password=server.password,
         )
+        parent = await asking_session(server) if args.major == 2 else None
         log = await asyncio.to_thread(open, work / "roundtabled.log", "wb")
         daemon = await asyncio.to_thread(
             subprocess.Popen,
@@ -406,7 +442,18 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
             f"http://127.0.0.1:{port}, log "
             f"{work / 'roundtabled.log'})"
         )
-        yield DemoEnv(work, server, rt_env, port, token_file, config_file, daemon)
+        yield DemoEnv(
+            work,
+            server,
+            rt_env,
+            port,
+            token_file,
+            config_file,
+            daemon,
+            args.major,
+            llm is not None,
+            parent,
+        )
     finally:
         if daemon is not None:
             daemon.terminate()
@@ -419,6 +466,27 @@ async def demo_environment(args: argparse.Namespace) -> AsyncIterator[DemoEnv]:
             await llm.stop()
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
+
+
+ASKING_TITLE = "Demo: the session that asks for roundtables"
+"""The title of the demo's own session on OpenCode 2.x, the parent of its roundtables."""
+
+
+async def asking_session(server: OpenCodeServer) -> str:
+    """A root session in the demo's project on OpenCode 2.x, the parent (S1) the demo's
+    roundtables run under (``--parent``): 2.x runs a roundtable in a child session of the asking
+    session, as the orchestrator's tool call gives it. Returns its id.
+
+    Raises:
+        roundtabled.errors.TransportError: the server could not be reached.
+    """
+    client = V2Client(server.url, password=server.password)
+    try:
+        info = await client.create_session(directory=str(server.project_dir), title=ASKING_TITLE)
+    finally:
+        await client.close()
+    print(f"demo: roundtables run under the session {info.id} ({ASKING_TITLE!r}; OpenCode 2.x)")
+    return str(info.id)
 
 
 def transcript_path(args: argparse.Namespace, work: Path) -> Path:
@@ -470,49 +538,20 @@ async def main_async(args: argparse.Namespace) -> int:
         return await serve_async(args)
     started = time.monotonic()
     async with demo_environment(args) as demo:
-        rt_env, loop = demo.env, asyncio.get_running_loop()
         t0 = time.monotonic()
-        code = await loop.run_in_executor(
-            None,
-            lambda: _run(
-                [
-                    "roundtabled",
-                    "start",
-                    "--agents",
-                    "pm,dev,rv",
-                    "--rounds",
-                    "2",
-                    "--directory",
-                    str(demo.server.project_dir),
-                    "--title",
-                    "Demo: split the payments monolith?",
-                    TOPIC,
-                ],
-                rt_env,
-                check=False,
-            ),
-        )
+        code, ses = await asyncio.to_thread(main_debate, demo)
         debate_s = time.monotonic() - t0
-        listing = await asyncio.to_thread(
-            subprocess.run,
-            [_bin("roundtabled"), "list", "--json"],
-            env=rt_env,
-            capture_output=True,
-            text=True,
-        )
-        rows = json.loads(listing.stdout or "[]") if listing.returncode == 0 else []
-        ses = rows[0]["sessionID"] if rows else None
-        await loop.run_in_executor(None, lambda: _run(["roundtabled", "list"], rt_env))
-        if ses:
-            await loop.run_in_executor(None, lambda: _run(["roundtabled", "status", ses], rt_env))
+        report = TourReport(worked=["start"] if code == 0 else [])
+        if ses is None:
+            # the start printed why; nothing below has a roundtable to show
+            print("demo: the debate did not start, so the tour of the options is skipped")
+        else:
             out = transcript_path(args, demo.work)
-            await loop.run_in_executor(
-                None,
-                lambda: _run(
-                    ["roundtabled", "export", ses, "--format", "md", "-o", str(out)], rt_env
-                ),
-            )
-            print(f"\ndemo: transcript written to {out} (it stays after the demo)")
+            for step in tour(demo, ses, out):
+                await asyncio.to_thread(run_step, step, demo, report)
+            if out.exists():
+                print(f"\ndemo: transcript written to {out} (it stays after the demo)")
+        print(report.summary(demo))
         if not (args.keep or args.workdir):
             print(
                 f"demo: the rest of {demo.work} (server data, daemon log) is removed now; "
@@ -520,9 +559,181 @@ async def main_async(args: argparse.Namespace) -> int:
             )
         print(
             f"\ndemo: debate {debate_s:.1f} s, whole demo {time.monotonic() - started:.1f} s, "
-            f"exit {code}"
+            f"OpenCode {demo.version}, exit {code}"
         )
         return code
+
+
+SESSION_LINE = re.compile(r"^Roundtable (ses_\w+) — ", re.M)
+"""The line ``roundtabled start`` names the new roundtable with (its stderr)."""
+
+
+def start_argv(demo: DemoEnv, *flags: str, topic: str) -> list[str]:
+    """``roundtabled start --agents pm,dev,rv --directory PROJECT [--parent S1] FLAGS TOPIC``
+    (the parent on OpenCode 2.x, :attr:`DemoEnv.parent`)."""
+    parent = ["--parent", demo.parent] if demo.parent else []
+    return [
+        "roundtabled",
+        "start",
+        "--agents",
+        "pm,dev,rv",
+        "--directory",
+        str(demo.server.project_dir),
+        *parent,
+        *flags,
+        topic,
+    ]
+
+
+def main_debate(demo: DemoEnv) -> tuple[int, str | None]:
+    """The demo's debate (:data:`TOPIC`, 3 seats × 2 rounds) with the real CLI, its turns shown
+    as they come; returns the exit code and the roundtable's session id (``None``: it did not
+    start). Runs in a thread (it blocks on the CLI)."""
+    args = start_argv(
+        demo, "--rounds", "2", "--title", "Demo: split the payments monolith?", topic=TOPIC
+    )
+    _show(args)
+    proc = subprocess.Popen(
+        [_bin(args[0]), *args[1:]], env=demo.env, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    ses: str | None = None
+    for line in proc.stderr:  # passed on as it comes, and read for the session's id
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        found = SESSION_LINE.match(line)
+        if found and ses is None:
+            ses = found.group(1)
+    return proc.wait(), ses
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of the demo's tour of the options after its debate."""
+
+    option: str
+    """What it shows, in words (``list``, ``start --dry-run`` …): the summary names it."""
+    argv: list[str]
+    note: str = ""
+    """What to look for in its output (printed before it runs)."""
+    debate: bool = False
+    """It runs a debate of its own (model requests): only on the offline model, where it costs
+    nothing; a real model's demo names it as skipped instead (:func:`run_step`)."""
+
+
+def tour(demo: DemoEnv, ses: str, transcript: Path) -> list[Step]:
+    """The options the demo shows after its debate ``ses``, the same list on both OpenCode
+    majors: what a major's daemon does not run yet it refuses in one line, and :func:`run_step`
+    says so instead of showing it (the list is not cut per major here: a refusal lifted in the
+    daemon shows up working in the demo with no change to it)."""
+    other = "Should we adopt trunk-based development?"
+    return [
+        Step("list", ["roundtabled", "list"]),
+        Step("status", ["roundtabled", "status", ses]),
+        Step("export", ["roundtabled", "export", ses, "--format", "md", "-o", str(transcript)]),
+        Step(
+            "start --dry-run",
+            start_argv(demo, "--rounds", "2", "--dry-run", topic=other),
+            "the plan: seats, models, requests and the estimated tokens; nothing runs",
+        ),
+        Step(
+            "extend",
+            ["roundtabled", "extend", ses, "--rounds", "1", "-q", EXTEND_PROMPT],
+            "one more round of the same panel on the demo's debate",
+            debate=True,
+        ),
+        Step(
+            "start --until converged",
+            start_argv(demo, "--rounds", "5", "--until", "converged", "-q", topic=other),
+            "the debate stops once the panel converged, before its fifth round",
+            debate=True,
+        ),
+        Step(
+            "start --side",
+            start_argv(demo, "--rounds", "1", "--side", "rv=against", "-q", topic=other),
+            "rv argues the side it is given; its position is shown but not counted",
+            debate=True,
+        ),
+        Step(
+            "start --context recent",
+            start_argv(demo, "--rounds", "4", "--context", "recent", "-q", topic=other),
+            "from round 4 on a seat reads a digest of the rounds between, not every reply",
+            debate=True,
+        ),
+        Step(
+            "start --opening independent",
+            start_argv(demo, "--rounds", "1", "--opening", "independent", "-q", topic=other),
+            "every seat opens without having seen the others' openings",
+            debate=True,
+        ),
+    ]
+
+
+EXTEND_PROMPT = "continue: who owns the ledger interface, and when is it published?"
+"""What the tour's ``extend`` asks the demo's panel."""
+
+NOT_YET = re.compile(r"OpenCode 2(\.x)? yet")
+"""How the daemon words what OpenCode 2.x does not run yet (the 2.x shell's refusals and the
+control API's 501, docs/control-api.md)."""
+
+
+@dataclass
+class TourReport:
+    """What the tour showed working and what the daemon refused as not on OpenCode 2 yet."""
+
+    worked: list[str] = field(default_factory=list)
+    not_yet: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Debates of their own not run on a real model (:attr:`Step.debate`)."""
+
+    def summary(self, demo: DemoEnv) -> str:
+        """One line per outcome for the end of the demo."""
+        text = f"\ndemo: on OpenCode {demo.version}, shown working: " + (
+            ", ".join(self.worked) or "nothing"
+        )
+        if self.not_yet:
+            text += f"\ndemo: on OpenCode {demo.version}, not run yet (refused above): " + (
+                ", ".join(self.not_yet)
+            )
+        if self.skipped:
+            text += (
+                "\ndemo: not run on your model (each is a debate of its own; the offline demo "
+                "runs them, or try them by hand with --serve): " + ", ".join(self.skipped)
+            )
+        return text
+
+
+def run_step(step: Step, demo: DemoEnv, report: TourReport) -> None:
+    """Run one tour command and print what it printed. On OpenCode 2.x a command the daemon
+    refuses as not run on 2.x yet is one line, ``demo: not on OpenCode 2 yet: …`` with the
+    daemon's words, and noted in ``report``; any other failure ends the demo. A step with a
+    debate of its own is not run on a real model (:attr:`DemoEnv.offline`): noted as skipped.
+
+    Raises:
+        SystemExit: the command failed for another reason (its output is shown first).
+    """
+    if step.debate and not demo.offline:
+        report.skipped.append(step.option)
+        return
+    if step.note:
+        print(f"\ndemo: {step.option}: {step.note}", flush=True)
+    _show(step.argv)
+    proc = subprocess.run(
+        [_bin(step.argv[0]), *step.argv[1:]], env=demo.env, capture_output=True, text=True
+    )
+    refused = next((ln for ln in proc.stderr.splitlines() if NOT_YET.search(ln)), None)
+    if proc.returncode != 0 and demo.major == 2 and refused is not None:
+        print(f"demo: not on OpenCode 2 yet: {step.option} ({refused.removeprefix('Error: ')})")
+        report.not_yet.append(step.option)
+        return
+    # the command's own order: its stderr (the roundtable's id, notes) comes before its result
+    sys.stderr.write(proc.stderr)
+    sys.stderr.flush()
+    sys.stdout.write(proc.stdout)
+    sys.stdout.flush()
+    if proc.returncode != 0:
+        raise SystemExit(f"demo: `{' '.join(step.argv)}` exited with {proc.returncode}")
+    report.worked.append(step.option)
 
 
 async def serve_async(args: argparse.Namespace) -> int:
@@ -530,19 +741,34 @@ async def serve_async(args: argparse.Namespace) -> int:
     daemon by hand with the CLI from another shell, and how to open the OpenCode TUI on it."""
     async with demo_environment(args) as demo:
         bin_dir = Path(sys.executable).parent
-        opencode = Path(__file__).resolve().parents[1] / "node_modules" / ".bin" / "opencode"
+        rt = bin_dir / "roundtabled"
+        parent = f" --parent {demo.parent}" if demo.parent else ""
+        listing = await asyncio.to_thread(not_yet, demo, "/v1/roundtables")
         print(
             "\ndemo: ready. In another shell (same checkout):\n"
             f"  export ROUNDTABLED_CONFIG={demo.config_file}\n"
-            f"  {bin_dir / 'roundtabled'} agents --directory {demo.server.project_dir}\n"
-            f"  {bin_dir / 'roundtabled'} start --agents pm,dev,rv --rounds 2 "
+            f"  {rt} agents --directory {demo.server.project_dir}\n"
+            f"  {rt} start --agents pm,dev,rv --rounds 2{parent} "
             f'--directory {demo.server.project_dir} "Should we split the payments monolith?"\n'
-            f"  {bin_dir / 'roundtabled'} list\n"
-            f"  {bin_dir / 'roundtabled'} eval --agents pm,dev,rv --limit 4 "
-            f"--directory {demo.server.project_dir}\n"
-            f"The OpenCode TUI on this server: {opencode} attach {demo.server.url} "
-            f"--dir {demo.server.project_dir}\n"
-            "In the TUI ask: convene a roundtable with pm, dev and rv about <your topic> — "
+            + (
+                f"  {rt} list\n"
+                if listing is None
+                else f"  (not on OpenCode 2 yet: {rt} list — {listing})\n"
+            )
+            + (
+                f"  {rt} eval --agents pm,dev,rv --limit 4 --directory {demo.server.project_dir}\n"
+                if demo.major == 1
+                else f"  (not on OpenCode 2 yet: {rt} eval — it reads OpenCode 1.x's HTTP API; "
+                "scripts/demo --opencode 1 --serve runs it)\n"
+            )
+            + f"The OpenCode TUI on this server: {tui_command(demo)}\n"
+            + (
+                "In the TUI: the roundtable's debate is a child session of yours; ↓ opens the "
+                "subagent picker, ctrl+a lists the finished ones too, enter shows one.\n"
+                if demo.major == 2
+                else ""
+            )
+            + "In the TUI ask: convene a roundtable with pm, dev and rv about <your topic> — "
             + (
                 "your model is the orchestrator too: it calls the roundtable tool if it follows "
                 "the request (a small local model may not; its context must hold the "
@@ -550,7 +776,8 @@ async def serve_async(args: argparse.Namespace) -> int:
                 if args.base_url or os.environ.get("ROUNDTABLED_DEMO_MODEL")
                 else "the offline orchestrator calls the roundtable tool; the offline model "
                 "answers every debate with real positions (try --until converged, --side "
-                "rv=against, --context recent, --opening independent, or the eval line above).\n"
+                "rv=against, --context recent, --opening independent"
+                + (", or the eval line above).\n" if demo.major == 1 else ").\n")
             )
             + "Ctrl-C here stops everything (so does closing this terminal); if the daemon or "
             "the server ends on its own, this says so and stops the rest.",
@@ -567,6 +794,65 @@ async def serve_async(args: argparse.Namespace) -> int:
             if tail:
                 _say("demo: the last lines of roundtabled's log:\n  " + "\n  ".join(tail))
     return 1
+
+
+def tui_command(demo: DemoEnv) -> str:
+    """The shell command that opens the OpenCode TUI on the demo's server, in its project: 1.x
+    ``opencode attach URL --dir PROJECT``; 2.x ``opencode --server URL PROJECT`` (no ``attach``
+    in 2.x, docs/opencode-server.md "2.x"), its password in ``OPENCODE_SERVER_PASSWORD`` as the
+    2.x TUI reads it, and the session the demo's roundtables run under."""
+    binary = demo.server.binary
+    project = demo.server.project_dir
+    if demo.major == 1:
+        return f"{binary} attach {demo.server.url} --dir {project}"
+    return (
+        f"OPENCODE_SERVER_PASSWORD={demo.server.password} {binary} --server {demo.server.url} "
+        f"--session {demo.parent} {project}"
+    )
+
+
+STARTING_WAIT_S = 60.0
+"""How long :func:`not_yet` waits through the daemon's "starting" answers (503), seconds."""
+
+
+def not_yet(demo: DemoEnv, path: str) -> str | None:
+    """The daemon's one line when its control API does not serve ``GET path`` on this OpenCode
+    major yet (501, docs/control-api.md), else ``None`` (served, or any other answer: the
+    command then says what it says). Asks once the daemon is ready (it knows the server's
+    major only then), waiting through "starting" (503) answers."""
+    token = demo.token_file.read_text().strip()
+
+    def get(route: str) -> urllib.request.Request:
+        return urllib.request.Request(
+            f"http://127.0.0.1:{demo.control_port}{route}",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    deadline = time.monotonic() + STARTING_WAIT_S
+    while time.monotonic() < deadline:
+        with (
+            contextlib.suppress(OSError, ValueError),
+            urllib.request.urlopen(get("/v1/health"), timeout=10) as health,
+        ):
+            if json.loads(health.read()).get("ready"):
+                break
+        time.sleep(0.2)
+    req = get(path)
+    while True:
+        try:
+            with urllib.request.urlopen(req, timeout=10):
+                return None
+        except urllib.error.HTTPError as exc:
+            if exc.code == 503 and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            if exc.code != 501:
+                return None
+            with contextlib.suppress(ValueError, OSError):
+                return str(json.loads(exc.read()).get("error", "")).removeprefix("Error: ")
+            return "the daemon answered 501"
+        except OSError:
+            return None
 
 
 CHILD_POLL_S = 0.5
@@ -604,14 +890,17 @@ dev's turns alone, and a demo that ran healthy under ``--degraded`` would show n
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Check the flags and environment variables before anything starts, and fill in
-    ``args.base_url`` / ``args.model`` (:func:`local_model`), ``args.turn_timeout`` (seconds or
-    ``None``) and ``args.output_limit`` / ``args.context_limit`` (tokens).
+    ``args.major`` (:func:`checked_major`), ``args.base_url`` / ``args.model``
+    (:func:`local_model`), ``args.turn_timeout`` (seconds or ``None``) and ``args.output_limit`` /
+    ``args.context_limit`` (tokens).
 
     Raises:
-        BadArgument: a flag that does not apply (``--degraded`` on a real model,
-            ``--transcript`` with ``--serve``, a limit without ``--base-url``) or a bad value.
+        BadArgument: a bad ``--opencode``, a flag that does not apply (``--degraded`` on a real
+            model, ``--transcript`` with ``--serve``, a limit without ``--base-url``) or a bad
+            value.
         provider.BadModelOption: a bad URL, model name or limit.
     """
+    args.major = checked_major(args.opencode)
     local_model(args)
     own_model = None if args.base_url else os.environ.get("ROUNDTABLED_DEMO_MODEL") or None
     if own_model is not None:
@@ -642,6 +931,26 @@ def check_arguments(args: argparse.Namespace) -> None:
     args.output_limit, args.context_limit = provider.check_limits(
         args.output_limit, args.context_limit
     )
+
+
+MAJORS = {"1": 1, "2": 2}
+"""``--opencode``'s values: the OpenCode major the demo runs on."""
+
+
+def checked_major(value: str) -> int:
+    """``--opencode`` (as typed) as the OpenCode major to run: 2 (the default, ``@opencode/cli``
+    pinned in ``opencode-v2/``) or 1 (``opencode-ai`` pinned in ``package.json``).
+
+    Raises:
+        BadArgument: anything else, naming the flag and both values.
+    """
+    major = MAJORS.get(value.strip())
+    if major is None:
+        raise BadArgument(
+            f"--opencode = {value!r}; expected 1 or 2 (the OpenCode major to run the demo on: "
+            "2 is @opencode/cli, the default; 1 is opencode-ai 1.x)"
+        )
+    return major
 
 
 def check_own_model(value: str) -> None:
@@ -721,6 +1030,13 @@ def main() -> int:
         prog="roundtabled-demo",
         description="A real roundtable end to end on a fresh machine: a private OpenCode "
         "server, the tools, the daemon and a 3-agent × 2-round debate (scripts/demo).",
+    )
+    p.add_argument(
+        "--opencode",
+        metavar="MAJOR",
+        default="2",
+        help="the OpenCode major to run on: 2 (default, @opencode/cli, what a new user installs "
+        "today) or 1 (opencode-ai 1.x); the demo prints the version it ran",
     )
     p.add_argument("--workdir", help="keep everything in this directory")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")

@@ -5,6 +5,7 @@ the offline model and the daemon up for trying the CLI by hand with the variable
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shlex
@@ -40,11 +41,69 @@ async def _demo(tmp_path: Path, *flags: str) -> asyncio.subprocess.Process:
     )
 
 
-async def test_the_demo_keeps_the_transcript_it_names(tmp_path: Path) -> None:
+ROOT = Path(__file__).resolve().parents[2]
+V2_VERSION = json.loads((ROOT / "opencode-v2" / "package.json").read_text())["dependencies"][
+    "@opencode/cli"
+]
+V1_VERSION = json.loads((ROOT / "package.json").read_text())["dependencies"]["opencode-ai"]
+TOUR = [
+    "list",
+    "status",
+    "export",
+    "start --dry-run",
+    "extend",
+    "start --until converged",
+    "start --side",
+    "start --context recent",
+    "start --opening independent",
+]
+"""The options the demo shows after its debate (``roundtabled.demo.tour``), in order."""
+
+
+def _tour_outcome(text: str) -> tuple[list[str], list[str]]:
+    """(shown working, not run yet) from the demo's summary lines."""
+    worked = re.search(r"^demo: on OpenCode \S+, shown working: (.*)$", text, re.M)
+    assert worked, text
+    not_yet = re.search(r"^demo: on OpenCode \S+, not run yet \(refused above\): (.*)$", text, re.M)
+    return worked.group(1).split(", "), not_yet.group(1).split(", ") if not_yet else []
+
+
+async def test_the_demo_runs_on_opencode_2_by_default_and_says_what_2_does_not_run_yet(
+    tmp_path: Path,
+) -> None:
+    """``scripts/demo`` with no flag: OpenCode 2.x, its version printed, the debate concluded,
+    and every option of the tour either shown working or named in one line as not on OpenCode
+    2 yet with the daemon's words: never both, never neither, exit 0."""
     proc = await _demo(tmp_path)
     out, _ = await asyncio.wait_for(proc.communicate(), 240)
     text = out.decode()
     assert proc.returncode == 0, text
+    assert f"demo: running on OpenCode {V2_VERSION} (major 2; " in text, text
+    assert re.search(rf"OpenCode {re.escape(V2_VERSION)}, exit 0$", text, re.M), text
+    assert "Status: completed, 2/2 rounds" in text and "── verdict ──" in text
+    assert "decision: keep a modular monolith" in text
+    worked, not_yet = _tour_outcome(text)
+    assert worked[0] == "start", worked
+    assert sorted(worked[1:] + not_yet) == sorted(TOUR), (worked, not_yet)
+    for option in not_yet:  # one line each, with the daemon's words
+        lines = re.findall(
+            rf"^demo: not on OpenCode 2 yet: {re.escape(option)} \((.+)\)$", text, re.M
+        )
+        assert len(lines) == 1 and "OpenCode 2.x" in lines[0], (option, text)
+    transcript = re.search(r"demo: transcript written to (\S+)", text)
+    assert ("export" in worked) == (transcript is not None), text
+    assert "Traceback" not in text
+
+
+async def test_the_demo_on_opencode_1_keeps_the_transcript_it_names(tmp_path: Path) -> None:
+    """``--opencode 1``: the 1.x path, its version printed, every option of the tour shown
+    working, and the transcript it names still exists after the demo."""
+    proc = await _demo(tmp_path, "--opencode", "1")
+    out, _ = await asyncio.wait_for(proc.communicate(), 240)
+    text = out.decode()
+    assert proc.returncode == 0, text
+    assert f"demo: running on OpenCode {V1_VERSION} (major 1; " in text, text
+    assert _tour_outcome(text) == (["start", *TOUR], []), text
     m = re.search(r"demo: transcript written to (\S+)", text)
     assert m, text
     transcript = Path(m.group(1))
@@ -53,6 +112,25 @@ async def test_the_demo_keeps_the_transcript_it_names(tmp_path: Path) -> None:
     assert "### pm · round 1" in md and "Executive summary" in md
     work = [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith("roundtabled-demo-")]
     assert work == [], work  # the rest was removed, as it says
+
+
+@pytest.mark.parametrize("value", ["3", "junk", ""])
+def test_a_bad_opencode_major_is_one_error_line(tmp_path: Path, value: str) -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [PY, "-m", "roundtabled.demo", "--opencode", value],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"Error: --opencode = {value!r}; expected 1 or 2 (the OpenCode major to run the demo "
+        "on: 2 is @opencode/cli, the default; 1 is opencode-ai 1.x)"
+    ]
+    assert proc.stdout == ""
 
 
 async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> None:
@@ -71,8 +149,10 @@ async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> N
         )
         out, err = await asyncio.wait_for(run.communicate(), 120)
         assert run.returncode == 0, (out, err)
-        assert b"\xe2\x94\x80\xe2\x94\x80 rv \xc2\xb7 round 2" in out  # "── rv · round 2"
-        assert b"Executive summary" in out
+        # OpenCode 2.x (the default): the start waits for the result it cannot stream
+        assert "Status: completed, 2/2 rounds" in out.decode(), (out, err)
+        assert "── verdict ──" in out.decode()
+        assert "--parent ses_" in start, start  # 2.x runs a roundtable under a session
     finally:
         if proc.returncode is None:
             # SIGTERM (a `kill`, a timeout) cleans up like Ctrl-C does
@@ -96,11 +176,11 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _serve_ready(
-    tmp_path: Path, *, keep: bool = True
+    tmp_path: Path, *flags: str, keep: bool = True
 ) -> tuple[asyncio.subprocess.Process, list[str]]:
-    """``demo --serve`` (with ``--keep`` unless told otherwise) started and ready (its
+    """``demo --serve FLAGS`` (with ``--keep`` unless told otherwise) started and ready (its
     instructions printed): the process and its lines. A demo that never gets ready is stopped."""
-    proc = await _demo(tmp_path, "--serve", *(["--keep"] if keep else []))
+    proc = await _demo(tmp_path, "--serve", *flags, *(["--keep"] if keep else []))
     assert proc.stdout is not None
     lines: list[str] = []
     try:
@@ -227,7 +307,7 @@ async def test_demo_serve_build_convenes_a_roundtable_when_asked(tmp_path: Path)
     with filler, so the TUI path could not be tried offline. Asked as a person asks in the TUI
     (a prompt to ``build`` on the demo's real server), it calls the ``roundtable`` tool, the
     daemon runs the debate, and ``build`` relays the result."""
-    proc, lines = await _serve_ready(tmp_path)
+    proc, lines = await _serve_ready(tmp_path, "--opencode", "1")  # 1.x's HTTP API below
     try:
         text = "".join(lines)
         server = re.search(r"demo: OpenCode (http://\S+)", text)
@@ -310,6 +390,16 @@ async def test_the_demo_runs_on_a_local_openai_compatible_server(tmp_path: Path)
     assert turns and all(r.model == "my-local" for r in llm.requests), {
         r.model for r in llm.requests
     }
+    # the tour's debates of their own are not run on a real model, and it says so
+    skipped = re.search(r"^demo: not run on your model \(.*\): (.*)$", text, re.M)
+    assert skipped, text
+    assert skipped.group(1).split(", ") == [
+        "extend",
+        "start --until converged",
+        "start --side",
+        "start --context recent",
+        "start --opening independent",
+    ]
 
 
 def test_a_bad_demo_base_url_is_one_error_line(tmp_path: Path) -> None:
