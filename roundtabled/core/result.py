@@ -23,6 +23,7 @@ from typing import Any, TypedDict
 
 import orjson
 
+from roundtabled.core import protocols
 from roundtabled.core.observer_verdict import VERDICT_INSTRUCTION
 from roundtabled.core.positions import position_of, spoke
 from roundtabled.core.result_model import RoundtableResult, SeatPosition, Status, Verdict
@@ -45,6 +46,7 @@ from roundtabled.core.verdict import (
     deliberation_line,
     extension_note,
     positions,
+    protocol_line,
     tally,
 )
 
@@ -92,6 +94,8 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
         header = f"── {who} · reply to the user ──"
     elif entry.kind == "observer":
         header = f"── observer · summary after round {entry.round} ──"
+    elif entry.kind != "turn":  # a protocol's second independent round (council's ranking)
+        header = f"── {who} · {entry.kind}" + (" · FAILED ──" if entry.has_error else " ──")
     else:
         header = f"── {who} · round {entry.round} ──"
         if entry.cut_off:  # a cut-off turn also has has_error; its partial text is kept
@@ -191,6 +195,8 @@ def _observer_context(state: RoundtableState) -> list[str]:
         lines.extend(f"- {n}" for n in notes)
     lines.append("Stated positions (each seat's last `Position:` line, parsed by the daemon):")
     lines.extend(_position_text(state))
+    # What the protocol counted beyond the positions (docs/deliberation.md, "Protocols").
+    lines.extend(protocols.running(state).observer_lines(state))
     return lines
 
 
@@ -508,6 +514,11 @@ def build_result(state: RoundtableState) -> RoundtableResult:
     # Plain text: the TUI shows the tool's output as it is, and the CLI prints it to a
     # terminal; the observer's own markdown stays in the export (``observerSummary``).
     body = plain_text(_observer_summary(state))
+    # Which protocol ran and its count, before the observer's words (docs/deliberation.md,
+    # "Protocols"); a debate, the default, says nothing here.
+    ran = protocol_line(verdict.dump())
+    if ran is not None:
+        body = f"{ran}\n\n{body}"
     summary = f"{header}\n\n{body}" if header else body
     return RoundtableResult(
         session_id=state.session_id,
@@ -617,7 +628,7 @@ def verdict_lines(result: RoundtableResult) -> list[str]:
             else ""
         ),
         "Positions: " + " · ".join(_position_line(p) for p in v.positions),
-        *filter(None, [deliberation_line(v.dump())]),
+        *filter(None, [protocol_line(v.dump()), deliberation_line(v.dump())]),
     ]
     for d in v.disagreements[:3]:
         lines.append(f"Minority ({', '.join(d.minority) or '—'}): {d.point}: {d.view}")

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roundtabled.core import deliberation, hiding, prompts
-from roundtabled.core.commands import Command, Prompt, TurnRecorded
-from roundtabled.core.opening import PromptSeat, SeatSettled
+from roundtabled.core.commands import Command, Prompt, PromptSeat, SeatSettled, TurnRecorded
 from roundtabled.core.server_records import SessionRef
 from roundtabled.core.sides import turn_view
 from roundtabled.core.state import (

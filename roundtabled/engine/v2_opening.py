@@ -24,17 +24,17 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from roundtabled.core import opening, wire
-from roundtabled.core.commands import Cancel
-from roundtabled.core.opening import (
+from roundtabled.core.commands import (
     AbortSeat,
+    Cancel,
     CreateSeatSession,
-    OpeningObservation,
+    OpeningCommand,
     PersistRound,
     PromptSeat,
     RecordOpening,
     SeatSettled,
-    SeatView,
 )
+from roundtabled.core.opening import OpeningObservation, SeatView
 from roundtabled.core.server_records import SessionRef, TurnKey, TurnOutcome, stable_digest
 from roundtabled.core.server_records import TurnStatus as TS
 from roundtabled.core.sides import turn_header
@@ -176,7 +176,7 @@ async def execute(
     step: OpeningStep,
     state: RoundtableState,
     s2: SessionRef,
-    commands: list[opening.OpeningCommand],
+    commands: list[OpeningCommand],
     accepted: set[str],
 ) -> bool:
     """Carry out one decision's opening commands in order; returns whether a seat's session was
@@ -200,7 +200,7 @@ async def execute(
                 state.models.get(cmd.agent),
                 cmd.text,
                 TurnKey(s2.id, 0, cmd.seat),
-                label=turn_header(cmd.agent, 1, independent=True),
+                label=cmd.label or turn_header(cmd.agent, 1, independent=True),
                 marker=sign_marker(cmd.marker, cmd.session_id, step.signer),
             )
             if sent != cmd.message_id:  # the ids are derived alike (opening_ids)

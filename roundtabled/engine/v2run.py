@@ -105,6 +105,11 @@ ids to hide are written where the plugin reads them."""
 
 def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     """Why OpenCode 2.x cannot run ``req`` yet, naming the field, or ``None``."""
+    if req.protocol not in (None, "debate"):
+        return ValidationFailed(
+            "protocol",
+            f"protocol: '{req.protocol}' is not supported on OpenCode 2.x yet; use 'debate'",
+        )
     if not req.parent_session_id and not req.extend and not req.dry_run:
         # an extension keeps its parent; a dry run creates no session
         return ValidationFailed(

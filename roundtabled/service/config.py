@@ -30,12 +30,20 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yarl
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from roundtabled.core.state import Budget, Options, PermissionPolicy
+from roundtabled.core import protocols
+from roundtabled.core.state import (
+    Budget,
+    ContextMode,
+    Opening,
+    Options,
+    PermissionPolicy,
+    Until,
+)
 from roundtabled.core.validation import PRESET_NAME_RE, PresetSpec, parse_budget, parse_request
 from roundtabled.engine.settings import Settings as EngineSettings
 from roundtabled.errors import RoundtableError, ValidationFailed
@@ -364,14 +372,23 @@ def _from_toml(kind: Kind, value: object) -> object:
     return _from_object(kind, value)
 
 
+def _one_of(values: tuple[str, ...]) -> str:
+    """``'a' or 'b'`` / ``'a', 'b' or 'c'``: the allowed values of a preset key, from the one
+    definition of each in :mod:`roundtabled.core.state`."""
+    quoted = [repr(v) for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 PRESET_KEYS: dict[str, str] = {
     "agents": "a list of agent names in speaking order",
     "rounds": "an integer from 1 to 50",
     "observer": "an agent name (omit for the built-in observer)",
-    "until": "'rounds' or 'converged'",
+    "until": _one_of(get_args(Until)),
     "budget": "a table with any of tokens, usd, seconds (positive numbers)",
-    "opening": "'sequential' or 'independent'",
-    "context": "'full' or 'recent'",
+    "opening": _one_of(get_args(Opening)),
+    "protocol": _one_of(protocols.NAMES),
+    "adaptive_threshold": "a share above 0.5 and at most 1 (adaptive's stop share)",
+    "context": _one_of(get_args(ContextMode)),
     "title_prefix": "a string put before the roundtable's title",
     "sides": "a table of seat = side (for, against, neutral, or a one-line brief)",
 }
@@ -384,6 +401,8 @@ _PRESET_BODY = {
     "observer": "observer",
     "until": "until",
     "opening": "opening",
+    "protocol": "protocol",
+    "adaptive_threshold": "adaptiveThreshold",
     "context": "context",
     "sides": "sides",
 }
@@ -424,7 +443,7 @@ def _presets(raw: Mapping[str, object], where: str) -> dict[str, PresetSpec]:
             req = parse_request(body)
             budget = parse_budget(table.get("budget"))
         except ValidationFailed as exc:
-            sub = exc.field  # the request's field names are the preset's keys
+            sub = {v: k for k, v in _PRESET_BODY.items()}.get(exc.field, exc.field)
             bad = f"presets.{name}.{sub} (in {where})"
             allowed = PRESET_KEYS.get(sub.split(".")[0], "")
             detail = str(exc).removeprefix("Error: ")
@@ -449,6 +468,8 @@ def _presets(raw: Mapping[str, object], where: str) -> dict[str, PresetSpec]:
             context=req.context,
             title_prefix=prefix,
             sides=req.sides,
+            protocol=req.protocol,
+            adaptive_threshold=req.adaptive_threshold,
         )
     return out
 

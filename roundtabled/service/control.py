@@ -302,7 +302,11 @@ class ControlAPI:
             state = await self.v2.start(req)  # what 2.x cannot run yet is refused there
         elif req.dry_run:
             # The plan only: no session is created (docs/control-api.md).
-            return _json(await plan.dry_run(self.engine.client, req))
+            engine = self.engine
+            planned = await plan.dry_run(
+                engine.client, req, plugins=engine.shell.plugins, reads=engine.start_reads
+            )
+            return _json(planned)
         else:
             state = await self.engine.start(req)
         return _json(
@@ -312,6 +316,7 @@ class ControlAPI:
                 "title": state.title,
                 "extended": req.extend,
                 "totalRounds": state.total_rounds,
+                "protocol": state.options.protocol,
                 # e.g. the low-diversity warning: shown at once by the CLI (docs/deliberation.md)
                 "notes": list(state.notes),
             }

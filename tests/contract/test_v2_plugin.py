@@ -2,8 +2,9 @@
 writes it (roundtabled/tools/v2/index.ts, docs/plugin.md "OpenCode 2.x"), on the real 2.x binary
 pinned in opencode-v2/. Only the model is scripted.
 
-The plugin's side of the contract is pinned apart from the daemon (which drives 2.x end to end in
-tests/e2e/test_v2_*.py), so the control API is a loopback stand-in here (:class:`ControlStandIn`): it answers ``GET /v1/agents``, ``POST /v1/roundtables``,
+The plugin's side of the contract is pinned apart from the daemon (which drives 2.x end to end
+in tests/e2e/test_v2_*.py), so the control API is a loopback stand-in here
+(:class:`ControlStandIn`): it answers ``GET /v1/agents``, ``POST /v1/roundtables``,
 ``GET /v1/roundtables/{id}/result`` and ``POST /v1/roundtables/{id}/cancel`` as the daemon does
 (docs/control-api.md) and records what the tools sent. One server per module; each test works in
 sessions of its own.
