@@ -144,6 +144,9 @@ class ControlAPI:
         #: the 2.x shell when the server is OpenCode 2.x (set by the daemon once it knows): every
         #: route about roundtables goes to it
         self.v2: V2Runner | None = None
+        #: roundtables of a server replaced in place by another OpenCode major (the daemon
+        #: switched driver): S2 → (its last status, its result), answered as they are
+        self.ended_elsewhere: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
         self.stream = stream
         self.presets = dict(presets or {})
         self.default_budget = default_budget
@@ -343,9 +346,20 @@ class ControlAPI:
         starting = self.engine.starting()
         return None if starting is None else _retry(starting, "starting")
 
+    def _gone(self, ses: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """What :attr:`ended_elsewhere` holds for ``ses``, unless the driver now running holds
+        it again (its server came back and the roundtable was resumed there)."""
+        gone = self.ended_elsewhere.get(ses)
+        if gone is None:
+            return None
+        held = self.v2.status(ses) if self.v2 is not None else self.engine.status(ses)
+        return gone if held is None else None
+
     async def status(self, request: web.Request) -> web.Response:
         """One roundtable's status."""
         ses = self._ses(request)
+        if (gone := self._gone(ses)) is not None:
+            return _json(gone[0])
         if (early := self._not_yet()) is not None:
             return early
         if self.v2 is not None:
@@ -370,6 +384,9 @@ class ControlAPI:
         if not 0 <= wait <= MAX_WAIT_S:
             raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
         call_id = request.query.get("callID") or None
+        gone = self._gone(ses)
+        if gone is not None and gone[1] is not None:
+            return _json(gone[1])
         if (early := self._not_yet(waiting=True)) is not None:
             return early
         # A stopping daemon ends the long-poll at once, with words (never a silent close).
@@ -419,6 +436,8 @@ class ControlAPI:
         reason = body.get("reason", "cancelled by the user")
         if not isinstance(reason, str) or len(reason) > 500:
             raise ValidationFailed("reason", "reason must be a string of at most 500 characters")
+        if (gone := self._gone(ses)) is not None:  # already over: its server was replaced
+            return _json({"ok": True, "phase": gone[0].get("phase")})
         if (early := self._not_yet()) is not None:
             return early
         if self.v2 is not None:
@@ -430,6 +449,18 @@ class ControlAPI:
     async def events(self, request: web.Request) -> web.StreamResponse:
         """SSE feed of one roundtable's progress."""
         ses = self._ses(request)
+        gone = self._gone(ses)
+        if gone is not None and gone[1] is not None:
+            # its server was replaced by another major: the feed is its end
+            done = {"type": "done", **gone[1]}
+            resp = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            )
+            await resp.prepare(request)
+            with contextlib.suppress(ConnectionResetError):
+                await resp.write(b"data: " + orjson.dumps(done) + b"\n\n")
+                await resp.write_eof()
+            return resp
         if (early := self._not_yet(waiting=True)) is not None:
             return early
         feed: V2Runner | Engine = self.v2 if self.v2 is not None else self.engine
