@@ -593,6 +593,34 @@ def choose_major(flag: int | None, found: ServerFound | None, url: str) -> tuple
     )
 
 
+def contradiction_line(flag: int | None, found: ServerFound | None, url: str) -> str | None:
+    """The one line refusing ``--opencode flag`` when the server that answers at ``url`` is
+    OpenCode of the other major (it would not load the files: installing the wrong one must be
+    impossible to miss, docs/plugin.md "Which major install-tool writes for"), else ``None``.
+    ``install-tool --force`` installs anyway (a directory also served by the other major)."""
+    if flag is None or found is None or not found.reachable or found.major not in MAJORS:
+        return None
+    if found.major == flag:
+        return None
+    what = found.version or f"{found.major}.x"
+    return (
+        f"--opencode {flag} contradicts the server at {url}, which is OpenCode {what} and would "
+        f"not load these files: run roundtabled install-tool --opencode {found.major} (or without "
+        f"--opencode), or add --force to install for OpenCode {flag}.x anyway"
+    )
+
+
+def project_root(cwd: Path) -> Path:
+    """The directory whose ``.opencode`` OpenCode loads for ``cwd``: the nearest ancestor (up to
+    the git root) that has one, else ``cwd``."""
+    for d in (cwd, *cwd.parents):
+        if (d / ".opencode").is_dir():
+            return d
+        if (d / ".git").exists():
+            break
+    return cwd
+
+
 def wrong_major_line(project: Path | None, env: Mapping[str, str], major: int) -> str | None:
     """One line for ``roundtabled doctor`` when neither the project's ``.opencode`` nor the global
     config directory holds roundtabled's files for the server's OpenCode ``major`` but one of
