@@ -32,6 +32,7 @@ from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import TransportError, ValidationFailed
 from roundtabled.opencode.stream import EventStream
 from roundtabled.service import export, listing, plan
+from roundtabled.service.notices import Notices
 
 log = logging.getLogger("roundtabled.control")
 
@@ -147,6 +148,8 @@ class ControlAPI:
         #: roundtables of a server replaced in place by another OpenCode major (the daemon
         #: switched driver): S2 → (its last status, its result), answered as they are
         self.ended_elsewhere: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+        #: the toasts the server cannot show (2.x), for the plugin's TUI part (/v1/notices)
+        self.notices = Notices()
         self.stream = stream
         self.presets = dict(presets or {})
         self.default_budget = default_budget
@@ -166,6 +169,7 @@ class ControlAPI:
         r.add_post("/v1/roundtables/{ses}/cancel", self.cancel)
         r.add_get("/v1/roundtables/{ses}/events", self.events)
         r.add_get("/v1/roundtables/{ses}/export", self.export)
+        r.add_get("/v1/notices", self.notices_route)
 
     def stop_accepting(self) -> None:
         """From now on refuse new and extended roundtables with 503 (the daemon is stopping: a
@@ -303,6 +307,8 @@ class ControlAPI:
             return _json(await plan.dry_run_v2(self.v2, req))
         if self.v2 is not None:
             state = await self.v2.start(req)  # what 2.x cannot run yet is refused there
+            if not req.extend:  # 2.x shows no toast: kept for the plugin's TUI part
+                self.notices.add(state, f"Roundtable started: {state.title}", "info")
         elif req.dry_run:
             # The plan only: no session is created (docs/control-api.md).
             return _json(await plan.dry_run(self.engine.client, req))
@@ -497,6 +503,29 @@ class ControlAPI:
         with contextlib.suppress(ConnectionResetError):
             await resp.write_eof()
         return resp
+
+    async def notices_route(self, request: web.Request) -> web.Response:
+        """The toasts kept for the TUI (``after``: the last ``seq`` seen, absent for where to
+        start; ``directory``: only that project's; ``wait``: seconds, 0–60), as
+        ``{"notices": [...], "next": N}`` (roundtabled/service/notices.py)."""
+        q = request.query
+        after: int | None = None
+        if "after" in q:
+            try:
+                after = int(q["after"])
+            except ValueError:
+                raise ValidationFailed(
+                    "after", f"after must be a whole number (a notice's seq), got {q['after']!r}"
+                ) from None
+        try:
+            wait = float(q.get("wait", "0"))
+        except ValueError:
+            raise ValidationFailed(
+                "wait", "wait must be a number of seconds from 0 to 60"
+            ) from None
+        if not 0 <= wait <= MAX_WAIT_S:
+            raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
+        return _json(await self.notices.wait(after, q.get("directory") or None, wait))
 
     async def export(self, request: web.Request) -> web.Response:
         """The whole debate as Markdown or JSON."""

@@ -299,6 +299,10 @@ class Daemon:
         if not isinstance(port, V2Port):
             raise UnsupportedServer(f"{self.settings.server_url} no longer answers as 2.x")
         runner = self.v2 = V2Runner(port, self.signer, self.settings.engine_settings())
+        # 2.x has no HTTP toast: the toasts wait for the plugin's TUI part (/v1/notices)
+        notices = self.api.notices
+        notices.progress = self.settings.engine_settings().progress_toasts
+        runner.on_toast = runner.delivery.on_toast = notices.toast
         self.api.v2 = runner
 
         async def connected() -> None:
@@ -308,6 +312,12 @@ class Daemon:
                 # recovery before answers: until it ends, a request about a roundtable is
                 # answered "starting", never "unknown" (the engine's ready is the API's signal)
                 resumed = await runner.recover()
+                for s2 in list(runner.tables):
+                    state = runner.state_of(s2)
+                    if state is not None and state.active:
+                        notices.add(
+                            state, f"Roundtable resumed after a restart: {state.title}", "info"
+                        )
                 self._recovered = True
                 self.engine.ready.set()
                 log.info(

@@ -99,6 +99,9 @@ AGENT_MARKER = "You are the impartial roundtable observer."
 V2_PLUGIN_FILE = "index.ts"
 """The OpenCode 2.x plugin (package data ``roundtabled/tools/v2/index.ts``), installed as
 ``plugins/roundtabled/index.ts``."""
+V2_TUI_FILE = "tui.ts"
+"""The 2.x plugin's TUI part (package data ``roundtabled/tools/v2/tui.ts``): shows the toasts the
+daemon keeps (``GET /v1/notices``; 2.x has no HTTP toast), installed beside ``index.ts``."""
 V2_PLUGIN_DIR = "plugins/roundtabled"
 V2_PLUGIN_ID = "roundtabled"
 """The id it defines (``Plugin.define({id})``), as ``GET /api/plugin`` lists it."""
@@ -278,6 +281,7 @@ _LAYOUT_V2: tuple[tuple[str, str, str, bool], ...] = (
     *((CONTROL_DIR, name, "tools", False) for name in TOOL_FILES),
     *((ALT_AGENT_DIR, name, "agents", False) for name in AGENT_FILES),
     (V2_PLUGIN_DIR, V2_PLUGIN_FILE, "tools/v2", False),
+    (V2_PLUGIN_DIR, V2_TUI_FILE, "tools/v2", False),
 )
 
 
