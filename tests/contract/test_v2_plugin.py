@@ -195,6 +195,7 @@ async def test_install_writes_the_2x_layout_and_the_plugin_loads_active(env: Plu
         "roundtabled/available_agents.ts",
         "agents/roundtable-observer.md",
         "plugins/roundtabled/index.ts",
+        "plugins/roundtabled/tui.ts",
     ]
     assert not (target / "tool").exists() and not (target / "plugin").exists()
     plugins = {p.id: p for p in await env.v2.client.plugins(env.v2.directory)}
