@@ -70,9 +70,10 @@ def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
     (:func:`roundtabled.service.install.choose_major`).
 
     Raises:
-        CliError: a bad ``--opencode``; ``--project`` and ``--global`` together, or a
-            ``--project`` directory that does not exist (a typo must not install into a new
-            directory nobody uses).
+        CliError: a bad ``--opencode``, or one contradicting the major of the server that
+            answers (without ``--force``: nothing written); ``--project`` and ``--global``
+            together, or a ``--project`` directory that does not exist (a typo must not install
+            into a new directory nobody uses).
     """
     from roundtabled.opencode.detect import detect_server
     from roundtabled.service import install
@@ -103,6 +104,9 @@ def cmd_install_tool(args: argparse.Namespace, settings: cfg.Settings) -> int:
             timeout=DETECT_TIMEOUT_S,
         )
     )
+    contradiction = install.contradiction_line(flag, found, settings.server_url)
+    if contradiction is not None and not getattr(args, "force", False):
+        raise CliError(f"Error: {contradiction}", EXIT_USAGE)  # nothing written
     major, why = install.choose_major(flag, found, settings.server_url)
     print(why)
     before = _contents(target, major)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -176,11 +177,20 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     body = start_body(args)
     # A server the daemon cannot drive (OpenCode 2.x, or no OpenCode) is named in one line
     # rather than as a daemon that is not running (docs/opencode-server.md, "2.x").
-    from roundtabled.service.server_major import EXIT_REFUSED, refusal_for
+    from roundtabled.service import install
+    from roundtabled.service.server_major import EXIT_REFUSED, detect_at, refusal
 
-    refused = await refusal_for(settings, timeout=2.0)
+    found = await detect_at(settings, timeout=2.0)
+    refused = refusal(found, settings.server_url)
     if refused is not None:
         raise CliError(f"Error: {refused}", EXIT_REFUSED)
+    if found.major in install.MAJORS and found.auth == "ok":
+        # Only the other major's files where the server looks: the `roundtable` tool does not
+        # exist for the person (docs/plugin.md, "Which major install-tool writes for").
+        where = Path(str(body.get("directory") or Path.cwd())).expanduser()
+        other = install.wrong_major_line(install.project_root(where), os.environ, found.major)
+        if other is not None:
+            raise CliError(f"Error: {other}", EXIT_REFUSED)
     async with ControlClient(control_url(settings), settings.token_file) as cc:
         project = project_line(body.get("directory"))
         colors = await agent_colors(cc, body.get("directory"))

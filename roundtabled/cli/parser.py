@@ -253,6 +253,11 @@ def add_install_tool(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="the OpenCode major to install for (default: the major of the server at server_url; "
         "1 when none answers)",
     )
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="install for --opencode N even though the server at server_url is the other major",
+    )
     s.set_defaults(handler=admin.cmd_install_tool)
 
 

@@ -278,8 +278,8 @@ class ServerCapabilities:
             )
         if not self.toasts:
             out.append(
-                f"{name} has no HTTP route for a toast: progress and the end are not shown in "
-                "the TUI."
+                f"{name} has no HTTP route for a toast: progress and the end are shown in the "
+                "TUI only by the TUI part of the plugin (install-tool --opencode 2)."
             )
         if self.hiding == "plugin":
             out.append(

@@ -97,6 +97,8 @@ class V2Delivery:
         self.port = port
         self.signer = signer
         self.clock = clock
+        #: called with each toast the server could not show (``V2Runner.on_toast``)
+        self.on_toast: Callable[[RoundtableState, Toast], None] | None = None
 
     async def facts(
         self, state: RoundtableState, *, consumed: bool, released_at: int | None
@@ -181,6 +183,10 @@ class V2Delivery:
             await self.port.client.update_session(state.session_id, title=cmd.title)
             faults.checkpoint("title-set")
         elif isinstance(cmd, Toast):
-            await self.port.notify(state.directory or "", "Roundtable", cmd.message, cmd.variant)
+            shown = await self.port.notify(
+                state.directory or "", "Roundtable", cmd.message, cmd.variant
+            )
+            if not shown and self.on_toast is not None:
+                self.on_toast(state, cmd)
         elif isinstance(cmd, (PostDelimiter, EditPart)):
             pass  # none on 2.x (module docstring)

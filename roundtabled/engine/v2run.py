@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
@@ -281,6 +281,9 @@ class V2Runner:
         self.clock = clock
         self.tables: dict[str, _Run] = {}
         self.delivery = V2Delivery(port, signer, clock)
+        #: called with each toast the server could not show (2.x has no HTTP toast: the daemon
+        #: keeps them for the plugin's TUI part, roundtabled/service/notices.py)
+        self.on_toast: Callable[[RoundtableState, Toast], None] | None = None
         #: the extensions being applied, by roundtable: how a second one's refusal names it
         self.extending: dict[str, str] = {}
 
@@ -705,9 +708,11 @@ class V2Runner:
                 with contextlib.suppress(NotFound):  # a deleted S2 runs nothing any more
                     await self.port.abort(run.s2)
             elif isinstance(cmd, Toast):
-                await self.port.notify(
+                shown = await self.port.notify(
                     run.state.directory or "", "Roundtable", cmd.message, cmd.variant
                 )
+                if not shown and self.on_toast is not None:
+                    self.on_toast(run.state, cmd)
             elif isinstance(cmd, ReleaseResult):
                 self._release(run, run.state)
             elif isinstance(cmd, Finalize):

@@ -32,6 +32,7 @@ from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import TransportError, ValidationFailed
 from roundtabled.opencode.stream import EventStream
 from roundtabled.service import export, listing, plan
+from roundtabled.service.notices import Notices
 
 log = logging.getLogger("roundtabled.control")
 
@@ -144,6 +145,11 @@ class ControlAPI:
         #: the 2.x shell when the server is OpenCode 2.x (set by the daemon once it knows): every
         #: route about roundtables goes to it
         self.v2: V2Runner | None = None
+        #: roundtables of a server replaced in place by another OpenCode major (the daemon
+        #: switched driver): S2 → (its last status, its result), answered as they are
+        self.ended_elsewhere: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+        #: the toasts the server cannot show (2.x), for the plugin's TUI part (/v1/notices)
+        self.notices = Notices()
         self.stream = stream
         self.presets = dict(presets or {})
         self.default_budget = default_budget
@@ -163,6 +169,7 @@ class ControlAPI:
         r.add_post("/v1/roundtables/{ses}/cancel", self.cancel)
         r.add_get("/v1/roundtables/{ses}/events", self.events)
         r.add_get("/v1/roundtables/{ses}/export", self.export)
+        r.add_get("/v1/notices", self.notices_route)
 
     def stop_accepting(self) -> None:
         """From now on refuse new and extended roundtables with 503 (the daemon is stopping: a
@@ -300,6 +307,8 @@ class ControlAPI:
             return _json(await plan.dry_run_v2(self.v2, req))
         if self.v2 is not None:
             state = await self.v2.start(req)  # what 2.x cannot run yet is refused there
+            if not req.extend:  # 2.x shows no toast: kept for the plugin's TUI part
+                self.notices.add(state, f"Roundtable started: {state.title}", "info")
         elif req.dry_run:
             # The plan only: no session is created (docs/control-api.md).
             engine = self.engine
@@ -348,9 +357,20 @@ class ControlAPI:
         starting = self.engine.starting()
         return None if starting is None else _retry(starting, "starting")
 
+    def _gone(self, ses: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """What :attr:`ended_elsewhere` holds for ``ses``, unless the driver now running holds
+        it again (its server came back and the roundtable was resumed there)."""
+        gone = self.ended_elsewhere.get(ses)
+        if gone is None:
+            return None
+        held = self.v2.status(ses) if self.v2 is not None else self.engine.status(ses)
+        return gone if held is None else None
+
     async def status(self, request: web.Request) -> web.Response:
         """One roundtable's status."""
         ses = self._ses(request)
+        if (gone := self._gone(ses)) is not None:
+            return _json(gone[0])
         if (early := self._not_yet()) is not None:
             return early
         if self.v2 is not None:
@@ -375,6 +395,9 @@ class ControlAPI:
         if not 0 <= wait <= MAX_WAIT_S:
             raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
         call_id = request.query.get("callID") or None
+        gone = self._gone(ses)
+        if gone is not None and gone[1] is not None:
+            return _json(gone[1])
         if (early := self._not_yet(waiting=True)) is not None:
             return early
         # A stopping daemon ends the long-poll at once, with words (never a silent close).
@@ -424,6 +447,8 @@ class ControlAPI:
         reason = body.get("reason", "cancelled by the user")
         if not isinstance(reason, str) or len(reason) > 500:
             raise ValidationFailed("reason", "reason must be a string of at most 500 characters")
+        if (gone := self._gone(ses)) is not None:  # already over: its server was replaced
+            return _json({"ok": True, "phase": gone[0].get("phase")})
         if (early := self._not_yet()) is not None:
             return early
         if self.v2 is not None:
@@ -435,6 +460,18 @@ class ControlAPI:
     async def events(self, request: web.Request) -> web.StreamResponse:
         """SSE feed of one roundtable's progress."""
         ses = self._ses(request)
+        gone = self._gone(ses)
+        if gone is not None and gone[1] is not None:
+            # its server was replaced by another major: the feed is its end
+            done = {"type": "done", **gone[1]}
+            resp = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            )
+            await resp.prepare(request)
+            with contextlib.suppress(ConnectionResetError):
+                await resp.write(b"data: " + orjson.dumps(done) + b"\n\n")
+                await resp.write_eof()
+            return resp
         if (early := self._not_yet(waiting=True)) is not None:
             return early
         feed: V2Runner | Engine = self.v2 if self.v2 is not None else self.engine
@@ -471,6 +508,29 @@ class ControlAPI:
         with contextlib.suppress(ConnectionResetError):
             await resp.write_eof()
         return resp
+
+    async def notices_route(self, request: web.Request) -> web.Response:
+        """The toasts kept for the TUI (``after``: the last ``seq`` seen, absent for where to
+        start; ``directory``: only that project's; ``wait``: seconds, 0–60), as
+        ``{"notices": [...], "next": N}`` (roundtabled/service/notices.py)."""
+        q = request.query
+        after: int | None = None
+        if "after" in q:
+            try:
+                after = int(q["after"])
+            except ValueError:
+                raise ValidationFailed(
+                    "after", f"after must be a whole number (a notice's seq), got {q['after']!r}"
+                ) from None
+        try:
+            wait = float(q.get("wait", "0"))
+        except ValueError:
+            raise ValidationFailed(
+                "wait", "wait must be a number of seconds from 0 to 60"
+            ) from None
+        if not 0 <= wait <= MAX_WAIT_S:
+            raise ValidationFailed("wait", f"wait must be from 0 to 60 seconds, got {wait:g}")
+        return _json(await self.notices.wait(after, q.get("directory") or None, wait))
 
     async def export(self, request: web.Request) -> web.Response:
         """The whole debate as Markdown or JSON."""

@@ -266,14 +266,9 @@ async def _events_check(
 
 
 def _project_root(cwd: Path) -> Path:
-    """The directory whose ``.opencode`` OpenCode would load for ``cwd``: the nearest ancestor
-    (up to the git root) that has one, else ``cwd``."""
-    for d in (cwd, *cwd.parents):
-        if (d / ".opencode").is_dir():
-            return d
-        if (d / ".git").exists():
-            break
-    return cwd
+    """The directory whose ``.opencode`` OpenCode would load for ``cwd``
+    (:func:`roundtabled.service.install.project_root`)."""
+    return install.project_root(cwd)
 
 
 def _tools_check(env: Mapping[str, str], cwd: Path, control_url: str) -> Check:
@@ -657,13 +652,19 @@ async def run(
             )
             other = install.wrong_major_line(_project_root(cwd), env, 2)
             if other is not None:
-                print(other, file=sys.stderr)
-                return 1
+                print(f"Error: {other}", file=sys.stderr)
+                return EXIT_REFUSED  # the other major's files: what to run, exit 2
             missing = await _v2_plugin_line(settings, password, _project_root(cwd))
             if missing is not None:
                 print(missing, file=sys.stderr)
                 return 1
             return 0
+        if line is None and found.major == 1 and found.auth == "ok":
+            # Only the 2.x plugin where 1.x looks: the tools do not exist for the person.
+            other = install.wrong_major_line(_project_root(cwd), env, 1)
+            if other is not None:
+                print(f"Error: {other}", file=sys.stderr)
+                return EXIT_REFUSED
         if line is not None:
             print(f"Error: {line}", file=sys.stderr)
             # The files for the major that answers, or the other one's, say the same thing to

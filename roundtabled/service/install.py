@@ -99,6 +99,9 @@ AGENT_MARKER = "You are the impartial roundtable observer."
 V2_PLUGIN_FILE = "index.ts"
 """The OpenCode 2.x plugin (package data ``roundtabled/tools/v2/index.ts``), installed as
 ``plugins/roundtabled/index.ts``."""
+V2_TUI_FILE = "tui.ts"
+"""The 2.x plugin's TUI part (package data ``roundtabled/tools/v2/tui.ts``): shows the toasts the
+daemon keeps (``GET /v1/notices``; 2.x has no HTTP toast), installed beside ``index.ts``."""
 V2_PLUGIN_DIR = "plugins/roundtabled"
 V2_PLUGIN_ID = "roundtabled"
 """The id it defines (``Plugin.define({id})``), as ``GET /api/plugin`` lists it."""
@@ -278,6 +281,7 @@ _LAYOUT_V2: tuple[tuple[str, str, str, bool], ...] = (
     *((CONTROL_DIR, name, "tools", False) for name in TOOL_FILES),
     *((ALT_AGENT_DIR, name, "agents", False) for name in AGENT_FILES),
     (V2_PLUGIN_DIR, V2_PLUGIN_FILE, "tools/v2", False),
+    (V2_PLUGIN_DIR, V2_TUI_FILE, "tools/v2", False),
 )
 
 
@@ -591,6 +595,34 @@ def choose_major(flag: int | None, found: ServerFound | None, url: str) -> tuple
         f"Installing for OpenCode 1.x (the default: the major could not be detected at {url}, "
         f"{why}); for OpenCode 2.x run: roundtabled install-tool --opencode 2"
     )
+
+
+def contradiction_line(flag: int | None, found: ServerFound | None, url: str) -> str | None:
+    """The one line refusing ``--opencode flag`` when the server that answers at ``url`` is
+    OpenCode of the other major (it would not load the files: installing the wrong one must be
+    impossible to miss, docs/plugin.md "Which major install-tool writes for"), else ``None``.
+    ``install-tool --force`` installs anyway (a directory also served by the other major)."""
+    if flag is None or found is None or not found.reachable or found.major not in MAJORS:
+        return None
+    if found.major == flag:
+        return None
+    what = found.version or f"{found.major}.x"
+    return (
+        f"--opencode {flag} contradicts the server at {url}, which is OpenCode {what} and would "
+        f"not load these files: run roundtabled install-tool --opencode {found.major} (or without "
+        f"--opencode), or add --force to install for OpenCode {flag}.x anyway"
+    )
+
+
+def project_root(cwd: Path) -> Path:
+    """The directory whose ``.opencode`` OpenCode loads for ``cwd``: the nearest ancestor (up to
+    the git root) that has one, else ``cwd``."""
+    for d in (cwd, *cwd.parents):
+        if (d / ".opencode").is_dir():
+            return d
+        if (d / ".git").exists():
+            break
+    return cwd
 
 
 def wrong_major_line(project: Path | None, env: Mapping[str, str], major: int) -> str | None:

@@ -15,11 +15,21 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from roundtabled import __version__
+from roundtabled.core import failures
+from roundtabled.core.state import RoundtableState
 from roundtabled.opencode.binary import OPENCODE_VERSION
 from roundtabled.opencode.detect import ServerFound, detect_server
 from roundtabled.service import config as cfg
 
-__all__ = ["EXIT_REFUSED", "detect_at", "refusal", "refusal_for"]
+__all__ = [
+    "EXIT_REFUSED",
+    "detect_at",
+    "ended_by_replacement",
+    "refusal",
+    "refusal_for",
+    "replaced_reason",
+    "switch_line",
+]
 
 EXIT_REFUSED = 2
 """Exit code of ``serve``/``doctor`` refusing the server (a configuration to change)."""
@@ -76,3 +86,39 @@ async def detect_at(settings: cfg.Settings, *, timeout: float = 5.0) -> ServerFo
 async def refusal_for(settings: cfg.Settings, *, timeout: float = 5.0) -> str | None:
     """:func:`refusal` for the server of ``settings`` (asked with its credentials)."""
     return refusal(await detect_at(settings, timeout=timeout), settings.server_url)
+
+
+def switch_line(url: str, was: str, now: str, driver: str, ended: int) -> str:
+    """The one line the daemon logs when the server at ``url`` answers as another OpenCode
+    major (or, on 2.x, another release) after a reconnect: ``was``/``now`` name the releases
+    (``"OpenCode 1.18.33"``), ``driver`` what drives the new one, ``ended`` how many roundtables
+    of the old server ended with :func:`replaced_reason`."""
+    line = f"OpenCode server {url} was {was} and is now {now}: driving it with {driver}"
+    if ended:
+        line += (
+            f"; {ended} roundtable(s) of the old server ended (their sessions are not on the "
+            "new one)"
+        )
+    return line
+
+
+def replaced_reason(url: str, was: str, now: str) -> str:
+    """Why a roundtable of a server replaced in place by another major ended: the result's
+    error and summary (``failures.ended``). Another major keeps its sessions in another
+    database (seen with 1.18.33 and 2.1.2: neither lists the other's sessions), so the
+    roundtable's S2 is not on the new server and nothing of it can go on there."""
+    return (
+        f"the server it ran on ({was} at {url}) was replaced by {now}, which does not hold its "
+        f"sessions; its state stays in its session on the {was} server, and a roundtabled "
+        "driving that server again resumes it"
+    )
+
+
+def ended_by_replacement(state: RoundtableState, reason: str, now: int) -> RoundtableState:
+    """``state`` of a roundtable whose server was replaced by another major (``reason``:
+    :func:`replaced_reason`): an active one ends as failed (``failures.ended``: the reason in
+    its errors and summary); one already over (its end not yet delivered to S1) keeps its
+    outcome and gets the reason in its errors. ``now``: epoch ms."""
+    if state.active:
+        return failures.ended(state, reason, now)
+    return state.model_copy(update={"errors": [*state.errors, reason], "updated_at": now})

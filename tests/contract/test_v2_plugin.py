@@ -196,6 +196,7 @@ async def test_install_writes_the_2x_layout_and_the_plugin_loads_active(env: Plu
         "roundtabled/available_agents.ts",
         "agents/roundtable-observer.md",
         "plugins/roundtabled/index.ts",
+        "plugins/roundtabled/tui.ts",
     ]
     assert not (target / "tool").exists() and not (target / "plugin").exists()
     plugins = {p.id: p for p in await env.v2.client.plugins(env.v2.directory)}
@@ -442,6 +443,11 @@ async def test_install_tool_detects_2x_and_names_the_1x_files(
     project.mkdir()
     cli_env = _cli_env(env, tmp_path / "home")
     rc, out, err = await _cli("install-tool", "--opencode", "1", cwd=project, env=cli_env)
+    assert (rc, out) == (2, ""), err  # contradicts the server's major: nothing written
+    assert err.startswith("Error: --opencode 1 contradicts the server at ")
+    assert not (project / ".opencode").exists()
+    force = ("install-tool", "--opencode", "1", "--force")
+    rc, out, err = await _cli(*force, cwd=project, env=cli_env)
     assert rc == 0, err
     assert out.splitlines()[0].startswith("Installing for OpenCode 1.x (--opencode 1); note: ")
     assert "is OpenCode 2.1.2" in out.splitlines()[0]
@@ -463,17 +469,18 @@ async def test_doctor_on_2x_names_install_tool_when_only_1x_files_are_there(
     project = tmp_path / "proj"
     project.mkdir()
     cli_env = _cli_env(env, tmp_path / "home")
-    rc, _, err = await _cli("install-tool", "--opencode", "1", cwd=project, env=cli_env)
+    force = ("install-tool", "--opencode", "1", "--force")
+    rc, _, err = await _cli(*force, cwd=project, env=cli_env)
     assert rc == 0, err
     rc, out, err = await _cli("doctor", cwd=project, env=cli_env)
-    assert rc == 1
+    assert rc == 2
     # the server is driven by the 2.x shell; the 1.x files are of no use to it
     assert out.strip().startswith("OpenCode 2.1.2 at ") and "driven by the 2.x shell" in out
     (second,) = [line for line in err.strip().splitlines() if not line.startswith("warning:")]
     assert second == (
-        f"{project / '.opencode'} holds roundtabled's files for OpenCode 1.x only, but the server "
-        f"is OpenCode 2.x, which does not load them: run roundtabled install-tool --project "
-        f"{project} --opencode 2"
+        f"Error: {project / '.opencode'} holds roundtabled's files for OpenCode 1.x only, but the "
+        f"server is OpenCode 2.x, which does not load them: run roundtabled install-tool "
+        f"--project {project} --opencode 2"
     )
 
 

@@ -27,6 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
+import aiohttp
 import pytest
 from pydantic import SecretStr
 
@@ -307,6 +308,97 @@ async def test_on_opencode_2_the_subagent_picker_shows_the_roundtable_s_turns(
         daemon.request_stop()
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(task, 30)
+        await client.close()
+        await server.stop()
+        await llm.stop()
+
+
+async def test_on_opencode_2_the_plugin_s_tui_part_shows_the_roundtable_s_toasts(
+    tmp_path: Path,
+) -> None:
+    """OpenCode 2.x has no HTTP toast: the daemon keeps the roundtable's toasts and the 2.x
+    plugin's TUI part (``plugins/roundtabled/tui.ts``) long-polls ``GET /v1/notices`` and shows
+    them in the TUI: "Roundtable started: …" and, after the observer, "Roundtable concluded: …"
+    (docs/plugin.md, "Toasts on 2.x")."""
+    llm = ScriptedLLM()
+    await llm.start(port=0)
+    config = roundtable_config(llm)
+    llm.agent_prompts.update(agent_prompts_of(config))
+    server = OpenCodeServer(tmp_path, config, major=2)
+    control_port = free_port()
+    home = tmp_path / "rt-home"
+    settings = load_settings(
+        {"server_url": "http://127.0.0.1:9", "control_port": control_port, "resync_period": 2.0},
+        env={
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / "cfg"),
+            "XDG_STATE_HOME": str(home / "state"),
+        },
+    )
+    install.install_tools(
+        server.project_dir / ".opencode",
+        control_url=f"http://127.0.0.1:{control_port}",
+        token_file=settings.token_file,
+        major=2,
+    )
+    await server.start()
+    settings = settings.model_copy(
+        update={
+            "server_url": server.url,
+            "server_password": SecretStr(str(server.password)),
+            "directories": (str(server.project_dir),),
+            # only the start and the end: a turn's progress toast would cover them
+            "progress_toasts": False,
+        }
+    )
+    daemon = Daemon(settings)
+    task = asyncio.create_task(daemon.run())
+    client = V2Client(server.url, password=server.password)
+    name = f"rt-toast2-{uuid.uuid4().hex[:8]}"
+    try:
+        await asyncio.wait_for(daemon.engine.ready.wait(), 60)
+        assert daemon.v2 is not None, "the daemon does not drive the server as OpenCode 2.x"
+        s1 = await client.create_session(
+            directory=str(server.project_dir), title="TOAST2 main session", agent="build"
+        )
+        env = {**tui_env(server), "OPENCODE_SERVER_PASSWORD": str(server.password)}
+        cmd = [str(server.binary), "--server", server.url, "--session", s1.id]
+        await tmux(
+            name, "new-session", "-d", "-s", name, "-x", "160", "-y", "50", *cmd,
+            str(server.project_dir), env=env,
+        )  # fmt: skip
+        await wait_screen(name, "TOAST2 main session", 60)
+        # the TUI part has asked where to start: the notices from now on are its own
+        deadline = time.monotonic() + 60
+        while daemon.api.notices.polls < 2:
+            assert time.monotonic() < deadline, "the plugin's TUI part never polled /v1/notices"
+            await asyncio.sleep(0.2)
+        llm.script(Text(text="PM-SEAT says: ship the small scope first."), agent="pm")
+        llm.script(Text(text="DEV-SEAT says: agreed, behind a flag."), agent="dev")
+        llm.script(Text(text="SUMMARY: small scope first."), agent=OBSERVER_AGENT)
+        assert daemon.control_address is not None
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                daemon.control_address + "/v1/roundtables",
+                json={
+                    "agents": ["pm", "dev"],
+                    "rounds": 1,
+                    "prompt": "Ship the small scope first?",
+                    "parentSessionID": s1.id,
+                    "directory": str(server.project_dir),
+                },
+                headers={"Authorization": f"Bearer {daemon.token}"},
+            ) as resp,
+        ):
+            assert resp.status == 200, await resp.text()
+        await wait_screen(name, "Roundtable started", 60)
+        await wait_screen(name, "Roundtable concluded", 90)
+    finally:
+        with contextlib.suppress(Exception):
+            await tmux(name, "kill-server")
+        daemon.request_stop()
+        await asyncio.wait_for(task, 30)
         await client.close()
         await server.stop()
         await llm.stop()

@@ -128,6 +128,7 @@ def test_2x_writes_the_plugin_and_none_of_the_1x_files(tmp_path: Path) -> None:
         "roundtabled/available_agents.ts",
         "agents/roundtable-observer.md",
         "plugins/roundtabled/index.ts",
+        "plugins/roundtabled/tui.ts",
     ]
     assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()) == (
         sorted(p.relative_to(target).as_posix() for p in paths)
@@ -193,7 +194,7 @@ def test_the_cli_says_which_major_and_why_and_writes_only_its_files(
     assert main(["install-tool", "--project", str(proj), "--opencode", "2"]) == EXIT_OK
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Installing for OpenCode 2.x (--opencode 2)"
-    assert sum(line.startswith("installed ") for line in out) == 5
+    assert sum(line.startswith("installed ") for line in out) == 6
     assert out[-1] == (
         "Next: restart `opencode serve` so that it loads the plugin `roundtabled` (its tools and "
         f"context hook) for the project {proj}"
