@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from roundtabled.core.state import META_KEY, RoundtableState, decode_state, encode_state
+from roundtabled.opencode import v2
 
 from .conftest import RT
 
@@ -33,7 +34,17 @@ ORCHESTRATOR_MODEL = {"providerID": "scripted", "modelID": "orchestrator-1"}
 
 
 async def ask_build(rt: RT, session: str, text: str) -> None:
-    """Prompt the orchestrator (``build``) in ``session``, as a person typing in the TUI would."""
+    """Prompt the orchestrator (``build``) in ``session``, as a person typing in the TUI would
+    (2.x: the session's agent and model switched to ``build`` on the orchestrator's model, then
+    the prompt)."""
+    if rt.major == 2:
+        client = rt.v2.client
+        await client.switch_agent(session, "build")
+        await client.switch_model(
+            session, v2.ModelRef(id=ORCHESTRATOR_MODEL["modelID"], providerID="scripted")
+        )
+        await client.prompt(session, text)
+        return
     await rt.oc(
         "POST",
         f"/session/{session}/prompt_async",

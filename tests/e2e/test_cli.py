@@ -21,6 +21,8 @@ import pty
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.opencode_server import MODEL_IDS
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text
@@ -32,6 +34,8 @@ from .edge_helpers import Toasts, record_cancels, wait_for
 
 PM_COLOUR = "\x1b[1;38;2;52;152;219m"  # #3498db
 DEV_COLOUR = "\x1b[1;38;2;46;204;113m"  # #2ecc71
+
+pytestmark = pytest.mark.both_majors  # also under --opencode-major 2 (tests/conftest.py)
 
 
 class TerminalWatch:
