@@ -19,7 +19,9 @@
   default) or 2 (the pinned 2.x), from ``--opencode-major N`` or
   ``ROUNDTABLED_TEST_OPENCODE_MAJOR=N``. Under 2 a test that asks for ``opencode_factory`` runs
   only when it is marked ``both_majors`` (the core end-to-end set: docs/testing.md); the others
-  are skipped with :data:`ONLY_1X_REASON`, never started against a server they do not drive.
+  are skipped with :data:`ONLY_1X_REASON`, never started against a server they do not drive,
+  and so is a ``both_majors`` test marked ``only_1x("why")``: one that pins a 1.x mechanism,
+  skipped under 2 with "OpenCode 1.x only: why".
 """
 
 from __future__ import annotations
@@ -110,8 +112,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "slow" in item.keywords and not run_slow:
             item.add_marker(skip_slow)
         fixtures = getattr(item, "fixturenames", ())
-        if only_1x and "opencode_factory" in fixtures and "both_majors" not in item.keywords:
-            item.add_marker(pytest.mark.skip(reason=ONLY_1X_REASON))
+        if only_1x and "opencode_factory" in fixtures:
+            mark = item.get_closest_marker("only_1x")
+            if "both_majors" not in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=ONLY_1X_REASON))
+            elif mark is not None:
+                item.add_marker(pytest.mark.skip(reason=f"OpenCode 1.x only: {mark.args[0]}"))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
