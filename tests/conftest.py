@@ -58,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--opencode-major",
         choices=("1", "2"),
         default=None,
-        help=f"the OpenCode major the end-to-end servers run: 1 (default) or 2 (or set {MAJOR_ENV})",
+        help=f"the OpenCode major of the end-to-end servers: 1 (default) or 2 (or {MAJOR_ENV})",
     )
 
 

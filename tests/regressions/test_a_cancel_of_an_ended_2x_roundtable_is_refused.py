@@ -1,8 +1,8 @@
 """On OpenCode 2.x ``roundtabled cancel S2`` of a roundtable that had already ended (a second
 cancel, or one of a debate that completed) answered exit 0 and printed the result again as if it
-had cancelled it; the 2.x shell took the cancel of any roundtable it knew. On 1.x the same command is refused
-in one line naming the session, exit 2 (nothing is active to cancel). Now the 2.x shell refuses
-it the same way."""
+had cancelled it; the 2.x shell took the cancel of any roundtable it knew. On 1.x the same
+command is refused in one line naming the session, exit 2 (nothing is active to cancel). Now the
+2.x shell refuses it the same way."""
 
 from __future__ import annotations
 
