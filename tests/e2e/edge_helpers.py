@@ -41,7 +41,13 @@ async def ask_build(rt: RT, session: str, text: str) -> None:
         client = rt.v2.client
         await client.switch_agent(session, "build")
         await client.switch_model(
-            session, v2.ModelRef(id=ORCHESTRATOR_MODEL["modelID"], providerID="scripted")
+            session,
+            v2.ModelRef.model_validate(
+                {
+                    "id": ORCHESTRATOR_MODEL["modelID"],
+                    "providerID": ORCHESTRATOR_MODEL["providerID"],
+                }
+            ),
         )
         await client.prompt(session, text)
         return
