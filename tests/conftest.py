@@ -15,6 +15,13 @@
   shell (:class:`tests.e2e.demo_serve.DemoServe`).
 - ``slow`` marker: skipped unless ``--run-slow`` or ``ROUNDTABLED_SLOW=1``. Tests under
   ``tests/e2e`` get the ``e2e`` marker automatically.
+- ``opencode_major`` — which OpenCode major ``opencode_factory`` starts: 1 (the pinned 1.x, the
+  default) or 2 (the pinned 2.x), from ``--opencode-major N`` or
+  ``ROUNDTABLED_TEST_OPENCODE_MAJOR=N``. Under 2 a test that asks for ``opencode_factory`` runs
+  only when it is marked ``both_majors`` (the core end-to-end set: docs/testing.md); the others
+  are skipped with :data:`ONLY_1X_REASON`, never started against a server they do not drive,
+  and so is a ``both_majors`` test marked ``only_1x("why")``: one that pins a 1.x mechanism,
+  skipped under 2 with "OpenCode 1.x only: why".
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import pytest
 
@@ -33,6 +40,11 @@ from roundtabled.opencode.binary import find_opencode_binary
 from tests.e2e.demo_serve import DemoServe, serve_demo
 
 SLOW_SKIP_REASON = "slow: use --run-slow or ROUNDTABLED_SLOW=1"
+MAJOR_ENV = "ROUNDTABLED_TEST_OPENCODE_MAJOR"
+ONLY_1X_REASON = (
+    "runs on OpenCode 1.x only (not marked both_majors); the 2.x run takes the core end-to-end"
+    " set (docs/testing.md)"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,12 +54,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="also run tests marked slow (or set ROUNDTABLED_SLOW=1)",
     )
+    parser.addoption(
+        "--opencode-major",
+        choices=("1", "2"),
+        default=None,
+        help=f"the OpenCode major of the end-to-end servers: 1 (default) or 2 (or {MAJOR_ENV})",
+    )
+
+
+def opencode_major_of(config: pytest.Config) -> int:
+    """The OpenCode major of this run's ``opencode_factory`` servers: ``--opencode-major``, else
+    ``$ROUNDTABLED_TEST_OPENCODE_MAJOR``, else 1.
+
+    Raises:
+        pytest.UsageError: the variable is set to anything but 1 or 2 (the line names it)."""
+    given = config.getoption("--opencode-major")
+    if given is None:
+        given = os.environ.get(MAJOR_ENV) or "1"
+        if given not in ("1", "2"):
+            raise pytest.UsageError(f"{MAJOR_ENV} must be 1 or 2, got {given!r}")
+    return int(given)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Which OpenCode binaries the servers of this run start (``scripts/test --opencode V``; the
     2.x contract tests start the second)."""
-    return [_binary_line("opencode", 1), _binary_line("opencode 2.x", 2)]
+    major = opencode_major_of(config)
+    return [
+        _binary_line("opencode", 1),
+        _binary_line("opencode 2.x", 2),
+        f"end-to-end servers (opencode_factory): OpenCode {major}.x",
+    ]
 
 
 def _binary_line(label: str, major: int) -> str:
@@ -68,11 +105,19 @@ def _binary_line(label: str, major: int) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run_slow = config.getoption("--run-slow") or os.environ.get("ROUNDTABLED_SLOW") == "1"
     skip_slow = pytest.mark.skip(reason=SLOW_SKIP_REASON)
+    only_1x = opencode_major_of(config) == 2
     for item in items:
         if "tests/e2e/" in Path(str(item.fspath)).as_posix():
             item.add_marker(pytest.mark.e2e)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(skip_slow)
+        fixtures = getattr(item, "fixturenames", ())
+        if only_1x and "opencode_factory" in fixtures:
+            mark = item.get_closest_marker("only_1x")
+            if "both_majors" not in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=ONLY_1X_REASON))
+            elif mark is not None:
+                item.add_marker(pytest.mark.skip(reason=f"OpenCode 1.x only: {mark.args[0]}"))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -94,6 +139,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("ROUNDTABLED_URL", "ROUNDTABLED_CONTROL_HOST", "ROUNDTABLED_SERVER_URL"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def opencode_major(pytestconfig: pytest.Config) -> int:
+    """1 or 2: the OpenCode major ``opencode_factory`` starts (:func:`opencode_major_of`)."""
+    return opencode_major_of(pytestconfig)
 
 
 @pytest.fixture
@@ -120,7 +171,7 @@ class OpenCodeFactory(Protocol):
 
 @pytest.fixture
 async def opencode_factory(
-    tmp_path: Path, scripted_llm: ScriptedLLM
+    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_major: int
 ) -> AsyncIterator[OpenCodeFactory]:
     servers: list[OpenCodeServer] = []
 
@@ -135,7 +186,8 @@ async def opencode_factory(
         cfg = config if config is not None else offline_config(scripted_llm.base_url)
         scripted_llm.agent_prompts.update(agent_prompts_of(cfg))
         root = tmp_path / (name or f"opencode-{len(servers)}")
-        server = OpenCodeServer(root, cfg, password=password, env=env)
+        major: Literal[1, 2] = 2 if opencode_major == 2 else 1
+        server = OpenCodeServer(root, cfg, password=password, env=env, major=major)
         servers.append(server)
         for rel, text in (files or {}).items():
             path = server.project_dir / rel

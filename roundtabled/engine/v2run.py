@@ -89,6 +89,7 @@ from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.opencode.port import V2Port, v2_prompt_id
+from roundtabled.opencode.v2 import BUILTIN_AGENTS
 
 __all__ = ["V2Runner", "keyed", "observation_of", "refusal"]
 
@@ -336,7 +337,8 @@ class V2Runner:
 
     async def agent_list(self, directory: str | None) -> list[dict[str, Any]]:
         """The directory's agents as the control API lists them (``name``, ``mode``, ``color``,
-        ``model`` as ``provider/model``, ``hidden``)."""
+        ``model`` as ``provider/model``, ``hidden``, ``native``: one of OpenCode's own agents,
+        :data:`~roundtabled.opencode.v2.BUILTIN_AGENTS`)."""
         return [
             {
                 "name": a.id,
@@ -344,6 +346,7 @@ class V2Runner:
                 "color": a.color,
                 "model": a.model.label() if a.model else None,
                 "hidden": a.hidden,
+                "native": a.id in BUILTIN_AGENTS,
             }
             for a in await self.port.agents(directory or "")
         ]
@@ -799,11 +802,15 @@ class V2Runner:
         """Ask roundtable ``s2`` to stop (the machine decides at its next pass).
 
         Raises:
-            ValidationFailed: ``s2`` is not known here (names ``sessionID``).
+            ValidationFailed: ``s2`` is not known here, or is over (names ``sessionID``, as the
+                1.x engine: a cancel after the end changes nothing); a summary asked for after
+                a plain cancel was taken (``summarize``).
         """
         run = self.tables.get(s2)
         if run is None:
             raise ValidationFailed("sessionID", f"no roundtable {s2!r} is known to this daemon")
+        if not run.state.active:
+            raise ValidationFailed("sessionID", f"no active roundtable {s2!r}")
         answer = join_cancel(run.cancel, None, Cancel(summarize=summarize, reason=reason))
         if answer.refusal is not None:
             raise ValidationFailed("summarize", answer.refusal)

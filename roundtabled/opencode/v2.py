@@ -436,6 +436,12 @@ def _loc(directory: str | None) -> dict[str, str] | None:
     return {"location[directory]": directory} if directory else None
 
 
+BUILTIN_AGENTS = frozenset(
+    {"build", "plan", "general", "explore", "compaction", "title", "summary"}
+)
+"""The agents OpenCode 2.x brings itself (``GET /api/agent`` marks none of them, unlike 1.x's
+``native``; docs/opencode-server.md, "2.x"): what ``roundtabled agents`` lists after the
+debaters, as on 1.x."""
 LIST_SETTLE_S = 0.5
 """Seconds a location's agent or plugin list must stay the same to be trusted the first time."""
 LIST_WAIT_S = 15.0

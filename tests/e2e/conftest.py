@@ -2,11 +2,19 @@
 
 ``rt`` starts all three for one test and gives helpers to drive the daemon through its control API
 (exactly what the tool shim does) and to read the server's truth.
+
+The server is the OpenCode major of the run (``opencode_major``: ``--opencode-major 2`` or
+``ROUNDTABLED_TEST_OPENCODE_MAJOR=2`` for the pinned 2.x). The helpers that read the server
+(:meth:`RT.new_parent`, :meth:`RT.session`, :meth:`RT.transcript`, :meth:`RT.wait_idle`,
+:meth:`RT.warm_up`) answer the same on both, so a test marked ``both_majors`` asserts the
+product's behaviour, not one major's JSON; :meth:`RT.oc` and :meth:`RT.messages` are the 1.x
+server's own routes and JSON.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +33,8 @@ from bench.env import (
 )
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port, offline_config
 from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.opencode import v2
+from roundtabled.opencode.port import V2Port
 from roundtabled.service import install
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon
@@ -43,6 +53,18 @@ def roundtable_config(llm: ScriptedLLM, **kw: Any) -> dict[str, Any]:
     return offline_config(llm.base_url, extra_agents=agents, **kw)
 
 
+@dataclass(frozen=True)
+class Said:
+    """One message of a session as people read it, on either major: ``role`` ``"user"`` or
+    ``"assistant"``, the ``agent`` that answered (assistant messages; ``None`` for a person or
+    the daemon), the ``text`` the model sees (1.x: ``ignored`` parts left out; 2.x: one step's
+    text parts)."""
+
+    role: str
+    agent: str | None
+    text: str
+
+
 @dataclass
 class RT:
     """One end-to-end environment."""
@@ -55,6 +77,21 @@ class RT:
     http: aiohttp.ClientSession
     settings_env: dict[str, str]
     extra_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _v2: V2Port | None = None
+
+    @property
+    def major(self) -> int:
+        """The OpenCode major of the server: 1 or 2."""
+        return self.server.major
+
+    @property
+    def v2(self) -> V2Port:
+        """The 2.x server port (only on 2.x): what the test reads the server through."""
+        assert self.major == 2, "rt.v2 is the 2.x server's port"
+        if self._v2 is None:
+            client = v2.V2Client(self.server.url, password=self.server.password)
+            self._v2 = V2Port(client)
+        return self._v2
 
     @property
     def control(self) -> str:
@@ -94,6 +131,11 @@ class RT:
         its instance (plugins, tools, the snapshot's repository): on CI that took over 3 s before
         the model was called, longer than the turn timeout of a test that needs the model's
         request."""
+        if self.major == 2:
+            info = await self.v2.client.create_session(directory=self.directory, title="warm-up")
+            await self.v2.client.prompt(info.id, "warm up")
+            await self.wait_idle(info.id, 60)
+            return
         where = {"directory": self.directory}
         s = await self.oc("POST", "/session", {"title": "warm-up"}, params=where)
         body = {"parts": [{"type": "text", "text": "warm up"}]}
@@ -101,11 +143,22 @@ class RT:
 
     async def new_parent(self, title: str = "S1 main session") -> str:
         """A root session S1 in the project directory (where the orchestrator would be)."""
+        if self.major == 2:
+            info = await self.v2.client.create_session(directory=self.directory, title=title)
+            return info.id
         return await new_root_session(self.http, self.server, title)
 
+    async def parent_args(self) -> list[str]:
+        """The CLI's ``--parent S1`` on 2.x (a new root session: a 2.x roundtable runs in a
+        child session, docs/design.md "The 2.x shell"); ``[]`` on 1.x, where a start needs none."""
+        return ["--parent", await self.new_parent()] if self.major == 2 else []
+
     async def start(self, **body: Any) -> str:
-        """POST /v1/roundtables; returns S2's id (asserts 200)."""
+        """POST /v1/roundtables; returns S2's id (asserts 200). On 2.x a body without
+        ``parentSessionID`` gets a new root session as its parent (2.x needs one)."""
         body.setdefault("directory", self.directory)
+        if self.major == 2 and not body.get("sessionID"):
+            body.setdefault("parentSessionID", await self.new_parent())
         status, data = await self.api("POST", "/v1/roundtables", body)
         assert status == 200, data
         return str(data["sessionID"])
@@ -129,7 +182,39 @@ class RT:
         raise AssertionError(f"roundtable {s2} not finalized in {timeout} s")
 
     async def messages(self, session: str) -> list[dict[str, Any]]:
+        """The 1.x server's messages of ``session`` (its JSON: ``{info, parts}``)."""
         return list(await self.oc("GET", f"/session/{session}/message"))
+
+    async def transcript(self, session: str, *, parked: bool = False) -> list[Said]:
+        """The user and assistant messages of ``session``, oldest first, on either major (2.x:
+        the delivered records, then with ``parked`` the items parked in the inbox until the
+        session's next execution, e.g. a result delivered while nobody waits for it)."""
+        if self.major == 2:
+            out: list[Said] = []
+            for r in await self.v2.client.all_messages(session):
+                if isinstance(r, v2.UserRecord):
+                    out.append(Said("user", None, r.text))
+                elif isinstance(r, v2.AssistantRecord):
+                    out.append(Said("assistant", r.agent, r.text))
+                elif r.type == "synthetic":
+                    text = (r.model_extra or {}).get("text") or (
+                        (r.model_extra or {}).get("payload") or {}
+                    ).get("text")
+                    out.append(Said("user", None, str(text or "")))
+            if parked:
+                for item in await self.v2.client.inbox(session):
+                    payload = item.get("payload") or {}
+                    out.append(Said("user", None, str(payload.get("text") or "")))
+            return out
+        said = []
+        for m in await self.messages(session):
+            text = "\n".join(
+                str(p.get("text") or "")
+                for p in m["parts"]
+                if p.get("type") == "text" and not p.get("ignored")
+            )
+            said.append(Said(m["info"]["role"], m["info"].get("agent"), text))
+        return said
 
     async def drained_after(
         self, s2: str, trigger: Callable[[], Awaitable[Any]], timeout: float = 20
@@ -164,6 +249,14 @@ class RT:
         after this, so a count taken now is final."""
         engine = self.daemon.engine
         deadline = time.monotonic() + timeout
+        runner = self.daemon.v2
+        if runner is not None:  # 2.x: the shell's loop for s2 has returned
+            while (run := runner.tables.get(s2)) is not None and not (
+                run.task is None or run.task.done()
+            ):
+                assert time.monotonic() < deadline, f"the daemon still drives {s2}"
+                await asyncio.sleep(0.05)
+            return
         while s2 in engine.tables or engine.shell.background:
             assert time.monotonic() < deadline, (
                 f"the daemon still drives {s2}"
@@ -185,7 +278,31 @@ class RT:
                 await self.wait_idle(str(session), timeout, status.get("directory"))
         return status
 
+    async def stored(self, session: str) -> list[str]:
+        """Each message the server holds for ``session`` (tool parts included; 2.x: each
+        record, then each item parked in the inbox) as one JSON text: what "it is in S1 once"
+        counts in."""
+        if self.major == 2:
+            records = await self.v2.client.all_messages(session)
+            inbox = await self.v2.client.inbox(session)
+            return [json.dumps(r.model_dump(by_alias=True)) for r in records] + [
+                json.dumps(item) for item in inbox
+            ]
+        return [json.dumps(m) for m in await self.messages(session)]
+
+    async def sessions(self) -> list[str]:
+        """The ids of the project's sessions."""
+        if self.major == 2:
+            return [s.id for s in await self.v2.client.sessions(self.directory)]
+        where = {"directory": self.directory}
+        return [str(s["id"]) for s in await self.oc("GET", "/session", params=where)]
+
     async def session(self, session: str) -> dict[str, Any]:
+        """The session's info: on both majors at least ``id``, ``parentID``, ``title`` and
+        ``metadata`` (1.x: its JSON as the server gives it)."""
+        if self.major == 2:
+            info = await self.v2.client.get_session(session)
+            return info.model_dump(by_alias=True)
         return dict(await self.oc("GET", f"/session/{session}"))
 
     async def wait_idle(
@@ -195,7 +312,10 @@ class RT:
         where = {"directory": directory or self.directory}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            st = await self.oc("GET", "/session/status", params=where)
+            if self.major == 2:
+                st: Any = await self.v2.client.active()
+            else:
+                st = await self.oc("GET", "/session/status", params=where)
             if session not in st:
                 return
             await asyncio.sleep(0.1)
@@ -261,7 +381,7 @@ async def make_rt(tmp_path: Path, llm: ScriptedLLM, server: OpenCodeServer, **ov
 
 @pytest.fixture
 async def rt_factory(
-    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any
+    tmp_path: Path, scripted_llm: ScriptedLLM, opencode_factory: Any, opencode_major: int
 ) -> AsyncIterator[Any]:
     """``await rt_factory(config=None, daemon={...overrides}, files=..., password=...)``."""
     made: list[RT] = []
@@ -279,14 +399,18 @@ async def rt_factory(
         port = free_port()
         all_files = dict(files or {})
         if install_tools:
-            # The tools and the observer agent are in place before the server loads the project.
+            # The tools and the observer agent are in place before the server loads the project
+            # (2.x: the plugin carries the tools, so it is always installed).
             staging = tmp_path / f"staging-{port}"
             token_file = tmp_path / "rt-config" / "roundtabled" / "token"
             for path in install.install_tools(
-                staging, control_url=f"http://127.0.0.1:{port}", token_file=token_file
+                staging,
+                control_url=f"http://127.0.0.1:{port}",
+                token_file=token_file,
+                major=opencode_major,
             ):
                 rel = path.relative_to(staging).as_posix()
-                if plugin or not rel.startswith(install.PLUGIN_DIR + "/"):
+                if plugin or opencode_major == 2 or not rel.startswith(install.PLUGIN_DIR + "/"):
                     all_files[".opencode/" + rel] = path.read_text()
         server = await opencode_factory(cfg, files=all_files, password=password)
         overrides = {"control_port": port, **(daemon or {})}
@@ -302,6 +426,8 @@ async def rt_factory(
                 await stop_daemon_task(rt.daemon, rt.task, 15)
             await rt.daemon.client.close()
             await rt.http.close()
+            if rt._v2 is not None:
+                await rt._v2.close()
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from roundtabled.core.state import META_KEY, RoundtableState, decode_state, encode_state
+from roundtabled.opencode import v2
 
 from .conftest import RT
 
@@ -33,7 +34,23 @@ ORCHESTRATOR_MODEL = {"providerID": "scripted", "modelID": "orchestrator-1"}
 
 
 async def ask_build(rt: RT, session: str, text: str) -> None:
-    """Prompt the orchestrator (``build``) in ``session``, as a person typing in the TUI would."""
+    """Prompt the orchestrator (``build``) in ``session``, as a person typing in the TUI would
+    (2.x: the session's agent and model switched to ``build`` on the orchestrator's model, then
+    the prompt)."""
+    if rt.major == 2:
+        client = rt.v2.client
+        await client.switch_agent(session, "build")
+        await client.switch_model(
+            session,
+            v2.ModelRef.model_validate(
+                {
+                    "id": ORCHESTRATOR_MODEL["modelID"],
+                    "providerID": ORCHESTRATOR_MODEL["providerID"],
+                }
+            ),
+        )
+        await client.prompt(session, text)
+        return
     await rt.oc(
         "POST",
         f"/session/{session}/prompt_async",
@@ -175,7 +192,8 @@ async def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
 def record_cancels(rt: RT) -> list[float]:
     """From now on, the monotonic times at which the daemon's engine receives a cancel (the
     list fills as cancels come; the cancel itself runs unchanged)."""
-    engine = rt.daemon.engine
+    # 2.x: the 2.x shell takes the cancel
+    engine: Any = rt.daemon.v2 if rt.daemon.v2 is not None else rt.daemon.engine
     called: list[float] = []
     real = engine.cancel
 
@@ -183,7 +201,7 @@ def record_cancels(rt: RT) -> list[float]:
         called.append(time.monotonic())
         return await real(*a, **kw)
 
-    engine.cancel = timed  # type: ignore[method-assign]
+    engine.cancel = timed
     return called
 
 

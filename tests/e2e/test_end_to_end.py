@@ -9,20 +9,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from roundtabled.core.card import CARD_FOOTER
 from roundtabled.core.state import CONCLUDED_SUFFIX, DELIMITER_TEXT, META_HEADER, OBSERVER_AGENT
 from roundtabled.offline.scripted_actions import Text, tool_call
+from roundtabled.offline.scripted_llm import content_text
 
 from .conftest import RT, SEAT_MODELS, roundtable_config
 from .edge_helpers import ask_build
 
-
-def texts(msg: dict[str, Any], *, include_ignored: bool = False) -> str:
-    return "\n".join(
-        str(p.get("text") or "")
-        for p in msg["parts"]
-        if p.get("type") == "text" and (include_ignored or not p.get("ignored"))
-    )
+pytestmark = pytest.mark.both_majors  # also under --opencode-major 2 (tests/conftest.py)
 
 
 def seat_requests(rt: RT, session: str) -> list[Any]:
@@ -50,12 +47,15 @@ async def test_basic_two_agents_one_round_default_observer(rt: RT) -> None:
     assert info["parentID"] == s1
     assert info["title"] == "(Roundtable) - What architecture for payments?" + CONCLUDED_SUFFIX
 
-    msgs = await rt.messages(s2)
-    answers = [m for m in msgs if m["info"]["role"] == "assistant"]
-    assert [m["info"]["agent"] for m in answers] == ["pm", "dev", OBSERVER_AGENT]
+    said = await rt.transcript(s2)
+    answers = [m for m in said if m.role == "assistant"]
+    assert [m.agent for m in answers] == ["pm", "dev", OBSERVER_AGENT]
     await rt.wait_idle(s2)
-    msgs = await rt.messages(s2)
-    assert DELIMITER_TEXT in texts(msgs[-1])
+    said = await rt.transcript(s2)
+    if rt.major == 1:
+        assert DELIMITER_TEXT in said[-1].text
+    else:  # 2.x posts no delimiter: every message there is answered (docs/design.md)
+        assert all(DELIMITER_TEXT not in m.text for m in said)
     # The model requests: pm, dev, then the observer, nothing else.
     kinds = [(r.agent, r.kind) for r in rt.llm.requests_for(session=s2)]
     assert kinds == [("pm", "turn"), ("dev", "turn"), (OBSERVER_AGENT, "turn")]
@@ -108,20 +108,18 @@ async def test_builtin_observer_prompt_used(rt: RT) -> None:
 async def test_unknown_agent_error_lists_available_no_session_created(rt: RT) -> None:
     """Scenario 15: an unknown agent → ``Error:`` naming it and listing the available agents;
     no session is created."""
-    before = await rt.oc("GET", "/session", params={"directory": rt.directory})
-    status, data = await rt.api(
-        "POST",
-        "/v1/roundtables",
-        {"agents": ["pm", "ghost"], "prompt": "x", "directory": rt.directory},
-    )
+    body: dict[str, Any] = {"agents": ["pm", "ghost"], "prompt": "x", "directory": rt.directory}
+    if rt.major == 2:  # a start on 2.x names its parent
+        body["parentSessionID"] = await rt.new_parent()
+    before = await rt.sessions()
+    status, data = await rt.api("POST", "/v1/roundtables", body)
     assert status == 400
     assert data["error"].startswith("Error:")
     assert "'ghost'" in data["error"] and "Available agents:" in data["error"]
     for name in ("pm", "dev", "rv"):
         assert name in data["error"]
     assert data["field"] == "agents"
-    after = await rt.oc("GET", "/session", params={"directory": rt.directory})
-    assert len(after) == len(before)
+    assert await rt.sessions() == before
 
 
 async def test_requests_carry_topic_attribution_models_and_never_the_state(rt: RT) -> None:
@@ -152,23 +150,26 @@ async def test_requests_carry_topic_attribution_models_and_never_the_state(rt: R
     # Round 2 prompts are not larger than round 1 prompts (no growth with the round number).
     sizes = [len(r.last_user_text.replace(topic, "")) for r in seat_reqs]
     assert max(sizes[3:]) <= max(sizes[:3]) + 200
-    # The handoffs were decided from the event mirror (no read of S2 before the prompt; the
-    # hiding PATCH sent beside the prompt still reached the server before the model request).
-    assert rt.daemon.engine.metrics.fast_handoffs >= 4, rt.daemon.engine.metrics.fast_handoffs
+    if rt.major == 1:
+        # The handoffs were decided from the event mirror (no read of S2 before the prompt; the
+        # hiding PATCH sent beside the prompt still reached the server before the model
+        # request). The 2.x shell reads each turn's outcome: it keeps no such mirror.
+        assert rt.daemon.engine.metrics.fast_handoffs >= 4, rt.daemon.engine.metrics.fast_handoffs
 
 
 async def test_result_reaches_s1_exactly_once_when_nobody_waits(rt: RT) -> None:
-    """The result lands in S1 once: as a noReply message when no tool call waits for it (and no
-    extra model turn in S1)."""
+    """The result lands in S1 once: as a noReply message when no tool call waits for it (2.x: a
+    synthetic message parked in S1's inbox until its next turn), and no extra model turn in
+    S1."""
     s1 = await rt.new_parent()
     s2 = await rt.start(agents=["pm", "dev"], prompt="Pick a queue", parentSessionID=s1)
     result = await rt.result(s2)
     # Delivered, the worker retired and S1 idle: a second delivery or a model turn in S1
     # would have happened by now.
     await rt.settled(s2)
-    msgs = await rt.messages(s1)
-    assert len(msgs) == 1, [texts(m) for m in msgs]
-    assert result["summary"] in texts(msgs[0])
+    said = await rt.transcript(s1, parked=True)
+    assert len(said) == 1, said
+    assert result["summary"] in said[0].text
     assert not rt.llm.requests_for(session=s1)
 
 
@@ -181,8 +182,8 @@ async def test_available_agents_through_the_real_tool(rt: RT) -> None:
     follow = await rt.llm.wait_for_requests(1, within=30, session=s1, kind="tool-followup")
     tool_msgs = [m for m in follow[0].messages if m["role"] == "tool"]
     assert tool_msgs
-    content = str(tool_msgs[-1]["content"])
-    assert content.startswith("Available agents:")
+    content = content_text(tool_msgs[-1]["content"])
+    assert content.startswith("Available agents:"), content
     for name in ("pm", "dev", "rv", "build"):
         assert name in content
     assert OBSERVER_AGENT not in content  # hidden
@@ -203,17 +204,16 @@ async def test_orchestrator_runs_a_roundtable_through_the_tool(rt: RT) -> None:
     await ask_build(rt, s1, "Convene a roundtable on repo layout.")
     follow = await rt.llm.wait_for_requests(1, within=60, session=s1, kind="tool-followup")
     tool_msgs = [m for m in follow[0].messages if m["role"] == "tool"]
-    payload = json.loads(str(tool_msgs[-1]["content"]))
+    payload = json.loads(content_text(tool_msgs[-1]["content"]))
     assert "SUMMARY-VIA-TOOL: consensus reached." in payload["summary"]
     s2 = payload["sessionID"]
     info = await rt.session(s2)
     assert info["parentID"] == s1
     await rt.settled(s2)
     # Exactly once: the tool result, and no extra noReply message in S1.
-    msgs = await rt.messages(s1)
-    users = [m for m in msgs if m["info"]["role"] == "user"]
-    assert len(users) == 1
-    assert sum("SUMMARY-VIA-TOOL" in json.dumps(m) for m in msgs) == 1
+    said = await rt.transcript(s1, parked=True)
+    assert len([m for m in said if m.role == "user"]) == 1, said
+    assert sum("SUMMARY-VIA-TOOL" in m for m in await rt.stored(s1)) == 1
 
 
 async def test_each_seat_runs_on_its_own_model(rt_factory: Any, scripted_llm: Any) -> None:

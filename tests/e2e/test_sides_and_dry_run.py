@@ -173,12 +173,12 @@ async def test_the_tool_takes_sides_and_dry_run(rt: RT) -> None:
     before = await _sessions(rt)
     args = {"agents": ["pm", "dev"], "prompt": "x", "sides": {"dev": "neutral"}, "dryRun": True}
     ses, part = await run_tool(rt.server, rt.llm, "roundtable", args, Path(rt.directory))
-    out = part["state"]["output"]
-    assert part["state"]["status"] == "completed", part
+    out = part.output
+    assert part.status == "completed", part
     assert out.startswith("Dry run: nothing was started. The plan:"), out
     assert "2. dev — scripted/debater-2 (price unknown) · side: neutral" in out
     assert await _sessions(rt) == before | {ses}  # only the orchestrator's own session
     assert [r.agent for r in rt.llm.requests if r.agent != "build"] == []  # no seat was asked
     bad = {"agents": ["pm", "dev"], "prompt": "x", "sides": {"rv": "for"}}
     _, part = await run_tool(rt.server, rt.llm, "roundtable", bad, Path(rt.directory))
-    assert part["state"]["output"].startswith("Error: sides names 'rv', which is not a seat")
+    assert part.output.startswith("Error: sides names 'rv', which is not a seat")
