@@ -57,7 +57,9 @@ def opening_ids(s2: str, seats: int, index: int = 0) -> list[str]:
     :meth:`V2Port.start_turn` gives. ``index``: 0 for the opening, 1 for a protocol's second
     round (council's ranking, round 2 of the history): its own ids, since 2.x answers a prompt
     sent with a used id with the first admission and starts no turn (docs/opencode-server.md,
-    the 2.x table), and a record found by its id counts as written."""
+    the 2.x table), and a record found by its id counts as written. Round 1's seat keys are
+    free for it: a protocol with a second round (council) runs no seat turn in S2 after it,
+    only the observer's (whose key's seat is the observer's)."""
     out: list[str] = []
     tail: tuple[int, ...] = (index,) if index else ()  # the opening's ids as they always were
     for seat in range(seats):
