@@ -8,6 +8,7 @@ opening in view). ``council``: the opening, then every seat ranks the others' an
 anonymised, in its own session (a prompt of its own: 2.x answers a prompt sent with a used id
 with the first admission), and the observer chairs. Independence is asserted on the scripted
 model's recorded requests: no seat's request holds another seat's answer before it answered.
+A daemon killed during council's ranking resumes it once.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 
+from bench.env import control_call
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.core.validation import parse_request
 from roundtabled.offline.scripted_actions import Text
 from tests.e2e.test_v2_roundtable import Env, env
+from tests.fakes.daemon_proc import DaemonProc
 
 __all__ = ["env"]  # the fixture, imported: one 2.x server for this module too
 
@@ -200,3 +204,67 @@ async def test_a_council_on_2x_ranks_anonymised_in_each_seat_s_session_and_the_c
     assert ranks["dev"]["meanRank"] == 2.0 and ranks["rv"]["meanRank"] == 1.0
     assert ranks["pm"]["meanRank"] == 1.0
     assert [d["agent"] for d in c["degraded"]] == ["dev"]
+
+
+async def test_a_daemon_killed_during_council_s_ranking_on_2x_resumes_it_once(
+    env: Env, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`kill -9` while pm's ranking runs in its session: the restarted daemon takes the ranking
+    round up from S2's metadata (its own prompt ids, derived again alike); no opening and no
+    ranking is asked twice, no seat session is created twice, the chair runs once, the council's
+    ranking counts."""
+    dp = DaemonProc(
+        tmp_path_factory.mktemp("v2councilkill"),
+        env.server.url,
+        env.directory,
+        password=str(env.server.password),
+    )
+    s1 = await env.parent()
+    since = len(env.llm.requests)
+    pms = len(env.llm.requests_for(agent="pm"))
+    for a, label in zip(AGENTS, ("keep the monolith", "split now", "keep the monolith")):
+        env.llm.script(answer(a, label, 7), agent=a)
+    env.llm.script(
+        Text(text="Rank 1: Answer B — thorough\nRank 2: Answer A — thin", first_byte_delay=3.0),
+        agent="pm",
+    )
+    env.llm.script(Text(text="Rank 1: Answer B — sound\nRank 2: Answer A — bold"), agent="dev")
+    env.llm.script(Text(text="Rank 1: Answer A — clear\nRank 2: Answer B — rushed"), agent="rv")
+    env.llm.script(Text(text="SUMMARY: resumed."), agent=OBSERVER_AGENT)
+    async with aiohttp.ClientSession() as http:
+        try:
+            await dp.start(http)
+
+            async def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+                return await control_call(http, dp.url, dp.token, method, path, body, timeout=60)
+
+            status, made = await call(
+                "POST",
+                "/v1/roundtables",
+                {"agents": AGENTS, "prompt": TOPIC, "parentSessionID": s1, "protocol": "council"},
+            )
+            assert status == 200, made
+            s2 = made["sessionID"]
+            await env.llm.wait_for_requests(pms + 2, 60, agent="pm")  # pm's ranking runs
+            dp.proc.kill()
+            await dp.proc.wait()
+            await dp.start(http)
+            result: dict[str, Any] = {}
+            for _ in range(6):
+                status, result = await call("GET", f"/v1/roundtables/{s2}/result?wait=20")
+                assert status == 200, result
+                if result.get("done"):
+                    break
+            assert result.get("done"), (result, dp.log()[-3000:])
+            assert result["endReason"] == "completed", result
+        finally:
+            dp.kill_all()
+    sessions = await seat_sessions(env, s2)  # three children: none created twice
+    for agent, sid in sessions.items():
+        assert [r.agent for r in turns(env, since, sid)] == [agent, agent], agent
+    assert [r.agent for r in turns(env, since, s2)] == [OBSERVER_AGENT]
+    c = result["result"]["verdict"]["protocol"]["council"]
+    assert c["ran"] is True and c["degraded"] == []
+    ranks = {r["author"]: r["meanRank"] for r in c["aggregate"]}
+    # pm: rv 1st, dev 2nd; dev: pm 1st, rv 2nd; rv: pm 1st, dev 2nd
+    assert ranks == {"pm": 1.0, "rv": 1.5, "dev": 2.0}
