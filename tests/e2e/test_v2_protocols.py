@@ -222,7 +222,8 @@ async def test_a_daemon_killed_during_council_s_ranking_on_2x_resumes_it_once(
     s1 = await env.parent()
     since = len(env.llm.requests)
     pms = len(env.llm.requests_for(agent="pm"))
-    for a, label in zip(AGENTS, ("keep the monolith", "split now", "keep the monolith")):
+    labels = ("keep the monolith", "split now", "keep the monolith")
+    for a, label in zip(AGENTS, labels, strict=True):
         env.llm.script(answer(a, label, 7), agent=a)
     env.llm.script(
         Text(text="Rank 1: Answer B — thorough\nRank 2: Answer A — thin", first_byte_delay=3.0),
