@@ -1,15 +1,17 @@
 """The independent opening round on OpenCode 2.x: the pure rules of :mod:`roundtabled.core.
 opening` (``decide``), read and carried out through the server port.
 
-While :func:`roundtabled.core.opening.running` holds, the 2.x shell hands each pass of a
-roundtable here instead of to the machine (docs/design.md, "The 2.x shell"): :func:`observe`
-reads S2 (running or not, the ids of what it holds), its children (a seat's session created
-before a crash is adopted by its metadata) and each unsettled seat's turn
-(:meth:`~roundtabled.opencode.port.V2Port.turn_outcome`), as the views the rules read; the
-commands are carried out by :func:`execute`. What 2.x does differently:
+While :func:`roundtabled.core.opening.running` holds (the opening, then a protocol's second
+independent round), the 2.x shell hands each pass of a roundtable here instead of to the machine
+(docs/design.md, "The 2.x shell"): :func:`observe` reads S2 (running or not, the ids of what it
+holds), its children (a seat's session created before a crash is adopted by its metadata) and
+each unsettled seat's turn (:meth:`~roundtabled.opencode.port.V2Port.turn_outcome`), as the views
+the rules read; the commands are carried out by :func:`execute`. What 2.x does differently:
 
-- a seat's prompt id is derived from its turn key (round 0, the seat; :func:`opening_ids`), as
-  every 2.x prompt's: sent again after a crash, it is the same prompt;
+- a seat's prompt id is derived from its turn key (the round's index, the seat;
+  :func:`opening_ids`), as every 2.x prompt's: sent again after a crash, it is the same prompt;
+  a protocol's second round (council's ranking, in the same seat sessions) has its own keys and
+  ids, so its prompts are never taken for the opening's;
 - a seat's record goes into S2 as a ``synthetic`` record parked in S2's inbox (2.x stores no
   message without a model turn): it is delivered, before the prompt, with the next turn's
   prompt in S2 (round 2's first seat), so every later seat reads the openings as user messages
@@ -48,22 +50,30 @@ __all__ = ["OpeningStep", "execute", "observe", "opening_ids", "owner"]
 log = logging.getLogger("roundtabled.engine.v2")
 
 
-def opening_ids(s2: str, seats: int) -> list[str]:
-    """The ``2 * seats + 1`` message ids an opening round of ``s2`` starts with (each seat's
+def opening_ids(s2: str, seats: int, index: int = 0) -> list[str]:
+    """The ``2 * seats + 1`` message ids an independent round of ``s2`` starts with (each seat's
     prompt and record, then the topic record), each derived from what it names: a seat's
-    prompt id is its turn key's (round 0, the seat), the one :meth:`V2Port.start_turn` gives."""
+    prompt id is its turn key's (the round's 0-based ``index``, the seat), the one
+    :meth:`V2Port.start_turn` gives. ``index``: 0 for the opening, 1 for a protocol's second
+    round (council's ranking, round 2 of the history): its own ids, since 2.x answers a prompt
+    sent with a used id with the first admission and starts no turn (docs/opencode-server.md,
+    the 2.x table), and a record found by its id counts as written. Round 1's seat keys are
+    free for it: a protocol with a second round (council) runs no seat turn in S2 after it,
+    only the observer's (whose key's seat is the observer's)."""
     out: list[str] = []
+    tail: tuple[int, ...] = (index,) if index else ()  # the opening's ids as they always were
     for seat in range(seats):
-        out.append(v2_prompt_id(TurnKey(s2, 0, seat)))
-        out.append("msg_" + stable_digest("opening-record", s2, seat))
-    out.append("msg_" + stable_digest("opening-topic", s2))
+        out.append(v2_prompt_id(TurnKey(s2, index, seat)))
+        out.append("msg_" + stable_digest("opening-record", s2, seat, *tail))
+    out.append("msg_" + stable_digest("opening-topic", s2, *tail))
     return out
 
 
 def owner(states: Iterable[RoundtableState], session_id: str) -> str | None:
-    """S2's id of the roundtable whose opening round runs in seat session ``session_id``."""
+    """S2's id of the roundtable whose independent round (the opening, or a protocol's second
+    round) runs in seat session ``session_id``."""
     for st in states:
-        rnd = st.openings
+        rnd = opening.current(st) if opening.running(st) else None
         if rnd is not None and not rnd.done and any(s.session_id == session_id for s in rnd.seats):
             return st.session_id
     return None
@@ -117,7 +127,7 @@ async def observe(
         NotFound: S2 is gone. TransportError: the server could not be reached.
     """
     running = await port.client.active()
-    rnd = state.openings
+    rnd = opening.current(state)  # the opening, else the second round (None: not started yet)
     kids: tuple[tuple[str, int], ...] = ()
     if rnd is None or any(s.session_id is None for s in rnd.seats):
         children = sorted(
@@ -199,7 +209,8 @@ async def execute(
                 cmd.agent,
                 state.models.get(cmd.agent),
                 cmd.text,
-                TurnKey(s2.id, 0, cmd.seat),
+                # the round's own key (its marker's 0-based round), as opening_ids derives it
+                TurnKey(s2.id, cmd.marker.round, cmd.seat),
                 label=cmd.label or turn_header(cmd.agent, 1, independent=True),
                 marker=sign_marker(cmd.marker, cmd.session_id, step.signer),
             )
@@ -232,11 +243,13 @@ def decide(
     state: RoundtableState, obs: OpeningObservation, cancel: Cancel | None, new_id: str
 ) -> opening.FlowDecision:
     """The opening's decision (:func:`roundtabled.core.opening.decide`) with the round's ids
-    derived from S2 (:func:`opening_ids`)."""
+    derived from S2 (:func:`opening_ids`): the opening's while it runs, then the second
+    round's (the rules take the ids when a round starts)."""
+    second = state.openings is not None and state.openings.done
     return opening.decide(
         state,
         obs,
-        ids=opening_ids(state.session_id, len(state.agents)),
+        ids=opening_ids(state.session_id, len(state.agents), 1 if second else 0),
         new_id=new_id,
         cancel=cancel,
     )

@@ -45,7 +45,7 @@ from dataclasses import replace as dc_replace
 from typing import Any
 
 from roundtabled import faults
-from roundtabled.core import failures, hiding, lifecycle, machine, opening, prompts
+from roundtabled.core import failures, hiding, lifecycle, machine, opening, prompts, protocols
 from roundtabled.core.commands import (
     Abort,
     Cancel,
@@ -106,11 +106,6 @@ ids to hide are written where the plugin reads them."""
 
 def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     """Why OpenCode 2.x cannot run ``req`` yet, naming the field, or ``None``."""
-    if req.protocol not in (None, "debate"):
-        return ValidationFailed(
-            "protocol",
-            f"protocol: '{req.protocol}' is not supported on OpenCode 2.x yet; use 'debate'",
-        )
     if not req.parent_session_id and not req.extend and not req.dry_run:
         # an extension keeps its parent; a dry run creates no session
         return ValidationFailed(
@@ -434,7 +429,12 @@ class V2Runner:
             preset=req.preset,
             sides=dict(req.sides or {}),
             call_started_at=now,
+            protocol=req.protocol or "debate",
+            adaptive_threshold=req.adaptive_threshold,
         )
+        # The protocol sets what it runs with (vote, adaptive and council: the independent
+        # opening; docs/deliberation.md, "Protocols"), as on 1.x (engine/launch.py).
+        options, total_rounds = protocols.of(options.protocol).options(options, req.rounds)
         # 2.x's records carry no price: every seat's cost is unknown, never a measured 0
         unpriced = sorted({*req.agents, observer_agent})
         state = RoundtableState(
@@ -446,7 +446,7 @@ class V2Runner:
             title=title,
             agents=list(req.agents),
             models=models,
-            total_rounds=req.rounds,
+            total_rounds=total_rounds,
             observer=req.observer or BUILTIN_OBSERVER,
             prompt=req.prompt,
             delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
@@ -615,7 +615,8 @@ class V2Runner:
             if not deleted[0]:
                 raise
             # as on 1.x: the seats still running are stopped, the machine ends the roundtable
-            for seat in run.state.openings.seats if run.state.openings is not None else ():
+            rnd = opening.current(run.state)  # the opening, or a protocol's second round
+            for seat in rnd.seats if rnd is not None else ():
                 if seat.session_id is not None and seat.entry is None:
                     with contextlib.suppress(NotFound):
                         await self.port.abort(SessionRef(seat.session_id, run.s2.directory))

@@ -9,7 +9,13 @@ import pytest
 
 from roundtabled.core import lifecycle, machine
 from roundtabled.core.commands import Abort, Cancel, Prompt
-from roundtabled.core.server_records import Interjection, TurnKey, TurnOutcome, TurnStatus
+from roundtabled.core.server_records import (
+    Interjection,
+    TurnKey,
+    TurnOutcome,
+    TurnStatus,
+    stable_digest,
+)
 from roundtabled.core.state import (
     META_KEY,
     RESUMED_NOTE,
@@ -22,6 +28,7 @@ from roundtabled.core.state import (
     read_marker,
 )
 from roundtabled.core.validation import parse_request
+from roundtabled.engine import v2_opening
 from roundtabled.engine.v2_delivery import take
 from roundtabled.engine.v2run import keyed, observation_of, refusal
 from roundtabled.opencode.port import v2_prompt_id
@@ -149,6 +156,34 @@ def test_a_plain_start_is_not_refused() -> None:
         }
     )
     assert refusal(independent) is None
+
+
+@pytest.mark.parametrize("protocol", ["debate", "vote", "adaptive", "council"])
+def test_every_protocol_runs_on_2x(protocol: str) -> None:
+    req = parse_request(
+        {
+            "agents": ["pm", "dev", "rv"],
+            "prompt": "q",
+            "parentSessionID": "ses_parent01",
+            "protocol": protocol,
+        }
+    )
+    assert refusal(req) is None
+
+
+def test_a_second_independent_round_has_ids_of_its_own_and_the_opening_keeps_its_ids() -> None:
+    """2.x answers a prompt sent with a used id with the first admission (docs/opencode-server.md,
+    the 2.x table), and a record found by its id counts as written: council's ranking round must
+    not reuse one id of the opening's, and the opening's ids stay what a roundtable started
+    earlier wrote."""
+    opening_ids = v2_opening.opening_ids("ses_v2shell", 3)
+    ranking_ids = v2_opening.opening_ids("ses_v2shell", 3, 1)
+    assert len(set(opening_ids)) == len(set(ranking_ids)) == 7
+    assert not set(opening_ids) & set(ranking_ids)
+    assert opening_ids[0] == v2_prompt_id(TurnKey("ses_v2shell", 0, 0))
+    assert ranking_ids[2] == v2_prompt_id(TurnKey("ses_v2shell", 1, 1))
+    assert opening_ids[1] == "msg_" + stable_digest("opening-record", "ses_v2shell", 0)
+    assert opening_ids[6] == "msg_" + stable_digest("opening-topic", "ses_v2shell")
 
 
 def test_a_note_answered_in_the_turn_s_execution_is_the_person_s_not_the_seat_s() -> None:

@@ -1,8 +1,8 @@
 """The protocols' seam (docs/deliberation.md, "Protocols"): one list of names and option values
 (the parser, the configuration and the tool take theirs from it, or this fails), the call's
 fields each protocol refuses in one line naming the field and the protocol, a preset's values
-checked as the call's, the dry run's price of each protocol, the verdict's words, and the 2.x
-shell's refusal."""
+checked as the call's, the dry run's price of each protocol and the verdict's words (every
+protocol runs on 2.x: tests/engine/test_v2_shell.py, tests/e2e/test_v2_protocols.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from roundtabled.core.estimate import Seat, protocol_lines, protocol_prices
 from roundtabled.core.state import ContextMode, Opening, ProtocolName, Until
 from roundtabled.core.validation import PresetSpec, apply_preset, parse_request
 from roundtabled.core.verdict import protocol_line
-from roundtabled.engine.v2run import refusal
 from roundtabled.errors import ValidationFailed
 from roundtabled.service.config import PRESET_KEYS, ConfigError, load_settings
 
@@ -171,18 +170,6 @@ def test_presets_in_the_configuration_take_a_protocol(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as exc:
         load_settings(env={"HOME": str(tmp_path)}, config_file=path)
     assert exc.value.key.startswith("presets.v.adaptive_threshold")
-
-
-def test_opencode_2_refuses_a_protocol_other_than_debate_in_one_line() -> None:
-    for name in ("vote", "adaptive", "council"):
-        req = parse_request(call(protocol=name, parentSessionID="ses_parent00000001"))
-        refused = refusal(req)
-        assert refused is not None and refused.field == "protocol"
-        assert "\n" not in str(refused) and name in str(refused)
-    assert (
-        refusal(parse_request(call(protocol="debate", parentSessionID="ses_parent00000001")))
-        is None
-    )
 
 
 # ── the dry run's price of each protocol ────────────────────────────────────────────────────────
