@@ -35,13 +35,15 @@ import orjson
 from roundtabled import __version__
 from roundtabled.opencode.binary import OPENCODE2_VERSION, OPENCODE_VERSION
 
-from . import debate, deliberation, ingest, memory, overhead_v2, recovery
+from . import debate, deliberation, ingest, memory, overhead_v2, recovery, recovery_v2
 from .env import Env
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "debate-events.sse"
 RESULTS = HERE / "results" / "latest.json"
 FIGURES = ("debate", "ingest", "memory", "recovery", "deliberation")
+ON_2X = ("debate", "recovery")
+"""The figures measured on OpenCode 2.x too (``--opencode 2``; `all` is 1.x's)."""
 
 
 @contextlib.asynccontextmanager
@@ -60,8 +62,12 @@ async def daemon_env(root: Path) -> AsyncIterator[Env]:
 
 async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if args.opencode == 2:
-        # figure 1 alone: figures 2-3 read the 1.x engine's handoff metrics and S2's parts
-        return {"overhead": await overhead_v2.run(tmp / "debate-v2", pairs=args.pairs)}
+        return await overhead_v2.run(
+            tmp / "debate-v2",
+            pairs=args.pairs,
+            concurrent=args.concurrent,
+            concurrent_rounds=args.concurrent_rounds,
+        )
     async with daemon_env(tmp / "debate") as env:
         out = await debate.run(
             env,
@@ -87,6 +93,10 @@ async def fig_memory(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 async def fig_recovery(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    if args.opencode == 2:
+        return await recovery_v2.run(
+            tmp / "recovery-v2", sessions=args.sessions, roundtables=args.roundtables
+        )
     return await recovery.run(
         tmp / "recovery", sessions=args.sessions, roundtables=args.roundtables
     )
@@ -140,7 +150,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         choices=[1, 2],
         default=1,
-        help="the OpenCode major to measure on (2: figure 1 only, `debate`; default 1)",
+        help="the OpenCode major to measure on (2: `debate` (figures 1-3), `recovery`; default 1)",
     )
     p.add_argument("--pairs", type=int, default=9, help="figure 1: interleaved pairs (≥ 5)")
     p.add_argument("--concurrent", type=int, default=20, help="figure 2: concurrent roundtables")
@@ -155,9 +165,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.opencode == 2 and args.figure != "debate":
+    if args.opencode == 2 and args.figure not in ON_2X:
         print(
-            f"Error: --opencode 2 measures figure 1 only (`debate`), not {args.figure!r}",
+            f"Error: --opencode: 2 measures {', '.join(ON_2X)}, not {args.figure!r} "
+            "(bench/README.md says why)",
             file=sys.stderr,
         )
         return 2

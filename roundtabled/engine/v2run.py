@@ -88,7 +88,7 @@ from roundtabled.engine.shell import Clock, now_ms
 from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
-from roundtabled.opencode.port import V2Port, v2_prompt_id
+from roundtabled.opencode.port import V2Port, together, v2_prompt_id
 
 __all__ = ["V2Runner", "keyed", "observation_of", "refusal"]
 
@@ -280,7 +280,9 @@ class V2Runner:
         self.extending: dict[str, str] = {}
 
     def on_event(self, event: Event) -> None:
-        """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only)."""
+        """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only); a
+        session's metadata change is the port's to follow (:meth:`V2Port.seen`)."""
+        self.port.seen(event)
         sid = self.port.turn_ended(event)
         run = self.tables.get(sid) if sid else None
         if run is None and sid:  # a seat's own session of an independent opening
@@ -292,7 +294,8 @@ class V2Runner:
     async def recover(self, directories: Iterable[str] = ()) -> int:
         """Resume the roundtables left unfinished in ``directories`` and in the directories of
         earlier roundtables (remembered under the state directory; a daemon restarted, or
-        killed): each one's signed state is read from S2's metadata and its loop started; the
+        killed): each one's signed state is taken from S2's metadata as the directory's listing
+        shows it (one read for all, :meth:`V2Port.unfinished`) and its loop started; the
         first pass reads the pending turn's outcome and decides, as after any wake (a turn sent
         again has the same id: no second turn), or, for a debate that is over but not finalized,
         takes phase 4 up where it stopped (the result reaches S1 once:
@@ -302,11 +305,11 @@ class V2Runner:
         resumed = 0
         known = known_directories(self.settings.state_dir)
         for directory in dict.fromkeys([*directories, *self.settings.directories, *known]):
-            for s2 in await self.port.unfinished(directory):
+            for s2, blocks in await self.port.unfinished(directory):
                 if s2.id in self.tables:
                     continue
                 try:
-                    block = (await self.port.read_state(s2))[0]
+                    block = blocks[0]
                     state = decode_state(block.text, block.metadata, s2.id, self.signer)
                 except (IndexError, StateError) as exc:
                     log.warning("%s: holds no roundtable state of this daemon: %s", s2.id, exc)
@@ -322,7 +325,9 @@ class V2Runner:
         return resumed
 
     async def on_connect(self) -> None:
-        """After every (re)connect of the event stream: wake every roundtable (no replay)."""
+        """After every (re)connect of the event stream: wake every roundtable (no replay); the
+        port reads each session's metadata again before its next state write."""
+        self.port.forget_metadata()
         for run in self.tables.values():
             run.wake.set()
 
@@ -669,6 +674,10 @@ class V2Runner:
             phase=state.phase.value if done else FINALIZING,
         )
 
+    async def _switch(self, run: _Run, agent: str, model: ModelRef | None) -> None:
+        await self.port.switch(run.s2, agent, model)
+        faults.checkpoint("switched")
+
     async def _execute(self, run: _Run, d: Decision) -> None:
         run.state = hiding.said_notes(d.state)
         run.deadline_ms = d.wake_at
@@ -676,8 +685,17 @@ class V2Runner:
             if isinstance(cmd, PersistState):
                 await self._write(run)
             elif isinstance(cmd, Prompt):
+                model = run.state.models.get(cmd.agent)
+                switched = False
                 if cmd.persist_first:
-                    await self._write(run)
+                    # The intent (and the ids the plugin hides from this turn's requests) must
+                    # land before the prompt; the agent and model switches are session state
+                    # that a turn not yet prompted ignores, so they go beside it.
+                    if cmd.send:
+                        await together(self._write(run), self._switch(run, cmd.agent, model))
+                        switched = True
+                    else:
+                        await self._write(run)
                     faults.checkpoint("intent-persisted")
                 if cmd.send:
                     key = turn_key(run.state)
@@ -685,11 +703,12 @@ class V2Runner:
                     await self.port.start_turn(
                         run.s2,
                         cmd.agent,
-                        run.state.models.get(cmd.agent),
+                        model,
                         cmd.text,
                         key,
                         label=key.header(cmd.agent),
                         marker=marker,
+                        switched=switched,
                     )
                     run.accepted.add(cmd.message_id)
                     observer = cmd.marker.kind == "observer"
