@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "debate-events.sse"
 RESULTS = HERE / "results" / "latest.json"
 FIGURES = ("debate", "ingest", "memory", "recovery", "deliberation")
-ON_2X = ("debate", "recovery")
+ON_2X = ("debate", "memory", "recovery")
 """The figures measured on OpenCode 2.x too (``--opencode 2``; `all` is 1.x's)."""
 
 
@@ -89,7 +89,7 @@ async def fig_ingest(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 async def fig_memory(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    return await memory.run(tmp / "memory", tables=args.tables)
+    return await memory.run(tmp / "memory", tables=args.tables, major=args.opencode)
 
 
 async def fig_recovery(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
