@@ -346,6 +346,8 @@ class Env:
         answers ``/v1/health`` ready."""
         port = port or free_port()
         env = {**os.environ, **self.env}
+        if self.srv.password:  # the 2.x server always asks for one
+            env["OPENCODE_SERVER_PASSWORD"] = self.srv.password
         log = (self.root / "daemon.log").open("ab")
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,

@@ -1,4 +1,5 @@
-"""Figure 1 on OpenCode 2.x: a roundtable's overhead against its own bare floor, same server.
+"""Figures 1–3 on OpenCode 2.x: a roundtable's overhead against its own bare floor on the same
+server, the handoff latency, the orchestration bytes per seat request.
 
 The 2.x counterpart of figure 1 (:mod:`bench.debate`), on the pinned 2.x server (``opencode-v2/``)
 with the roundtable plugin installed as ``roundtabled install-tool --opencode 2`` writes it, the
@@ -19,6 +20,12 @@ the debate through the 2.x shell (``roundtabled/engine/v2run.py``):
   ``tail``), from the scripted model's records, plus the daemon's HTTP calls to the server per
   debate by route and the milliseconds they took (:class:`CallCount`), so the cause of a gap can
   be named.
+- **Figure 2** (:class:`HandoffTap`): the handoffs of the debates above (one roundtable), then of
+  ``concurrent`` roundtables of ``concurrent_rounds`` rounds started at once, as on 1.x: from the
+  execution end that woke the roundtable to the next prompt accepted, its server share, and the
+  daemon's = total − server.
+- **Figure 3** (:func:`bench.debate.orchestration_bytes`): on the last debate of figure 1, from
+  the requests the scripted model received, as on 1.x.
 
 Usage (from the repository root)::
 

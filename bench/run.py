@@ -8,7 +8,9 @@ Usage (from the repository root)::
     .venv/bin/python -m bench.run memory       # figure 5 (RSS at 100 roundtables)
     .venv/bin/python -m bench.run recovery     # figure 6 (start-up recovery)
     .venv/bin/python -m bench.run deliberation # figures 7a-7e (stopping, budget, opening, context)
-    .venv/bin/python -m bench.run debate --opencode 2  # figure 1 on OpenCode 2.x (overhead_v2)
+    .venv/bin/python -m bench.run debate --opencode 2    # figures 1-3 on OpenCode 2.x (overhead_v2)
+    .venv/bin/python -m bench.run memory --opencode 2    # figure 5 on OpenCode 2.x
+    .venv/bin/python -m bench.run recovery --opencode 2  # figure 6 on OpenCode 2.x (recovery_v2)
 
 Prints one JSON document to stdout and writes it to ``bench/results/latest.json`` (``--out``).
 Each figure says its target and whether it was met (``met``). Times in seconds (``_s``) or
