@@ -40,7 +40,7 @@ from roundtabled.service.daemon import Daemon, load_signer
 
 from .env import RemoteLLM, bench_config
 from .overhead_v2 import CallCount
-from .recovery import PHASES, _state
+from .recovery import PHASES, phase_state
 from .stats import rnd
 
 
@@ -62,7 +62,7 @@ async def populate(
         kind = PHASES[i % len(PHASES)]
         async with sem:
             made = await client.create_session(directory=directory, title=f"roundtable {i}")
-            st = _state(made.id, directory, kind, gone)
+            st = phase_state(made.id, directory, kind, gone)
             if kind != "parent-gone":
                 st = st.model_copy(update={"parent_session_id": parent})
             text, meta = encode_state(st, signer)
