@@ -9,6 +9,7 @@ Usage (from the repository root)::
     .venv/bin/python -m bench.run recovery     # figure 6 (start-up recovery)
     .venv/bin/python -m bench.run deliberation # figures 7a-7e (stopping, budget, opening, context)
     .venv/bin/python -m bench.run debate --opencode 2    # figures 1-3 on OpenCode 2.x (overhead_v2)
+    .venv/bin/python -m bench.run ingest --opencode 2    # figure 4 on OpenCode 2.x (ingest_v2)
     .venv/bin/python -m bench.run memory --opencode 2    # figure 5 on OpenCode 2.x
     .venv/bin/python -m bench.run recovery --opencode 2  # figure 6 on OpenCode 2.x (recovery_v2)
 
@@ -37,14 +38,24 @@ import orjson
 from roundtabled import __version__
 from roundtabled.opencode.binary import OPENCODE2_VERSION, OPENCODE_VERSION
 
-from . import debate, deliberation, ingest, memory, overhead_v2, recovery, recovery_v2
+from . import (
+    debate,
+    deliberation,
+    ingest,
+    ingest_v2,
+    memory,
+    overhead_v2,
+    recovery,
+    recovery_v2,
+)
 from .env import Env
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "debate-events.sse"
+FIXTURE_V2 = HERE / "fixtures" / "debate-events-v2.sse"
 RESULTS = HERE / "results" / "latest.json"
 FIGURES = ("debate", "ingest", "memory", "recovery", "deliberation")
-ON_2X = ("debate", "memory", "recovery")
+ON_2X = ("debate", "ingest", "memory", "recovery")
 """The figures measured on OpenCode 2.x too (``--opencode 2``; `all` is 1.x's)."""
 
 
@@ -85,6 +96,11 @@ async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 async def fig_ingest(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    if args.opencode == 2:
+        if args.record_fixture or not FIXTURE_V2.exists():
+            FIXTURE_V2.parent.mkdir(parents=True, exist_ok=True)
+            FIXTURE_V2.write_bytes(await ingest_v2.record(tmp / "record-v2"))
+        return await ingest_v2.run(FIXTURE_V2, events=args.events)
     if not FIXTURE.exists():
         raise SystemExit(f"{FIXTURE} is missing: run `python -m bench.run debate` first")
     return await ingest.run(FIXTURE, events=args.events)

@@ -90,7 +90,7 @@ from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.opencode.port import V2Port, together, v2_prompt_id
 
-__all__ = ["V2Runner", "keyed", "observation_of", "refusal"]
+__all__ = ["Run", "V2Runner", "keyed", "observation_of", "refusal"]
 
 log = logging.getLogger("roundtabled.engine.v2")
 
@@ -237,7 +237,7 @@ def interjection_views(out: TurnOutcome, now: int) -> tuple[MessageView, ...]:
 
 
 @dataclass
-class _Run:
+class Run:
     """One roundtable this shell drives."""
 
     state: RoundtableState
@@ -274,7 +274,7 @@ class V2Runner:
         self.signer = signer
         self.settings = settings
         self.clock = clock
-        self.tables: dict[str, _Run] = {}
+        self.tables: dict[str, Run] = {}
         self.delivery = V2Delivery(port, signer, clock)
         #: the extensions being applied, by roundtable: how a second one's refusal names it
         self.extending: dict[str, str] = {}
@@ -316,7 +316,7 @@ class V2Runner:
                     continue
                 if not state.active and state.finalization.toast_done:
                     continue
-                run = _Run(lifecycle.resumed(state), s2)
+                run = Run(lifecycle.resumed(state), s2)
                 self.tables[s2.id] = run
                 run.wake.set()  # the first pass decides from a read at once
                 run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
@@ -449,7 +449,7 @@ class V2Runner:
             updated_at=now,
         )
         remember_directory(self.settings.state_dir, state.directory)
-        run = _Run(state, s2)
+        run = Run(state, s2)
         self.tables[s2.id] = run
         if opening.running(state):
             # round 1 in the seats' own sessions (v2_opening): its first pass writes the
@@ -497,7 +497,7 @@ class V2Runner:
                 held.state if held is not None else None,
                 self.clock(),
             )
-            run = _Run(state, s2, feed=held.feed if held is not None else v2_features.Feed())
+            run = Run(state, s2, feed=held.feed if held is not None else v2_features.Feed())
             self.tables[s2.id] = run
             try:
                 await self.port.client.update_session(s2.id, title=state.title)
@@ -518,7 +518,7 @@ class V2Runner:
         finally:
             del self.extending[sid]
 
-    async def _loop(self, run: _Run) -> None:
+    async def _loop(self, run: Run) -> None:
         """Wake, read, decide, execute until the roundtable is over and finalized (phase 4:
         :meth:`_final_step`). A failed pass goes to the same failure policy as on 1.x
         (docs/design.md, "Failures of the worker"): retried with backoff, or the roundtable ends
@@ -555,7 +555,7 @@ class V2Runner:
                 return
             policy.succeeded()
 
-    async def _final_step(self, run: _Run) -> None:
+    async def _final_step(self, run: Run) -> None:
         """One step of phase 4 (:class:`~roundtabled.engine.v2_delivery.V2Delivery`)."""
 
         async def write(state: RoundtableState) -> None:
@@ -575,7 +575,7 @@ class V2Runner:
         else:
             run.deadline_ms = step.wake_at
 
-    async def _gone(self, run: _Run) -> tuple[bool, bool]:
+    async def _gone(self, run: Run) -> tuple[bool, bool]:
         """``(S2 or S1 is gone, S1 is gone)``: a 404 is a deletion, never an end."""
         gone: list[bool] = []
         for sid in (run.s2.id, run.state.parent_session_id):
@@ -587,7 +587,7 @@ class V2Runner:
                 gone.append(True)
         return gone[0] or gone[1], gone[1]
 
-    async def _sleep(self, run: _Run) -> None:
+    async def _sleep(self, run: Run) -> None:
         timeout = self.settings.resync_period
         if run.deadline_ms is not None:
             timeout = min(timeout, max(0.0, (run.deadline_ms - self.clock()) / 1000))
@@ -596,7 +596,7 @@ class V2Runner:
                 await run.wake.wait()
         run.wake.clear()
 
-    async def _opening_step(self, run: _Run) -> None:
+    async def _opening_step(self, run: Run) -> None:
         """One pass of the independent opening round (:mod:`roundtabled.engine.v2_opening`);
         once the round is recorded, the machine's decision that follows it."""
         now = self.clock()
@@ -636,7 +636,7 @@ class V2Runner:
         if d.after is not None:
             await self._execute(run, keyed(d.after))
 
-    async def _step(self, run: _Run) -> None:
+    async def _step(self, run: Run) -> None:
         if opening.running(run.state):
             await self._opening_step(run)
             return
@@ -661,7 +661,7 @@ class V2Runner:
             obs = dc_replace(obs, cancel=cancel)
         await self._execute(run, keyed(machine.decide(state, obs)))
 
-    async def _write(self, run: _Run) -> None:
+    async def _write(self, run: Run) -> None:
         state = run.state
         text, meta = encode_state(state, self.signer)
         # The index says "finalizing" while phase 4 is not over, so that a restarted daemon
@@ -674,11 +674,11 @@ class V2Runner:
             phase=state.phase.value if done else FINALIZING,
         )
 
-    async def _switch(self, run: _Run, agent: str, model: ModelRef | None) -> None:
+    async def _switch(self, run: Run, agent: str, model: ModelRef | None) -> None:
         await self.port.switch(run.s2, agent, model)
         faults.checkpoint("switched")
 
-    async def _execute(self, run: _Run, d: Decision) -> None:
+    async def _execute(self, run: Run, d: Decision) -> None:
         run.state = hiding.said_notes(d.state)
         run.deadline_ms = d.wake_at
         for cmd in d.commands:
@@ -740,7 +740,7 @@ class V2Runner:
                 )
             run.feed.executed(cmd, run.state)
 
-    def _release(self, run: _Run, state: RoundtableState) -> None:
+    def _release(self, run: Run, state: RoundtableState) -> None:
         """Make the result of ``state`` (a debate that is over) available to pollers, once."""
         if run.result is None:
             run.result = lifecycle.result_payload(state)
