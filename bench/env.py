@@ -246,6 +246,9 @@ class Env:
     control_port: int = 0
     """The daemon's control port chosen before the server started (plugin installed), else 0."""
     http: aiohttp.ClientSession | None = None
+    major: int = 1
+    """The OpenCode major the server is (2: the pinned 2.x in ``opencode-v2/``; a daemon
+    started against it drives it through the 2.x shell)."""
 
     @property
     def srv(self) -> OpenCodeServer:
@@ -272,8 +275,9 @@ class Env:
         :meth:`launch_daemon` starts on a port chosen now (docs/plugin.md)."""
         await self.llm.start()
         cfg = config or bench_config(self.llm)
-        self.server = OpenCodeServer(self.root / "opencode", cfg)
+        self.server = OpenCodeServer(self.root / "opencode", cfg, major=2 if self.major == 2 else 1)
         if plugin:
+            assert self.major == 1, "the 2.x plugin: bench.overhead_v2 installs it"
             self.control_port = free_port()
             token = self.root / "rt-config" / "roundtabled" / "token"
             shipped = resources.files("roundtabled") / "tools"
@@ -342,6 +346,8 @@ class Env:
         answers ``/v1/health`` ready."""
         port = port or free_port()
         env = {**os.environ, **self.env}
+        if self.srv.password:  # the 2.x server always asks for one
+            env["OPENCODE_SERVER_PASSWORD"] = self.srv.password
         log = (self.root / "daemon.log").open("ab")
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -413,6 +419,10 @@ class Env:
 
     async def new_parent(self, title: str = "S1 bench") -> str:
         assert self.http is not None
+        if self.major == 2:
+            body = {"title": title, "location": {"directory": self.directory}}
+            made = await server_call(self.http, self.srv, "POST", "/api/session", body)
+            return str(made["data"]["id"])
         return await new_root_session(self.http, self.srv, title)
 
     async def start_rt(self, **body: Any) -> str:

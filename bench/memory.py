@@ -24,15 +24,19 @@ from .env import TOPIC, Env, rss_mb
 from .stats import rnd
 
 
-async def run(root: Path, *, tables: int, slow_s: float = 12.0) -> dict[str, Any]:
-    env = Env(root)
+async def run(root: Path, *, tables: int, slow_s: float = 12.0, major: int = 1) -> dict[str, Any]:
+    """Figure 5 at ``tables`` roundtables on an OpenCode ``major`` server (2: the 2.x shell;
+    each roundtable under the one parent session, as on 1.x)."""
+    env = Env(root, major=major)
     try:
         await env.start()
         pid = await env.spawn_daemon()
         parent = await env.new_parent()
         # Warm-up: a few roundtables so lazy imports, caches and pools exist before the baseline.
+        # 2.x runs a roundtable only under a parent session (the 2.x shell's refusal)
+        under = {"parentSessionID": parent} if major == 2 else {}
         for _ in range(3):
-            s2 = await env.start_rt(agents=["pm", "dev"], rounds=1, prompt=TOPIC)
+            s2 = await env.start_rt(agents=["pm", "dev"], rounds=1, prompt=TOPIC, **under)
             await env.result(s2)
         await asyncio.sleep(1.0)
         baseline = rss_mb(pid)
@@ -81,6 +85,7 @@ async def run(root: Path, *, tables: int, slow_s: float = 12.0) -> dict[str, Any
         at_full = [m for _, a, m in samples if a >= tables]
         rss_full = max(at_full) if at_full else peak
         return {
+            "opencode": env.srv.version,
             "roundtables": tables,
             "slow_first_turn_s": slow_s,
             "start_all_s": rnd(start_s, 2),

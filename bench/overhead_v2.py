@@ -1,4 +1,5 @@
-"""Figure 1 on OpenCode 2.x: a roundtable's overhead against its own bare floor, same server.
+"""Figures 1–3 on OpenCode 2.x: a roundtable's overhead against its own bare floor on the same
+server, the handoff latency, the orchestration bytes per seat request.
 
 The 2.x counterpart of figure 1 (:mod:`bench.debate`), on the pinned 2.x server (``opencode-v2/``)
 with the roundtable plugin installed as ``roundtabled install-tool --opencode 2`` writes it, the
@@ -19,6 +20,12 @@ the debate through the 2.x shell (``roundtabled/engine/v2run.py``):
   ``tail``), from the scripted model's records, plus the daemon's HTTP calls to the server per
   debate by route and the milliseconds they took (:class:`CallCount`), so the cause of a gap can
   be named.
+- **Figure 2** (:class:`HandoffTap`): the handoffs of the debates above (one roundtable), then of
+  ``concurrent`` roundtables of ``concurrent_rounds`` rounds started at once, as on 1.x: from the
+  execution end that woke the roundtable to the next prompt accepted, its server share, and the
+  daemon's = total − server.
+- **Figure 3** (:func:`bench.debate.orchestration_bytes`): on the last debate of figure 1, from
+  the requests the scripted model received, as on 1.x.
 
 Usage (from the repository root)::
 
@@ -41,6 +48,7 @@ import aiohttp
 from pydantic import SecretStr
 
 from roundtabled.core.events import Event
+from roundtabled.core.prompts import TURN_ORCHESTRATION_BUDGET
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
 from roundtabled.opencode import v2
@@ -49,7 +57,16 @@ from roundtabled.service import install
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon
 
-from .debate import AGENTS, OVERHEAD_TARGET, ROUNDS, Span, breakdown, median_breakdown
+from .debate import (
+    AGENTS,
+    OVERHEAD_TARGET,
+    ROUNDS,
+    Span,
+    breakdown,
+    handoff_stats,
+    median_breakdown,
+    orchestration_bytes,
+)
 from .env import TOPIC, RemoteLLM, bench_config, control_call, result_polls
 from .stats import median, rnd
 
@@ -73,6 +90,9 @@ class CallCount:
         """Milliseconds spent in each route's calls (wall time, the call awaited)."""
         self.ignored: set[int] = set()
         """``id()`` of the benchmark's own clients (their calls are not the daemon's)."""
+        self.spans: list[tuple[float, float, str]] = []
+        """``(start, end, path)`` of each of the daemon's calls while :attr:`on` is set
+        (``time.perf_counter()`` seconds): the server's share of a handoff."""
         original = HttpTransport._request
         counter = self
 
@@ -85,13 +105,75 @@ class CallCount:
             try:
                 return await original(self, method, path, **kw)
             finally:
-                counter.ms[route] += (time.perf_counter() - t0) * 1000
+                t1 = time.perf_counter()
+                counter.ms[route] += (t1 - t0) * 1000
+                counter.spans.append((t0, t1, path))
 
         HttpTransport._request = counted  # type: ignore[method-assign]
         self._original = original
 
     def close(self) -> None:
         HttpTransport._request = self._original  # type: ignore[method-assign]
+
+
+class HandoffTap:
+    """Figure 2 on 2.x, timed around the daemon's 2.x port (the 2.x shell keeps no handoff
+    metrics of its own): from the execution's end that woke a roundtable (the port's
+    ``turn_ended`` hint, as the runner's ``on_event`` sees it) to the return of the next
+    ``start_turn`` (the ``prompt`` accepted), and the server's share of it: the wall time during
+    which at least one of the daemon's calls on that session awaited the server
+    (:attr:`CallCount.spans`). Daemon-side = total − server, as on 1.x."""
+
+    def __init__(self, port: Any, calls: CallCount) -> None:
+        self.calls = calls
+        self.woke: dict[str, float] = {}
+        self.handoffs: list[tuple[str, float, float]] = []
+        """``(session, woke, prompted)`` of each handoff (reduced in :meth:`stats`, off the
+        daemon's loop)."""
+        turn_ended = port.turn_ended
+        start_turn = port.start_turn
+        tap = self
+
+        def ended(event: Event) -> str | None:
+            sid: str | None = turn_ended(event)
+            if sid is not None:
+                tap.woke.setdefault(sid, time.perf_counter())
+            return sid
+
+        async def started(session: Any, *args: Any, **kw: Any) -> str:
+            prompt_id: str = await start_turn(session, *args, **kw)
+            t1 = time.perf_counter()
+            t0 = tap.woke.pop(session.id, None)
+            if t0 is not None and tap.calls.on:
+                tap.handoffs.append((session.id, t0, t1))
+            return prompt_id
+
+        port.turn_ended = ended
+        port.start_turn = started
+
+    def busy(self, session_id: str, t0: float, t1: float) -> float:
+        """Seconds within ``[t0, t1]`` with at least one call on ``session_id`` in flight."""
+        spans = sorted(
+            (max(a, t0), min(b, t1))
+            for a, b, path in self.calls.spans
+            if session_id in path and b > t0 and a < t1
+        )
+        out, end = 0.0, t0
+        for a, b in spans:
+            if b > end:
+                out += b - max(a, end)
+                end = b
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """:func:`bench.debate.handoff_stats` of what was recorded, then cleared (no pool wait
+        is told apart on 2.x: ``queued`` reads 0)."""
+        total = [(t1 - t0) * 1000 for _, t0, t1 in self.handoffs]
+        server = [self.busy(sid, t0, t1) * 1000 for sid, t0, t1 in self.handoffs]
+        out = handoff_stats(total, server, [0.0] * len(total))
+        self.handoffs.clear()
+        self.calls.spans.clear()
+        return out
 
 
 class TurnEnds:
@@ -250,6 +332,39 @@ class V2Bench:
         self.calls.on = False
         return dt, s2
 
+    async def concurrent(self, handoffs: HandoffTap, n: int, rounds: int) -> dict[str, Any]:
+        """Figure 2 at ``n`` roundtables of ``rounds`` rounds started at once, each under a
+        parent of its own: :meth:`HandoffTap.stats` with the wall time of all of them."""
+        parents = [
+            (await self.oc.create_session(directory=str(self.srv.project_dir), title=f"S1 c{i}")).id
+            for i in range(n)
+        ]
+
+        async def one(parent: str) -> str:
+            status, made = await self.api(
+                "POST",
+                "/v1/roundtables",
+                {"agents": AGENTS, "rounds": rounds, "prompt": TOPIC, "parentSessionID": parent},
+            )
+            if status != 200:
+                raise RuntimeError(f"start failed: {status} {made}")
+            s2 = str(made["sessionID"])
+            async for st, data in result_polls(self.api, s2, 600):
+                if st == 200 and data.get("done"):
+                    return s2
+            raise RuntimeError(f"{s2} did not finish in 600 s")
+
+        self.calls.on = True
+        t0 = time.perf_counter()
+        started = await asyncio.gather(*(one(p) for p in parents))
+        wall = time.perf_counter() - t0
+        for s2 in started:
+            await self.settle(s2)
+        self.calls.on = False
+        out = handoffs.stats()
+        out["wall_s"] = rnd(wall, 2)
+        return out
+
     async def settle(self, s2: str) -> None:
         """Wait until the daemon has concluded ``s2`` and no execution of it runs (so the runs
         do not overlap)."""
@@ -300,12 +415,19 @@ class V2Bench:
         return dt
 
 
-async def run(root: Path, *, pairs: int) -> dict[str, Any]:
-    """Figure 1 on OpenCode 2.x (``pairs`` interleaved pairs after one warm-up pair)."""
+async def run(
+    root: Path, *, pairs: int, concurrent: int = 20, concurrent_rounds: int = 3
+) -> dict[str, Any]:
+    """Figures 1–3 on OpenCode 2.x: figure 1 from ``pairs`` interleaved pairs after one
+    warm-up pair, figure 2 at one roundtable (those debates) and at ``concurrent`` roundtables
+    of ``concurrent_rounds`` rounds at once, figure 3 on the last debate of figure 1."""
     calls = CallCount()
     bench = V2Bench(root, calls)
     try:
         await bench.start()
+        assert bench.daemon is not None and bench.daemon.v2 is not None
+        runner = bench.daemon.v2
+        handoffs = HandoffTap(runner.port, calls)
         ends = TurnEnds(bench.srv.url, str(bench.srv.password))
         await ends.start()
         try:
@@ -319,15 +441,24 @@ async def run(root: Path, *, pairs: int) -> dict[str, Any]:
             f_times: list[float] = []
             d_spans: dict[str, Span] = {}
             f_spans: dict[str, Span] = {}
+            handoffs.stats()  # the warm-up's
+            last_s2 = s2
             for i in range(pairs):
                 if i % 2 == 0:
-                    d, _ = await bench.debate(parent, d_spans)
+                    d, last_s2 = await bench.debate(parent, d_spans)
                     f = await bench.floor(ends, parent, script, f_spans)
                 else:
                     f = await bench.floor(ends, parent, script, f_spans)
-                    d, _ = await bench.debate(parent, d_spans)
+                    d, last_s2 = await bench.debate(parent, d_spans)
                 d_times.append(d)
                 f_times.append(f)
+            h1 = handoffs.stats()
+            calls_per_debate = {k: rnd(v / pairs, 1) for k, v in sorted(calls.calls.items())}
+            ms_per_debate = {k: rnd(v / pairs, 1) for k, v in sorted(calls.ms.items())}
+            final = runner.state_of(last_s2)
+            assert final is not None
+            fig3 = orchestration_bytes(await bench.llm.requests_for(last_s2), final)
+            hn = await bench.concurrent(handoffs, concurrent, concurrent_rounds)
             where = {
                 side: median_breakdown(
                     [breakdown(await bench.llm.requests_for(s), span) for s, span in spans.items()]
@@ -340,7 +471,7 @@ async def run(root: Path, *, pairs: int) -> dict[str, Any]:
         calls.close()
         await bench.close()
     ratios = [d / f for d, f in zip(d_times, f_times, strict=True)]
-    return {
+    overhead = {
         "opencode": bench.srv.version,
         "pairs": pairs,
         "turns_per_debate": len(script),
@@ -351,10 +482,8 @@ async def run(root: Path, *, pairs: int) -> dict[str, Any]:
         "floor_median_s": rnd(median(f_times)),
         "median_ratio": rnd(median(ratios)),
         "breakdown_ms": where,
-        "daemon_server_calls_per_debate": {
-            k: rnd(v / pairs, 1) for k, v in sorted(calls.calls.items())
-        },
-        "daemon_server_ms_per_debate": {k: rnd(v / pairs, 1) for k, v in sorted(calls.ms.items())},
+        "daemon_server_calls_per_debate": calls_per_debate,
+        "daemon_server_ms_per_debate": ms_per_debate,
         "floor_server_calls_per_turn": {
             "POST /api/session/{id}/agent": 1,
             "POST /api/session/{id}/model": 1,
@@ -363,3 +492,23 @@ async def run(root: Path, *, pairs: int) -> dict[str, Any]:
         "target": OVERHEAD_TARGET,
         "met": median(ratios) <= OVERHEAD_TARGET,
     }
+    handoff = {
+        "one": h1,
+        f"concurrent_{concurrent}": hn,
+        "concurrent": concurrent,
+        "concurrent_rounds": concurrent_rounds,
+        "target_p50_ms": 2,
+        "target_p99_ms": 20,
+        "met": h1["daemon_p50_ms"] <= 2
+        and h1["daemon_p99_ms"] <= 20
+        and hn["daemon_p50_ms"] <= 2
+        and hn["daemon_p99_ms"] <= 20,
+    }
+    fig3_out = {
+        **fig3,
+        "target_bytes": TURN_ORCHESTRATION_BUDGET,
+        "met": (fig3["max_orchestration_bytes"] or 0) <= TURN_ORCHESTRATION_BUDGET
+        and fig3["state_block_bytes_total"] == 0
+        and fig3["growth_round2_to_second_last_bytes"] <= 32,
+    }
+    return {"overhead": overhead, "handoff": handoff, "bytes": fig3_out}

@@ -67,7 +67,9 @@ class _CountingSemaphore(asyncio.Semaphore):
 PHASES = ("active-next", "active-intent", "observing", "done-unfinalized", "parent-gone")
 
 
-def _state(s2: str, directory: str, kind: str, gone_parent: str) -> RoundtableState:
+def phase_state(s2: str, directory: str, kind: str, gone_parent: str) -> RoundtableState:
+    """A roundtable's state in S2 ``s2`` in the phase ``kind`` (one of :data:`PHASES`;
+    ``gone_parent``: the deleted S1 that ``parent-gone`` names)."""
     t = now_ms()
     agents = ["pm", "dev", "rv"]
     history = [
@@ -127,7 +129,7 @@ async def populate(env: Env, signer: Signer, *, sessions: int, roundtables: int)
     async def table(i: int) -> None:
         async with sem:
             s = await client.create_session(directory=d, title=f"roundtable {i}")
-            st = _state(str(s["id"]), d, PHASES[i % len(PHASES)], gone_id)
+            st = phase_state(str(s["id"]), d, PHASES[i % len(PHASES)], gone_id)
             await engine.store.create(st)
             await engine.store.persist(st, index=True)
 

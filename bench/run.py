@@ -8,7 +8,10 @@ Usage (from the repository root)::
     .venv/bin/python -m bench.run memory       # figure 5 (RSS at 100 roundtables)
     .venv/bin/python -m bench.run recovery     # figure 6 (start-up recovery)
     .venv/bin/python -m bench.run deliberation # figures 7a-7e (stopping, budget, opening, context)
-    .venv/bin/python -m bench.run debate --opencode 2  # figure 1 on OpenCode 2.x (overhead_v2)
+    .venv/bin/python -m bench.run debate --opencode 2    # figures 1-3 on OpenCode 2.x (overhead_v2)
+    .venv/bin/python -m bench.run ingest --opencode 2    # figure 4 on OpenCode 2.x (ingest_v2)
+    .venv/bin/python -m bench.run memory --opencode 2    # figure 5 on OpenCode 2.x
+    .venv/bin/python -m bench.run recovery --opencode 2  # figure 6 on OpenCode 2.x (recovery_v2)
 
 Prints one JSON document to stdout and writes it to ``bench/results/latest.json`` (``--out``).
 Each figure says its target and whether it was met (``met``). Times in seconds (``_s``) or
@@ -35,13 +38,25 @@ import orjson
 from roundtabled import __version__
 from roundtabled.opencode.binary import OPENCODE2_VERSION, OPENCODE_VERSION
 
-from . import debate, deliberation, ingest, memory, overhead_v2, recovery
+from . import (
+    debate,
+    deliberation,
+    ingest,
+    ingest_v2,
+    memory,
+    overhead_v2,
+    recovery,
+    recovery_v2,
+)
 from .env import Env
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "debate-events.sse"
+FIXTURE_V2 = HERE / "fixtures" / "debate-events-v2.sse"
 RESULTS = HERE / "results" / "latest.json"
 FIGURES = ("debate", "ingest", "memory", "recovery", "deliberation")
+ON_2X = ("debate", "ingest", "memory", "recovery")
+"""The figures measured on OpenCode 2.x too (``--opencode 2``; `all` is 1.x's)."""
 
 
 @contextlib.asynccontextmanager
@@ -60,8 +75,12 @@ async def daemon_env(root: Path) -> AsyncIterator[Env]:
 
 async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if args.opencode == 2:
-        # figure 1 alone: figures 2-3 read the 1.x engine's handoff metrics and S2's parts
-        return {"overhead": await overhead_v2.run(tmp / "debate-v2", pairs=args.pairs)}
+        return await overhead_v2.run(
+            tmp / "debate-v2",
+            pairs=args.pairs,
+            concurrent=args.concurrent,
+            concurrent_rounds=args.concurrent_rounds,
+        )
     async with daemon_env(tmp / "debate") as env:
         out = await debate.run(
             env,
@@ -77,16 +96,25 @@ async def fig_debate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 async def fig_ingest(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    if args.opencode == 2:
+        if args.record_fixture or not FIXTURE_V2.exists():
+            FIXTURE_V2.parent.mkdir(parents=True, exist_ok=True)
+            FIXTURE_V2.write_bytes(await ingest_v2.record(tmp / "record-v2"))
+        return await ingest_v2.run(FIXTURE_V2, events=args.events)
     if not FIXTURE.exists():
         raise SystemExit(f"{FIXTURE} is missing: run `python -m bench.run debate` first")
     return await ingest.run(FIXTURE, events=args.events)
 
 
 async def fig_memory(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    return await memory.run(tmp / "memory", tables=args.tables)
+    return await memory.run(tmp / "memory", tables=args.tables, major=args.opencode)
 
 
 async def fig_recovery(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    if args.opencode == 2:
+        return await recovery_v2.run(
+            tmp / "recovery-v2", sessions=args.sessions, roundtables=args.roundtables
+        )
     return await recovery.run(
         tmp / "recovery", sessions=args.sessions, roundtables=args.roundtables
     )
@@ -140,7 +168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         choices=[1, 2],
         default=1,
-        help="the OpenCode major to measure on (2: figure 1 only, `debate`; default 1)",
+        help="the OpenCode major to measure on (2: `debate` (figures 1-3), `recovery`; default 1)",
     )
     p.add_argument("--pairs", type=int, default=9, help="figure 1: interleaved pairs (≥ 5)")
     p.add_argument("--concurrent", type=int, default=20, help="figure 2: concurrent roundtables")
@@ -155,9 +183,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.opencode == 2 and args.figure != "debate":
+    if args.opencode == 2 and args.figure not in ON_2X:
         print(
-            f"Error: --opencode 2 measures figure 1 only (`debate`), not {args.figure!r}",
+            f"Error: --opencode: 2 measures {', '.join(ON_2X)}, not {args.figure!r} "
+            "(bench/README.md says why)",
             file=sys.stderr,
         )
         return 2

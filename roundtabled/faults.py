@@ -7,8 +7,8 @@ races. Unset (always, outside tests), :func:`checkpoint` is one comparison.
 Points (see :data:`POINTS`) sit between each effect on the server and the record of it, where a
 crash is most likely to duplicate or lose a turn. The 2.x shell (:mod:`roundtabled.engine.v2run`,
 :mod:`roundtabled.engine.v2_delivery`) passes those that apply to it: ``intent-persisted``,
-``prompted``, ``observer-prompted``, ``turn-recorded``, ``final-persisted``, ``result-taken``,
-``delivered`` and ``title-set`` (docs/design.md, "The 2.x shell").
+``switched``, ``prompted``, ``observer-prompted``, ``turn-recorded``, ``final-persisted``,
+``result-taken``, ``delivered`` and ``title-set`` (docs/design.md, "The 2.x shell").
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ POINTS = (
     "opening-answered",  # a seat's opening is settled in memory; not yet written
     "opening-recorded",  # one opening record is in S2; the state saying so not yet written
     "observer-prompted",  # the observer's prompt is accepted
+    "switched",  # 2.x: the next turn's agent and model are S2's, switched beside the write of
+    # its intent (landed or not yet); its prompt not sent
     "final-persisted",  # phase done persisted; nothing delivered yet
     "result-taken",  # the waiting tool call's poll took the result; its answer not yet sent
     "delivered",  # the result is in S1 (posted, or seen in the tool call's part); the delivery

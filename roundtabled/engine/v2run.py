@@ -88,10 +88,10 @@ from roundtabled.engine.shell import Clock, now_ms
 from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
-from roundtabled.opencode.port import V2Port, v2_prompt_id
+from roundtabled.opencode.port import V2Port, together, v2_prompt_id
 from roundtabled.opencode.v2 import BUILTIN_AGENTS
 
-__all__ = ["V2Runner", "keyed", "observation_of", "refusal"]
+__all__ = ["Run", "V2Runner", "keyed", "observation_of", "refusal"]
 
 log = logging.getLogger("roundtabled.engine.v2")
 
@@ -238,7 +238,7 @@ def interjection_views(out: TurnOutcome, now: int) -> tuple[MessageView, ...]:
 
 
 @dataclass
-class _Run:
+class Run:
     """One roundtable this shell drives."""
 
     state: RoundtableState
@@ -275,7 +275,7 @@ class V2Runner:
         self.signer = signer
         self.settings = settings
         self.clock = clock
-        self.tables: dict[str, _Run] = {}
+        self.tables: dict[str, Run] = {}
         self.delivery = V2Delivery(port, signer, clock)
         #: called with each toast the server could not show (2.x has no HTTP toast: the daemon
         #: keeps them for the plugin's TUI part, roundtabled/service/notices.py)
@@ -284,7 +284,9 @@ class V2Runner:
         self.extending: dict[str, str] = {}
 
     def on_event(self, event: Event) -> None:
-        """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only)."""
+        """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only); a
+        session's metadata change is the port's to follow (:meth:`V2Port.seen`)."""
+        self.port.seen(event)
         sid = self.port.turn_ended(event)
         run = self.tables.get(sid) if sid else None
         if run is None and sid:  # a seat's own session of an independent opening
@@ -296,7 +298,8 @@ class V2Runner:
     async def recover(self, directories: Iterable[str] = ()) -> int:
         """Resume the roundtables left unfinished in ``directories`` and in the directories of
         earlier roundtables (remembered under the state directory; a daemon restarted, or
-        killed): each one's signed state is read from S2's metadata and its loop started; the
+        killed): each one's signed state is taken from S2's metadata as the directory's listing
+        shows it (one read for all, :meth:`V2Port.unfinished`) and its loop started; the
         first pass reads the pending turn's outcome and decides, as after any wake (a turn sent
         again has the same id: no second turn), or, for a debate that is over but not finalized,
         takes phase 4 up where it stopped (the result reaches S1 once:
@@ -306,18 +309,18 @@ class V2Runner:
         resumed = 0
         known = known_directories(self.settings.state_dir)
         for directory in dict.fromkeys([*directories, *self.settings.directories, *known]):
-            for s2 in await self.port.unfinished(directory):
+            for s2, blocks in await self.port.unfinished(directory):
                 if s2.id in self.tables:
                     continue
                 try:
-                    block = (await self.port.read_state(s2))[0]
+                    block = blocks[0]
                     state = decode_state(block.text, block.metadata, s2.id, self.signer)
                 except (IndexError, StateError) as exc:
                     log.warning("%s: holds no roundtable state of this daemon: %s", s2.id, exc)
                     continue
                 if not state.active and state.finalization.toast_done:
                     continue
-                run = _Run(lifecycle.resumed(state), s2)
+                run = Run(lifecycle.resumed(state), s2)
                 self.tables[s2.id] = run
                 run.wake.set()  # the first pass decides from a read at once
                 run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
@@ -326,7 +329,9 @@ class V2Runner:
         return resumed
 
     async def on_connect(self) -> None:
-        """After every (re)connect of the event stream: wake every roundtable (no replay)."""
+        """After every (re)connect of the event stream: wake every roundtable (no replay); the
+        port reads each session's metadata again before its next state write."""
+        self.port.forget_metadata()
         for run in self.tables.values():
             run.wake.set()
 
@@ -455,7 +460,7 @@ class V2Runner:
             updated_at=now,
         )
         remember_directory(self.settings.state_dir, state.directory)
-        run = _Run(state, s2)
+        run = Run(state, s2)
         self.tables[s2.id] = run
         if opening.running(state):
             # round 1 in the seats' own sessions (v2_opening): its first pass writes the
@@ -503,7 +508,7 @@ class V2Runner:
                 held.state if held is not None else None,
                 self.clock(),
             )
-            run = _Run(state, s2, feed=held.feed if held is not None else v2_features.Feed())
+            run = Run(state, s2, feed=held.feed if held is not None else v2_features.Feed())
             self.tables[s2.id] = run
             try:
                 await self.port.client.update_session(s2.id, title=state.title)
@@ -524,7 +529,7 @@ class V2Runner:
         finally:
             del self.extending[sid]
 
-    async def _loop(self, run: _Run) -> None:
+    async def _loop(self, run: Run) -> None:
         """Wake, read, decide, execute until the roundtable is over and finalized (phase 4:
         :meth:`_final_step`). A failed pass goes to the same failure policy as on 1.x
         (docs/design.md, "Failures of the worker"): retried with backoff, or the roundtable ends
@@ -561,7 +566,7 @@ class V2Runner:
                 return
             policy.succeeded()
 
-    async def _final_step(self, run: _Run) -> None:
+    async def _final_step(self, run: Run) -> None:
         """One step of phase 4 (:class:`~roundtabled.engine.v2_delivery.V2Delivery`)."""
 
         async def write(state: RoundtableState) -> None:
@@ -581,7 +586,7 @@ class V2Runner:
         else:
             run.deadline_ms = step.wake_at
 
-    async def _gone(self, run: _Run) -> tuple[bool, bool]:
+    async def _gone(self, run: Run) -> tuple[bool, bool]:
         """``(S2 or S1 is gone, S1 is gone)``: a 404 is a deletion, never an end."""
         gone: list[bool] = []
         for sid in (run.s2.id, run.state.parent_session_id):
@@ -593,7 +598,7 @@ class V2Runner:
                 gone.append(True)
         return gone[0] or gone[1], gone[1]
 
-    async def _sleep(self, run: _Run) -> None:
+    async def _sleep(self, run: Run) -> None:
         timeout = self.settings.resync_period
         if run.deadline_ms is not None:
             timeout = min(timeout, max(0.0, (run.deadline_ms - self.clock()) / 1000))
@@ -602,7 +607,7 @@ class V2Runner:
                 await run.wake.wait()
         run.wake.clear()
 
-    async def _opening_step(self, run: _Run) -> None:
+    async def _opening_step(self, run: Run) -> None:
         """One pass of the independent opening round (:mod:`roundtabled.engine.v2_opening`);
         once the round is recorded, the machine's decision that follows it."""
         now = self.clock()
@@ -643,7 +648,7 @@ class V2Runner:
         if d.after is not None:
             await self._execute(run, keyed(d.after))
 
-    async def _step(self, run: _Run) -> None:
+    async def _step(self, run: Run) -> None:
         if opening.running(run.state):
             await self._opening_step(run)
             return
@@ -668,7 +673,7 @@ class V2Runner:
             obs = dc_replace(obs, cancel=cancel)
         await self._execute(run, keyed(machine.decide(state, obs)))
 
-    async def _write(self, run: _Run) -> None:
+    async def _write(self, run: Run) -> None:
         state = run.state
         text, meta = encode_state(state, self.signer)
         # The index says "finalizing" while phase 4 is not over, so that a restarted daemon
@@ -681,15 +686,28 @@ class V2Runner:
             phase=state.phase.value if done else FINALIZING,
         )
 
-    async def _execute(self, run: _Run, d: Decision) -> None:
+    async def _switch(self, run: Run, agent: str, model: ModelRef | None) -> None:
+        await self.port.switch(run.s2, agent, model)
+        faults.checkpoint("switched")
+
+    async def _execute(self, run: Run, d: Decision) -> None:
         run.state = hiding.said_notes(d.state)
         run.deadline_ms = d.wake_at
         for cmd in d.commands:
             if isinstance(cmd, PersistState):
                 await self._write(run)
             elif isinstance(cmd, Prompt):
+                model = run.state.models.get(cmd.agent)
+                switched = False
                 if cmd.persist_first:
-                    await self._write(run)
+                    # The intent (and the ids the plugin hides from this turn's requests) must
+                    # land before the prompt; the agent and model switches are session state
+                    # that a turn not yet prompted ignores, so they go beside it.
+                    if cmd.send:
+                        await together(self._write(run), self._switch(run, cmd.agent, model))
+                        switched = True
+                    else:
+                        await self._write(run)
                     faults.checkpoint("intent-persisted")
                 if cmd.send:
                     key = turn_key(run.state)
@@ -697,11 +715,12 @@ class V2Runner:
                     await self.port.start_turn(
                         run.s2,
                         cmd.agent,
-                        run.state.models.get(cmd.agent),
+                        model,
                         cmd.text,
                         key,
                         label=key.header(cmd.agent),
                         marker=marker,
+                        switched=switched,
                     )
                     run.accepted.add(cmd.message_id)
                     observer = cmd.marker.kind == "observer"
@@ -735,7 +754,7 @@ class V2Runner:
                 )
             run.feed.executed(cmd, run.state)
 
-    def _release(self, run: _Run, state: RoundtableState) -> None:
+    def _release(self, run: Run, state: RoundtableState) -> None:
         """Make the result of ``state`` (a debate that is over) available to pollers, once."""
         if run.result is None:
             run.result = lifecycle.result_payload(state)

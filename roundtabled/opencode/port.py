@@ -14,8 +14,9 @@ relied on is pinned on both real servers by ``tests/contract/test_server_port.py
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from roundtabled import ids
@@ -51,6 +52,7 @@ __all__ = [
     "V2Port",
     "port_after_reconnect",
     "port_for",
+    "together",
     "v2_prompt_id",
 ]
 
@@ -449,6 +451,15 @@ def _v1_reply_model(msgs: list[dict[str, Any]], reply_id: str) -> ModelRef | Non
 # ── 2.x ──────────────────────────────────────────────────────────────────────────────────────────
 
 
+def _v2_state(metadata: Mapping[str, Any] | None) -> tuple[SignedState, ...]:
+    """The state block a 2.x session's metadata holds (``()``: none)."""
+    held = (metadata or {}).get(STATE_KEY)
+    if not isinstance(held, dict) or not isinstance(held.get("text"), str):
+        return ()
+    meta = held.get("metadata")
+    return (SignedState(held["text"], meta if isinstance(meta, dict) else {}),)
+
+
 def _v2_session(info: v2.SessionInfo) -> SessionRef:
     directory = (info.location or {}).get("directory")
     return SessionRef(
@@ -533,12 +544,34 @@ def v2_prompt_id(key: TurnKey) -> str:
     return "msg_" + key.digest()
 
 
+async def together(*calls: Awaitable[Any]) -> None:
+    """Await ``calls`` concurrently. The first failure is raised as it is (never wrapped in an
+    exception group: the failure policy classifies by type, docs/design.md "Failures of the
+    worker"), once the other calls are cancelled and have ended."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 class V2Port:
     """:class:`ServerPort` on OpenCode 2.x (``client``: a :class:`~roundtabled.opencode.v2.
     V2Client`; ``version``: the server's, from ``GET /api/info``)."""
 
+    METADATA_KEPT = 4096
+    """How many sessions' metadata :meth:`write_state` keeps (the oldest is forgotten first: its
+    next write reads the session again)."""
+
     def __init__(self, client: v2.V2Client, version: str | None = None) -> None:
         self.client = client
+        # The metadata of each session last written, read or announced (``session.metadata.
+        # updated``), without the state block (every write replaces it): what write_state builds
+        # its PATCH from instead of a read first (docs/design.md, "The 2.x shell").
+        self._metadata: dict[str, dict[str, Any]] = {}
         self._caps = ServerCapabilities(
             major=2,
             version=version,
@@ -568,8 +601,38 @@ class V2Port:
             for a in await self.client.agents(directory)
         ]
 
+    def _keep(self, session_id: str, metadata: Mapping[str, Any] | None) -> None:
+        """Remember ``metadata`` as ``session_id``'s, without the state block."""
+        self._metadata.pop(session_id, None)
+        self._metadata[session_id] = {k: v for k, v in (metadata or {}).items() if k != STATE_KEY}
+        while len(self._metadata) > self.METADATA_KEPT:
+            del self._metadata[next(iter(self._metadata))]
+
+    def seen(self, event: Event) -> None:
+        """Follow the sessions' metadata on the event stream: ``session.metadata.updated`` (any
+        writer's PATCH, ours included, in the server's order) replaces what :meth:`write_state`
+        builds from; ``session.deleted`` forgets the session."""
+        sid = event.session_id
+        if sid is None:
+            return
+        if event.type == "session.metadata.updated":
+            meta = event.properties.get("metadata")
+            if isinstance(meta, dict):
+                self._keep(sid, meta)
+            else:
+                self._metadata.pop(sid, None)
+        elif event.type == "session.deleted":
+            self._metadata.pop(sid, None)
+
+    def forget_metadata(self) -> None:
+        """Forget every session's metadata (the event stream reconnected: an update may have
+        been missed); each next :meth:`write_state` reads its session first."""
+        self._metadata.clear()
+
     async def session(self, session_id: str) -> SessionRef:
-        return _v2_session(await self.client.get_session(session_id))
+        info = await self.client.get_session(session_id)
+        self._keep(session_id, info.metadata)
+        return _v2_session(info)
 
     async def create_child(
         self, parent: SessionRef, title: str, agent: str | None, metadata: Mapping[str, Any]
@@ -578,6 +641,7 @@ class V2Port:
         info = await self.client.create_session(
             parent_id=parent.id, title=title, agent=agent, metadata=dict(metadata)
         )
+        self._keep(info.id, info.metadata if info.metadata is not None else metadata)
         return _v2_session(info)
 
     async def _model_for(self, directory: str | None, agent: str) -> v2.ModelRef:
@@ -589,6 +653,23 @@ class V2Port:
         default = await self.client.default_model(directory)
         return v2.ModelRef(id=default.id, provider_id=default.provider_id)
 
+    async def switch(self, session: SessionRef, agent: str, model: ModelRef | None) -> None:
+        """Make ``agent`` on ``model`` (``None``: the agent's configured model, else the
+        server's default) the agent and model of ``session``'s next prompt.
+
+        Agent and model are session state on 2.x, each recorded as a history item, and a switch
+        of one leaves the other as it is, so both go at once (at most one turn is in flight per
+        session: nothing runs between them; docs/opencode-server.md, "2.x")."""
+        chosen = (
+            v2.ModelRef(id=model.model_id, provider_id=model.provider_id)
+            if model is not None
+            else await self._model_for(session.directory, agent)
+        )
+        await together(
+            self.client.switch_agent(session.id, agent),
+            self.client.switch_model(session.id, chosen),
+        )
+
     async def start_turn(
         self,
         session: SessionRef,
@@ -599,16 +680,13 @@ class V2Port:
         *,
         label: str | None = None,
         marker: Mapping[str, Any] | None = None,
+        switched: bool = False,
     ) -> str:
-        # Agent and model are session state on 2.x, recorded as history items: switched before
-        # every turn (idempotent; at most one turn is in flight per session).
-        chosen = (
-            v2.ModelRef(id=model.model_id, provider_id=model.provider_id)
-            if model is not None
-            else await self._model_for(session.directory, agent)
-        )
-        await self.client.switch_agent(session.id, agent)
-        await self.client.switch_model(session.id, chosen)
+        """:meth:`ServerPort.start_turn`; ``switched``: the caller made ``agent`` on ``model``
+        the session's already (:meth:`switch`), else it is done first."""
+        # switched before every turn (idempotent; at most one turn is in flight per session)
+        if not switched:
+            await self.switch(session, agent, model)
         prompt_id = v2_prompt_id(key)
         turn: dict[str, Any] = key.as_dict()
         if label is not None:
@@ -731,11 +809,8 @@ class V2Port:
 
     async def read_state(self, session: SessionRef) -> tuple[SignedState, ...]:
         info = await self.client.get_session(session.id)
-        held = (info.metadata or {}).get(STATE_KEY)
-        if not isinstance(held, dict) or not isinstance(held.get("text"), str):
-            return ()
-        meta = held.get("metadata")
-        return (SignedState(held["text"], meta if isinstance(meta, dict) else {}),)
+        self._keep(session.id, info.metadata)
+        return _v2_state(info.metadata)
 
     async def write_state(
         self,
@@ -747,13 +822,19 @@ class V2Port:
     ) -> None:
         """Write ``block``; ``hidden`` (prompt ids the roundtabled plugin keeps out of every
         later model request, ``metadata.roundtabled.hidden``: docs/plugin.md "OpenCode 2.x")
-        and ``phase`` (the index's) in the same PATCH, ``None``: left as they are."""
+        and ``phase`` (the index's) in the same PATCH, ``None``: left as they are.
+
+        One PATCH when the session's metadata is known here (created, read, written or announced
+        on the event stream since the last reconnect: :meth:`seen`), else a read first."""
         # 2.x has no message edit; S2's session metadata holds the block. A PATCH replaces the
-        # whole metadata object, so the other keys (the index) are read and written back: one
-        # writer per roundtable keeps that safe.
-        info = await self.client.get_session(session.id)
-        metadata = dict(info.metadata or {})
-        metadata[STATE_KEY] = {"text": block.text, "metadata": dict(block.metadata)}
+        # whole metadata object, so the other keys (the index, a key someone else wrote) are
+        # written back as last known: one writer per roundtable, and another writer's change
+        # reaches us as a session.metadata.updated event (one made in the moment before our
+        # PATCH is lost, as it was with a read first).
+        known = self._metadata.get(session.id)
+        if known is None:
+            known = dict((await self.client.get_session(session.id)).metadata or {})
+        metadata = {k: v for k, v in known.items() if k != STATE_KEY}
         if hidden is not None or phase is not None:
             ours = metadata.get(META_KEY)
             ours = dict(ours) if isinstance(ours, Mapping) else {}
@@ -762,7 +843,14 @@ class V2Port:
             if phase is not None:
                 ours["phase"] = phase
             metadata[META_KEY] = ours
-        await self.client.update_session(session.id, metadata=metadata)
+        self._keep(session.id, metadata)
+        metadata[STATE_KEY] = {"text": block.text, "metadata": dict(block.metadata)}
+        try:
+            await self.client.update_session(session.id, metadata=metadata)
+        except BaseException:
+            # not known to have landed: the next write reads the session first
+            self._metadata.pop(session.id, None)
+            raise
 
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
         # No exact noReply on 2.x: a synthetic record with resume false is parked in an idle
@@ -803,18 +891,24 @@ class V2Port:
             return None, "", {}
         return v2.tool_call_of(record, call_id)
 
-    async def unfinished(self, directory: str, *, limit: int = 200) -> list[SessionRef]:
-        """The sessions among ``directory``'s newest ``limit`` whose metadata holds a state
+    async def unfinished(
+        self, directory: str, *, limit: int = 1_000_000
+    ) -> list[tuple[SessionRef, tuple[SignedState, ...]]]:
+        """The sessions among ``directory``'s newest ``limit`` (every one, by default: a
+        roundtable is resumed however many sessions came after it) whose metadata holds a state
         block and whose index phase (``metadata.roundtabled.phase``, written with the state) is
-        not ``done``/``aborted``: the roundtables a restarted daemon resumes. Only the signed
-        block decides whether one is ours (:func:`roundtabled.core.state.decode_state`)."""
-        out: list[SessionRef] = []
+        not ``done``/``aborted``, each with its state block as :meth:`read_state` gives it (the
+        listing carries the metadata: one read for all): the roundtables a restarted daemon
+        resumes. Only the signed block decides whether one is ours
+        (:func:`roundtabled.core.state.decode_state`)."""
+        out: list[tuple[SessionRef, tuple[SignedState, ...]]] = []
         for info in await self.client.sessions(directory, limit=limit):
             meta = info.metadata or {}
             index = meta.get(META_KEY)
             phase = index.get("phase") if isinstance(index, Mapping) else None
             if STATE_KEY in meta and phase not in ("done", "aborted"):
-                out.append(_v2_session(info))
+                self._keep(info.id, meta)
+                out.append((_v2_session(info), _v2_state(meta)))
         return out
 
 

@@ -30,6 +30,7 @@ from roundtabled.core.state import META_KEY, ModelRef, Signer, decode_state, enc
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
+from roundtabled.opencode import v2
 from roundtabled.opencode.port import (
     ServerPort,
     UnsupportedServer,
@@ -116,6 +117,8 @@ async def env(
     def on_event(ev: Event) -> None:
         if ev.type == "server.connected":
             env.connected.set()
+        if isinstance(port, V2Port):
+            port.seen(ev)  # as the 2.x shell does with every event
         env.events.append(ev)
 
     stream = (
@@ -252,6 +255,96 @@ async def test_the_state_is_written_read_back_and_replaced(env: PortEnv) -> None
     # a child of S2 holds none of it (2.x copies the parent's metadata unless given)
     child = await port.create_child(s2, "a child", "pm", {})
     assert await port.read_state(child) == ()
+
+
+async def test_2x_a_state_write_is_one_patch_that_keeps_another_writer_s_key(
+    env: PortEnv,
+) -> None:
+    """2.x: the state write PATCHes from the metadata the port knows (created, written, or
+    announced by ``session.metadata.updated``) without reading S2 first; another writer's key
+    reaches it by the event and survives the next write; after a reconnect it reads again."""
+    if env.major != 2:
+        pytest.skip("1.x writes the state into a part of its own")
+    port = env.port
+    assert isinstance(port, V2Port)
+    s1 = await env.root()
+    s2 = await port.create_child(s1, "one patch", "pm", {META_KEY: {"phase": "active"}})
+    signer = Signer(b"k" * 32)
+    state = fresh(s2.id, ["pm", "dev"], 3)
+    text, meta = encode_state(state, signer, card=state_card(state))
+    reads: list[str] = []
+    read = port.client.get_session
+
+    async def counted(session_id: str) -> v2.SessionInfo:
+        reads.append(session_id)
+        return await read(session_id)
+
+    port.client.get_session = counted  # type: ignore[method-assign]
+    try:
+        await port.write_state(s2, SignedState(text, meta), hidden=["msg_a"], phase="active")
+        assert reads == []
+        # another writer adds a key of its own (a PATCH replaces the whole object)
+        held = (await read(s2.id)).metadata or {}
+        since = len(env.events)
+        await port.client.update_session(s2.id, metadata={**held, "note": "a person's"})
+        await env.wait_event(
+            lambda e: (
+                e.type == "session.metadata.updated"
+                and e.session_id == s2.id
+                and "note" in e.properties.get("metadata", {})
+            ),
+            since,
+        )
+        await port.write_state(s2, SignedState(text, meta), hidden=["msg_b"], phase="active")
+        assert reads == []
+        after = (await read(s2.id)).metadata or {}
+        assert after["note"] == "a person's"
+        assert after[META_KEY] == {"phase": "active", "hidden": ["msg_b"]}
+        assert await port.read_state(s2) == (SignedState(text, meta),)
+        reads.clear()
+        port.forget_metadata()  # the event stream reconnected: an update may have been missed
+        await port.write_state(s2, SignedState(text, meta), phase="done")
+        assert reads == [s2.id]
+        assert ((await read(s2.id)).metadata or {})[META_KEY] == {
+            "phase": "done",
+            "hidden": ["msg_b"],
+        }
+    finally:
+        del port.client.get_session
+
+
+async def test_2x_agent_and_model_switched_at_once_both_hold_for_the_prompt(
+    env: PortEnv,
+) -> None:
+    """2.x: an agent switch leaves the session's model as it is and a model switch its agent
+    (even an agent with a configured model of its own), so ``V2Port.switch`` sends both at once;
+    each lands as a history record and the prompt runs as that agent on that model."""
+    if env.major != 2:
+        pytest.skip("1.x names the agent and the model in each prompt")
+    port = env.port
+    assert isinstance(port, V2Port)
+    s1 = await env.root()
+    s2 = await port.create_child(s1, "switches", "pm", {})
+    # the order that would lose if an agent switch applied the agent's configured model: the
+    # model first, then rv, whose own model is debater-3
+    await port.client.switch_model(s2.id, v2.ModelRef(id="debater-1", providerID="scripted"))
+    await port.client.switch_agent(s2.id, "rv")
+    plan = [("rv", "debater-1", False), ("dev", "debater-3", True), ("pm", "debater-2", True)]
+    for seat, (agent, model, at_once) in enumerate(plan):
+        env.llm.script(Text(text=f"{agent} on {model}."), session=s2.id)
+        since = len(env.events)
+        if at_once:
+            await port.switch(s2, agent, ModelRef(providerID="scripted", modelID=model))
+        key = TurnKey(s2.id, 0, seat)
+        prompt_id = await port.start_turn(s2, agent, None, "your view?", key, switched=True)
+        out = await env.outcome(s2, prompt_id, over)
+        assert out.status is TurnStatus.ANSWERED, out.words()
+        assert (out.agent, out.model) == (agent, ModelRef(providerID="scripted", modelID=model))
+        await env.wait_event(lambda e: port.turn_ended(e) == s2.id, since)
+    requests = env.llm.requests_for(session=s2.id)
+    assert [(r.agent, r.model) for r in requests] == [(a, m) for a, m, _ in plan]
+    kinds = [r.type for r in await port.client.all_messages(s2.id) if isinstance(r, v2.OtherRecord)]
+    assert kinds.count("agent-switched") == 3 and kinds.count("model-switched") == 3, kinds
 
 
 async def test_a_turn_sent_again_gives_no_second_reply(env: PortEnv) -> None:

@@ -58,6 +58,7 @@ def resumed_notes(status: dict[str, object]) -> list[str]:
     [
         "prompted:2",  # mid-debate: dev's round-1 prompt is accepted, its turn runs
         "intent-persisted:3",  # mid-debate: pm's round-2 turn is written, its prompt not sent
+        "switched:3",  # mid-debate: pm's round-2 agent and model switched, its write in flight
         "turn-recorded:3",  # mid-debate: pm's round-2 answer is in memory, nothing written
         "observer-prompted:1",  # the observer's turn runs
         "result-taken:1",  # the tool call's poll took the result; its answer never left
