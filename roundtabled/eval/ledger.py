@@ -17,8 +17,9 @@ from roundtabled.cli.client import CliError
 
 JOURNAL_FILE = "roundtables.jsonl"
 """``OUT/roundtables.jsonl``: a line per roundtable the run started (``{"id", "sessionID",
-"parentSessionID", "started"}``), written before the run waits on it, and one per roundtable it
-gave up (the same, with ``"abandoned": reason``)."""
+"parentSessionID", "started"}``; ``id`` is ``"<question id>/<protocol>"``, one roundtable per
+protocol), written before the run waits on it, and one per roundtable it gave up (the same, with
+``"abandoned": reason``)."""
 GONE_END_REASONS = ("session-deleted", "parent-deleted")
 """End reasons of a roundtable whose debate can no longer be read (its session is gone)."""
 GONE = (
@@ -30,11 +31,12 @@ GONE = (
 
 class RoundtableGone(Exception):
     """The roundtable ``ses`` of a question is gone, or ended without a debate that can be read;
-    ``reason`` says which (a phrase that follows "its roundtable SES")."""
+    ``reason`` says which (a phrase that follows "its roundtable SES"); ``key`` is its journal
+    key (``"<question id>/<protocol>"``, :data:`JOURNAL_FILE`), empty when not known."""
 
-    def __init__(self, ses: str, parent: str, reason: str) -> None:
+    def __init__(self, ses: str, parent: str, reason: str, key: str = "") -> None:
         super().__init__(f"roundtable {ses} {reason}")
-        self.ses, self.parent, self.reason = ses, parent, reason
+        self.ses, self.parent, self.reason, self.key = ses, parent, reason, key
 
 
 class Journal:
