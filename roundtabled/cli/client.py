@@ -59,6 +59,8 @@ FLAG_FOR_FIELD: dict[str, str] = {
     "limit": "--limit",
     "until": "--until",
     "opening": "--opening",
+    "protocol": "--protocol",
+    "adaptiveThreshold": "--adaptive-threshold",
     "context": "--context",
     "preset": "--preset",
     "sides": "--side",

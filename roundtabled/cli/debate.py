@@ -136,6 +136,9 @@ def start_body(args: argparse.Namespace) -> dict[str, Any]:
     }
     for key, value in (
         ("opening", args.opening),
+        # Absent from a namespace built by a caller that predates them: not given.
+        ("protocol", getattr(args, "protocol", None)),
+        ("adaptiveThreshold", getattr(args, "adaptive_threshold", None)),
         ("preset", args.preset),
         ("sides", side_flags(args.side)),
         ("dryRun", True if args.dry_run else None),

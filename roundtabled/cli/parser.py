@@ -8,11 +8,14 @@ it from :func:`build_parser`.
 from __future__ import annotations
 
 import argparse
+from typing import get_args
 
 from roundtabled import __version__
 from roundtabled.cli import admin, debate, show
 from roundtabled.cli.evaluate import add_eval
 from roundtabled.cli.usage import UsageParser
+from roundtabled.core import protocols
+from roundtabled.core.state import DEFAULT_ADAPTIVE_THRESHOLD, ContextMode, Opening, Until
 
 
 def add_session(s: argparse.ArgumentParser) -> None:
@@ -62,8 +65,23 @@ def add_start(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--turn-timeout", type=float, help="seconds per turn for this roundtable")
     add_deliberation_flags(s)
     s.add_argument(
+        "--protocol",
+        choices=protocols.NAMES,
+        help="how the seats reach an answer: "
+        + "; ".join(f"{p.name}: {p.summary}" for p in protocols.registry().values())
+        + " (docs/deliberation.md, Protocols)",
+    )
+    s.add_argument(
+        "--adaptive-threshold",
+        type=float,
+        metavar="SHARE",
+        help="adaptive only: the confidence-weighted share (above 0.5, at most 1; default "
+        f"{DEFAULT_ADAPTIVE_THRESHOLD:g}) of the opening's leading stance at which it stops "
+        "without a debate",
+    )
+    s.add_argument(
         "--opening",
-        choices=["sequential", "independent"],
+        choices=get_args(Opening),
         help="round 1: one seat after another (default), or 'independent': every seat at once, "
         "each in its own child session seeing only the topic; round 2 sees every opening",
     )
@@ -90,7 +108,7 @@ def add_deliberation_flags(s: argparse.ArgumentParser) -> None:
     """``--until``, ``--budget-*`` and ``--context`` (start and extend)."""
     s.add_argument(
         "--until",
-        choices=["rounds", "converged"],
+        choices=get_args(Until),
         help="stop after all rounds (default) or once the panel converged",
     )
     s.add_argument(
@@ -102,7 +120,7 @@ def add_deliberation_flags(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--context",
-        choices=["full", "recent"],
+        choices=get_args(ContextMode),
         help="full: seats see every reply (default). recent: a seat's request holds the topic, "
         "round 1, a digest of the rounds between and the last round (docs/deliberation.md); it "
         "needs the roundtable plugin in the server (roundtabled install-tool) and is refused "

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from roundtabled.core.state import went_wrong
-from roundtabled.core.verdict import consensus_line, deliberation_line
+from roundtabled.core.verdict import consensus_line, deliberation_line, protocol_line
 
 WARNING = "\x1b[1;33m"
 RESET = "\x1b[0m"
@@ -132,6 +132,8 @@ def render_verdict(result: dict[str, Any], *, tty: bool | None = None) -> str:
     lines.append(consensus_line(verdict))
     decision = verdict.get("decision")
     lines.append(f"decision: {decision}" if decision else "decision: none")
+    if (ran := protocol_line(verdict)) is not None:
+        lines.append(ran)
     if (deliberated := deliberation_line(verdict)) is not None:
         lines.append(deliberated)
     for d in verdict.get("disagreements") or []:

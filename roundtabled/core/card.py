@@ -18,7 +18,12 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
 )
-from roundtabled.core.verdict import consensus_line, deliberation_line, kept_rounds
+from roundtabled.core.verdict import (
+    consensus_line,
+    deliberation_line,
+    kept_rounds,
+    protocol_line,
+)
 
 _RUNNING = (Phase.ACTIVE, Phase.OBSERVING)
 """Phases without a result yet."""
@@ -120,6 +125,8 @@ def state_card(state: RoundtableState) -> str:
         # the card says it as the CLI's verdict line does (docs/result.md, verdict).
         line = consensus_line(verdict)
         lines.append(line[0].upper() + line[1:])
+    if verdict is not None and (ran := protocol_line(verdict)) is not None:
+        lines.append(ran)  # which protocol ran, and its count (docs/deliberation.md, Protocols)
     if verdict is not None and (deliberated := deliberation_line(verdict)) is not None:
         # What deliberation changed: the opening majority beside the final one (docs/result.md);
         # shortened rather than cut at the card's width.

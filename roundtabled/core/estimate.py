@@ -48,6 +48,8 @@ __all__ = [
     "Seat",
     "estimate",
     "plan_text",
+    "protocol_lines",
+    "protocol_prices",
 ]
 
 CHARS_PER_TOKEN = 4
@@ -111,8 +113,13 @@ def _turn_cost(
     return (tokens_in * price.input + tokens_out * price.output) / 1_000_000
 
 
-def _visible_replies(context: Context, round_index: int, position: int, n_seats: int) -> int:
-    """Replies a seat reads at its turn: ``round_index`` 0-indexed, ``position`` its seat."""
+def _visible_replies(
+    context: Context, round_index: int, position: int, n_seats: int, independent: bool = False
+) -> int:
+    """Replies a seat reads at its turn: ``round_index`` 0-indexed, ``position`` its seat;
+    ``independent``: round 1 is the independent opening (no seat reads another there)."""
+    if independent and round_index == 0:
+        return 0
     earlier = round_index * n_seats + position
     if context == "full" or round_index == 0:
         return earlier
@@ -129,6 +136,7 @@ def estimate(
     context: Context,
     prices: Mapping[str, Price],
     budget: Budget | None = None,
+    independent: bool = False,
 ) -> Estimate:
     """The estimate of a roundtable that has not run (rules in the module docstring).
 
@@ -140,6 +148,8 @@ def estimate(
         context: ``full`` or ``recent``.
         prices: ``provider/model`` → its price; a model not in it has an unknown price.
         budget: the call's budget (``None``: none).
+        independent: round 1 is the independent opening (``opening: "independent"``, the
+            ``vote`` and ``adaptive`` protocols): no seat reads another's reply in it.
 
     Returns:
         An :class:`Estimate`; input tokens never decrease when rounds, seats or the topic grow.
@@ -153,7 +163,7 @@ def estimate(
         for i, seat in enumerate(seats):
             side = len(seat.side or "") + 80 if seat.side else 0  # the side's line
             prompt = _tokens(seat.prompt_chars + topic_chars + TURN_ORCHESTRATION_BUDGET + side)
-            reads = _visible_replies(context, r, i, n) * REPLY_TOKENS
+            reads = _visible_replies(context, r, i, n, independent) * REPLY_TOKENS
             if context == "recent" and r > 0 and len(rounds_to_hide(r)):
                 reads += _tokens(DIGEST_MAX_BYTES)
             tokens_in = prompt + reads
@@ -176,6 +186,71 @@ def estimate(
         stop=stop,
         turns=turns,
     )
+
+
+def protocol_prices(
+    seats: Sequence[Seat],
+    observer: Seat,
+    *,
+    rounds: int,
+    topic_chars: int,
+    context: Context,
+    prices: Mapping[str, Price],
+    opening_independent: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """What each protocol would ask of the models for this panel and topic (docs/deliberation.md,
+    "Protocols"): ``debate`` for ``rounds`` rounds (its round 1 independent when
+    ``opening_independent``), ``vote`` one independent round, ``adaptive`` between its opening
+    alone (it stopped there) and ``rounds`` rounds (it debated to the end; at least 2). Each:
+    ``{"turns", "inputTokens", "outputTokens", "costUsd"}``, ``adaptive`` as ``least`` and
+    ``most`` of those; a cost is ``None`` when a model has no price."""
+
+    def one(n_rounds: int, independent: bool) -> dict[str, Any]:
+        e = estimate(
+            seats,
+            observer,
+            rounds=n_rounds,
+            topic_chars=topic_chars,
+            context=context,
+            prices=prices,
+            independent=independent,
+        )
+        return {
+            "turns": len(seats) * n_rounds,
+            "inputTokens": e.input,
+            "outputTokens": e.output,
+            "costUsd": e.cost,
+        }
+
+    return {
+        "debate": one(rounds, opening_independent),
+        "vote": one(1, True),
+        "adaptive": {"least": one(1, True), "most": one(max(rounds, 2), True)},
+    }
+
+
+def protocol_lines(
+    priced: Mapping[str, Mapping[str, Any]], chosen: str, context: Context
+) -> list[str]:
+    """:func:`protocol_prices` in words, the ``chosen`` protocol marked."""
+
+    def said(p: Mapping[str, Any]) -> str:
+        return (
+            f"{p['turns']} seat turns, ~{p['inputTokens']:,} input + ~{p['outputTokens']:,} "
+            f"output tokens, cost {_usd(p['costUsd'])}"
+        )
+
+    lines = [f"Each protocol for this panel (context {context}):"]
+    for name, p in priced.items():
+        mark = " (this call)" if name == chosen else ""
+        if "least" in p:
+            lines.append(
+                f"  {name}{mark}: {said(p['least'])} when it stops at the opening; up to "
+                f"{said(p['most'])} when it debates"
+            )
+        else:
+            lines.append(f"  {name}{mark}: {said(p)}")
+    return lines
 
 
 def _budget_stop(

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from roundtabled.core import deliberation, machine, prompts
+from roundtabled.core import deliberation, machine, prompts, protocols
 from roundtabled.core.commands import Cancel, Decision, Finalize, Observation, PersistState, Prompt
 from roundtabled.core.history import answers_to, entry_from_answers, turn_is_final
 from roundtabled.core.result import cancelled_text
@@ -481,6 +481,13 @@ def _after(state: RoundtableState, obs: OpeningObservation, new_id: str) -> Deci
         end = EndReason.CANCELLED
     elif all(e.has_error for e in entries):
         end = EndReason.ALL_FAILED
+    elif opened := protocols.running(state).after_opening(new, entries, obs.now, obs.messages):
+        # The protocol decides what follows its opening (docs/deliberation.md, "Protocols").
+        new = opened.state
+        if opened.stop is not None:
+            end, new = opened.stop.reason, opened.stop.recorded(new)
+        elif opened.observer:
+            new = new.model_copy(update={"phase": Phase.OBSERVING})
     elif stop := deliberation.stop_after_seat_turn(new, obs.now, obs.messages):
         end, new = stop.reason, stop.recorded(new)
     if end is not None:

@@ -45,6 +45,7 @@ from roundtabled.core.verdict import (
     deliberation_line,
     extension_note,
     positions,
+    protocol_line,
     tally,
 )
 
@@ -508,6 +509,11 @@ def build_result(state: RoundtableState) -> RoundtableResult:
     # Plain text: the TUI shows the tool's output as it is, and the CLI prints it to a
     # terminal; the observer's own markdown stays in the export (``observerSummary``).
     body = plain_text(_observer_summary(state))
+    # Which protocol ran and its count, before the observer's words (docs/deliberation.md,
+    # "Protocols"); a debate, the default, says nothing here.
+    ran = protocol_line(verdict.dump())
+    if ran is not None:
+        body = f"{ran}\n\n{body}"
     summary = f"{header}\n\n{body}" if header else body
     return RoundtableResult(
         session_id=state.session_id,
@@ -617,7 +623,7 @@ def verdict_lines(result: RoundtableResult) -> list[str]:
             else ""
         ),
         "Positions: " + " · ".join(_position_line(p) for p in v.positions),
-        *filter(None, [deliberation_line(v.dump())]),
+        *filter(None, [protocol_line(v.dump()), deliberation_line(v.dump())]),
     ]
     for d in v.disagreements[:3]:
         lines.append(f"Minority ({', '.join(d.minority) or '—'}): {d.point}: {d.view}")

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from roundtabled.core.state import EndReason
+from roundtabled.core.state import EndReason, ProtocolName
 
 RESULT_VERSION = 1
 """Version of the result layout (``version`` in every result)."""
@@ -187,6 +187,60 @@ class ObserverStance(_M):
     why: str = ""
 
 
+class StanceShare(_M):
+    """One stance of a protocol's count of independent answers (:mod:`roundtabled.core.protocols.
+    tally`): its seats, the labels written, ``weight`` (sum of the stated confidences) and
+    ``share`` (of every seat's weight); both ``null`` (unknown) unless every seat stated a stance
+    and a confidence."""
+
+    stance: str
+    seats: list[str]
+    labels: list[str] = Field(default_factory=list)
+    weight: float | None = None
+    share: float | None = None
+
+
+class DegradedSeat(_M):
+    """A seat that cast no ballot (failed, stated no position, a label that names no stance):
+    named, never counted."""
+
+    agent: str
+    why: str
+
+
+class ProtocolCount(_M):
+    """The count of the independent answers: ``stances`` (leader first), ``weighted`` (every
+    seat stated a stance and a confidence: the shares are known), ``leader`` (``null``: none, or
+    a tie), ``leaderShare`` (``null``: unknown), ``degraded`` seats."""
+
+    stances: list[StanceShare] = Field(default_factory=list)
+    weighted: bool = False
+    leader: str | None = None
+    leader_share: float | None = None
+    degraded: list[DegradedSeat] = Field(default_factory=list)
+
+
+class AdaptiveReport(_M):
+    """``adaptive``'s decision at the opening: ``stopped`` there or debated, the leading
+    ``stance``, its ``share`` (``null``: unknown) and the ``threshold``, ``why`` in words."""
+
+    stopped: bool
+    stance: str | None = None
+    share: float | None = None
+    threshold: float
+    why: str
+
+
+class ProtocolReport(_M):
+    """Which protocol ran (docs/deliberation.md, "Protocols") and what it counted: ``count``
+    (``vote``: the answers; ``adaptive``: the opening), ``adaptive`` (its decision; ``null``
+    before the opening was recorded)."""
+
+    name: ProtocolName = "debate"
+    count: ProtocolCount | None = None
+    adaptive: AdaptiveReport | None = None
+
+
 class Verdict(_M):
     """The outcome. ``decision``/``consensus``/``confidence`` come from the observer's verdict
     (``source: observer``) or, when it was unusable, from the ledger (``source: ledger``);
@@ -206,6 +260,8 @@ class Verdict(_M):
     observer_stances: list[ObserverStance] = Field(default_factory=list)
     deliberation: Deliberation = Field(default_factory=Deliberation)
     """What deliberation changed: the opening tally beside the final one (docs/result.md)."""
+    protocol: ProtocolReport = Field(default_factory=ProtocolReport)
+    """Which protocol ran and what it counted (docs/deliberation.md, "Protocols")."""
     observer_consensus: Consensus | None = None
     """The observer's own ``consensus`` when the seats' stated positions do not back it (no seat
     stated one, or fewer seats than it needs; ``None`` otherwise): ``consensus`` is then what

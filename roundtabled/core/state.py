@@ -438,6 +438,12 @@ Until = Literal["rounds", "converged"]
 """When the debate stops taking seat turns: after ``rounds`` rounds, or once the panel converged."""
 Opening = Literal["sequential", "independent"]
 """How round 1 runs: one seat after another, or every seat at once without seeing the others."""
+ProtocolName = Literal["debate", "vote", "adaptive"]
+"""How the seats reach an answer (docs/deliberation.md, "Protocols"; the rules of each in
+:mod:`roundtabled.core.protocols`): a debate in rounds, an independent vote, or an independent
+opening that is debated only when no stance holds the threshold's confidence-weighted share."""
+DEFAULT_ADAPTIVE_THRESHOLD = 0.67
+"""``adaptive``'s stop share when the call gives none: a two-thirds confidence-weighted majority."""
 ContextMode = Literal["full", "recent"]
 """What a seat sees: every earlier reply, or the opening round, a digest and the last round."""
 ViewMode = Literal["patch", "plugin"]
@@ -539,6 +545,11 @@ class Options(StateModel):
     budget: Budget | None = None
     opening: Opening = "sequential"
     context: ContextMode = "full"
+    protocol: ProtocolName = "debate"
+    """The protocol (:mod:`roundtabled.core.protocols`); a state written before protocols
+    existed ran a debate (the default)."""
+    adaptive_threshold: float | None = None
+    """``adaptive`` only: the confidence-weighted share in (0.5, 1] at which the opening stops."""
     preset: str | None = None
     """The configuration preset the roundtable was started from (for display only)."""
     sides: dict[str, str] = Field(default_factory=dict)
@@ -550,6 +561,19 @@ class Options(StateModel):
     from here."""
     call_from_round: int = 0
     """0-indexed first round of the current call: budget tokens and cost count from here."""
+
+
+class AdaptiveOutcome(StateModel):
+    """What ``adaptive``'s rule decided after the opening (:mod:`roundtabled.core.protocols.
+    adaptive`): ``stopped`` at the opening or debated; ``stance`` the leading stance (``None``
+    when no seat stated one); ``share`` its confidence-weighted share (``None``: unknown, a seat
+    stated no confidence or no stance); ``threshold`` the share it needed; ``why`` in words."""
+
+    stopped: bool
+    stance: str | None = None
+    share: float | None = None
+    threshold: float
+    why: str
 
 
 class Finalization(StateModel):
@@ -600,6 +624,8 @@ class RoundtableState(StateModel):
     pending: PendingTurn | None = None
     openings: OpeningRound | None = None
     """The independent opening round (``opening: "independent"``), kept once done."""
+    adaptive: AdaptiveOutcome | None = None
+    """``adaptive`` only: what its rule decided once the opening was recorded (``None`` before)."""
     end_reason: EndReason | None = None
     summary: str | None = None
     verdict: VerdictRecord = Field(default_factory=VerdictRecord)

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
+from roundtabled.core import protocols
 from roundtabled.core.prompts import default_title
 from roundtabled.core.sides import MAX_SIDE_CHARS, SIDE_WORDS
 from roundtabled.core.state import (
@@ -31,6 +32,7 @@ from roundtabled.core.state import (
     ContextMode,
     Opening,
     PermissionPolicy,
+    ProtocolName,
     Until,
 )
 from roundtabled.errors import ValidationFailed
@@ -61,6 +63,8 @@ ALLOWED_KEYS = {
     "preset",
     "sides",
     "dryRun",
+    "protocol",
+    "adaptiveThreshold",
 }
 BUDGET_KEYS = ("tokens", "usd", "seconds")
 """Keys of ``budget``; any subset, each a positive number (``tokens`` an integer)."""
@@ -96,6 +100,10 @@ class RoundtableRequest:
     """Seat → assigned side (:func:`parse_sides`); ``None``: every seat is free."""
     dry_run: bool = False
     """Print the plan (:mod:`roundtabled.core.estimate`) instead of running it."""
+    protocol: ProtocolName | None = None
+    """How the seats reach an answer (:mod:`roundtabled.core.protocols`); ``None``: ``debate``."""
+    adaptive_threshold: float | None = None
+    """``adaptive``'s stop share in (0.5, 1]; ``None``: the default."""
     given: frozenset[str] = field(default_factory=frozenset)
     """The body keys the caller set (non-null): what a preset must not override."""
 
@@ -281,29 +289,108 @@ def parse_request(body: object) -> RoundtableRequest:
         raise ValidationFailed(
             "dryRun", "dryRun previews a new roundtable only; omit it when extending"
         )
-    return RoundtableRequest(
-        prompt=prompt,
-        agents=agents,
-        rounds=rounds,
-        observer=observer,
-        session_id=session_id,
-        title=title,
-        parent_session_id=parent,
-        directory=directory,
-        tool_call_id=_opt_str(body, "toolCallID", max_len=200),
-        tool_message_id=_opt_str(body, "toolMessageID", max_len=200),
-        turn_timeout=turn_timeout,
-        permission_policy=policy,
-        extend_mode=mode,
-        until=until,
-        budget=parse_budget(body.get("budget")),
-        opening=opening,
-        context=context,
-        preset=preset,
-        sides=sides,
-        dry_run=bool(dry_run),
-        given=frozenset(str(k) for k, v in body.items() if v is not None),
+    protocol = _choice(body, "protocol", protocols.NAMES)
+    threshold = parse_threshold(body.get("adaptiveThreshold"))
+    return check_protocol(
+        RoundtableRequest(
+            prompt=prompt,
+            agents=agents,
+            rounds=rounds,
+            observer=observer,
+            session_id=session_id,
+            title=title,
+            parent_session_id=parent,
+            directory=directory,
+            tool_call_id=_opt_str(body, "toolCallID", max_len=200),
+            tool_message_id=_opt_str(body, "toolMessageID", max_len=200),
+            turn_timeout=turn_timeout,
+            permission_policy=policy,
+            extend_mode=mode,
+            until=until,
+            budget=parse_budget(body.get("budget")),
+            opening=opening,
+            context=context,
+            preset=preset,
+            sides=sides,
+            dry_run=bool(dry_run),
+            protocol=protocol,
+            adaptive_threshold=threshold,
+            given=frozenset(str(k) for k, v in body.items() if v is not None),
+        )
     )
+
+
+def parse_threshold(raw: object) -> float | None:
+    """Check ``adaptiveThreshold``: a share in (0.5, 1] (``None``: not given).
+
+    Raises:
+        ValidationFailed: field ``adaptiveThreshold``, not a number in (0.5, 1].
+    """
+    if raw is None:
+        return None
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, int | float)
+        or not math.isfinite(raw)
+        or not 0.5 < raw <= 1.0
+    ):
+        raise ValidationFailed(
+            "adaptiveThreshold",
+            "adaptiveThreshold must be a share above 0.5 and at most 1 (the confidence-weighted "
+            f"share of the leading stance at which adaptive stops), got {_short(raw)}",
+        )
+    return float(raw)
+
+
+_REQUEST_FIELD = {
+    "rounds": "rounds",
+    "until": "until",
+    "opening": "opening",
+    "context": "context",
+    "sides": "sides",
+    "budget": "budget",
+    "adaptiveThreshold": "adaptive_threshold",
+}
+"""A call field a protocol may refuse → its :class:`RoundtableRequest` attribute."""
+
+
+def check_protocol(
+    req: RoundtableRequest, preset: str | None = None, filled: frozenset[str] = frozenset()
+) -> RoundtableRequest:
+    """Refuse what ``req``'s protocol does not use, and give it the protocol's default rounds.
+
+    Run on the call (:func:`parse_request`) and again once its preset filled it in
+    (:func:`apply_preset`), so ``start`` and ``dryRun`` are checked alike. ``preset``: the name
+    of the preset whose values are being checked, ``filled``: the fields it set (such a field
+    is named as the preset's in the error).
+
+    Raises:
+        ValidationFailed: naming the first field the protocol refuses, the protocol and why
+            (``rounds is not used by protocol 'vote' (every seat answers once); omit it``);
+            field ``sessionID`` for an extend when the protocol is not ``debate`` (a protocol is
+            chosen when a roundtable starts).
+    """
+    name: ProtocolName = req.protocol or "debate"
+    if req.extend and req.protocol is not None:
+        raise ValidationFailed(
+            "protocol", "protocol applies to a new roundtable only; omit it when extending"
+        )
+    given: dict[str, object] = {}
+    for key, attr in _REQUEST_FIELD.items():
+        value = getattr(req, attr)
+        if key == "rounds" and "rounds" not in req.given:
+            continue  # the call's default, not the caller's choice
+        given[key] = value
+    found = protocols.refused(name, given)
+    if found is not None:
+        key, line = found
+        if preset is not None and key in filled:
+            line = line.replace(key, f"{key} (of preset {preset!r})", 1)
+        raise ValidationFailed(key, line)
+    spec = protocols.of(name)
+    if spec.default_rounds is not None and "rounds" not in req.given and not req.extend:
+        return replace(req, rounds=spec.default_rounds)
+    return req
 
 
 def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> Any:
@@ -485,6 +572,8 @@ class PresetSpec:
     context: ContextMode | None = None
     title_prefix: str | None = None
     sides: Mapping[str, str] | None = None
+    protocol: ProtocolName | None = None
+    adaptive_threshold: float | None = None
 
 
 def apply_preset(
@@ -526,10 +615,17 @@ def apply_preset(
         changes["agents"] = spec.agents
     if "rounds" not in given and spec.rounds is not None:
         changes["rounds"] = spec.rounds
-    for name in ("observer", "until", "opening", "context", "budget", "sides"):
-        if name not in given and getattr(spec, name) is not None:
+    fields = ("observer", "until", "opening", "context", "budget", "sides", "protocol")
+    for name in (*fields, "adaptive_threshold"):
+        key = "adaptiveThreshold" if name == "adaptive_threshold" else name
+        if key not in given and getattr(spec, name) is not None:
             changes[name] = getattr(spec, name)
     out = replace(req, **changes)
+    if changes:
+        # What the preset filled in must suit the protocol as much as what the call gave.
+        filled = frozenset("adaptiveThreshold" if k == "adaptive_threshold" else k for k in changes)
+        checked = replace(out, given=out.given | filled)
+        out = replace(check_protocol(checked, preset=req.preset, filled=filled), given=req.given)
     if out.agents is None:
         raise ValidationFailed(
             "agents",

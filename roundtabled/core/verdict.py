@@ -39,19 +39,26 @@ from roundtabled.core.positions import (
     position_of,
     spoke,
 )
+from roundtabled.core.protocols import ballots
+from roundtabled.core.protocols.tally import count
 from roundtabled.core.result_model import (
     NATURAL_ENDS,
     UNKNOWN_CONFIDENCE_WEIGHT,
+    AdaptiveReport,
     AgentUsage,
     Consensus,
+    DegradedSeat,
     Deliberation,
     Disagreement,
     ObserverOutcome,
     ObserverStance,
     PositionChange,
+    ProtocolCount,
+    ProtocolReport,
     ResultUsage,
     SeatPosition,
     SeatStatus,
+    StanceShare,
     Status,
     TallyItem,
     TurnKind,
@@ -505,7 +512,82 @@ def ledger_verdict(state: RoundtableState) -> Verdict:
         agreements=agreements,
         disagreements=disagreements,
         deliberation=deliberation_of(state, seats),
+        protocol=protocol_report(state),
     )
+
+
+def protocol_report(state: RoundtableState) -> ProtocolReport:
+    """Which protocol ran and what it counted (docs/deliberation.md, "Protocols"): for ``vote``
+    and ``adaptive`` the count of the independent opening (:func:`roundtabled.core.protocols.
+    tally.count`: by stance, confidence-weighted only when every seat stated a confidence, the
+    seats that cast no ballot named), for ``adaptive`` its decision at the opening."""
+    name = state.options.protocol
+    if name == "debate":
+        return ProtocolReport()
+    opening = [e for e in state.seat_turns() if e.round == 1]
+    counted_ = count(ballots(state, opening)) if opening else None
+    tally_ = None
+    if counted_ is not None:
+        tally_ = ProtocolCount(
+            stances=[
+                StanceShare(
+                    stance=s.stance,
+                    seats=list(s.seats),
+                    labels=list(s.labels),
+                    weight=s.weight,
+                    share=s.share,
+                )
+                for s in counted_.stances
+            ],
+            weighted=counted_.weighted,
+            leader=counted_.leader,
+            leader_share=counted_.leader_share,
+            degraded=[DegradedSeat(agent=a, why=w) for a, w in counted_.degraded],
+        )
+    adaptive = None
+    if state.adaptive is not None:
+        adaptive = AdaptiveReport.model_validate(state.adaptive.model_dump())
+    return ProtocolReport(name=name, count=tally_, adaptive=adaptive)
+
+
+def protocol_line(verdict: dict[str, Any]) -> str | None:
+    """The protocol in words for the verdict's text, the CLI and the state card (``None`` for a
+    debate, the default, which the rest of the verdict already describes)::
+
+        Protocol: vote — “keep the monolith” 2 of 3 seats (confidence-weighted share 0.71);
+        degraded: dev (failed: …)
+    """
+    p = verdict.get("protocol") or {}
+    name = p.get("name") or "debate"
+    if name == "debate":
+        return None
+    parts: list[str] = []
+    c = p.get("count")
+    if c:
+        stances = c.get("stances") or []
+        n = sum(len(s.get("seats") or []) for s in stances) + len(c.get("degraded") or [])
+        shown = []
+        for s in stances[:3]:
+            share = s.get("share")
+            weight = (
+                f"confidence-weighted share {share:.2f}"
+                if isinstance(share, int | float)
+                else "share unknown"
+            )
+            shown.append(f"“{s.get('stance')}” {len(s.get('seats') or [])} of {n} ({weight})")
+        if len(stances) > 3:
+            shown.append(f"{len(stances) - 3} more")
+        parts.append(", ".join(shown) if shown else "no seat stated a stance")
+        if not c.get("weighted") and stances:
+            parts.append("unweighted: not every seat stated a confidence")
+        if c.get("degraded"):
+            parts.append(
+                "degraded: " + ", ".join(f"{d['agent']} ({d['why']})" for d in c["degraded"])
+            )
+    a = p.get("adaptive")
+    if a:
+        parts.append(str(a.get("why")))
+    return f"Protocol: {name} — " + "; ".join(parts) if parts else f"Protocol: {name}"
 
 
 def _ledger_decision(items: Sequence[TallyItem], cons: Consensus) -> str | None:

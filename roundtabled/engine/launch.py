@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled import ids
-from roundtabled.core import deliberation, prompts, wire
+from roundtabled.core import deliberation, prompts, protocols, wire
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
     OBSERVER_AGENT,
@@ -232,7 +232,11 @@ async def new_state(
         preset=req.preset,
         sides=dict(req.sides or {}),
         call_started_at=now,
+        protocol=req.protocol or "debate",
+        adaptive_threshold=req.adaptive_threshold,
     )
+    # The protocol sets what it runs with (vote and adaptive: the independent opening).
+    options, total_rounds = protocols.of(options.protocol).options(options, req.rounds)
     # A panel of one model with near-identical prompts is one voice several times
     # (docs/deliberation.md): said in the result's notes, the debate still runs.
     warning = deliberation.diversity_warning(
@@ -260,7 +264,7 @@ async def new_state(
         title=title,
         agents=list(req.agents),
         models=models,
-        total_rounds=req.rounds,
+        total_rounds=total_rounds,
         observer=observer,
         prompt=req.prompt,
         delivery=Delivery(toolCallID=req.tool_call_id, toolMessageID=req.tool_message_id),
@@ -417,6 +421,13 @@ def check_extension(state: RoundtableState, req: RoundtableRequest) -> None:
             f"(the roundtable's observer is {state.observer})",
         )
     check_extend_rounds(state.total_rounds, req.rounds)
+    spec = protocols.running(state)
+    if not spec.extendable:
+        raise ValidationFailed(
+            "sessionID",
+            f"sessionID: a roundtable of protocol '{spec.name}' cannot be extended "
+            f"({spec.summary}); start a new one",
+        )
 
 
 def checked_models(

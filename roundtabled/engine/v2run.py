@@ -100,6 +100,12 @@ def refusal(req: RoundtableRequest) -> ValidationFailed | None:
         return ValidationFailed(
             "dryRun", "dryRun: the plan is not read from OpenCode 2.x yet; start without it"
         )
+    if req.protocol not in (None, "debate"):
+        return ValidationFailed(
+            "protocol",
+            f"protocol: '{req.protocol}' is not supported on OpenCode 2.x yet (it runs round 1 "
+            "in sessions of its own); use 'debate'",
+        )
     if req.opening == "independent":
         return ValidationFailed(
             "opening",

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import yarl
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from roundtabled.core import protocols
 from roundtabled.core.state import Budget, Options, PermissionPolicy
 from roundtabled.core.validation import PRESET_NAME_RE, PresetSpec, parse_budget, parse_request
 from roundtabled.engine.settings import Settings as EngineSettings
@@ -371,6 +372,8 @@ PRESET_KEYS: dict[str, str] = {
     "until": "'rounds' or 'converged'",
     "budget": "a table with any of tokens, usd, seconds (positive numbers)",
     "opening": "'sequential' or 'independent'",
+    "protocol": "one of " + ", ".join(repr(n) for n in protocols.NAMES),
+    "adaptive_threshold": "a share above 0.5 and at most 1 (adaptive's stop share)",
     "context": "'full' or 'recent'",
     "title_prefix": "a string put before the roundtable's title",
     "sides": "a table of seat = side (for, against, neutral, or a one-line brief)",
@@ -384,6 +387,8 @@ _PRESET_BODY = {
     "observer": "observer",
     "until": "until",
     "opening": "opening",
+    "protocol": "protocol",
+    "adaptive_threshold": "adaptiveThreshold",
     "context": "context",
     "sides": "sides",
 }
@@ -424,7 +429,7 @@ def _presets(raw: Mapping[str, object], where: str) -> dict[str, PresetSpec]:
             req = parse_request(body)
             budget = parse_budget(table.get("budget"))
         except ValidationFailed as exc:
-            sub = exc.field  # the request's field names are the preset's keys
+            sub = {v: k for k, v in _PRESET_BODY.items()}.get(exc.field, exc.field)
             bad = f"presets.{name}.{sub} (in {where})"
             allowed = PRESET_KEYS.get(sub.split(".")[0], "")
             detail = str(exc).removeprefix("Error: ")
@@ -449,6 +454,8 @@ def _presets(raw: Mapping[str, object], where: str) -> dict[str, PresetSpec]:
             context=req.context,
             title_prefix=prefix,
             sides=req.sides,
+            protocol=req.protocol,
+            adaptive_threshold=req.adaptive_threshold,
         )
     return out
 

@@ -317,6 +317,7 @@ class ControlAPI:
                 "title": state.title,
                 "extended": req.extend,
                 "totalRounds": state.total_rounds,
+                "protocol": state.options.protocol,
                 # e.g. the low-diversity warning: shown at once by the CLI (docs/deliberation.md)
                 "notes": list(state.notes),
             }

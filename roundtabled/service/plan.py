@@ -12,9 +12,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from roundtabled.core import wire
-from roundtabled.core.estimate import Price, Seat, estimate, plan_json, plan_text
-from roundtabled.core.state import BUILTIN_OBSERVER, observer_agent_of
+from roundtabled.core import protocols, wire
+from roundtabled.core.estimate import (
+    Price,
+    Seat,
+    estimate,
+    plan_json,
+    plan_text,
+    protocol_lines,
+    protocol_prices,
+)
+from roundtabled.core.state import BUILTIN_OBSERVER, Options, observer_agent_of
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.engine.launch import (
     check_directory_exists,
@@ -73,22 +81,46 @@ async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, A
     seats = [seat(a) for a in req.agents]
     obs = seat(observer_agent_of(observer))
     prices = {k: Price(i, o) for k, (i, o) in listed.items()}
+    # The options the protocol runs with (vote and adaptive: the independent opening).
+    name = req.protocol or "debate"
+    options, rounds = protocols.of(name).options(
+        Options(
+            opening=req.opening or "sequential",
+            until=req.until or "rounds",
+            adaptive_threshold=req.adaptive_threshold,
+        ),
+        req.rounds,
+    )
+    independent = options.opening == "independent"
     estimates = [
         estimate(
             seats,
             obs,
-            rounds=req.rounds,
+            rounds=rounds,
             topic_chars=len(req.prompt),
             context=context,
             prices=prices,
             budget=req.budget,
+            independent=independent,
         )
         for context in ("full", "recent")
     ]
+    context = req.context or "full"
+    by_protocol = protocol_prices(
+        seats,
+        obs,
+        rounds=rounds,
+        topic_chars=len(req.prompt),
+        context=context,
+        prices=prices,
+        opening_independent=(req.opening == "independent"),
+    )
+    plan = plan_json(seats, obs, rounds, prices, estimates)
+    plan["protocol"] = name
+    plan["protocols"] = by_protocol
+    text = plan_text(seats, obs, rounds, prices, estimates, context, options.until)
     return {
         "dryRun": True,
-        "plan": plan_json(seats, obs, req.rounds, prices, estimates),
-        "text": plan_text(
-            seats, obs, req.rounds, prices, estimates, req.context or "full", req.until
-        ),
+        "plan": plan,
+        "text": "\n".join([text, *protocol_lines(by_protocol, name, context)]),
     }

@@ -34,6 +34,17 @@ const CANCEL_TIMEOUT_MS = 500
 
 // ---- arguments -------------------------------------------------------------------------------
 
+// The values of each choice, the one list both schema forms below use. They are the daemon's
+// (roundtabled/core/state.py: Until, Opening, ContextMode, ProtocolName):
+// tests/unit/test_protocols.py fails when they differ.
+const CHOICES = {
+  extendMode: ["continuation", "new-topic"],
+  until: ["rounds", "converged"],
+  opening: ["sequential", "independent"],
+  context: ["full", "recent"],
+  protocol: ["debate", "vote", "adaptive"],
+} as const
+
 const D = {
   agents:
     "Agent names in speaking order, at least 2, each at most once (call available_agents for " +
@@ -75,6 +86,17 @@ const D = {
     "one-line brief (e.g. {\"rv\": \"devil's advocate: argue against the majority\"}). A " +
     "side-bound seat's position is shown and marked, never counted toward the consensus or " +
     "convergence. New roundtables only.",
+  protocol:
+    "How the agents reach an answer. \"debate\" (default): rounds of turns, each agent reading " +
+    "the others. \"vote\": every agent answers once, independently and in parallel; the answers " +
+    "are counted by stance, weighted by each agent's stated confidence (no rounds, until, " +
+    "opening, context, sides or budget). \"adaptive\": the independent answers first; stop there " +
+    "when one stance holds a confidence-weighted share of at least adaptiveThreshold, else debate " +
+    "until converged or the rounds (default 3) run out (no until, opening or sides). New " +
+    "roundtables only.",
+  adaptiveThreshold:
+    "Only with protocol \"adaptive\": the confidence-weighted share (above 0.5, at most 1; " +
+    "default 0.67) of the leading stance at which it stops without a debate.",
   dryRun:
     "true: run nothing and return the plan (seats and models, turns, requests, estimated input " +
     "tokens and cost at the server's prices, the budget's expected stop). New roundtables only.",
@@ -102,8 +124,8 @@ function buildArgs(z: any): Record<string, unknown> {
       observer: z.string().optional().describe(D.observer),
       sessionID: z.string().optional().describe(D.sessionID),
       title: z.string().max(MAX_TITLE).optional().describe(D.title),
-      extendMode: z.enum(["continuation", "new-topic"]).optional().describe(D.extendMode),
-      until: z.enum(["rounds", "converged"]).optional().describe(D.until),
+      extendMode: z.enum(CHOICES.extendMode).optional().describe(D.extendMode),
+      until: z.enum(CHOICES.until).optional().describe(D.until),
       budget: z
         .object({
           tokens: z.number().int().positive().optional(),
@@ -113,10 +135,12 @@ function buildArgs(z: any): Record<string, unknown> {
         .optional()
         .describe(D.budget),
       preset: z.string().optional().describe(D.preset),
-      opening: z.enum(["sequential", "independent"]).optional().describe(D.opening),
+      opening: z.enum(CHOICES.opening).optional().describe(D.opening),
+      protocol: z.enum(CHOICES.protocol).optional().describe(D.protocol),
+      adaptiveThreshold: z.number().gt(0.5).max(1).optional().describe(D.adaptiveThreshold),
       sides: z.record(z.string(), z.string()).optional().describe(D.sides),
       dryRun: z.boolean().optional().describe(D.dryRun),
-      context: z.enum(["full", "recent"]).optional().describe(D.context),
+      context: z.enum(CHOICES.context).optional().describe(D.context),
     }
   }
   // Plain JSON Schema: OpenCode lists every key as required, so optional ones take null.
@@ -128,8 +152,8 @@ function buildArgs(z: any): Record<string, unknown> {
     observer: { type: ["string", "null"], description: D.observer + omit },
     sessionID: { type: ["string", "null"], description: D.sessionID + omit },
     title: { type: ["string", "null"], maxLength: MAX_TITLE, description: D.title + omit },
-    extendMode: { enum: ["continuation", "new-topic", null], description: D.extendMode + omit },
-    until: { enum: ["rounds", "converged", null], description: D.until + omit },
+    extendMode: { enum: [...CHOICES.extendMode, null], description: D.extendMode + omit },
+    until: { enum: [...CHOICES.until, null], description: D.until + omit },
     budget: {
       type: ["object", "null"],
       properties: {
@@ -140,14 +164,21 @@ function buildArgs(z: any): Record<string, unknown> {
       description: D.budget + omit,
     },
     preset: { type: ["string", "null"], description: D.preset + omit },
-    opening: { enum: ["sequential", "independent", null], description: D.opening + omit },
+    opening: { enum: [...CHOICES.opening, null], description: D.opening + omit },
+    protocol: { enum: [...CHOICES.protocol, null], description: D.protocol + omit },
+    adaptiveThreshold: {
+      type: ["number", "null"],
+      exclusiveMinimum: 0.5,
+      maximum: 1,
+      description: D.adaptiveThreshold + omit,
+    },
     sides: {
       type: ["object", "null"],
       additionalProperties: { type: "string" },
       description: D.sides + omit,
     },
     dryRun: { type: ["boolean", "null"], description: D.dryRun + omit },
-    context: { enum: ["full", "recent", null], description: D.context + omit },
+    context: { enum: [...CHOICES.context, null], description: D.context + omit },
   }
 }
 
@@ -210,7 +241,7 @@ function validate(args: any): Record<string, unknown> | string {
     body.title = title
   }
   if (given(extendMode)) {
-    if (extendMode !== "continuation" && extendMode !== "new-topic")
+    if (!(CHOICES.extendMode as readonly unknown[]).includes(extendMode))
       return `Error: extendMode must be "continuation" or "new-topic", got ${show(extendMode)}`
     if (!given(sessionID))
       return `Error: extendMode applies only when extending a roundtable (with sessionID), got ${show(extendMode)} without sessionID`
@@ -218,7 +249,18 @@ function validate(args: any): Record<string, unknown> | string {
   }
   // Checked by the daemon (one rule for the tool, the control API and the CLI; its errors name
   // the field and the allowed values).
-  for (const key of ["until", "budget", "preset", "opening", "sides", "dryRun", "context"]) {
+  const daemonChecked = [
+    "until",
+    "budget",
+    "preset",
+    "opening",
+    "sides",
+    "dryRun",
+    "context",
+    "protocol",
+    "adaptiveThreshold",
+  ]
+  for (const key of daemonChecked) {
     if (given(args[key])) body[key] = args[key]
   }
   return body

@@ -54,7 +54,7 @@ VIEW_KILL_POINTS: list[tuple[str, int]] = [
 BATCH = int(os.environ.get("RT_KP_BATCH", "5"))
 
 
-async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
+async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM, rounds: int = ROUNDS) -> None:
     f, s2, signer = case.fault, case.s2, case.daemon.signer
     kids = [
         c
@@ -74,11 +74,11 @@ async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
     records = [m.seat for m in signed_markers(msgs, s2, signer) if m.kind == "opening"]
     turns, observers = turn_markers(msgs, s2, signer)
     assert sorted(records) == [-1, 0, 1, 2], f"{f}: opening records {sorted(records)}"
-    expected = [(r, s) for r in range(1, ROUNDS) for s in range(len(AGENTS))]
+    expected = [(r, s) for r in range(1, rounds) for s in range(len(AGENTS))]
     assert turns == expected, f"{f}: turn prompts in S2 {turns}"
     assert observers == 1, f"{f}: {observers} observer prompts"
     reqs = [r.agent for r in llm.requests_for(session=s2, kind="turn")]
-    assert reqs == AGENTS * (ROUNDS - 1) + [OBSERVER_AGENT], f"{f}: model requests {reqs}"
+    assert reqs == AGENTS * (rounds - 1) + [OBSERVER_AGENT], f"{f}: model requests {reqs}"
     await kp.assert_result_once(case, oc, llm, msgs)
     await kp.assert_views(case, oc, llm, msgs)
     await kp.assert_clean_exit(case)
@@ -105,6 +105,52 @@ async def test_kill_9_inside_the_independent_opening_each_seat_once_per_round(
         batch=BATCH,
         label="opening kill points",
         mode=mode,
+    )
+    assert not failures, "\n".join(failures)
+    assert sum(c.killed for c in cases) == len(cases)
+
+
+# One kill per protocol that runs the opening (docs/deliberation.md, "Protocols"), at the most
+# telling point: every record written but the state saying so not, so the restarted daemon takes
+# the protocol's decision after the opening itself — the observer once for a vote, round 2 for an
+# adaptive roundtable whose seats stated no stance (the default replies have no Position line).
+PROTOCOL_KILLS: list[tuple[str, dict[str, Any], int]] = [
+    ("vote", {"agents": AGENTS, "protocol": "vote"}, 1),
+    ("adaptive", {"agents": AGENTS, "protocol": "adaptive", "rounds": 2}, 2),
+]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    ("name", "body", "rounds"), PROTOCOL_KILLS, ids=[p[0] for p in PROTOCOL_KILLS]
+)
+async def test_kill_9_after_the_opening_s_records_each_protocol_decides_once(
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,
+    opencode_factory: Any,
+    name: str,
+    body: dict[str, Any],
+    rounds: int,
+) -> None:
+    """A ``kill -9`` once the last opening record is in S2 and before the state says so: after
+    a restart, each seat was prompted once in its own session, the records are written once, the
+    protocol's next turns run once each (``vote``: the observer; ``adaptive``: round 2, then the
+    observer) and the result reaches S1 once."""
+    server: OpenCodeServer = await opencode_factory(observer_config(scripted_llm))
+
+    async def check(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
+        await check_case(case, oc, llm, rounds)
+
+    cases, failures = await kp.run_kill_points(
+        [("opening-recorded", 4)],
+        server=server,
+        llm=scripted_llm,
+        root=tmp_path,
+        project=f"kp{name}",
+        debate=body,
+        check=check,
+        batch=1,
+        label=f"{name} kill point",
     )
     assert not failures, "\n".join(failures)
     assert sum(c.killed for c in cases) == len(cases)
