@@ -62,24 +62,43 @@ def expected(questions: list[Question]) -> dict[str, Any]:
             for a in AGENTS
         }
         ok = {f"single:{a}": plan[a][0][0] == gold for a in AGENTS}
+        opening = [plan[a][0] for a in AGENTS]
+        ok["vote"] = leader(opening) == gold
         ok["debate"] = leader([plan[a][2] for a in AGENTS]) == gold
+        # adaptive: stops at the opening when its leader holds 0.67 of the confidence (the
+        # product's default threshold); else debates until a round in which no seat changed
+        # its answer, at most 3 rounds.
+        top = leader(opening)
+        share = sum(c for x, c in opening if x == top) / sum(c for _, c in opening)
+        final: int | None = None
+        if top is None or share < 0.67:
+            final = 1 if all(plan[a][1][0] == plan[a][0][0] for a in AGENTS) else 2
+        ok["adaptive"] = (
+            top if final is None else leader([plan[a][final] for a in AGENTS])
+        ) == gold
         out["ok"][q.id] = ok
-        f = out["flips"].setdefault("debate", [0, 0])
-        for a in AGENTS:
-            first, last = plan[a][0][0] == gold, plan[a][2][0] == gold
-            f[0] += (not first) and last
-            f[1] += first and not last
+        out.setdefault("debated", {})[q.id] = final is not None
+        for name, last_round in (("debate", 2), ("adaptive", final)):
+            f = out["flips"].setdefault(name, [0, 0])
+            if last_round is None:
+                continue
+            for a in AGENTS:
+                first, last = plan[a][0][0] == gold, plan[a][last_round][0] == gold
+                f[0] += (not first) and last
+                f[1] += first and not last
     return out
 
 
-@pytest.mark.timeout(600)  # 12 questions of 3 rounds: ~40 s alone, more under load
+@pytest.mark.timeout(600)  # 12 questions, 3 roundtables each: ~1 min alone, more under load
 async def test_report_matches_independently_computed_accuracy_flips_and_mcnemar(
     rt: RT, tmp_path: Path
 ) -> None:
-    """Each protocol is one roundtable the daemon ran, its answer the product's tally; the single
-    seats are the debate's independent opening."""
+    """Each protocol is one roundtable the daemon ran with that protocol, its answer the one the
+    product reports (vote's count, adaptive's count or final tally, debate's final tally); the
+    single seats are the vote's independent answers."""
     rt.llm.responder = responder
     out = tmp_path / "run"
+    names = ["vote", "debate", "adaptive"]
     opts = EvalOptions(
         agents=AGENTS,
         out=out,
@@ -87,41 +106,56 @@ async def test_report_matches_independently_computed_accuracy_flips_and_mcnemar(
         count=12,
         seed=7,
         concurrency=4,
-        protocols=["single", "debate"],
+        protocols=["single", *names],
     )
     assert await run_eval(opts, target(rt)) == 0
     report = json.loads((out / "report.json").read_text())
     questions = arithmetic_questions("medium", 12, 7)
     exp = expected(questions)
     assert report["questions"] == {"done": 12, "planned": 12}
-    assert not report["partial"] and report["singlesFrom"] == "debate"
+    assert not report["partial"] and report["singlesFrom"] == "vote"
     by_name = {p["name"]: p for p in report["protocols"]}
-    assert list(by_name) == [*(f"single:{a}" for a in AGENTS), "debate"]
+    assert list(by_name) == [*(f"single:{a}" for a in AGENTS), *names]
     for name, line in by_name.items():
         right = sum(exp["ok"][q.id][name] for q in questions)
         assert (line["correct"], line["n"]) == (right, 12), name
     single_right = {a: sum(exp["ok"][q.id][f"single:{a}"] for q in questions) for a in AGENTS}
     best = f"single:{max(AGENTS, key=lambda a: (single_right[a], -AGENTS.index(a)))}"
     assert report["bestSingle"] == best
-    only_a = sum(exp["ok"][q.id]["debate"] and not exp["ok"][q.id][best] for q in questions)
-    only_b = sum(exp["ok"][q.id][best] and not exp["ok"][q.id]["debate"] for q in questions)
-    vs = by_name["debate"]["vs_best_single"]
-    assert (vs["only_a"], vs["only_b"]) == (only_a, only_b)
-    fl = by_name["debate"]["flips"]
-    assert [fl["wrong_to_right"], fl["right_to_wrong"]] == exp["flips"]["debate"]
-    # One roundtable per question, started as a user starts one, read from its own result.
+    for name in names:
+        for other, key in ((best, "vs_best_single"), ("vote", "vs_vote")):
+            if name == other:
+                continue
+            only_a = sum(exp["ok"][q.id][name] and not exp["ok"][q.id][other] for q in questions)
+            only_b = sum(exp["ok"][q.id][other] and not exp["ok"][q.id][name] for q in questions)
+            vs = by_name[name][key]
+            assert (vs["only_a"], vs["only_b"]) == (only_a, only_b), (name, other)
+    for name in ("debate", "adaptive"):
+        fl = by_name[name]["flips"]
+        if name == "adaptive" and not any(exp["debated"].values()):
+            assert fl is None
+            continue
+        assert [fl["wrong_to_right"], fl["right_to_wrong"]] == exp["flips"][name], name
+    assert by_name["vote"]["flips"] is None  # one round: nothing deliberated
+    # One roundtable per protocol and question, started with the protocol and read from the
+    # product's own result.
     for rec in report["records"]:
-        assert list(rec["runs"]) == ["debate"] and rec["protocols"]["debate"]["readFrom"] == "tally"
-        assert rec["runs"]["debate"]["rounds"] == 3
+        assert list(rec["runs"]) == names
+        assert [rec["runs"][n]["protocol"] for n in names] == names
+        assert rec["protocols"]["vote"]["readFrom"] == "count"
+        assert rec["runs"]["debate"]["rounds"] == 3 and rec["runs"]["vote"]["rounds"] == 1
+        debated = exp["debated"][rec["id"]]
+        assert rec["protocols"]["adaptive"]["readFrom"] == ("tally" if debated else "count")
     # The scripted server reports usage, so tokens are measured, not estimated; the sessions are
     # listed under one parent session of the run.
     assert report["tokensEstimated"] is False
-    assert by_name["debate"]["tokens_per_question"] > by_name[best]["tokens_per_question"]
+    assert by_name["debate"]["tokens_per_question"] > by_name["vote"]["tokens_per_question"]
+    assert by_name["vote"]["tokens_per_question"] > by_name[best]["tokens_per_question"]
     assert by_name["debate"]["extra"]["observerCallsPerQuestion"] >= 1
     kids = {c["id"] for c in await rt.oc("GET", f"/session/{report['parentSessionID']}/children")}
-    assert set(report["sessions"]) <= kids and len(report["sessions"]) == 12
+    assert set(report["sessions"]) <= kids and len(report["sessions"]) == 3 * 12
     md = (out / "report.md").read_text()
-    assert f"| debate | {by_name['debate']['correct']}/12" in md
+    assert f"| vote | {by_name['vote']['correct']}/12" in md
 
 
 async def test_an_interrupted_run_leaves_a_partial_report_and_resumes(
@@ -160,7 +194,7 @@ async def test_a_jsonl_set_with_choices(rt: RT, tmp_path: Path) -> None:
     ]
     tasks.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     replies = {
-        "Which is a prime?": {"pm": "B", "dev": "(b) 7", "rv": "A"},
+        "Which is a prime?": {"pm": "B", "dev": "B", "rv": "A"},
         "Capital of France?": {"pm": "Paris", "dev": "B", "rv": "Rome"},
         "2+2?": {"pm": "4.0", "dev": "5", "rv": "four"},
     }
@@ -176,13 +210,18 @@ async def test_a_jsonl_set_with_choices(rt: RT, tmp_path: Path) -> None:
     rt.llm.responder = answer
     out = tmp_path / "run"
     opts = EvalOptions(
-        agents=AGENTS, out=out, tasks=str(tasks), protocols=["single"], concurrency=3
+        agents=AGENTS, out=out, tasks=str(tasks), protocols=["single", "vote"], concurrency=3
     )
     assert await run_eval(opts, target(rt)) == 0
     report = json.loads((out / "report.json").read_text())
     by_name = {p["name"]: p for p in report["protocols"]}
-    # pm: B, Paris, 4.0 (= 4) → 3 of 3; dev: "(b) 7" is B, "B" is Paris, 5 → 2; rv: 0.
+    # pm: B, Paris, 4.0 (= 4) → 3 of 3; dev: B, "B" is Paris, 5 → 2; rv: 0.
     assert [by_name[f"single:{a}"]["correct"] for a in AGENTS] == [3, 2, 0]
+    # The vote is the product's count of stances, which are the seats' labels: q1 "B" (pm, dev)
+    # over "A"; q2 "Paris", "B" and "Rome" are three stances of equal weight (the product does
+    # not read "B" as Paris), q3 "4.0", "5", "four" too: ties, no decision.
+    assert by_name["vote"]["correct"] == 1
+    assert [r["protocols"]["vote"]["label"] for r in report["records"]] == ["B", None, None]
     # The choices reached the seats as lettered lines.
     turns = [
         r for r in rt.llm.requests if r.agent == "pm" and "Which is a prime?" in r.last_user_text
