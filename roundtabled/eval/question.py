@@ -234,7 +234,7 @@ def start_body(
     :func:`~roundtabled.eval.options.runs_of`), as a user would start it (docs/control-api.md):
 
     - ``vote``, ``adaptive``, ``council``: ``protocol`` set, the product's own rules after that
-      (``adaptive`` and ``council`` may take up to :data:`DEBATE_ROUNDS` rounds);
+      (``adaptive`` may take up to :data:`DEBATE_ROUNDS` rounds, the opening included);
     - ``debate``: the default protocol, :data:`DEBATE_ROUNDS` rounds after an independent opening
       (``opening: "independent"``: its first answers are taken alone, as a vote's are);
     - ``self-consistency``: one independent round of the sampled seat under the names of
@@ -253,7 +253,7 @@ def start_body(
         body.update(rounds=1, opening="independent")
     else:
         body["protocol"] = run
-        if run != "vote":
+        if run == "adaptive":
             body["rounds"] = DEBATE_ROUNDS
     if directory:
         body["directory"] = directory
@@ -404,7 +404,7 @@ async def run_question(
         seats, reads = seat_rounds(turns, agents, q)
         status = data.get("status") or {}
         verdict = data.get("verdict") or {}
-        spend = roundtable_spend(turns, topic)
+        spend = roundtable_spend(turns, topic, agents)
         runs[run] = {
             **spend,
             "seconds": seconds,

@@ -11,6 +11,8 @@ from roundtabled.core.scoring import Question
 from roundtabled.core.state import tokens_in_out
 from roundtabled.eval.options import DEBATE_ROUNDS, SELF_CONSISTENCY, EvalOptions, runs_of
 
+NOT_SEAT_KINDS = ("observer", "user")
+"""Exported turn kinds that are no seat's model call (the observer's is counted apart)."""
 CHARS_PER_TOKEN = 4
 """Used to estimate tokens from texts when the provider reports no usage (said in the report)."""
 
@@ -70,24 +72,32 @@ def observer_spend(turns: Sequence[Mapping[str, Any]], topic: str) -> dict[str, 
     return {"calls": len(mine), "tokens": est, "estimated": True}
 
 
-def roundtable_spend(turns: Sequence[Mapping[str, Any]], topic: str) -> dict[str, Any]:
-    """What a whole roundtable spent, from its export's ``turns``: ``calls`` (seat turns),
-    ``observerCalls``, ``tokens`` (seats and observer, :func:`spend_upto` and
-    :func:`observer_spend`), ``cost`` (``None``: unknown, when any turn's is or the tokens are
-    estimated) and ``estimated``."""
-    seats = spend_upto(turns, 10**6, None, topic)
+def roundtable_spend(
+    turns: Sequence[Mapping[str, Any]], topic: str, agents: Sequence[str]
+) -> dict[str, Any]:
+    """What a whole roundtable spent, from its export's ``turns``: ``calls`` (the turns of its
+    seats ``agents`` of any kind but the observer's — a protocol's second round, such as a
+    ranking, included), ``observerCalls``, ``tokens`` (seats and observer), ``cost`` (``None``:
+    unknown, when any turn's is or the tokens are estimated) and ``estimated`` (the provider
+    reported no usage: tokens from the texts, as :func:`spend_upto` and :func:`observer_spend`
+    estimate them)."""
+    seats = [t for t in turns if t.get("agent") in agents and t.get("kind") not in NOT_SEAT_KINDS]
     observer = observer_spend(turns, topic)
-    estimated = bool(seats["estimated"] or observer["estimated"])
-    costs = [usage_of(t)[1] for t in turns if t.get("kind", "turn") in ("turn", "observer")]
+    tokens = sum(usage_of(t)[0] for t in seats)
+    estimated = bool(observer["estimated"])
+    if tokens == 0 and seats:
+        tokens = spend_upto(turns, 10**6, None, topic)["tokens"]
+        estimated = True
+    costs = [usage_of(t)[1] for t in [*seats, *(t for t in turns if t.get("kind") == "observer")]]
     cost = (
         None
         if estimated or any(c is None for c in costs)
         else sum(c for c in costs if c is not None)
     )
     return {
-        "calls": seats["calls"],
+        "calls": len(seats),
         "observerCalls": observer["calls"],
-        "tokens": seats["tokens"] + observer["tokens"],
+        "tokens": tokens + observer["tokens"],
         "cost": cost,
         "estimated": estimated,
     }

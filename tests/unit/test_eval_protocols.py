@@ -12,7 +12,7 @@ import pytest
 from roundtabled.core.scoring import Question
 from roundtabled.eval.options import EvalOptions, protocol_names, runs_of, sample_agents
 from roundtabled.eval.question import product_answer, start_body, tally_leader
-from roundtabled.eval.spending import total_cost, total_tokens
+from roundtabled.eval.spending import roundtable_spend, total_cost, total_tokens
 
 Q = Question(id="q1", question="What is the result of 2+3*4?", answer="14")
 
@@ -48,7 +48,7 @@ def test_the_start_requests_are_the_products_protocols() -> None:
     bodies = {r: start_body(o, Q, r, "ses_parent", "/p") for r in runs_of(o)}
     assert bodies["vote"]["protocol"] == "vote" and "rounds" not in bodies["vote"]
     assert (bodies["adaptive"]["protocol"], bodies["adaptive"]["rounds"]) == ("adaptive", 3)
-    assert bodies["council"]["protocol"] == "council"
+    assert bodies["council"]["protocol"] == "council" and "rounds" not in bodies["council"]
     # debate is the default protocol: three rounds after an independent opening.
     assert "protocol" not in bodies["debate"]
     assert (bodies["debate"]["rounds"], bodies["debate"]["opening"]) == (3, "independent")
@@ -101,3 +101,29 @@ def test_a_question_spends_each_roundtable_once() -> None:
     assert total_tokens(rec) == 400 and total_cost(rec) == 1.5
     rec["runs"]["debate"]["cost"] = None
     assert total_cost(rec) is None
+
+
+def turn(agent: str, kind: str, tokens: int, cost: float | None = 0.01) -> dict[str, Any]:
+    usage = {"input": tokens, "output": 0, "cost": cost}
+    return {"agent": agent, "kind": kind, "round": 1, "response": "x" * 40, "usage": usage}
+
+
+def test_a_roundtable_spends_every_seat_call_and_the_observer() -> None:
+    """A protocol's second round (council's rankings) is a seat call too; the observer's call
+    is counted apart and in the tokens."""
+    turns = [
+        turn("a", "turn", 100),
+        turn("b", "turn", 100),
+        turn("a", "ranking", 50),
+        turn("roundtable-observer", "observer", 300),
+    ]
+    spent = roundtable_spend(turns, "t", ["a", "b"])
+    assert (spent["calls"], spent["observerCalls"], spent["tokens"]) == (3, 1, 550)
+    assert spent["cost"] == pytest.approx(0.04) and spent["estimated"] is False
+    # A model without a price makes the cost unknown; a provider that reports no usage makes the
+    # tokens estimated and the cost unknown, never 0.
+    assert (
+        roundtable_spend([*turns[:3], turn("o", "observer", 5, None)], "t", ["a"])["cost"] is None
+    )
+    silent = roundtable_spend([turn("a", "turn", 0), turn("b", "turn", 0)], "t", ["a", "b"])
+    assert silent["tokens"] > 0 and silent["estimated"] and silent["cost"] is None
