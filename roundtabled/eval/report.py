@@ -83,7 +83,8 @@ def _add_product_reads(line: scoring.ProtocolSummary, entries: Sequence[Mapping[
     summarised over): ``flips`` summed over the questions whose roundtable ran more than one
     round (``None`` when none did), and in ``extra`` how many did (``deliberated``), the
     roundtables the product reported degraded, observer calls per question and where the
-    answers were read (``readFrom``: ``count``, ``tally`` or ``decision``,
+    answers were read (``undecided``: questions on which the product decided nothing, a tie
+    or no stance; ``readFrom``: ``count``, ``tally`` or ``decision``,
     :func:`roundtabled.eval.question.product_answer`)."""
     counted = [e["flips"] for e in entries if e.get("flips") is not None]
     if counted:
@@ -93,6 +94,8 @@ def _add_product_reads(line: scoring.ProtocolSummary, entries: Sequence[Mapping[
         line.flips = flips
         line.extra["deliberated"] = len(counted)
     line.extra["degraded"] = sum(1 for e in entries if e.get("degraded"))
+    if entries and "readFrom" in entries[0]:
+        line.extra["undecided"] = sum(1 for e in entries if e.get("label") is None)
     line.extra["observerCallsPerQuestion"] = (
         sum(int(e.get("observerCalls") or 0) for e in entries) / len(entries) if entries else None
     )
@@ -266,6 +269,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             lines.append(
                 f"- {s['name']}: the product reported {extra['degraded']} of {s['n']} "
                 "roundtables degraded (report.json `records[].runs[].notes` says how)"
+            )
+        if extra.get("undecided"):
+            lines.append(
+                f"- {s['name']}: the product decided nothing (a tie, or no stance stated) in "
+                f"{extra['undecided']} of {s['n']} questions; counted wrong"
             )
         if extra.get("deliberated") is not None:
             lines.append(

@@ -222,6 +222,8 @@ async def test_a_jsonl_set_with_choices(rt: RT, tmp_path: Path) -> None:
     # not read "B" as Paris), q3 "4.0", "5", "four" too: ties, no decision.
     assert by_name["vote"]["correct"] == 1
     assert [r["protocols"]["vote"]["label"] for r in report["records"]] == ["B", None, None]
+    md = (out / "report.md").read_text()
+    assert "- vote: the product decided nothing (a tie, or no stance stated) in 2 of 3" in md
     # The choices reached the seats as lettered lines.
     turns = [
         r for r in rt.llm.requests if r.agent == "pm" and "Which is a prime?" in r.last_user_text
