@@ -8,7 +8,6 @@ whole history is rebuilt from the signed turn markers (``docs/design.md``, "hist
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from roundtabled.core.observer_flow import annotate
 from roundtabled.core.observer_verdict import REPAIR_SEAT
@@ -17,6 +16,7 @@ from roundtabled.core.state import (
     HistoryEntry,
     PendingTurn,
     RoundtableState,
+    SeatEntryKind,
     Usage,
     ViewMode,
 )
@@ -64,7 +64,7 @@ def entry_from_answers(
     agent: str,
     round_number: int,
     seat: int | None,
-    kind: Literal["turn", "observer", "interjection"],
+    kind: SeatEntryKind,
     message_id: str | None,
     cut_off: bool = False,
     timeout_s: float | None = None,
@@ -235,6 +235,9 @@ def rebuild_history(state: RoundtableState, messages: Sequence[MessageView]) -> 
     # An independent opening round ran in sessions of its own: its turns are in the state.
     done = state.openings is not None and state.openings.done
     out: list[HistoryEntry] = state.openings.entries() if state.openings and done else []
+    second = state.second_round
+    if done and second is not None and second.done:
+        out += second.entries()  # a protocol's second independent round (docs/deliberation.md)
     for m in messages:
         if m.id == stop:
             break

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from roundtabled.core import deliberation, machine, prompts, protocols
 from roundtabled.core.commands import Cancel, Decision, Finalize, Observation, PersistState, Prompt
 from roundtabled.core.history import answers_to, entry_from_answers, turn_is_final
+from roundtabled.core.protocols import SecondRound
 from roundtabled.core.result import cancelled_text
 from roundtabled.core.sides import turn_header, turn_title
 from roundtabled.core.state import (
@@ -50,6 +51,7 @@ from roundtabled.core.state import (
     OpeningSeat,
     Phase,
     RoundtableState,
+    SeatEntryKind,
 )
 from roundtabled.core.wire import MessageView, Status, UserView, opening_metadata
 
@@ -116,12 +118,33 @@ class OpeningObservation:
 @dataclass(frozen=True, slots=True)
 class Setup:
     """What the round needs of the roundtable: its session id, each seat's prompt text (the topic
-    only: no seat sees another's), the topic record's text and the turn timeout (s)."""
+    only: no seat sees another's), the topic record's text and the turn timeout (s).
+
+    A protocol's second independent round (:attr:`roundtabled.core.protocols.Protocol.
+    second_round`, council's rankings) runs on the same rules in the same seat sessions:
+    ``round`` (1-based; its markers carry ``round - 1``), ``kind`` (its entries' kind) and
+    ``name`` (the words of its headers and titles; ``None``: "round 1 (independent
+    opening)")."""
 
     roundtable: str
     prompts: tuple[str, ...]
     topic_text: str
     turn_timeout_s: float
+    round: int = 1
+    kind: SeatEntryKind = "turn"
+    name: str | None = None
+
+    def header(self, agent: str, side: str | None = None) -> str:
+        """A seat's header in this round (its prompt's label, its record's first line)."""
+        if self.name is None:
+            return turn_header(agent, self.round, side, independent=True)
+        return f"── {agent} · {self.name} ──"
+
+    def title(self, agent: str) -> str:
+        """A seat session's title when this round creates it."""
+        if self.name is None:
+            return turn_title(agent, self.round, independent=True)
+        return f"{agent} · {self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +168,8 @@ class PromptSeat:
     agent: str
     text: str
     marker: Marker
+    label: str = ""
+    """The header people read above the prompt (:meth:`Setup.header`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +201,9 @@ class PersistRound:
     """Write the state naming the round as it now is (before any prompt it names goes out)."""
 
 
+_OPENING = Setup(roundtable="", prompts=(), topic_text="", turn_timeout_s=0.0)
+"""The opening round's headers (:func:`record_text` without a setup)."""
+
 OpeningCommand = (
     CreateSeatSession | PromptSeat | AbortSeat | SeatSettled | RecordOpening | PersistRound
 )
@@ -195,9 +223,10 @@ def seat_metadata(roundtable: str, seat: int) -> dict[str, object]:
     return dict(opening_metadata(roundtable, seat))
 
 
-def record_text(entry: HistoryEntry) -> str:
-    """The visible text of a seat's record: the turn header, then its answer or its failure."""
-    head = turn_header(entry.agent, 1, independent=True)
+def record_text(entry: HistoryEntry, setup: Setup | None = None) -> str:
+    """The visible text of a seat's record: the turn header (``setup``'s, default the opening's),
+    then its answer or its failure."""
+    head = (setup or _OPENING).header(entry.agent)
     if entry.has_error:
         body = entry.response.strip()
         failed = f"(failed: {entry.error or 'no reply'})"
@@ -218,9 +247,9 @@ def _settle(
         entry = entry_from_answers(
             answers,
             agent=s.agent,
-            round_number=1,
+            round_number=setup.round,
             seat=s.seat,
-            kind="turn",
+            kind=setup.kind,
             message_id=s.message_id,
             cut_off=cut,
             timeout_s=None if cancelled else setup.turn_timeout_s,
@@ -256,11 +285,22 @@ def _settle(
         waited = now - (s.prompted_at or 0)
         if s.prompted_at is None or (idle and waited >= REPROMPT_GRACE_MS):
             marker = Marker(
-                kind="opening", round=0, seat=s.seat, agent=s.agent, roundtable=setup.roundtable
+                kind="opening",
+                round=setup.round - 1,
+                seat=s.seat,
+                agent=s.agent,
+                roundtable=setup.roundtable,
             )
             sent = s.model_copy(update={"prompted_at": now})
             prompt = PromptSeat(
-                s.seat, s.session_id, s.message_id, s.agent, setup.prompts[s.seat], marker
+                s.seat,
+                s.session_id,
+                s.message_id,
+                s.agent,
+                setup.prompts[s.seat],
+                marker,
+                # The opening's label is the executor's (it knows the seat's side).
+                setup.header(s.agent) if setup.name is not None else "",
             )
             return sent, [PersistRound(), prompt], now + REPROMPT_GRACE_MS
         return s, [], (s.prompted_at or now) + REPROMPT_GRACE_MS
@@ -273,12 +313,19 @@ def _settle(
     return s, [], (s.prompted_at or now) + timeout_ms
 
 
-def _recorded(messages: Sequence[MessageView], message_id: str, seat: int) -> bool:
+def _recorded(
+    messages: Sequence[MessageView], message_id: str, seat: int, round_index: int = 0
+) -> bool:
     return any(
         isinstance(m, UserView)
         and (
             m.id == message_id
-            or (m.marker is not None and m.marker.kind == "opening" and m.marker.seat == seat)
+            or (
+                m.marker is not None
+                and m.marker.kind == "opening"
+                and m.marker.seat == seat
+                and m.marker.round == round_index
+            )
         )
         for m in messages
     )
@@ -311,15 +358,15 @@ def step(rnd: OpeningRound, obs: OpeningObservation, setup: Setup) -> OpeningDec
                     entry = entry_from_answers(
                         [],
                         agent=s.agent,
-                        round_number=1,
+                        round_number=setup.round,
                         seat=s.seat,
-                        kind="turn",
+                        kind=setup.kind,
                         message_id=s.message_id,
                     ).model_copy(update={"error": "cancelled before its turn started"})
                     seats.append(s.model_copy(update={"entry": entry}))
                     cmds.append(SeatSettled(entry))
                     continue
-                title = turn_title(s.agent, 1, independent=True)
+                title = setup.title(s.agent)
                 cmds.append(
                     CreateSeatSession(s.seat, title, seat_metadata(setup.roundtable, s.seat))
                 )
@@ -364,17 +411,22 @@ def _records(
     """The records of a settled round not yet in the roundtable's session (topic first, then
     the seats in order), and the round marked as recorded (the state is written after them)."""
     cmds: list[OpeningCommand] = []
-    if not _recorded(obs.messages, rnd.topic_record_id, TOPIC_SEAT):
-        marker = Marker(kind="opening", round=0, seat=TOPIC_SEAT, roundtable=setup.roundtable)
+    index = setup.round - 1
+    if not _recorded(obs.messages, rnd.topic_record_id, TOPIC_SEAT, index):
+        marker = Marker(kind="opening", round=index, seat=TOPIC_SEAT, roundtable=setup.roundtable)
         cmds.append(RecordOpening(rnd.topic_record_id, setup.topic_text, marker))
     seats: list[OpeningSeat] = []
     for s in rnd.seats:
         assert s.entry is not None
-        if not s.recorded and not _recorded(obs.messages, s.record_id, s.seat):
+        if not s.recorded and not _recorded(obs.messages, s.record_id, s.seat, index):
             marker = Marker(
-                kind="opening", round=0, seat=s.seat, agent=s.agent, roundtable=setup.roundtable
+                kind="opening",
+                round=index,
+                seat=s.seat,
+                agent=s.agent,
+                roundtable=setup.roundtable,
             )
-            cmds.append(RecordOpening(s.record_id, record_text(s.entry), marker))
+            cmds.append(RecordOpening(s.record_id, record_text(s.entry, setup), marker))
         seats.append(s.model_copy(update={"recorded": True}))
     cmds.append(PersistRound())
     return rnd.model_copy(update={"seats": seats, "topic_recorded": True}), cmds
@@ -389,7 +441,10 @@ def running(state: RoundtableState) -> bool:
     if not state.active or state.phase != Phase.ACTIVE or state.options.opening != "independent":
         return False
     if state.openings is not None:
-        return not state.openings.done
+        if not state.openings.done:
+            return True
+        # Recorded: a second round of the protocol runs until it is recorded too.
+        return state.current_round == 0 and _second(state) is not None
     return (
         state.pending is None
         and not state.history
@@ -446,14 +501,72 @@ def decide(
     if cancel is not None and state.end_reason != EndReason.CANCELLED:
         state = machine.with_cancel(state, cancel)
     cancelled = state.end_reason == EndReason.CANCELLED
+    obs = replace(obs, cancelled=cancelled)
+    second = _second(state) if state.openings is not None and state.openings.done else None
+    if second is not None:
+        # The opening is recorded: the protocol's second round.
+        rnd = state.second_round or _start_second(state, ids, obs.now)
+        d = step(rnd, obs, _second_setup(state, second))
+        new = state.model_copy(update={"second_round": d.round, "updated_at": obs.now})
+        if state.second_round is None:
+            d.commands.insert(0, PersistRound())
+        if not d.round.done:
+            return FlowDecision(new, d.commands, None, d.wake_at)
+        return FlowDecision(new, d.commands, _after(new, obs, new_id), None)
     rnd = state.openings or start(state.agents, ids, obs.now)
-    d = step(rnd, replace(obs, cancelled=cancelled), setup(state))
+    d = step(rnd, obs, setup(state))
     new = state.model_copy(update={"openings": d.round, "updated_at": obs.now})
     if state.openings is None:
         d.commands.insert(0, PersistRound())  # the ids are chosen: write them first
     if not d.round.done:
         return FlowDecision(new, d.commands, None, d.wake_at)
+    if _second(new) is not None:
+        return FlowDecision(new, d.commands, None, obs.now)  # the second round starts at once
     return FlowDecision(new, d.commands, _after(new, obs, new_id), None)
+
+
+def _second(state: RoundtableState) -> SecondRound | None:
+    """The protocol's second round after a recorded opening, unless the roundtable is cancelled
+    or every opening failed (the observer, or nobody, is next)."""
+    if state.end_reason == EndReason.CANCELLED or state.openings is None:
+        return None
+    if all(e.has_error for e in state.openings.entries()):
+        return None
+    return protocols.running(state).second_round(state)
+
+
+def _second_setup(state: RoundtableState, second: SecondRound) -> Setup:
+    return Setup(
+        state.session_id,
+        second.prompts,
+        second.topic_text,
+        state.options.turn_timeout,
+        round=2,
+        kind=second.kind,
+        name=second.name,
+    )
+
+
+def _start_second(state: RoundtableState, ids: Sequence[str], now: int) -> OpeningRound:
+    """The second round: the seats that take part (a prompt of their own), each in its opening
+    session; ``ids`` as for :func:`start`."""
+    second = _second(state)
+    assert second is not None and state.openings is not None
+    rnd = start(state.agents, ids, now)
+    sessions = {s.seat: s.session_id for s in state.openings.seats}
+    seats = [
+        s.model_copy(update={"session_id": sessions.get(s.seat)})
+        for s in rnd.seats
+        if second.prompts[s.seat]
+    ]
+    return rnd.model_copy(update={"seats": seats, "round": 2})
+
+
+def current(state: RoundtableState) -> OpeningRound | None:
+    """The independent round that runs now (the opening, else the second round), if any."""
+    if state.openings is not None and state.openings.done:
+        return state.second_round
+    return state.openings
 
 
 def _after(state: RoundtableState, obs: OpeningObservation, new_id: str) -> Decision:
@@ -462,9 +575,11 @@ def _after(state: RoundtableState, obs: OpeningObservation, new_id: str) -> Deci
     entries = state.openings.entries()
     errors = [*state.errors]
     errors += [f"{e.agent} (round 1): {e.error}" for e in entries if e.has_error]
+    seconds = state.second_round.entries() if state.second_round is not None else []
+    errors += [f"{e.agent} ({e.kind}): {e.error}" for e in seconds if e.has_error]
     new = state.model_copy(
         update={
-            "history": [*state.history, *entries],
+            "history": [*state.history, *entries, *seconds],
             "errors": errors,
             "current_round": 1,
             "current_agent_index": 0,

@@ -23,6 +23,7 @@ from typing import Any, TypedDict
 
 import orjson
 
+from roundtabled.core import protocols
 from roundtabled.core.observer_verdict import VERDICT_INSTRUCTION
 from roundtabled.core.positions import position_of, spoke
 from roundtabled.core.result_model import RoundtableResult, SeatPosition, Status, Verdict
@@ -93,6 +94,8 @@ def _entry_block(entry: HistoryEntry, per_entry_chars: int, mark: str) -> str:
         header = f"── {who} · reply to the user ──"
     elif entry.kind == "observer":
         header = f"── observer · summary after round {entry.round} ──"
+    elif entry.kind != "turn":  # a protocol's second independent round (council's ranking)
+        header = f"── {who} · {entry.kind}" + (" · FAILED ──" if entry.has_error else " ──")
     else:
         header = f"── {who} · round {entry.round} ──"
         if entry.cut_off:  # a cut-off turn also has has_error; its partial text is kept
@@ -192,6 +195,8 @@ def _observer_context(state: RoundtableState) -> list[str]:
         lines.extend(f"- {n}" for n in notes)
     lines.append("Stated positions (each seat's last `Position:` line, parsed by the daemon):")
     lines.extend(_position_text(state))
+    # What the protocol counted beyond the positions (docs/deliberation.md, "Protocols").
+    lines.extend(protocols.running(state).observer_lines(state))
     return lines
 
 

@@ -118,6 +118,9 @@ class ToolCallSummary(StateModel):
 
 
 EntryKind = Literal["turn", "observer", "user", "interjection"]
+SeatEntryKind = Literal["turn", "observer", "interjection"]
+"""The kinds of entry a model's answer makes (:func:`roundtabled.core.history.
+entry_from_answers`)."""
 
 
 class HistoryEntry(StateModel):
@@ -247,6 +250,8 @@ class OpeningRound(StateModel):
     topic_record_id: str = Field(alias="topicRecordID")
     topic_recorded: bool = False
     started_at: int = 0
+    round: int = 1
+    """1 for the opening; 2 for a protocol's second independent round."""
 
     @property
     def settled(self) -> bool:
@@ -624,6 +629,9 @@ class RoundtableState(StateModel):
     pending: PendingTurn | None = None
     openings: OpeningRound | None = None
     """The independent opening round (``opening: "independent"``), kept once done."""
+    second_round: OpeningRound | None = None
+    """A protocol's second independent round, run in the seats' sessions after the opening
+    (:attr:`roundtabled.core.protocols.Protocol.second_round`), kept once done."""
     adaptive: AdaptiveOutcome | None = None
     """``adaptive`` only: what its rule decided once the opening was recorded (``None`` before)."""
     end_reason: EndReason | None = None

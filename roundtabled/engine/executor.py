@@ -199,7 +199,7 @@ class Executor:
         opening re-prompts only if the message is absent from that session)."""
         shell = self.shell
         side = table.state.options.sides.get(cmd.agent)
-        label = turn_header(cmd.agent, 1, side, independent=True)
+        label = cmd.label or turn_header(cmd.agent, 1, side, independent=True)
         marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
         body = wire.prompt_body(
             cmd.message_id, cmd.agent, cmd.text, label, marker, table.state.models.get(cmd.agent)
@@ -211,4 +211,5 @@ class Executor:
             return
         table.accepted.add(cmd.message_id)
         faults.checkpoint("opening-prompted")
-        table.publish({"type": "prompt", "agent": cmd.agent, "round": 1, "kind": "turn"})
+        round_number = cmd.marker.round + 1
+        table.publish({"type": "prompt", "agent": cmd.agent, "round": round_number, "kind": "turn"})

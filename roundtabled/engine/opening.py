@@ -67,7 +67,7 @@ class OpeningRunner:
             [tables[parent]] if parent is not None and parent in tables else tables.values()
         )
         for table in candidates:
-            rnd = table.state.openings
+            rnd = opening.current(table.state)
             if rnd is not None and not rnd.done and any(s.session_id == sid for s in rnd.seats):
                 return table
         return None
@@ -99,7 +99,7 @@ class OpeningRunner:
         shell = self.shell
         state = table.state
         s2 = state.session_id
-        rnd = state.openings
+        rnd = opening.current(state)
         # The status first: messages read after it hold everything up to it (an idle seat's
         # reply is there). The rest is independent and read together (round 1 is parallel).
         statuses = await shell.client.statuses(state.directory)
@@ -221,7 +221,7 @@ class OpeningRunner:
 
     async def abort_all(self, table: Table) -> None:
         """Abort every seat session still running (the roundtable is gone)."""
-        rnd = table.state.openings
+        rnd = opening.current(table.state)
         for s in rnd.seats if rnd is not None else ():
             if s.session_id is not None and s.entry is None:
                 await self.executor.abort(table, s.session_id)

@@ -28,7 +28,13 @@ from roundtabled.core.deliberation import Stop
 from roundtabled.core.positions import position_of
 from roundtabled.core.protocols.tally import Ballot
 from roundtabled.core.stances import no_stance_reason
-from roundtabled.core.state import HistoryEntry, Options, ProtocolName, RoundtableState
+from roundtabled.core.state import (
+    HistoryEntry,
+    Options,
+    ProtocolName,
+    RoundtableState,
+    SeatEntryKind,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,28 @@ message views of S2) -> Opened``, or ``None``: the debate's own rules decide
 
 
 @dataclass(frozen=True, slots=True)
+class SecondRound:
+    """A protocol's second independent round, run after the opening in the seats' own sessions
+    on the opening's rules (:mod:`roundtabled.core.opening`: each seat prompted once, no seat
+    sees another's reply, the replies recorded in S2 once all are settled): ``name`` (its
+    headers: ``pm · ranking``), ``kind`` (its entries' kind), one prompt per seat (``""``: the
+    seat sits it out) and the text of the record that precedes the seats' records."""
+
+    name: str
+    kind: SeatEntryKind
+    prompts: tuple[str, ...]
+    topic_text: str
+
+
+def _no_second_round(state: RoundtableState) -> SecondRound | None:
+    return None
+
+
+def _no_lines(state: RoundtableState) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True, slots=True)
 class Protocol:
     """One protocol's rules.
 
@@ -58,7 +86,10 @@ class Protocol:
     protocol does not use it; ``options``: the roundtable's options and rounds as the call and
     the defaults gave them → the ones it runs with; ``after_opening``: see :data:`AfterOpening`;
     ``extendable``: whether a finished roundtable of it may be extended; ``default_rounds``:
-    the rounds when the call gives none (``None``: the call's default, 1).
+    the rounds when the call gives none (``None``: the call's default, 1); ``second_round``:
+    the independent round that follows the opening before :attr:`after_opening` is asked
+    (``None``: none; a pure function of the state, so a restart finds the same); and
+    ``observer_lines``: what the observer's prompt says of the protocol's own count.
     """
 
     name: ProtocolName
@@ -68,13 +99,16 @@ class Protocol:
     after_opening: AfterOpening
     extendable: bool = False
     default_rounds: int | None = None
+    second_round: Callable[[RoundtableState], SecondRound | None] = _no_second_round
+    observer_lines: Callable[[RoundtableState], list[str]] = _no_lines
 
 
 def registry() -> dict[ProtocolName, Protocol]:
     """Every protocol by name, in the order of :data:`roundtabled.core.state.ProtocolName`."""
     from roundtabled.core.protocols import adaptive, debate, vote
 
-    found = {p.name: p for p in (debate.PROTOCOL, vote.PROTOCOL, adaptive.PROTOCOL)}
+    every = (debate.PROTOCOL, vote.PROTOCOL, adaptive.PROTOCOL)
+    found = {p.name: p for p in every}
     return {n: found[n] for n in get_args(ProtocolName)}
 
 
