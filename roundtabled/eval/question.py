@@ -277,7 +277,7 @@ def tally_leader(tally: Sequence[Mapping[str, Any]]) -> str | None:
 
 def product_answer(run: str, verdict: Mapping[str, Any]) -> tuple[str | None, str]:
     """What the product decided in a roundtable of ``run``, read from its result's ``verdict``,
-    and where it was read (docs/eval.md, "How an answer is read"):
+    and where it was read (docs/eval.md, "What runs per question"):
 
     - ``vote``: the leader of its count (``verdict.protocol.count.leader``; ``null`` on a tie);
     - ``adaptive``: that count's leader when its rule stopped at the opening
