@@ -56,6 +56,8 @@ CHARS_PER_TOKEN = 4
 """Characters per token of English text (a common rule of thumb; the models' tokenisers vary)."""
 REPLY_TOKENS = 400
 """Assumed tokens of one seat reply (its output, and what each later reader reads of it)."""
+RANK_LINE_TOKENS = 40
+"""Assumed tokens of one line of a council ranking (``Rank 1: Answer B — why``)."""
 OBSERVER_REPLY_TOKENS = 800
 """Assumed tokens of the observer's reply (the summary and the verdict JSON)."""
 
@@ -201,7 +203,10 @@ def protocol_prices(
     """What each protocol would ask of the models for this panel and topic (docs/deliberation.md,
     "Protocols"): ``debate`` for ``rounds`` rounds (its round 1 independent when
     ``opening_independent``), ``vote`` one independent round, ``adaptive`` between its opening
-    alone (it stopped there) and ``rounds`` rounds (it debated to the end; at least 2). Each:
+    alone (it stopped there) and ``rounds`` rounds (it debated to the end; at least 2),
+    ``council`` the vote and one ranking turn per seat (its own answer and the others' read,
+    :data:`RANK_LINE_TOKENS` written per answer ranked; the observer's reading of the rankings is
+    not counted). Each:
     ``{"turns", "inputTokens", "outputTokens", "costUsd"}``, ``adaptive`` as ``least`` and
     ``most`` of those; a cost is ``None`` when a model has no price."""
 
@@ -222,10 +227,28 @@ def protocol_prices(
             "costUsd": e.cost,
         }
 
+    n = len(seats)
+    council = one(1, True)
+    if n >= 3:  # every seat ranks the others' answers when it has two or more to rank
+        ranking_out = RANK_LINE_TOKENS * (n - 1)
+        for seat in seats:
+            # Its own session: its opening prompt and answer, then the other answers to rank.
+            tokens_in = _tokens(seat.prompt_chars + 2 * topic_chars + TURN_ORCHESTRATION_BUDGET)
+            tokens_in += n * REPLY_TOKENS
+            c = _turn_cost(seat.model, tokens_in, ranking_out, prices)
+            council["costUsd"] = (
+                None
+                if council["costUsd"] is None or c is None
+                else round(council["costUsd"] + c, 6)
+            )
+            council["inputTokens"] += tokens_in
+            council["outputTokens"] += ranking_out
+        council["turns"] += n
     return {
         "debate": one(rounds, opening_independent),
         "vote": one(1, True),
         "adaptive": {"least": one(1, True), "most": one(max(rounds, 2), True)},
+        "council": council,
     }
 
 

@@ -231,14 +231,42 @@ class AdaptiveReport(_M):
     why: str
 
 
+class RankGiven(_M):
+    """One seat's rank of an answer and its reason."""
+
+    by: str
+    rank: int
+    reason: str = ""
+
+
+class AnswerRank(_M):
+    """``council``: one answer (its author), its ``meanRank`` over the valid rankings of it
+    (1 = best; ``null``: nobody ranked it) and every rank given with its reason."""
+
+    author: str
+    mean_rank: float | None = None
+    ranks: list[RankGiven] = Field(default_factory=list)
+
+
+class CouncilReport(_M):
+    """``council``: the ``aggregate`` rank (best first), whether the ranking round ``ran``
+    (fewer than three answers: it did not) and the seats whose ranking counts for nothing,
+    with why (``degraded``)."""
+
+    ran: bool = False
+    aggregate: list[AnswerRank] = Field(default_factory=list)
+    degraded: list[DegradedSeat] = Field(default_factory=list)
+
+
 class ProtocolReport(_M):
     """Which protocol ran (docs/deliberation.md, "Protocols") and what it counted: ``count``
-    (``vote``: the answers; ``adaptive``: the opening), ``adaptive`` (its decision; ``null``
-    before the opening was recorded)."""
+    (``vote`` and ``council``: the answers; ``adaptive``: the opening), ``adaptive`` (its
+    decision; ``null`` before the opening was recorded), ``council`` (the aggregate rank)."""
 
     name: ProtocolName = "debate"
     count: ProtocolCount | None = None
     adaptive: AdaptiveReport | None = None
+    council: CouncilReport | None = None
 
 
 class Verdict(_M):

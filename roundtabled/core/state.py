@@ -117,8 +117,8 @@ class ToolCallSummary(StateModel):
     output_preview: str
 
 
-EntryKind = Literal["turn", "observer", "user", "interjection"]
-SeatEntryKind = Literal["turn", "observer", "interjection"]
+EntryKind = Literal["turn", "observer", "user", "interjection", "ranking"]
+SeatEntryKind = Literal["turn", "observer", "interjection", "ranking"]
 """The kinds of entry a model's answer makes (:func:`roundtabled.core.history.
 entry_from_answers`)."""
 
@@ -443,7 +443,7 @@ Until = Literal["rounds", "converged"]
 """When the debate stops taking seat turns: after ``rounds`` rounds, or once the panel converged."""
 Opening = Literal["sequential", "independent"]
 """How round 1 runs: one seat after another, or every seat at once without seeing the others."""
-ProtocolName = Literal["debate", "vote", "adaptive"]
+ProtocolName = Literal["debate", "vote", "adaptive", "council"]
 """How the seats reach an answer (docs/deliberation.md, "Protocols"; the rules of each in
 :mod:`roundtabled.core.protocols`): a debate in rounds, an independent vote, or an independent
 opening that is debated only when no stance holds the threshold's confidence-weighted share."""

@@ -46,7 +46,9 @@ from roundtabled.core.result_model import (
     UNKNOWN_CONFIDENCE_WEIGHT,
     AdaptiveReport,
     AgentUsage,
+    AnswerRank,
     Consensus,
+    CouncilReport,
     DegradedSeat,
     Deliberation,
     Disagreement,
@@ -55,6 +57,7 @@ from roundtabled.core.result_model import (
     PositionChange,
     ProtocolCount,
     ProtocolReport,
+    RankGiven,
     ResultUsage,
     SeatPosition,
     SeatStatus,
@@ -547,7 +550,24 @@ def protocol_report(state: RoundtableState) -> ProtocolReport:
     adaptive = None
     if state.adaptive is not None:
         adaptive = AdaptiveReport.model_validate(state.adaptive.model_dump())
-    return ProtocolReport(name=name, count=tally_, adaptive=adaptive)
+    council_ = None
+    if name == "council":
+        from roundtabled.core.protocols import council  # its prompt needs prompts → verdict
+
+        ranked, degraded = council.rankings(state)
+        council_ = CouncilReport(
+            ran=state.second_round is not None,
+            aggregate=[
+                AnswerRank(
+                    author=r.author,
+                    mean_rank=r.mean,
+                    ranks=[RankGiven(by=b, rank=k, reason=w) for b, k, w in r.ranks],
+                )
+                for r in ranked
+            ],
+            degraded=[DegradedSeat(agent=a, why=w) for a, w in degraded],
+        )
+    return ProtocolReport(name=name, count=tally_, adaptive=adaptive, council=council_)
 
 
 def protocol_line(verdict: dict[str, Any]) -> str | None:
@@ -587,6 +607,24 @@ def protocol_line(verdict: dict[str, Any]) -> str | None:
     a = p.get("adaptive")
     if a:
         parts.append(str(a.get("why")))
+    c = p.get("council")
+    if c:
+        ranked = [
+            f"{r['author']} {r['meanRank']:g}"
+            for r in c.get("aggregate") or []
+            if isinstance(r.get("meanRank"), int | float)
+        ]
+        if ranked:
+            parts.append("aggregate rank (mean, 1 = best): " + ", ".join(ranked))
+        elif not c.get("ran"):
+            parts.append("no ranking round (fewer than three answers)")
+        else:
+            parts.append("no answer was ranked")
+        if c.get("degraded"):
+            parts.append(
+                "rankings not counted: "
+                + ", ".join(f"{d['agent']} ({d['why']})" for d in c["degraded"])
+            )
     return f"Protocol: {name} — " + "; ".join(parts) if parts else f"Protocol: {name}"
 
 

@@ -42,7 +42,7 @@ const CHOICES = {
   until: ["rounds", "converged"],
   opening: ["sequential", "independent"],
   context: ["full", "recent"],
-  protocol: ["debate", "vote", "adaptive"],
+  protocol: ["debate", "vote", "adaptive", "council"],
 } as const
 
 const D = {
@@ -92,8 +92,10 @@ const D = {
     "are counted by stance, weighted by each agent's stated confidence (no rounds, until, " +
     "opening, context, sides or budget). \"adaptive\": the independent answers first; stop there " +
     "when one stance holds a confidence-weighted share of at least adaptiveThreshold, else debate " +
-    "until converged or the rounds (default 3) run out (no until, opening or sides). New " +
-    "roundtables only.",
+    "until converged or the rounds (default 3) run out (no until, opening or sides). " +
+    "\"council\": the independent answers, then each agent ranks the others' answers " +
+    "anonymised, with a reason per rank; the observer chairs and decides from the answers and " +
+    "the aggregate rank (refuses what vote refuses). New roundtables only.",
   adaptiveThreshold:
     "Only with protocol \"adaptive\": the confidence-weighted share (above 0.5, at most 1; " +
     "default 0.67) of the leading stance at which it stops without a debate.",

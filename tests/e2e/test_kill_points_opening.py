@@ -54,7 +54,11 @@ VIEW_KILL_POINTS: list[tuple[str, int]] = [
 BATCH = int(os.environ.get("RT_KP_BATCH", "5"))
 
 
-async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM, rounds: int = ROUNDS) -> None:
+async def check_case(
+    case: kp.Case, oc: kp.Oc, llm: ScriptedLLM, rounds: int = ROUNDS, independent: int = 1
+) -> None:
+    """``rounds``: the roundtable's rounds (the opening included); ``independent``: its
+    independent rounds in the seats' sessions (council: 2, the answers and the rankings)."""
     f, s2, signer = case.fault, case.s2, case.daemon.signer
     kids = [
         c
@@ -67,13 +71,14 @@ async def check_case(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM, rounds: int = R
         agent = AGENTS[int(c["metadata"][OPENING_KEY]["seat"])]
         msgs = await oc.call("GET", f"/session/{c['id']}/message")
         prompts = [m for m in msgs if m["info"]["role"] == "user"]
-        assert len(prompts) == 1, f"{f}: {agent}'s session holds {len(prompts)} prompts"
+        assert len(prompts) == independent, f"{f}: {agent}'s session holds {len(prompts)} prompts"
         reqs = [r.agent for r in llm.requests_for(session=c["id"], kind="turn")]
-        assert reqs == [agent], f"{f}: model requests in {agent}'s session {reqs}"
+        assert reqs == [agent] * independent, f"{f}: model requests in {agent}'s session {reqs}"
     msgs = await oc.call("GET", f"/session/{s2}/message")
     records = [m.seat for m in signed_markers(msgs, s2, signer) if m.kind == "opening"]
     turns, observers = turn_markers(msgs, s2, signer)
-    assert sorted(records) == [-1, 0, 1, 2], f"{f}: opening records {sorted(records)}"
+    want = sorted([-1, 0, 1, 2] * independent)
+    assert sorted(records) == want, f"{f}: opening records {sorted(records)}"
     expected = [(r, s) for r in range(1, rounds) for s in range(len(AGENTS))]
     assert turns == expected, f"{f}: turn prompts in S2 {turns}"
     assert observers == 1, f"{f}: {observers} observer prompts"
@@ -111,13 +116,20 @@ async def test_kill_9_inside_the_independent_opening_each_seat_once_per_round(
 
 
 # One kill per protocol that runs the opening (docs/deliberation.md, "Protocols"), at the most
-# telling point: every record written but the state saying so not, so the restarted daemon takes
-# the protocol's decision after the opening itself — the observer once for a vote, round 2 for an
-# adaptive roundtable whose seats stated no stance (the default replies have no Position line).
+# telling point (KILL_AT): for vote and adaptive every record written but the state saying so
+# not, so the restarted daemon takes the protocol's decision after the opening itself — the
+# observer once for a vote, round 2 for an adaptive roundtable whose seats stated no stance (the
+# default replies have no Position line); for council a ranking prompt accepted.
 PROTOCOL_KILLS: list[tuple[str, dict[str, Any], int]] = [
     ("vote", {"agents": AGENTS, "protocol": "vote"}, 1),
     ("adaptive", {"agents": AGENTS, "protocol": "adaptive", "rounds": 2}, 2),
+    ("council", {"agents": AGENTS, "protocol": "council"}, 1),
 ]
+KILL_AT = {"vote": ("opening-recorded", 4), "adaptive": ("opening-recorded", 4)}
+"""council's: its second ranking prompt accepted (the three answers' prompts came first), so
+the restarted daemon finds that prompt in the seat's session, already answered or running,
+and must not send it again."""
+KILL_AT["council"] = ("opening-prompted", 5)
 
 
 @pytest.mark.timeout(600)
@@ -139,10 +151,10 @@ async def test_kill_9_after_the_opening_s_records_each_protocol_decides_once(
     server: OpenCodeServer = await opencode_factory(observer_config(scripted_llm))
 
     async def check(case: kp.Case, oc: kp.Oc, llm: ScriptedLLM) -> None:
-        await check_case(case, oc, llm, rounds)
+        await check_case(case, oc, llm, rounds, 2 if name == "council" else 1)
 
     cases, failures = await kp.run_kill_points(
-        [("opening-recorded", 4)],
+        [KILL_AT[name]],
         server=server,
         llm=scripted_llm,
         root=tmp_path,

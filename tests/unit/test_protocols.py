@@ -92,6 +92,8 @@ def test_the_cli_s_choices_are_the_daemon_s() -> None:
         ("adaptive", "opening", "sequential"),
         ("adaptive", "sides", {"rv": "against"}),
         ("debate", "adaptiveThreshold", 0.8),
+        ("council", "rounds", 2),
+        ("council", "context", "recent"),
     ],
 )
 def test_a_field_the_protocol_does_not_use_is_refused_in_one_line(
@@ -171,7 +173,7 @@ def test_presets_in_the_configuration_take_a_protocol(tmp_path: Path) -> None:
 
 
 def test_opencode_2_refuses_a_protocol_other_than_debate_in_one_line() -> None:
-    for name in ("vote", "adaptive"):
+    for name in ("vote", "adaptive", "council"):
         req = parse_request(call(protocol=name, parentSessionID="ses_parent00000001"))
         refused = refusal(req)
         assert refused is not None and refused.field == "protocol"
@@ -195,6 +197,8 @@ def test_the_dry_run_prices_each_protocol() -> None:
     )
     assert list(priced) == list(protocols.NAMES)
     assert priced["vote"]["turns"] == 3 and priced["debate"]["turns"] == 9
+    assert priced["council"]["turns"] == 6  # the answers, then one ranking each
+    assert priced["vote"]["costUsd"] < priced["council"]["costUsd"]
     least, most = priced["adaptive"]["least"], priced["adaptive"]["most"]
     assert least == priced["vote"]  # stopped at the opening: the vote's cost
     assert most["turns"] == 9

@@ -105,9 +105,9 @@ class Protocol:
 
 def registry() -> dict[ProtocolName, Protocol]:
     """Every protocol by name, in the order of :data:`roundtabled.core.state.ProtocolName`."""
-    from roundtabled.core.protocols import adaptive, debate, vote
+    from roundtabled.core.protocols import adaptive, council, debate, vote
 
-    every = (debate.PROTOCOL, vote.PROTOCOL, adaptive.PROTOCOL)
+    every = (debate.PROTOCOL, vote.PROTOCOL, adaptive.PROTOCOL, council.PROTOCOL)
     found = {p.name: p for p in every}
     return {n: found[n] for n in get_args(ProtocolName)}
 
