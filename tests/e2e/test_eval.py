@@ -4,6 +4,7 @@ and McNemar counts must equal the values this test computes on its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -19,6 +20,7 @@ from roundtabled.core.scoring import (
     evaluate_expression,
     parse_task_lines,
 )
+from roundtabled.core.state import CONCLUDED_SUFFIX
 from roundtabled.eval.ledger import read_records
 from roundtabled.eval.options import EvalOptions
 from roundtabled.eval.run import run_eval
@@ -346,3 +348,40 @@ async def test_the_code_reading_set_runs_through_the_cli_and_is_scored(
             assert p["correct"] == (p["answer"] is not None and p["answer"] == q.answer)
     asked = [r for r in rt.llm.requests if r.agent == AGENTS[0] and "```python" in r.last_user_text]
     assert asked and "What does this Python program print?" in asked[0].last_user_text
+
+
+async def test_a_resumed_question_reruns_none_of_its_finished_protocols(
+    rt: RT, tmp_path: Path
+) -> None:
+    """Stopped while a question's debate runs (its vote finished), the same run again attaches
+    to that debate and reads the vote back: one roundtable per protocol, each paid once."""
+
+    def slow_debate(req: RecordedRequest) -> Text | None:
+        reply = responder(req)
+        if reply is not None and "Round 1/3" in req.last_user_text:
+            return reply.model_copy(update={"first_byte_delay": 3.0})
+        return reply
+
+    rt.llm.responder = slow_debate
+    opts = EvalOptions(
+        agents=AGENTS, out=tmp_path / "run", level="easy", seed=1, count=1,
+        protocols=["single", "vote", "debate"],
+    )  # fmt: skip
+    task = asyncio.create_task(run_eval(opts, target(rt)))
+    for _ in range(1200):  # until a seat is asked for its debate opening (the vote is done)
+        assert not task.done(), task.result()
+        if any("Round 1/3" in r.last_user_text for r in rt.llm.requests if r.agent in AGENTS):
+            break
+        await asyncio.sleep(0.05)
+    task.cancel()  # Ctrl-C while the debate's opening runs
+    assert await task == 130
+    assert not read_records(opts.out / "results.jsonl")
+    assert await run_eval(opts, target(rt)) == 0
+    report = json.loads((opts.out / "report.json").read_text())
+    (record,) = report["records"]
+    assert record["resumed"] and record["runs"]["vote"]["resumed"]
+    kids = await rt.oc("GET", f"/session/{report['parentSessionID']}/children")
+    titles = Counter(str(k["title"]).removesuffix(CONCLUDED_SUFFIX) for k in kids)
+    assert titles == {"eval easy-1-0 vote": 1, "eval easy-1-0 debate": 1}, titles
+    openings = [r for r in rt.llm.requests if r.agent in AGENTS and "Round 1/1" in r.last_user_text]
+    assert len(openings) == len(AGENTS)  # the vote ran once
