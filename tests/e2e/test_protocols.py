@@ -175,6 +175,6 @@ async def test_a_field_the_protocol_does_not_use_is_refused_and_the_dry_run_pric
     assert status == 200, data
     plan = data["plan"]
     assert plan["protocol"] == "adaptive" and plan["rounds"] == 3
-    assert set(plan["protocols"]) == {"debate", "vote", "adaptive"}
+    assert set(plan["protocols"]) == {"debate", "vote", "adaptive", "council"}
     assert plan["protocols"]["vote"]["turns"] == 3
     assert "adaptive (this call): 3 seat turns" in data["text"]

@@ -10,6 +10,9 @@ which prompts the server accepted). Whatever the schedule:
 - nothing is recorded before every seat is settled, nor into a busy session;
 - no seat's prompt carries another seat's text (each sees the topic only);
 - the round ends done, with one round-1 entry per seat in seat order.
+
+The same holds for a protocol's second independent round (council's rankings: round 2, its own
+entry kind, markers and headers), run on the same rules.
 """
 
 from __future__ import annotations
@@ -87,7 +90,19 @@ def user_message(message_id: str, text: str, marker: Marker, session: str) -> di
     return raw_prompt(message_id, text, marker, session, SIGNER)
 
 
-def setup(n: int) -> Setup:
+def setup(n: int, second: bool = False) -> Setup:
+    """The opening's setup, or (``second``) a protocol's second independent round (council's
+    rankings: round 2, its own entry kind and headers) on the same rules."""
+    if second:
+        return Setup(
+            roundtable=S2,
+            prompts=tuple(f"Rank the answers. You are a{i}." for i in range(n)),
+            topic_text="The rankings",
+            turn_timeout_s=TIMEOUT_S,
+            round=2,
+            kind="ranking",
+            name="ranking",
+        )
     return Setup(
         roundtable=S2,
         prompts=tuple(f"[Topic] the topic. You are a{i}." for i in range(n)),
@@ -136,14 +151,22 @@ ACTIONS = st.lists(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(min_value=1, max_value=4), schedule=ACTIONS, cancel_at=st.integers(-1, 150))
+@given(
+    n=st.integers(min_value=1, max_value=4),
+    schedule=ACTIONS,
+    cancel_at=st.integers(-1, 150),
+    second=st.booleans(),
+)
 def test_each_seat_created_prompted_recorded_once(
-    n: int, schedule: list[tuple[str, int]], cancel_at: int
+    n: int, schedule: list[tuple[str, int]], cancel_at: int, second: bool
 ) -> None:
     sim = Sim()
-    conf = setup(n)
+    conf = setup(n, second)
     ids_ = [ids.message_id() for _ in range(2 * n + 1)]
     rnd = opening.start([f"a{i}" for i in range(n)], ids_, sim.clock)
+    round_no = 2 if second else 1
+    if second:
+        rnd = rnd.model_copy(update={"round": 2})
     persisted = rnd
     drop_next = False
     records: dict[int, int] = {}
@@ -185,13 +208,14 @@ def test_each_seat_created_prompted_recorded_once(
                 if any(m["info"]["id"] == cmd.message_id for m in sim.s2):
                     continue  # the shell posts it only once (post_once)
                 seat = cmd.marker.seat
+                assert cmd.marker.round == round_no - 1
                 records[seat] = records.get(seat, 0) + 1
                 sim.s2.append(user_message(cmd.message_id, cmd.text, cmd.marker, S2))
             elif isinstance(cmd, PersistRound):
                 persisted = rnd
             else:
                 assert isinstance(cmd, SeatSettled)
-                assert cmd.entry.round == 1
+                assert cmd.entry.round == round_no and cmd.entry.kind == conf.kind
 
     busy_children = lambda: [sid for sid, c in sim.children.items() if c.busy_with]  # noqa: E731
     for k, (action, arg) in enumerate(schedule):
@@ -236,7 +260,7 @@ def test_each_seat_created_prompted_recorded_once(
     assert records.get(opening.TOPIC_SEAT) == 1
     entries = rnd.entries()
     assert [e.seat for e in entries] == list(range(n))
-    assert all(e.round == 1 for e in entries)
+    assert all(e.round == round_no for e in entries)
     # One more decision after the end changes nothing and writes nothing.
     d = opening.step(rnd, observe(sim, rnd), conf)
     assert not [c for c in d.commands if not isinstance(c, PersistRound)]
