@@ -112,12 +112,11 @@ def estimate(
     """A rough pre-run estimate: seat calls, tokens (each call reads its prompt and every earlier
     reply, assumed 300 tokens each; about 600 tokens of prompt) and cost at the listed prices
     (``None`` when any seat's model lists no price), the most each roundtable may take: one round
-    for ``vote`` and ``self-consistency``, :data:`DEBATE_ROUNDS` for the others, and one observer
-    call per roundtable."""
+    for ``vote`` and ``self-consistency``, two for ``council`` (the answers, the rankings),
+    :data:`DEBATE_ROUNDS` for the others, and one observer call per roundtable."""
     seats = len(opts.agents)
-    rounds = [
-        1 if run in ("vote", "single", SELF_CONSISTENCY) else DEBATE_ROUNDS for run in runs_of(opts)
-    ]
+    most = {"vote": 1, "single": 1, SELF_CONSISTENCY: 1, "council": 2}
+    rounds = [most.get(run, DEBATE_ROUNDS) for run in runs_of(opts)]
     per_q_tokens = 0
     for n in rounds:
         for r in range(n):

@@ -12,7 +12,7 @@ import pytest
 from roundtabled.core.scoring import Question
 from roundtabled.eval.options import EvalOptions, protocol_names, runs_of, sample_agents
 from roundtabled.eval.question import product_answer, start_body, tally_leader
-from roundtabled.eval.spending import roundtable_spend, total_cost, total_tokens
+from roundtabled.eval.spending import estimate, roundtable_spend, total_cost, total_tokens
 
 Q = Question(id="q1", question="What is the result of 2+3*4?", answer="14")
 
@@ -127,3 +127,13 @@ def test_a_roundtable_spends_every_seat_call_and_the_observer() -> None:
     )
     silent = roundtable_spend([turn("a", "turn", 0), turn("b", "turn", 0)], "t", ["a", "b"])
     assert silent["tokens"] > 0 and silent["estimated"] and silent["cost"] is None
+
+
+def test_the_estimate_counts_each_roundtable_at_its_most() -> None:
+    """vote, self-consistency: one round; council: the answers and the rankings; debate and
+    adaptive: three rounds; one observer call each."""
+    qs = [Q, Q]
+    est = estimate(opts(["single", "vote", "debate", "adaptive", "council"]), qs, {}, [])
+    assert (est["roundtablesPerQuestion"], est["seatCallsPerQuestion"]) == (4, 3 * (1 + 3 + 3 + 2))
+    assert est["observerCallsPerQuestion"] == 4 and est["usd"] is None
+    assert estimate(opts(["single"]), qs, {}, [])["seatCallsPerQuestion"] == 3
