@@ -29,6 +29,12 @@ from roundtabled.eval.spending import roundtable_spend, spend_upto
 from roundtabled.opencode.client import OpenCodeClient
 
 
+def _said(line: str) -> None:
+    """``line`` on standard error, over the progress bar on a terminal (it is drawn again at the
+    next question)."""
+    print(("\r\x1b[K" if sys.stderr.isatty() else "") + line, file=sys.stderr, flush=True)
+
+
 def _daemon_away(exc: CliError) -> bool:
     """``exc`` says the daemon is away for now (the connection broke, a call got no answer in
     time, or it is shutting down: :attr:`roundtabled.cli.client.CliError.away`): worth waiting
@@ -401,9 +407,17 @@ async def run_question(
         record["parentSessionID"] = run_parent
         turns = data.get("turns") or []
         agents = sample_agents(opts) if run == SELF_CONSISTENCY else opts.agents
-        seats, reads = seat_rounds(turns, agents, q)
         status = data.get("status") or {}
         verdict = data.get("verdict") or {}
+        label, source = product_answer(run, verdict)
+        # A line per roundtable: on a slow model a question takes minutes, its progress line
+        # comes only at its end.
+        _said(
+            f"eval: {q.id}/{run}: {status.get('endReason')}, "
+            + ("no decision" if label is None else f"decided {label!r}")
+            + f" ({seconds:.0f} s)"
+        )
+        seats, reads = seat_rounds(turns, agents, q)
         spend = roundtable_spend(turns, topic, agents)
         runs[run] = {
             **spend,
@@ -421,7 +435,6 @@ async def run_question(
         for agent, model in (data.get("models") or {}).items():
             record["models"][agent] = model
         if run in opts.protocols:
-            label, source = product_answer(run, verdict)
             answer = scoring.answer_to(q, label)
             protos[run] = {
                 "answer": answer,
