@@ -6,8 +6,9 @@ NAME …`` as the user types it, against a local OpenAI-compatible server that i
 
 ``--tasks arithmetic|code --questions N`` are the measurement's own flags (``--count N`` of
 ``roundtabled eval``); everything after ``--`` goes to ``roundtabled eval`` as it is. The same
-command with the same ``--out`` resumes a stopped run (``roundtabled eval``'s ledger), and the
-eval prints its progress with an ETA on standard error.
+command with the same ``--out`` resumes a stopped run: the servers keep their data in
+``OUT.servers`` (``--work``), so the daemon resumes the roundtables it had started and the eval's
+ledger attaches to them; the eval prints its progress with an ETA on standard error.
 
     python -m bench.eval_local --base-url http://127.0.0.1:18080/v1 --model local \
         --tasks code --questions 40 -- --out bench/results/eval-code
@@ -45,8 +46,26 @@ straight against the model server; the measurement here never sets it (the daemo
 shipped)."""
 
 
-async def run(eval_args: list[str], debate: Debate | None = None) -> int:
-    work = Path(tempfile.mkdtemp(prefix="rt-eval-local-"))
+def work_dir(given: Path | None, eval_args: list[str]) -> Path:
+    """Where the private servers keep their data: ``given``, else beside the eval's ``--out``
+    (``OUT.servers``), else a new temporary directory. The same directory again holds the same
+    OpenCode sessions and the daemon's state, so a stopped measurement resumes with the
+    roundtables it had started (the daemon resumes them, the eval attaches to them)."""
+    if given is not None:
+        return given
+    for i, arg in enumerate(eval_args):
+        out = arg.removeprefix("--out=") if arg.startswith("--out=") else None
+        if arg == "--out" and i + 1 < len(eval_args):
+            out = eval_args[i + 1]
+        if out:
+            path = Path(out).expanduser()
+            return path.with_name(path.name + ".servers")
+    return Path(tempfile.mkdtemp(prefix="rt-eval-local-"))
+
+
+async def run(eval_args: list[str], debate: Debate | None = None, work: Path | None = None) -> int:
+    work = work_dir(work, eval_args)
+    work.mkdir(parents=True, exist_ok=True)
     config = {
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
@@ -165,6 +184,12 @@ def main() -> None:
     p.add_argument("--tasks", choices=["arithmetic", "code"], help="the question family")
     p.add_argument("--questions", type=int, help="questions of the family (eval's --count)")
     p.add_argument(
+        "--work",
+        type=Path,
+        help="the private servers' data (default: OUT.servers beside the eval's --out): the "
+        "same again resumes the roundtables a stopped run had started",
+    )
+    p.add_argument(
         "--output-limit",
         type=int,
         default=provider.DEFAULT_OUTPUT,
@@ -181,7 +206,7 @@ def main() -> None:
         args = rest
     else:
         args = eval_command(a.base_url, a.model, a.tasks, a.questions, rest)
-    sys.exit(asyncio.run(run(args, debate)))
+    sys.exit(asyncio.run(run(args, debate, a.work)))
 
 
 if __name__ == "__main__":
