@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,8 @@ class DirectoryReads:
     config: dict[str, Any]
     known_models: set[str] | None
     priced_models: set[str] | None = None
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """``provider/model`` → its price (USD per million input, output tokens) as listed."""
 
 
 class InstanceReads:
@@ -123,35 +125,49 @@ async def read_directory(client: OpenCodeClient, directory: str | None) -> Direc
         config = await config_task
         known_models: set[str] | None = None
         priced: set[str] | None = None
+        prices: dict[str, tuple[float, float]] = {}
         with contextlib.suppress(RoundtableError):
             providers = await providers_task
             known_models = wire.provider_models(providers)
-            priced = set(wire.model_prices(providers))
+            prices = wire.model_prices(providers)
+            priced = set(prices)
     finally:
         for task in (config_task, providers_task):
             if not task.done():
                 task.cancel()
         await asyncio.gather(config_task, providers_task, return_exceptions=True)
-    return DirectoryReads(available, config, known_models, priced)
+    return DirectoryReads(available, config, known_models, priced, prices)
 
 
-async def new_state(
+@dataclass(frozen=True)
+class StartChecks:
+    """What the checks of a start found (:func:`check_start`): S2's ``directory`` (the call's,
+    else S1's, else ``None``: the server's own), the directory's ``found`` reads, the
+    ``observer``, each seat's and the observer's model and the agents whose model has no price."""
+
+    directory: str | None
+    found: DirectoryReads
+    observer: str
+    models: dict[str, ModelRef]
+    unpriced: list[str]
+
+
+async def check_start(
     client: OpenCodeClient,
-    settings: Settings,
     req: RoundtableRequest,
-    now: int,
     *,
     plugins: PluginRegistry | None = None,
     reads: InstanceReads | None = None,
-) -> RoundtableState:
-    """Create S2 for ``req`` (a start, not an extend) and return its first state (nothing
-    pending, nothing written into S2 yet). ``now``: epoch ms. ``plugins``: where the roundtable
-    plugin reported itself loaded (``context: "recent"`` needs it in S2's directory). ``reads``:
-    the directory reads kept per server instance (``None``: read them from the server).
+) -> StartChecks:
+    """The checks of a new roundtable, the one copy for a start (:func:`new_state`) and a dry run
+    (:func:`roundtabled.service.plan.dry_run`): the directory, S1 and its directory, the agents
+    and the observer, their models, ``context: "recent"``'s plugin and a USD budget's prices.
+    ``plugins``: where the roundtable plugin reported itself loaded; ``reads``: the directory
+    reads kept per server instance (``None``: read them from the server).
 
     Raises:
         ValidationFailed: bad directory, parent session, agents or observer; missing models;
-            ``context: "recent"`` without the plugin.
+            ``context: "recent"`` without the plugin; a USD budget on an unpriced model.
         TransportError: the server could not be reached.
     """
     assert req.agents is not None
@@ -206,10 +222,35 @@ async def new_state(
         reads.forget(directory)
         found = await reads.get(client, directory)
         models = checked_models(req, observer, found)
-    available, known_models = found.agents, found.known_models
-    observer_agent = observer_agent_of(observer)
     unpriced = unpriced_agents(req.agents, observer, models, found.priced_models)
     check_usd_budget(req, models, unpriced)
+    return StartChecks(directory, found, observer, models, unpriced)
+
+
+async def new_state(
+    client: OpenCodeClient,
+    settings: Settings,
+    req: RoundtableRequest,
+    now: int,
+    *,
+    plugins: PluginRegistry | None = None,
+    reads: InstanceReads | None = None,
+) -> RoundtableState:
+    """Create S2 for ``req`` (a start, not an extend) and return its first state (nothing
+    pending, nothing written into S2 yet). ``now``: epoch ms. ``plugins``: where the roundtable
+    plugin reported itself loaded (``context: "recent"`` needs it in S2's directory). ``reads``:
+    the directory reads kept per server instance (``None``: read them from the server).
+
+    Raises:
+        ValidationFailed: as :func:`check_start`.
+        TransportError: the server could not be reached.
+    """
+    assert req.agents is not None
+    checked = await check_start(client, req, plugins=plugins, reads=reads)
+    directory, found, observer = checked.directory, checked.found, checked.observer
+    models, unpriced = checked.models, checked.unpriced
+    available, known_models = found.agents, found.known_models
+    observer_agent = observer_agent_of(observer)
     title = req.title or prompts.default_title(req.prompt)
     state_msg, state_part = ids.message_id(), ids.part_id()
     session = await client.create_session(

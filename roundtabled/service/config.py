@@ -30,13 +30,20 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yarl
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from roundtabled.core import protocols
-from roundtabled.core.state import Budget, Options, PermissionPolicy
+from roundtabled.core.state import (
+    Budget,
+    ContextMode,
+    Opening,
+    Options,
+    PermissionPolicy,
+    Until,
+)
 from roundtabled.core.validation import PRESET_NAME_RE, PresetSpec, parse_budget, parse_request
 from roundtabled.engine.settings import Settings as EngineSettings
 from roundtabled.errors import RoundtableError, ValidationFailed
@@ -365,16 +372,23 @@ def _from_toml(kind: Kind, value: object) -> object:
     return _from_object(kind, value)
 
 
+def _one_of(values: tuple[str, ...]) -> str:
+    """``'a' or 'b'`` / ``'a', 'b' or 'c'``: the allowed values of a preset key, from the one
+    definition of each in :mod:`roundtabled.core.state`."""
+    quoted = [repr(v) for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 PRESET_KEYS: dict[str, str] = {
     "agents": "a list of agent names in speaking order",
     "rounds": "an integer from 1 to 50",
     "observer": "an agent name (omit for the built-in observer)",
-    "until": "'rounds' or 'converged'",
+    "until": _one_of(get_args(Until)),
     "budget": "a table with any of tokens, usd, seconds (positive numbers)",
-    "opening": "'sequential' or 'independent'",
-    "protocol": "one of " + ", ".join(repr(n) for n in protocols.NAMES),
+    "opening": _one_of(get_args(Opening)),
+    "protocol": _one_of(protocols.NAMES),
     "adaptive_threshold": "a share above 0.5 and at most 1 (adaptive's stop share)",
-    "context": "'full' or 'recent'",
+    "context": _one_of(get_args(ContextMode)),
     "title_prefix": "a string put before the roundtable's title",
     "sides": "a table of seat = side (for, against, neutral, or a one-line brief)",
 }

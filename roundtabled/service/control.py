@@ -307,7 +307,11 @@ class ControlAPI:
             state = await self.v2.start(req)  # what 2.x cannot run yet is refused there
         elif req.dry_run:
             # The plan only: no session is created (docs/control-api.md).
-            return _json(await plan.dry_run(self.engine.client, req))
+            engine = self.engine
+            planned = await plan.dry_run(
+                engine.client, req, plugins=engine.shell.plugins, reads=engine.start_reads
+            )
+            return _json(planned)
         else:
             state = await self.engine.start(req)
         return _json(

@@ -1,18 +1,16 @@
 """The shell of a dry run (``dryRun``, ``roundtabled start --dry-run``): read the server, estimate.
 
-Checks the call's directory, reads the agents (their prompts and models), the server's
-configuration (its default model) and its providers (the models' prices) for it, checks the
-seats and a USD budget as a start would (the same functions of
-:mod:`roundtabled.engine.launch`), and hands the figures to the pure estimate
-(:mod:`roundtabled.core.estimate`). Creates no session and writes nothing.
+Runs the start's own checks (:func:`roundtabled.engine.launch.check_start`: the directory, S1,
+the seats and their models, the recent context's plugin, a USD budget; the directory's agents,
+configuration and providers read or kept as for a start), and hands the figures to the pure
+estimate (:mod:`roundtabled.core.estimate`). Creates no session and writes nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-from roundtabled.core import protocols, wire
+from roundtabled.core import protocols
 from roundtabled.core.estimate import (
     Price,
     Seat,
@@ -22,50 +20,37 @@ from roundtabled.core.estimate import (
     protocol_lines,
     protocol_prices,
 )
-from roundtabled.core.state import BUILTIN_OBSERVER, Options, observer_agent_of
-from roundtabled.core.validation import RoundtableRequest, check_agents
-from roundtabled.engine.launch import (
-    check_directory_exists,
-    check_usd_budget,
-    parent_session,
-    seat_models,
-    unpriced_agents,
-)
-from roundtabled.errors import RoundtableError
+from roundtabled.core.state import Options, observer_agent_of
+from roundtabled.core.validation import RoundtableRequest
+from roundtabled.engine.launch import InstanceReads, check_start
+from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.opencode.client import OpenCodeClient
 
 
-async def dry_run(client: OpenCodeClient, req: RoundtableRequest) -> dict[str, Any]:
-    """The plan of ``req`` (a new roundtable, preset applied) without running it.
+async def dry_run(
+    client: OpenCodeClient,
+    req: RoundtableRequest,
+    *,
+    plugins: PluginRegistry | None = None,
+    reads: InstanceReads | None = None,
+) -> dict[str, Any]:
+    """The plan of ``req`` (a new roundtable, preset applied) without running it, after the
+    start's own checks (:func:`roundtabled.engine.launch.check_start`, with the engine's
+    ``plugins`` and kept ``reads``).
 
     Returns:
         ``{"dryRun": true, "plan": …, "text": …}``: the plan as JSON
-        (:func:`roundtabled.core.estimate.plan_json`, with ``full`` and ``recent`` estimates)
-        and in words (:func:`roundtabled.core.estimate.plan_text`).
+        (:func:`roundtabled.core.estimate.plan_json`, with ``full`` and ``recent`` estimates and
+        each protocol's price) and in words (:func:`roundtabled.core.estimate.plan_text`).
 
     Raises:
-        ValidationFailed: the directory, the seats, the observer or a USD budget as a start
-            would refuse them.
+        ValidationFailed: whatever a start would refuse before it creates S2.
         TransportError: the server could not be reached.
     """
     assert req.agents is not None
-    directory = req.directory
-    # First: the agents are read from this directory, so a missing one would be reported as
-    # an agent it lacks.
-    check_directory_exists(directory)
-    if directory is None and req.parent_session_id:
-        directory = wire.session_directory(await parent_session(client, req.parent_session_id))
-    available = await client.agents(directory)
-    config = await client.config(directory)
-    providers: dict[str, Any] | None = None
-    with contextlib.suppress(RoundtableError):  # no listing: every price is unknown
-        providers = await client.providers(directory)
-    observer = req.observer or BUILTIN_OBSERVER
-    check_agents(req.agents, req.observer, available)
-    models = seat_models(req.agents, observer, available, config)
-    listed = wire.model_prices(providers or {})
-    priced = None if providers is None else set(listed)
-    check_usd_budget(req, models, unpriced_agents(req.agents, observer, models, priced))
+    checked = await check_start(client, req, plugins=plugins, reads=reads)
+    available, models, observer = checked.found.agents, checked.models, checked.observer
+    listed = checked.found.prices
     prompt_of = {str(a.get("name")): a.get("prompt") for a in available}
     sides = req.sides or {}
 

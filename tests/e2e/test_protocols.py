@@ -80,6 +80,7 @@ async def test_a_vote_counts_independent_answers_weighted_by_confidence(rt: RT) 
     observer = rt.llm.requests_for(session=s2, kind="turn")[0]
     for a in AGENTS:
         assert secret(a) in text_of(observer)  # it reads every answer
+    assert "Protocol vote: every seat answered on its own" in text_of(observer)  # not a debate
     proto = result["verdict"]["protocol"]
     assert proto["name"] == "vote"
     count = proto["count"]
@@ -140,6 +141,7 @@ async def test_adaptive_debates_an_opening_below_the_threshold(rt: RT) -> None:
     for r in s2_reqs[:3]:
         for a in AGENTS:
             assert secret(a) in text_of(r), f"{r.agent} did not see {a}'s opening"
+    assert "Protocol adaptive: every seat first answered on its own" in text_of(s2_reqs[-1])
     adaptive = result["verdict"]["protocol"]["adaptive"]
     assert adaptive["stopped"] is False
     assert adaptive["share"] == 0.571429 and adaptive["threshold"] == 0.8

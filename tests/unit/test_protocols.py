@@ -21,7 +21,7 @@ from roundtabled.core.validation import PresetSpec, apply_preset, parse_request
 from roundtabled.core.verdict import protocol_line
 from roundtabled.engine.v2run import refusal
 from roundtabled.errors import ValidationFailed
-from roundtabled.service.config import ConfigError, load_settings
+from roundtabled.service.config import PRESET_KEYS, ConfigError, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "roundtabled" / "tools" / "roundtable.ts"
@@ -72,6 +72,7 @@ def test_the_cli_s_choices_are_the_daemon_s() -> None:
     assert tuple(by_flag["--until"].choices) == get_args(Until)
     assert tuple(by_flag["--context"].choices) == get_args(ContextMode)
     assert FLAG_FOR_FIELD["protocol"] == "--protocol"
+    assert all(repr(n) in PRESET_KEYS["protocol"] for n in protocols.NAMES)
     assert FLAG_FOR_FIELD["adaptiveThreshold"] == "--adaptive-threshold"
 
 

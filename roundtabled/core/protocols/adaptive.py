@@ -98,6 +98,17 @@ def _after(
     return Opened(new, observer=stop is not None, stop=stop)
 
 
+def observer_lines(state: RoundtableState) -> list[str]:
+    """What the observer is told of the adaptive rule's decision at the opening."""
+    if state.adaptive is None:
+        return []
+    return [
+        "",
+        "Protocol adaptive: every seat first answered on its own, in parallel; then "
+        f"{state.adaptive.why}.",
+    ]
+
+
 PROTOCOL = Protocol(
     name="adaptive",
     summary="an independent opening; debated only when no stance holds the threshold's "
@@ -110,4 +121,5 @@ PROTOCOL = Protocol(
     options=_options,
     after_opening=_after,
     default_rounds=DEFAULT_ROUNDS,
+    observer_lines=observer_lines,
 )

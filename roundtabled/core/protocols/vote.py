@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from roundtabled.core.protocols import Opened, Protocol
+from roundtabled.core.protocols import Opened, Protocol, ballots
+from roundtabled.core.protocols.tally import count
 from roundtabled.core.state import HistoryEntry, Options, RoundtableState
 
 
@@ -27,6 +28,24 @@ def _after(
     state: RoundtableState, entries: Sequence[HistoryEntry], now: int, messages: Sequence[object]
 ) -> Opened:
     return Opened(state, observer=True)
+
+
+def observer_lines(state: RoundtableState) -> list[str]:
+    """What the observer is told of a vote: that the answers were independent (there was no
+    debate to summarise) and the daemon's count of them."""
+    opening = [e for e in state.seat_turns() if e.round == 1]
+    t = count(ballots(state, opening))
+    lines = [
+        "",
+        "Protocol vote: every seat answered on its own, in parallel, without seeing another's "
+        "answer; there was no debate. Consolidate the answers; the daemon's count of the stated "
+        "positions (confidence-weighted only when every seat stated a stance and a confidence):",
+    ]
+    for st in t.stances:
+        share = f", confidence-weighted share {st.share:.2f}" if st.share is not None else ""
+        lines.append(f"- “{st.stance}”: {', '.join(st.seats)}{share}")
+    lines.extend(f"- {agent} is not counted: {why}" for agent, why in t.degraded)
+    return lines
 
 
 PROTOCOL = Protocol(
@@ -44,4 +63,5 @@ PROTOCOL = Protocol(
     },
     options=_options,
     after_opening=_after,
+    observer_lines=observer_lines,
 )
