@@ -243,7 +243,7 @@ def start_body(
       (``adaptive`` may take up to :data:`DEBATE_ROUNDS` rounds, the opening included);
     - ``debate``: the default protocol, :data:`DEBATE_ROUNDS` rounds after an independent opening
       (``opening: "independent"``: its first answers are taken alone, as a vote's are);
-    - ``self-consistency``: one independent round of the sampled seat under the names of
+    - ``self-consistency``: the product's ``vote`` of the sampled seat under the names of
       :func:`~roundtabled.eval.options.sample_agents` (copies of the seat the run wrote);
     - ``single`` (only ``single`` asked of the independent answers): one independent round.
     """
@@ -255,10 +255,10 @@ def start_body(
     }
     if run == "debate":
         body.update(rounds=DEBATE_ROUNDS, opening="independent")
-    elif run in (SELF_CONSISTENCY, "single"):
+    elif run == "single":
         body.update(rounds=1, opening="independent")
     else:
-        body["protocol"] = run
+        body["protocol"] = "vote" if run == SELF_CONSISTENCY else run
         if run == "adaptive":
             body["rounds"] = DEBATE_ROUNDS
     if directory:
@@ -285,11 +285,12 @@ def product_answer(run: str, verdict: Mapping[str, Any]) -> tuple[str | None, st
     """What the product decided in a roundtable of ``run``, read from its result's ``verdict``,
     and where it was read (docs/eval.md, "What runs per question"):
 
-    - ``vote``: the leader of its count (``verdict.protocol.count.leader``; ``null`` on a tie);
+    - ``vote`` and ``self-consistency`` (a vote of one seat's copies): the leader of its count
+      (``verdict.protocol.count.leader``; ``null`` on a tie);
     - ``adaptive``: that count's leader when its rule stopped at the opening
       (``verdict.protocol.adaptive.stopped``), else the final tally's leader;
     - ``council``: the chair's decision (``verdict.decision``; the observer chairs);
-    - ``debate`` and ``self-consistency``: the leader of the final tally (:func:`tally_leader`).
+    - ``debate``: the leader of the final tally (:func:`tally_leader`).
     """
     proto = verdict.get("protocol") or {}
     count = proto.get("count") or None
@@ -297,7 +298,7 @@ def product_answer(run: str, verdict: Mapping[str, Any]) -> tuple[str | None, st
     if run == "council":
         decision = verdict.get("decision")
         return (str(decision) if decision is not None else None), "decision"
-    if run == "vote" and count is not None:
+    if run in ("vote", SELF_CONSISTENCY) and count is not None:
         return count.get("leader"), "count"
     if run == "adaptive" and (proto.get("adaptive") or {}).get("stopped") and count is not None:
         return count.get("leader"), "count"

@@ -252,10 +252,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += [
         "",
         f"Best single seat: {report['bestSingle'] or '–'}. Each protocol is one roundtable the "
-        "daemon ran with that protocol, its answer read from the product's result (vote: its "
-        "count's leader; adaptive: that count when it stopped at the opening, else the final "
-        "tally; debate and self-consistency: the final tally's leader; council: the chair's "
-        "decision); a single seat is its answer alone in the independent round of "
+        "daemon ran with that protocol, its answer read from the product's result (vote, and "
+        "self-consistency, a vote of one seat's copies: its count's leader; adaptive: that count "
+        "when it stopped at the opening, else the final tally's leader; debate: the final "
+        "tally's leader; council: the chair's decision); a single seat is its answer alone in "
+        "the independent round of "
         f"{report.get('singlesFrom') or 'vote'}. b/c: questions right only under the "
         "protocol / only under the other; p: exact McNemar (two-sided). Flips: each seat's "
         "opening answer against its last answer, over the questions whose roundtable ran more "

@@ -245,8 +245,8 @@ async def test_base_url_and_model_write_the_provider_configuration_for_the_run(
     """``--base-url URL --model NAME``: the run's project gets an openai-compatible provider and
     three seats on it, and for ``self-consistency`` three copies of the sampled seat; every
     model request of the run goes to that server under NAME (the scripted model stands in for a
-    local llama.cpp / Ollama server). Self-consistency is one roundtable of the copies, its
-    answer the product's tally: two of three samples right make it right."""
+    local llama.cpp / Ollama server). Self-consistency is the product's vote of the copies:
+    two of three samples right make it right."""
 
     def reply(req: RecordedRequest) -> Text | None:
         exprs = re.findall(r"What is the result of ([0-9+*-]+)\?", json.dumps(req.messages))
@@ -289,6 +289,7 @@ async def test_base_url_and_model_write_the_provider_configuration_for_the_run(
     seats = [re.findall(r"Current agent: (\S+)", r.last_user_text) for r in run_requests]
     asked = Counter(s[-1] for s in seats if s and s[-1] in samples)
     assert asked == dict.fromkeys(samples, 2)
+    assert {r["runs"]["self-consistency"]["protocol"] for r in report["records"]} == {"vote"}
     kids = await rt.oc("GET", f"/session/{report['parentSessionID']}/children")
     assert len(kids) == 2 * 2  # per question: the single round and the samples' roundtable
 

@@ -54,7 +54,7 @@ def test_the_start_requests_are_the_products_protocols() -> None:
     assert (bodies["debate"]["rounds"], bodies["debate"]["opening"]) == (3, "independent")
     sc = bodies["self-consistency"]
     assert sc["agents"] == sample_agents(o) == ["b-sample1", "b-sample2", "b-sample3"]
-    assert (sc["rounds"], sc["opening"]) == (1, "independent") and "protocol" not in sc
+    assert sc["protocol"] == "vote" and "rounds" not in sc
     for run, body in bodies.items():
         assert body["title"] == f"eval q1 {run}" and body["parentSessionID"] == "ses_parent"
         assert body["directory"] == "/p" and "What is the result of 2+3*4?" in body["prompt"]
@@ -80,7 +80,7 @@ def test_each_protocol_is_read_where_the_product_reports_it() -> None:
     v = verdict(protocol={"name": "vote", "count": count})
     assert product_answer("vote", v) == ("20", "count")
     assert product_answer("debate", v) == ("14", "tally")
-    assert product_answer("self-consistency", v) == ("14", "tally")
+    assert product_answer("self-consistency", v) == ("20", "count")
     assert product_answer("council", v) == ("20", "decision")
     stopped = {"stopped": True, "threshold": 0.67, "why": "x"}
     v = verdict(protocol={"name": "adaptive", "count": count, "adaptive": stopped})
