@@ -1,9 +1,12 @@
-"""The machine's vocabulary: what it observes and the commands it gives the shell.
+"""The core's vocabulary: what it observes and the commands it gives the shell.
 
 An :class:`Observation` is what the worker read from the server (or the handoff saw on the event
 stream) for one decision; a :class:`Decision` is the machine's answer: the new state, commands in
 execution order, and the next deadline. Each command says all its executor needs (no command is
-read together with the one after it). Pure data; times are epoch milliseconds.
+read together with the one after it). One vocabulary for every protocol: the machine's commands
+(:data:`Command`) and those of the independent rounds every seat answers in its own session
+(:data:`OpeningCommand`, decided by :mod:`roundtabled.core.opening`), all carried out by the one
+executor (:mod:`roundtabled.engine.executor`). Pure data; times are epoch milliseconds.
 """
 
 from __future__ import annotations
@@ -175,6 +178,69 @@ class TurnRecorded:
 
 
 Command = PersistState | Prompt | Abort | Toast | ReleaseResult | Finalize | TurnRecorded
+
+
+# ── the independent rounds' commands (roundtabled.core.opening: every protocol's parallel turns) ──
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSeatSession:
+    """``POST /session`` with ``parentID`` = the roundtable, ``title`` and ``metadata`` (the
+    roundtable and the seat: the next read adopts it from the children)."""
+
+    seat: int
+    title: str
+    metadata: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSeat:
+    """``prompt_async`` into the seat's session with ``message_id``, the agent's model, the text
+    and the signed ``marker`` (signed for that session). The state naming it is written first."""
+
+    seat: int
+    session_id: str
+    message_id: str
+    agent: str
+    text: str
+    marker: Marker
+    label: str = ""
+    """The header people read above the prompt (:meth:`roundtabled.core.opening.Setup.header`;
+    ``""``: the opening's, which the executor makes with the seat's side)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AbortSeat:
+    """``POST /session/{session_id}/abort``: the seat timed out or the round is cancelled."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SeatSettled:
+    """A seat's opening turn is over (in memory; its record follows once all are settled)."""
+
+    entry: HistoryEntry
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOpening:
+    """Post a ``noReply`` message into the roundtable's session with ``message_id`` unless it
+    exists: ``text`` visible, ``marker`` signed (``seat`` -1: the topic record)."""
+
+    message_id: str
+    text: str
+    marker: Marker
+
+
+@dataclass(frozen=True, slots=True)
+class PersistRound:
+    """Write the state naming the round as it now is (before any prompt it names goes out)."""
+
+
+OpeningCommand = (
+    CreateSeatSession | PromptSeat | AbortSeat | SeatSettled | RecordOpening | PersistRound
+)
 
 
 @dataclass(slots=True)

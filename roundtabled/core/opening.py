@@ -38,7 +38,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from roundtabled.core import deliberation, machine, prompts, protocols
-from roundtabled.core.commands import Cancel, Decision, Finalize, Observation, PersistState, Prompt
+from roundtabled.core.commands import (
+    AbortSeat,
+    Cancel,
+    CreateSeatSession,
+    Decision,
+    Finalize,
+    Observation,
+    OpeningCommand,
+    PersistRound,
+    PersistState,
+    Prompt,
+    PromptSeat,
+    RecordOpening,
+    SeatSettled,
+)
 from roundtabled.core.history import answers_to, entry_from_answers, turn_is_final
 from roundtabled.core.protocols import SecondRound
 from roundtabled.core.result import cancelled_text
@@ -147,66 +161,8 @@ class Setup:
         return f"{agent} · {self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class CreateSeatSession:
-    """``POST /session`` with ``parentID`` = the roundtable, ``title`` and ``metadata`` (the
-    roundtable and the seat: the next read adopts it from the children)."""
-
-    seat: int
-    title: str
-    metadata: dict[str, object]
-
-
-@dataclass(frozen=True, slots=True)
-class PromptSeat:
-    """``prompt_async`` into the seat's session with ``message_id``, the agent's model, the text
-    and the signed ``marker`` (signed for that session). The state naming it is written first."""
-
-    seat: int
-    session_id: str
-    message_id: str
-    agent: str
-    text: str
-    marker: Marker
-    label: str = ""
-    """The header people read above the prompt (:meth:`Setup.header`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AbortSeat:
-    """``POST /session/{session_id}/abort``: the seat timed out or the round is cancelled."""
-
-    session_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class SeatSettled:
-    """A seat's opening turn is over (in memory; its record follows once all are settled)."""
-
-    entry: HistoryEntry
-
-
-@dataclass(frozen=True, slots=True)
-class RecordOpening:
-    """Post a ``noReply`` message into the roundtable's session with ``message_id`` unless it
-    exists: ``text`` visible, ``marker`` signed (``seat`` -1: the topic record)."""
-
-    message_id: str
-    text: str
-    marker: Marker
-
-
-@dataclass(frozen=True, slots=True)
-class PersistRound:
-    """Write the state naming the round as it now is (before any prompt it names goes out)."""
-
-
 _OPENING = Setup(roundtable="", prompts=(), topic_text="", turn_timeout_s=0.0)
 """The opening round's headers (:func:`record_text` without a setup)."""
-
-OpeningCommand = (
-    CreateSeatSession | PromptSeat | AbortSeat | SeatSettled | RecordOpening | PersistRound
-)
 
 
 @dataclass(slots=True)

@@ -17,23 +17,21 @@ from roundtabled import faults
 from roundtabled.core import wire
 from roundtabled.core.commands import (
     Abort,
+    AbortSeat,
     Command,
+    CreateSeatSession,
     Decision,
     Finalize,
-    PersistState,
-    Prompt,
-    ReleaseResult,
-    Toast,
-    TurnRecorded,
-)
-from roundtabled.core.opening import (
-    AbortSeat,
-    CreateSeatSession,
     OpeningCommand,
     PersistRound,
+    PersistState,
+    Prompt,
     PromptSeat,
     RecordOpening,
+    ReleaseResult,
     SeatSettled,
+    Toast,
+    TurnRecorded,
 )
 from roundtabled.core.sides import turn_header
 from roundtabled.core.state import EndReason, sign_marker

@@ -19,14 +19,14 @@ from typing import Any
 from roundtabled import ids
 from roundtabled.core import events as ev
 from roundtabled.core import machine, opening, wire
-from roundtabled.core.commands import Cancel, Observation
-from roundtabled.core.opening import (
+from roundtabled.core.commands import (
+    Cancel,
     CreateSeatSession,
-    OpeningObservation,
+    Observation,
     PromptSeat,
     RecordOpening,
-    SeatView,
 )
+from roundtabled.core.opening import OpeningObservation, SeatView
 from roundtabled.core.state import RoundtableState
 from roundtabled.engine.executor import Executor
 from roundtabled.engine.shell import Shell

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from roundtabled import ids
 from roundtabled.core import opening, wire
+from roundtabled.core.commands import PromptSeat, SeatSettled
 from roundtabled.core.history import turn_is_final
-from roundtabled.core.opening import OpeningObservation, PromptSeat, SeatSettled, SeatView
+from roundtabled.core.opening import OpeningObservation, SeatView
 from tests.unit.test_opening_properties import S2, SIGNER, TIMEOUT_S, setup, user_message
 
 FINISHES = st.sampled_from(["stop", "length", "tool-calls", "unknown", None, "other"])

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roundtabled.core import opening
-from roundtabled.core.opening import CreateSeatSession, OpeningObservation, PersistRound, PromptSeat
+from roundtabled.core.commands import CreateSeatSession, PersistRound, PromptSeat
+from roundtabled.core.opening import OpeningObservation
 from roundtabled.core.protocols import council
 from roundtabled.core.state import (
     HistoryEntry,

@@ -25,17 +25,15 @@ from hypothesis import strategies as st
 
 from roundtabled import ids
 from roundtabled.core import opening, wire
-from roundtabled.core.opening import (
+from roundtabled.core.commands import (
     AbortSeat,
     CreateSeatSession,
-    OpeningObservation,
     PersistRound,
     PromptSeat,
     RecordOpening,
     SeatSettled,
-    SeatView,
-    Setup,
 )
+from roundtabled.core.opening import OpeningObservation, SeatView, Setup
 from roundtabled.core.state import Marker, OpeningRound, Signer
 from tests.states import raw_prompt, raw_reply
 
