@@ -206,7 +206,10 @@ def main() -> None:
         args = rest
     else:
         args = eval_command(a.base_url, a.model, a.tasks, a.questions, rest)
-    sys.exit(asyncio.run(run(args, debate, a.work)))
+    try:
+        sys.exit(asyncio.run(run(args, debate, a.work)))
+    except KeyboardInterrupt:  # Ctrl-C: the eval wrote its partial report and said so
+        sys.exit(130)
 
 
 if __name__ == "__main__":
