@@ -9,7 +9,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,19 @@ class Journal:
     def abandoned(self) -> list[dict[str, Any]]:
         """``[{"id", "sessionID", "parentSessionID", "abandoned": reason}]`` in order."""
         return [line for line in self.lines if line.get("abandoned")]
+
+    def unrecorded(self, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The roundtables started and not given up that no record of ``records`` holds (a
+        question stopped before it was recorded): ``[{"id", "sessionID", "parentSessionID"}]``."""
+        given_up = {line["sessionID"] for line in self.lines if line.get("abandoned")}
+        held = {str(s) for r in records for s in r.get("sessions") or ()}
+        return [
+            dict(line)
+            for line in self.lines
+            if not line.get("abandoned")
+            and line["sessionID"] not in given_up
+            and str(line["sessionID"]) not in held
+        ]
 
     def add(self, qid: str, ses: str, parent: str, abandoned: str | None = None) -> None:
         line: dict[str, Any] = {"id": qid, "sessionID": ses, "parentSessionID": parent}

@@ -25,10 +25,12 @@ def build_report(
     interrupted: bool = False,
     stopped: str | None = None,
     abandoned: Sequence[Mapping[str, Any]] = (),
+    unrecorded: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The JSON report (docs/eval.md): the run, the per-protocol summary and the questions.
     ``abandoned``: the roundtables the run gave up (:meth:`Journal.abandoned`), counted under
-    their parents with the records' and listed."""
+    their parents with the records' and listed; ``unrecorded``: those started for questions not
+    recorded yet (:meth:`Journal.unrecorded`, a stopped run's), counted too."""
     names = protocol_names(opts)
     if run.get("costListed") is False:  # also the records of a run from before it was said
         records = [without_cost(r) for r in records]
@@ -57,7 +59,7 @@ def build_report(
         "opencodeVersion": run.get("opencodeVersion"),
         "roundtabledVersion": run.get("roundtabledVersion", __version__),
         "parentSessionID": run.get("parentSessionID"),
-        "parents": parent_counts(run, records, abandoned),
+        "parents": parent_counts(run, records, [*abandoned, *unrecorded]),
         "sessions": [s for r in records for s in _sessions(r)],
         "abandoned": [
             {k: a.get(k) for k in ("id", "sessionID", "parentSessionID", "abandoned")}
@@ -112,8 +114,8 @@ def parent_counts(
     records: Sequence[Mapping[str, Any]],
     abandoned: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, int]:
-    """``{parent session id: roundtables of ``records`` (each of its ``runs``) and ``abandoned``
-    under it}``, the run's
+    """``{parent session id: roundtables of ``records`` (each of its ``runs``) and of the journal
+    lines ``abandoned`` (given up, or started and not recorded yet) under it}``, the run's
     current parent first, then the earlier ones a resume could no longer reach (``run.json``
     ``earlierParentSessionIDs``). A record names its parent (``parentSessionID``); one written
     before records did is counted under the first parent of the run."""

@@ -274,6 +274,7 @@ async def _run(
                 interrupted=interrupted,
                 stopped=stopped,
                 abandoned=journal.abandoned(),
+                unrecorded=journal.unrecorded(records),
             )
             write_reports(opts.out, report)
         # After an interrupt or a failure the run's sessions stay: a resume attaches to them.

@@ -178,6 +178,10 @@ async def test_an_interrupted_run_leaves_a_partial_report_and_resumes(
     first = {r["id"] for r in read_records(results)}
     assert 2 <= len(first) < 6
     assert "Partial report" in (out / "report.md").read_text()
+    # Every roundtable the stopped run started is counted under its parent (for --cleanup),
+    # also one whose question was not recorded yet.
+    started = (out / "roundtables.jsonl").read_text().splitlines()
+    assert partial["parents"] == {partial["parentSessionID"]: len(started)}
     assert await run_eval(opts, target(rt)) == 0
     records = read_records(results)
     assert sorted(r["id"] for r in records) == sorted(
