@@ -1,20 +1,22 @@
 """The real-model measurement of ``roundtabled eval`` (bench/README.md, "eval"): a private
-``opencode serve`` (the pinned package) and ``roundtabled serve`` as child processes, then
-``roundtabled eval --base-url URL --model NAME …`` as the user types it, against a local
-OpenAI-compatible server that is already running (e.g. llama.cpp's).
+``opencode serve`` (the pinned package) and ``roundtabled serve`` as child processes, both as
+shipped (no patched prompt, no replaced module), then ``roundtabled eval --base-url URL --model
+NAME …`` as the user types it, against a local OpenAI-compatible server that is already running
+(e.g. llama.cpp's).
+
+``--tasks arithmetic|code --questions N`` are the measurement's own flags (``--count N`` of
+``roundtabled eval``); everything after ``--`` goes to ``roundtabled eval`` as it is. The same
+command with the same ``--out`` resumes a stopped run: the servers keep their data in
+``OUT.servers`` (``--work``), so the daemon resumes the roundtables it had started and the eval's
+ledger attaches to them; the eval prints its progress with an ETA on standard error.
+
+    python -m bench.eval_local --base-url http://127.0.0.1:18080/v1 --model local \
+        --tasks code --questions 40 -- --out bench/results/eval-code
 
 ``--debate DIR --base-url URL --model NAME`` runs ``roundtabled start …`` instead (one real
 roundtable, e.g. ``--until converged``): DIR becomes the seats' project, written as the eval writes
 its own (seats ``seat-a``, ``seat-b``, ``seat-c`` on the model, no tools; the tools and the plugin
 installed with ``roundtabled install-tool``).
-
-``--closing answer`` runs the daemon with the seats' closing line replaced by an ``Answer:``-last
-form (:data:`ANSWER_CLOSING`) to compare the two forms on the same questions; the product's own
-form is ``--closing position`` (the default). Everything after ``--`` goes to ``roundtabled
-eval``.
-
-    python -m bench.eval_local --closing position -- --base-url http://127.0.0.1:18080/v1 \\
-        --model local --level medium --limit 12 --out bench/results/eval-position
 """
 
 from __future__ import annotations
@@ -39,23 +41,31 @@ ANSWER_CLOSING = (
     "Think it through step by step first. On the last line of your reply write only: "
     "Answer: <your final answer>"
 )
-"""The closing line of the ``answer`` form (the form a small model answered best with when asked
-the questions straight, see bench/README.md)."""
+"""An ``Answer:``-last closing line that ``bench/prompt_forms.py`` compares with the product's
+straight against the model server; the measurement here never sets it (the daemon runs as
+shipped)."""
 
 
-def daemon_main(closing: str) -> None:
-    """``roundtabled serve`` with the closing line of ``closing`` (run in the child process)."""
-    from roundtabled.core import prompts
+def work_dir(given: Path | None, eval_args: list[str]) -> Path:
+    """Where the private servers keep their data: ``given``, else beside the eval's ``--out``
+    (``OUT.servers``), else a new temporary directory. The same directory again holds the same
+    OpenCode sessions and the daemon's state, so a stopped measurement resumes with the
+    roundtables it had started (the daemon resumes them, the eval attaches to them)."""
+    if given is not None:
+        return given
+    for i, arg in enumerate(eval_args):
+        out = arg.removeprefix("--out=") if arg.startswith("--out=") else None
+        if arg == "--out" and i + 1 < len(eval_args):
+            out = eval_args[i + 1]
+        if out:
+            path = Path(out).expanduser()
+            return path.with_name(path.name + ".servers")
+    return Path(tempfile.mkdtemp(prefix="rt-eval-local-"))
 
-    if closing == "answer":
-        prompts.CLOSING_LINE = ANSWER_CLOSING
-    from roundtabled.cli import main
 
-    sys.exit(main(["serve"]))
-
-
-async def run(closing: str, eval_args: list[str], debate: Debate | None = None) -> int:
-    work = Path(tempfile.mkdtemp(prefix="rt-eval-local-"))
+async def run(eval_args: list[str], debate: Debate | None = None, work: Path | None = None) -> int:
+    work = work_dir(work, eval_args)
+    work.mkdir(parents=True, exist_ok=True)
     config = {
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
@@ -77,9 +87,7 @@ async def run(closing: str, eval_args: list[str], debate: Debate | None = None) 
     if server.password:
         env["OPENCODE_SERVER_PASSWORD"] = server.password
     try:
-        return await asyncio.to_thread(
-            _daemon_and_eval, closing, eval_args, env, work, port, debate
-        )
+        return await asyncio.to_thread(_daemon_and_eval, eval_args, env, work, port, debate)
     finally:
         await server.stop()
         print(f"bench: logs in {work}", file=sys.stderr)
@@ -97,22 +105,19 @@ class Debate:
 
 
 def _daemon_and_eval(
-    closing: str,
     eval_args: list[str],
     env: dict[str, str],
     work: Path,
     port: int,
     debate: Debate | None = None,
 ) -> int:
-    """Start the daemon, wait for its ping, run ``roundtabled eval`` (or, with ``debate``,
-    ``roundtabled start`` in its project), stop the daemon."""
+    """Start the daemon (``roundtabled serve`` as installed), wait for its ping, run
+    ``roundtabled eval`` (or, with ``debate``, ``roundtabled start`` in its project), stop the
+    daemon."""
+    exe = str(Path(sys.executable).parent / "roundtabled")
     with open(work / "roundtabled.log", "wb") as log:
         daemon = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                f"from bench.eval_local import daemon_main; daemon_main({closing!r})",
-            ],
+            [exe, "serve"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -124,7 +129,6 @@ def _daemon_and_eval(
                     break
                 except OSError:
                     time.sleep(0.1)
-            exe = str(Path(sys.executable).parent / "roundtabled")
             if debate is None:
                 cmd = [exe, "eval", *eval_args]
             else:
@@ -151,12 +155,40 @@ def _write_project(debate: Debate, exe: str, env: dict[str, str]) -> None:
     subprocess.run([exe, "install-tool", "--project", str(debate.project)], env=env, check=True)
 
 
+def eval_command(
+    base_url: str | None,
+    model: str | None,
+    tasks: str | None,
+    questions: int | None,
+    rest: list[str],
+) -> list[str]:
+    """The ``roundtabled eval`` arguments of the measurement: ``--base-url``/``--model`` and
+    ``--tasks``/``--count`` from the script's own flags (when given), then ``rest`` as typed."""
+    args: list[str] = []
+    if base_url:
+        args += ["--base-url", base_url]
+    if model:
+        args += ["--model", model]
+    if tasks:
+        args += ["--tasks", tasks]
+    if questions is not None:
+        args += ["--count", str(questions)]
+    return args + rest
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.eval_local")
-    p.add_argument("--closing", choices=["position", "answer"], default="position")
     p.add_argument("--debate", type=Path, help="run `roundtabled start` in this project instead")
-    p.add_argument("--base-url", help="with --debate: the seats' OpenAI-compatible server")
-    p.add_argument("--model", help="with --debate: the model that server serves")
+    p.add_argument("--base-url", help="the seats' OpenAI-compatible server (e.g. llama.cpp's)")
+    p.add_argument("--model", help="the model that server serves (llama-server's --alias)")
+    p.add_argument("--tasks", choices=["arithmetic", "code"], help="the question family")
+    p.add_argument("--questions", type=int, help="questions of the family (eval's --count)")
+    p.add_argument(
+        "--work",
+        type=Path,
+        help="the private servers' data (default: OUT.servers beside the eval's --out): the "
+        "same again resumes the roundtables a stopped run had started",
+    )
     p.add_argument(
         "--output-limit",
         type=int,
@@ -165,13 +197,19 @@ def main() -> None:
     )
     p.add_argument("eval_args", nargs=argparse.REMAINDER)
     a = p.parse_args()
-    args = a.eval_args[1:] if a.eval_args[:1] == ["--"] else a.eval_args
+    rest = a.eval_args[1:] if a.eval_args[:1] == ["--"] else a.eval_args
     debate = None
     if a.debate is not None:
         if not a.base_url or not a.model:
             p.error("--debate needs --base-url and --model")
         debate = Debate(a.debate, a.base_url, a.model, a.output_limit)
-    sys.exit(asyncio.run(run(a.closing, args, debate)))
+        args = rest
+    else:
+        args = eval_command(a.base_url, a.model, a.tasks, a.questions, rest)
+    try:
+        sys.exit(asyncio.run(run(args, debate, a.work)))
+    except KeyboardInterrupt:  # Ctrl-C: the eval wrote its partial report and said so
+        sys.exit(130)
 
 
 if __name__ == "__main__":

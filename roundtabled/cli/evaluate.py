@@ -16,6 +16,7 @@ from roundtabled.eval.options import (
     DEFAULT_PROTOCOLS,
     GENERATED_TASKS,
     PROTOCOLS,
+    SELF_CONSISTENCY,
     EvalOptions,
     Target,
 )
@@ -27,8 +28,8 @@ from roundtabled.service import provider
 def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser(
         "eval",
-        help="measure a panel's decisions on questions with known answers (single seat, vote, "
-        "debate, adaptive) through the daemon",
+        help="measure a panel's decisions on questions with known answers (single seat, the "
+        "product's protocols, self-consistency) through the daemon",
     )
     s.add_argument(
         "--tasks",
@@ -49,12 +50,12 @@ def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--agents", help="comma-separated seats (required unless --model)")
     s.add_argument(
         "--protocols",
-        default=",".join(DEFAULT_PROTOCOLS),
-        help=f"comma-separated, of {', '.join(PROTOCOLS)} (default "
-        f"{','.join(DEFAULT_PROTOCOLS)}; sc: self-consistency, the --sc-seat asked as often as "
-        "debate calls seats, majority)",
+        help=f"comma-separated, of {', '.join(PROTOCOLS)} (default all; each is one roundtable "
+        "the daemon runs with that protocol; single: each seat alone, read from vote's "
+        "independent answers; self-consistency: the --sc-seat sampled once per seat, needs "
+        "--model)",
     )
-    s.add_argument("--sc-seat", help="the seat the sc baseline asks (default: the first seat)")
+    s.add_argument("--sc-seat", help="the seat self-consistency samples (default: the first seat)")
     s.add_argument("--concurrency", default="1", help="questions at once (1-16, default 1)")
     s.add_argument("--max-usd", help="stop before the next question would pass X US dollars")
     s.add_argument("--max-tokens", help="stop before the next question would pass N tokens")
@@ -136,9 +137,10 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         )
     if args.level not in ARITHMETIC_LEVELS:
         raise _usage(f"--level must be one of {', '.join(ARITHMETIC_LEVELS)}, got {args.level!r}")
-    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    given = args.protocols is not None
+    protocols = [p.strip() for p in (args.protocols or "").split(",") if p.strip()]
     bad = [p for p in protocols if p not in PROTOCOLS]
-    if bad or not protocols:
+    if given and (bad or not protocols):
         raise _usage(
             f"--protocols: {'unknown ' + ', '.join(map(repr, bad)) if bad else 'none given'}; "
             f"allowed {', '.join(PROTOCOLS)}"
@@ -163,6 +165,15 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         agents = list(DEFAULT_LOCAL_SEATS)
     else:
         raise _usage("--agents is required (comma-separated seats) unless --model is given")
+    if not given:
+        # Self-consistency samples copies of a seat that the run writes into its own project,
+        # which it does for --model only; the other protocols are the default then.
+        protocols = [p for p in DEFAULT_PROTOCOLS if model or p != SELF_CONSISTENCY]
+    elif SELF_CONSISTENCY in protocols and not model:
+        raise _usage(
+            f"--protocols {SELF_CONSISTENCY} needs --base-url and --model (the run writes the "
+            "sampled seat's copies into its own project); leave it out with --agents"
+        )
     if args.sc_seat is not None and args.sc_seat not in agents:
         raise _usage(
             f"--sc-seat must be one of the seats ({', '.join(agents)}), got {args.sc_seat!r}"

@@ -9,7 +9,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,9 @@ from roundtabled.cli.client import CliError
 
 JOURNAL_FILE = "roundtables.jsonl"
 """``OUT/roundtables.jsonl``: a line per roundtable the run started (``{"id", "sessionID",
-"parentSessionID", "started"}``), written before the run waits on it, and one per roundtable it
-gave up (the same, with ``"abandoned": reason``)."""
+"parentSessionID", "started"}``; ``id`` is ``"<question id>/<protocol>"``, one roundtable per
+protocol), written before the run waits on it, and one per roundtable it gave up (the same, with
+``"abandoned": reason``)."""
 GONE_END_REASONS = ("session-deleted", "parent-deleted")
 """End reasons of a roundtable whose debate can no longer be read (its session is gone)."""
 GONE = (
@@ -30,11 +31,12 @@ GONE = (
 
 class RoundtableGone(Exception):
     """The roundtable ``ses`` of a question is gone, or ended without a debate that can be read;
-    ``reason`` says which (a phrase that follows "its roundtable SES")."""
+    ``reason`` says which (a phrase that follows "its roundtable SES"); ``key`` is its journal
+    key (``"<question id>/<protocol>"``, :data:`JOURNAL_FILE`), empty when not known."""
 
-    def __init__(self, ses: str, parent: str, reason: str) -> None:
+    def __init__(self, ses: str, parent: str, reason: str, key: str = "") -> None:
         super().__init__(f"roundtable {ses} {reason}")
-        self.ses, self.parent, self.reason = ses, parent, reason
+        self.ses, self.parent, self.reason, self.key = ses, parent, reason, key
 
 
 class Journal:
@@ -61,6 +63,19 @@ class Journal:
     def abandoned(self) -> list[dict[str, Any]]:
         """``[{"id", "sessionID", "parentSessionID", "abandoned": reason}]`` in order."""
         return [line for line in self.lines if line.get("abandoned")]
+
+    def unrecorded(self, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The roundtables started and not given up that no record of ``records`` holds (a
+        question stopped before it was recorded): ``[{"id", "sessionID", "parentSessionID"}]``."""
+        given_up = {line["sessionID"] for line in self.lines if line.get("abandoned")}
+        held = {str(s) for r in records for s in r.get("sessions") or ()}
+        return [
+            dict(line)
+            for line in self.lines
+            if not line.get("abandoned")
+            and line["sessionID"] not in given_up
+            and str(line["sessionID"]) not in held
+        ]
 
     def add(self, qid: str, ses: str, parent: str, abandoned: str | None = None) -> None:
         line: dict[str, Any] = {"id": qid, "sessionID": ses, "parentSessionID": parent}

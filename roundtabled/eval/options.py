@@ -13,15 +13,17 @@ from roundtabled.core.scoring import Question
 from roundtabled.eval import code
 from roundtabled.service import provider
 
-BASE_PROTOCOLS = ("single", "vote")
-CONTINUED = ("debate", "adaptive")
-PROTOCOLS = (*BASE_PROTOCOLS, *CONTINUED, "sc")
-"""``sc``: self-consistency at the debate's seat calls (:func:`self_consistency`)."""
-DEFAULT_PROTOCOLS = (*BASE_PROTOCOLS, *CONTINUED)
-DEBATE_ROUNDS = 2
-"""``debate``: rounds after the opening (Du et al. 2023: 3 agents, 2 rounds of debate)."""
-ADAPTIVE_MAX = 3
-"""``adaptive``: at most this many rounds after the opening, stopping once converged."""
+PANEL_PROTOCOLS = ("vote", "debate", "adaptive", "council")
+"""The product's protocols: each is one roundtable started with ``protocol: X`` (docs/eval.md,
+"What runs per question")."""
+SELF_CONSISTENCY = "self-consistency"
+PROTOCOLS = ("single", *PANEL_PROTOCOLS, SELF_CONSISTENCY)
+"""The values of ``--protocols``. ``single``: each seat alone, read from the independent answers
+of the ``vote`` roundtable (of ``debate``'s opening when ``vote`` is not asked for)."""
+DEFAULT_PROTOCOLS = PROTOCOLS
+DEBATE_ROUNDS = 3
+"""``debate`` and ``adaptive``: rounds, the independent opening included (Du et al. 2023: 3
+agents, 2 rounds of debate after the first answers)."""
 
 INSTRUCTIONS = {
     "position": "Make the label of your Position line the final answer only (for a number: "
@@ -31,18 +33,15 @@ INSTRUCTIONS = {
 }
 """How the question tells the seats to state their answer (``--answer-line``)."""
 
-CONTINUE_PROMPT = (
-    "Continue: read the other seats' answers, check the reasoning step by step, and give your "
-    "final answer to the same question."
-)
-SC_CLOSING = (
-    "End your reply with one line: Position: <your final answer> — <one sentence> (confidence N/10)"
-)
-"""The closing line of an ``sc`` sample: the daemon's form, so that it is read like a seat's."""
 GENERATED_TASKS = ("arithmetic", "code")
 """The generated task sets of ``--tasks`` (the flag's other value is a JSONL file)."""
 DEFAULT_LOCAL_SEATS = ["seat-a", "seat-b", "seat-c"]
 """The seats written for ``--base-url``/``--model`` when ``--agents`` is not given."""
+
+
+RECORD_FORMAT = 2
+"""The layout of ``results.jsonl`` (one roundtable per protocol); a run directory written in
+another layout is not resumed (``run.json`` ``options.format``)."""
 
 
 @dataclass
@@ -72,13 +71,14 @@ class EvalOptions:
     cleanup: bool = False
     turn_timeout: float | None = None
     sc_seat: str | None = None
-    """The seat ``sc`` asks (default the first seat)."""
+    """The seat ``self-consistency`` samples (default the first seat)."""
     label: str | None = None
     """A free note recorded with the run (e.g. which closing-line form the daemon uses)."""
 
     def identity(self) -> dict[str, Any]:
         """The options a resumed run must share with the run it continues."""
         return {
+            "format": RECORD_FORMAT,
             "tasks": self.tasks,
             "level": self.level if self.tasks == "arithmetic" else None,
             "seed": self.seed,
@@ -140,4 +140,33 @@ def topic_for(q: Question, answer_line: str) -> str:
 def protocol_names(opts: EvalOptions) -> list[str]:
     """The report's protocols in order: ``single:<seat>`` for each seat, then the rest."""
     names = [f"single:{a}" for a in opts.agents] if "single" in opts.protocols else []
-    return names + [p for p in opts.protocols if p != "single"]
+    return names + [p for p in PROTOCOLS if p != "single" and p in opts.protocols]
+
+
+def runs_of(opts: EvalOptions) -> list[str]:
+    """The roundtables a question runs, in order (one per protocol): the asked panel protocols,
+    then ``self-consistency``; when only ``single`` needs independent answers (neither ``vote``
+    nor ``debate`` is asked for), a one-round roundtable with an independent opening named
+    ``single`` first."""
+    runs = [p for p in PANEL_PROTOCOLS if p in opts.protocols]
+    if "single" in opts.protocols and not {"vote", "debate"} & set(runs):
+        runs.insert(0, "single")
+    if SELF_CONSISTENCY in opts.protocols:
+        runs.append(SELF_CONSISTENCY)
+    return runs
+
+
+def singles_from(opts: EvalOptions) -> str:
+    """The roundtable whose independent answers are the ``single:<seat>`` answers: ``vote``'s,
+    else ``debate``'s opening round (both independent), else the ``single`` round of
+    :func:`runs_of`."""
+    runs = runs_of(opts)
+    return next(r for r in ("vote", "debate", "single") if r in runs or r == "single")
+
+
+def sample_agents(opts: EvalOptions) -> list[str]:
+    """The ``self-consistency`` seats: the sampled seat under as many names as the panel has
+    seats (``seat-a-sample1``, ``seat-a-sample2``, …), written into the run's project as copies
+    of that seat (a roundtable seats an agent once, so its samples need names of their own)."""
+    seat = opts.sc_seat or opts.agents[0]
+    return [f"{seat}-sample{i + 1}" for i in range(len(opts.agents))]

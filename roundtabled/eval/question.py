@@ -1,6 +1,6 @@
-"""One question through the daemon: its roundtable started (or attached to), extended for the
-protocols that continue it, read back, and scored into its record (docs/eval.md, "Protocols");
-the ``sc`` baseline straight through the OpenCode server."""
+"""One question through the daemon: one roundtable per protocol, each started (or attached to)
+with the product's ``protocol`` and read back from the product's own result (docs/eval.md, "What
+runs per question"), then scored into the question's record."""
 
 from __future__ import annotations
 
@@ -12,20 +12,27 @@ from typing import Any
 
 from roundtabled.cli.client import EXIT_USAGE, CliError, ControlClient
 from roundtabled.cli.follow import REATTACH_PAUSE_S, REATTACH_S
-from roundtabled.core import scoring, wire
+from roundtabled.core import scoring
 from roundtabled.core.scoring import Question
 from roundtabled.core.state import CONCLUDED_SUFFIX
 from roundtabled.eval.ledger import GONE, GONE_END_REASONS, Journal, RoundtableGone
 from roundtabled.eval.options import (
-    ADAPTIVE_MAX,
-    CONTINUE_PROMPT,
     DEBATE_ROUNDS,
-    SC_CLOSING,
+    SELF_CONSISTENCY,
     EvalOptions,
+    runs_of,
+    sample_agents,
+    singles_from,
     topic_for,
 )
-from roundtabled.eval.spending import CHARS_PER_TOKEN, observer_spend, spend_upto
+from roundtabled.eval.spending import roundtable_spend, spend_upto
 from roundtabled.opencode.client import OpenCodeClient
+
+
+def _said(line: str) -> None:
+    """``line`` on standard error, over the progress bar on a terminal (it is drawn again at the
+    next question)."""
+    print(("\r\x1b[K" if sys.stderr.isatty() else "") + line, file=sys.stderr, flush=True)
 
 
 def _daemon_away(exc: CliError) -> bool:
@@ -136,13 +143,19 @@ async def wait_done(cc: ControlClient, ses: str, qid: str = "", parent: str = ""
 
 
 async def _unrecorded(
-    cc: ControlClient, oc: OpenCodeClient | None, parent: str, qid: str, known: set[str]
+    cc: ControlClient,
+    oc: OpenCodeClient | None,
+    parent: str,
+    qid: str,
+    known: set[str],
+    title: str,
 ) -> str | None:
-    """A roundtable of question ``qid`` under ``parent`` that is not in ``known`` (found by the
-    title the run gives it), or ``None``: what a start whose answer was lost may have begun."""
+    """A roundtable of question ``qid`` under ``parent`` that is not in ``known`` (found by its
+    ``title``, the one the run gives it), or ``None``: what a start whose answer was lost may
+    have begun."""
     if oc is None:
         return None
-    titles = {f"eval {qid}", f"eval {qid}{CONCLUDED_SUFFIX}"}
+    titles = {title, f"{title}{CONCLUDED_SUFFIX}"}
     try:
         children = await oc.children(parent)
     except Exception as exc:
@@ -179,41 +192,11 @@ async def _start(
             if not _daemon_away(exc):
                 raise
             since = await _away(exc, qid, since)
-            found = await _unrecorded(cc, oc, body["parentSessionID"], qid, known)
+            found = await _unrecorded(
+                cc, oc, body["parentSessionID"], qid, known, str(body["title"])
+            )
             if found is not None:
                 return found
-
-
-async def _extend(
-    cc: ControlClient, qid: str, ses: str, parent: str, have: int, total: int
-) -> None:
-    """Extend roundtable ``ses`` from ``have`` to ``total`` rounds. Exactly once: when the
-    answer is lost (the daemon went away mid-call) the roundtable's own ``totalRounds`` says
-    whether the extension took, once the daemon answers again.
-
-    Raises:
-        RoundtableGone: ``ses`` is gone.
-    """
-    body = {
-        "sessionID": ses,
-        "prompt": CONTINUE_PROMPT,
-        "rounds": total - have,
-        "extendMode": "continuation",
-    }
-    since: float | None = None
-    while True:
-        try:
-            await cc.call("POST", "/v1/roundtables", body=body, timeout=120)
-            return
-        except CliError as exc:
-            if not _daemon_away(exc):
-                raise
-            since = await _away(exc, qid, since)
-            st = await _status(cc, qid, ses)
-            if st is None:
-                raise RoundtableGone(ses, parent, GONE) from None
-            if int(st.get("totalRounds") or 0) >= total:
-                return
 
 
 def seat_rounds(
@@ -250,49 +233,140 @@ def seat_rounds(
     return out, reads
 
 
-async def self_consistency(
-    oc: OpenCodeClient, opts: EvalOptions, q: Question, parent: str, directory: str | None
+def start_body(
+    opts: EvalOptions, q: Question, run: str, parent: str, directory: str | None
 ) -> dict[str, Any]:
-    """The ``sc`` baseline: the seat :attr:`EvalOptions.sc_seat` asked the question alone as
-    many times as ``debate`` makes seat calls (seats × 3), each in its own child session of the
-    run's parent session, straight through the OpenCode server (one roundtable cannot seat an
-    agent twice); the answer is their majority. Its temperature is the agent's own (set one above
-    0 on it: at 0 the samples repeat)."""
-    seat = opts.sc_seat or opts.agents[0]
-    k = len(opts.agents) * (1 + DEBATE_ROUNDS)
-    text = f"{topic_for(q, opts.answer_line)}\n\n{SC_CLOSING}"
-    t0 = time.monotonic()
+    """The ``POST /v1/roundtables`` of question ``q``'s roundtable for ``run`` (a protocol of
+    :func:`~roundtabled.eval.options.runs_of`), as a user would start it (docs/control-api.md):
 
-    async def sample(i: int) -> tuple[str, int, float, str | None]:
-        s = await oc.create_session(
-            directory=directory, parent_id=parent, title=f"eval {q.id} sc {i + 1}/{k}"
-        )
-        raw = await oc.prompt(
-            str(s["id"]), {"agent": seat, "parts": [{"type": "text", "text": text}]}
-        )
-        return wire.prompt_reply(raw)
-
-    replies = [await sample(i) for i in range(k)]
-    answers = [scoring.read_answer(r[0]) for r in replies]
-    vote = scoring.majority([(scoring.answer_to(q, a.text), a.confidence) for a in answers])
-    gold = scoring.gold_canonical(q)
-    tokens = sum(r[1] for r in replies)
-    estimated = tokens == 0
-    if estimated:
-        tokens = sum((len(text) + len(r[0])) // CHARS_PER_TOKEN for r in replies)
-    return {
-        "answer": vote,
-        "correct": vote is not None and vote == gold,
-        "finalRound": None,
-        "calls": k,
-        "tokens": tokens,
-        "cost": None if estimated else sum(r[2] for r in replies),
-        "estimated": estimated,
-        "seconds": time.monotonic() - t0,
-        "seat": seat,
-        "samples": [a.text for a in answers],
-        "errors": [r[3] for r in replies if r[3]],
+    - ``vote``, ``adaptive``, ``council``: ``protocol`` set, the product's own rules after that
+      (``adaptive`` may take up to :data:`DEBATE_ROUNDS` rounds, the opening included);
+    - ``debate``: the default protocol, :data:`DEBATE_ROUNDS` rounds after an independent opening
+      (``opening: "independent"``: its first answers are taken alone, as a vote's are);
+    - ``self-consistency``: the product's ``vote`` of the sampled seat under the names of
+      :func:`~roundtabled.eval.options.sample_agents` (copies of the seat the run wrote);
+    - ``single`` (only ``single`` asked of the independent answers): one independent round.
+    """
+    body: dict[str, Any] = {
+        "agents": sample_agents(opts) if run == SELF_CONSISTENCY else list(opts.agents),
+        "prompt": topic_for(q, opts.answer_line),
+        "parentSessionID": parent,
+        "title": f"eval {q.id} {run}",
     }
+    if run == "debate":
+        body.update(rounds=DEBATE_ROUNDS, opening="independent")
+    elif run == "single":
+        body.update(rounds=1, opening="independent")
+    else:
+        body["protocol"] = "vote" if run == SELF_CONSISTENCY else run
+        if run == "adaptive":
+            body["rounds"] = DEBATE_ROUNDS
+    if directory:
+        body["directory"] = directory
+    if opts.turn_timeout:
+        body["turnTimeout"] = opts.turn_timeout
+    return body
+
+
+def tally_leader(tally: Sequence[Mapping[str, Any]]) -> str | None:
+    """The leading stance of a result's ``verdict.tally`` (docs/result.md): the one with the
+    most weight (the seats' summed confidences, compared to 6 decimals so that float sums of
+    equal tenths tie), as ``vote``'s count leads; ``None`` when no seat stated a stance or the
+    lead is tied (the product decided nothing)."""
+    if not tally:
+        return None
+    weights = [round(float(i.get("weight") or 0.0), 6) for i in tally]
+    top = max(weights)
+    leaders = [i for i, w in zip(tally, weights, strict=True) if w == top]
+    return str(leaders[0]["label"]) if len(leaders) == 1 else None
+
+
+def product_answer(run: str, verdict: Mapping[str, Any]) -> tuple[str | None, str]:
+    """What the product decided in a roundtable of ``run``, read from its result's ``verdict``,
+    and where it was read (docs/eval.md, "What runs per question"):
+
+    - ``vote`` and ``self-consistency`` (a vote of one seat's copies): the leader of its count
+      (``verdict.protocol.count.leader``; ``null`` on a tie);
+    - ``adaptive``: that count's leader when its rule stopped at the opening
+      (``verdict.protocol.adaptive.stopped``), else the final tally's leader;
+    - ``council``: the chair's decision (``verdict.decision``; the observer chairs);
+    - ``debate``: the leader of the final tally (:func:`tally_leader`).
+    """
+    proto = verdict.get("protocol") or {}
+    count = proto.get("count") or None
+    tally = verdict.get("tally") or []
+    if run == "council":
+        decision = verdict.get("decision")
+        return (str(decision) if decision is not None else None), "decision"
+    if run in ("vote", SELF_CONSISTENCY) and count is not None:
+        return count.get("leader"), "count"
+    if run == "adaptive" and (proto.get("adaptive") or {}).get("stopped") and count is not None:
+        return count.get("leader"), "count"
+    return tally_leader(tally), "tally"
+
+
+def _flips(seats: Sequence[scoring.SeatRounds], gold: str | None) -> list[int] | None:
+    """``[wrong→right, right→wrong]`` between each seat's first and last answer of a roundtable
+    that ran more than one round; ``None`` for one round (nothing deliberated)."""
+    if not seats or max(len(s.answers) for s in seats) < 2:
+        return None
+    out = [0, 0]
+    for s in seats:
+        first = s.answers[0] is not None and s.answers[0] == gold
+        last = s.answers[-1] is not None and s.answers[-1] == gold
+        out[0] += (not first) and last
+        out[1] += first and not last
+    return out
+
+
+async def _roundtable(
+    cc: ControlClient,
+    oc: OpenCodeClient | None,
+    opts: EvalOptions,
+    q: Question,
+    run: str,
+    parent: str,
+    directory: str | None,
+    journal: Journal | None,
+) -> tuple[str, str, bool, dict[str, Any], float]:
+    """Run (or attach to) the roundtable of ``q`` for ``run`` until it is done; returns its
+    session, its parent, whether it was attached to, its JSON export and the seconds waited.
+    Its journal key is ``"<question id>/<run>"``: a roundtable started before (and not given
+    up) is attached to; a new one is recorded as soon as it is started.
+
+    Raises:
+        RoundtableGone: the roundtable is gone (the caller decides what follows).
+    """
+    key = f"{q.id}/{run}"
+    t0 = time.monotonic()
+    earlier = journal.started(key) if journal is not None else None
+    if earlier is not None:
+        ses = str(earlier["sessionID"])
+        parent = str(earlier.get("parentSessionID") or parent)
+        st = await _status(cc, key, ses)
+        if st is None:
+            raise RoundtableGone(ses, parent, GONE, key)
+        if st.get("endReason") in GONE_END_REASONS:
+            raise RoundtableGone(ses, parent, f"ended without a result ({st['endReason']})", key)
+        print(
+            f"eval: {key}: attaching to its roundtable {ses}, started before (phase "
+            f"{st.get('phase')})",
+            file=sys.stderr,
+        )
+    else:
+        body = start_body(opts, q, run, parent, directory)
+        known = journal.sessions() if journal is not None else set()
+        ses = await _start(cc, oc, key, body, known)
+        # Recorded before the run waits on it: a re-run, or this run after a daemon restart,
+        # goes on with this roundtable rather than starting it again.
+        if journal is not None:
+            journal.add(key, ses, parent)
+    try:
+        await wait_done(cc, ses, key, parent)
+    except RoundtableGone as gone:
+        raise RoundtableGone(gone.ses, gone.parent, gone.reason, key) from None
+    data = dict(await _call(cc, key, f"/v1/roundtables/{ses}/export", params={"format": "json"}))
+    return ses, parent, earlier is not None, data, time.monotonic() - t0
 
 
 async def run_question(
@@ -304,164 +378,88 @@ async def run_question(
     oc: OpenCodeClient | None = None,
     journal: Journal | None = None,
 ) -> dict[str, Any]:
-    """Run one question (the opening, then the extensions the protocols need) and return its
-    record for ``results.jsonl``. With a ``journal``, a roundtable started for ``q`` before (and
-    not given up) is attached to instead of starting one; a new one is recorded in it as soon as
-    it is started.
+    """Run one question — a roundtable per protocol (:func:`~roundtabled.eval.options.runs_of`),
+    one after another, so that each one's wall time is its own — and return its record for
+    ``results.jsonl`` (docs/eval.md, "results.jsonl").
 
     Raises:
-        RoundtableGone: the question's roundtable is gone (the caller decides what follows).
+        RoundtableGone: one of its roundtables is gone (the caller decides what follows; the
+            exception's ``key`` names which).
     """
     topic = topic_for(q, opts.answer_line)
-    t0 = time.monotonic()
-    earlier = journal.started(q.id) if journal is not None else None
-    if earlier is not None:
-        ses = str(earlier["sessionID"])
-        parent = str(earlier.get("parentSessionID") or parent)
-        st = await _status(cc, q.id, ses)
-        if st is None:
-            raise RoundtableGone(ses, parent, GONE)
-        if st.get("endReason") in GONE_END_REASONS:
-            raise RoundtableGone(ses, parent, f"ended without a result ({st['endReason']})")
-        print(
-            f"eval: {q.id}: attaching to its roundtable {ses}, started before (phase "
-            f"{st.get('phase')}, {st.get('totalRounds')} rounds)",
-            file=sys.stderr,
-        )
-    else:
-        body: dict[str, Any] = {
-            "agents": opts.agents,
-            "prompt": topic,
-            "rounds": 1,
-            "opening": "independent",
-            "parentSessionID": parent,
-            "title": f"eval {q.id}",
-        }
-        if directory:
-            body["directory"] = directory
-        if opts.turn_timeout:
-            body["turnTimeout"] = opts.turn_timeout
-        known = journal.sessions() if journal is not None else set()
-        ses = await _start(cc, oc, q.id, body, known)
-        # Recorded before the run waits on it: a re-run, or this run after a daemon restart,
-        # goes on with this roundtable rather than starting the question again.
-        if journal is not None:
-            journal.add(q.id, ses, parent)
-    phases: list[tuple[str, dict[str, Any], float]] = []
-    wants_debate = "debate" in opts.protocols
-    wants_adaptive = "adaptive" in opts.protocols
-
-    async def phase(name: str, total: int, since: float | None = None) -> None:
-        """Wait until the roundtable has run ``total`` rounds (extending it once if it has
-        fewer): the rounds it holds are the truth of what was asked of it, also across a
-        resume. A phase it ran past before this run attached is kept without an end reason."""
-        t = time.monotonic() if since is None else since
-        st = await _status(cc, q.id, ses)
-        if st is None:
-            raise RoundtableGone(ses, parent, GONE)
-        have = int(st.get("totalRounds") or 0)
-        if have > total:
-            phases.append((name, {}, 0.0))
-            return
-        if have < total:
-            await _extend(cc, q.id, ses, parent, have, total)
-        phases.append((name, await wait_done(cc, ses, q.id, parent), time.monotonic() - t))
-
-    async def export() -> dict[str, Any]:
-        return dict(
-            await _call(cc, q.id, f"/v1/roundtables/{ses}/export", params={"format": "json"})
-        )
-
-    await phase("opening", 1, t0)
-    data = await export()
-    if wants_debate or wants_adaptive:
-        await phase("debate", 1 + DEBATE_ROUNDS)
-        data = await export()
-        if wants_adaptive:
-            seats, _ = seat_rounds(data["turns"], opts.agents, q)
-            stop = scoring.converged_round(seats, 2, DEBATE_ROUNDS)
-            if stop == DEBATE_ROUNDS and not _converged_at(seats, DEBATE_ROUNDS):
-                await phase("adaptive", 1 + ADAPTIVE_MAX)
-                data = await export()
-    turns = data["turns"]
-    seats, reads = seat_rounds(turns, opts.agents, q)
     gold = scoring.gold_canonical(q)
-    seconds = {name: s for name, _, s in phases}
     record: dict[str, Any] = {
         "id": q.id,
         "question": q.question,
         "gold": q.answer,
-        "sessionID": ses,
         "parentSessionID": parent,
-        "resumed": earlier is not None,
-        "endReasons": [
-            str((r.get("result") or {}).get("status", {}).get("endReason")) for _, r, _ in phases
-        ],
-        "seats": {
-            s.agent: {
-                "answers": list(s.answers),
-                "correct": [a is not None and a == gold for a in s.answers],
-                "reads": reads[s.agent],
-            }
-            for s in seats
-        },
+        "resumed": False,
+        "runs": {},
         "protocols": {},
-        "models": data.get("models") or {},
+        "models": {},
     }
+    runs: dict[str, Any] = record["runs"]
     protos: dict[str, Any] = record["protocols"]
-    opening_s = seconds["opening"]
-    if "single" in opts.protocols:
-        for s in seats:
-            spend = spend_upto(turns, 1, s.agent, topic)
-            protos[f"single:{s.agent}"] = {
-                "answer": s.answers[0],
-                "correct": s.answers[0] is not None and s.answers[0] == gold,
-                "finalRound": 0,
+    for run in runs_of(opts):
+        ses, run_parent, resumed, data, seconds = await _roundtable(
+            cc, oc, opts, q, run, parent, directory, journal
+        )
+        record["resumed"] = record["resumed"] or resumed
+        record["parentSessionID"] = run_parent
+        turns = data.get("turns") or []
+        agents = sample_agents(opts) if run == SELF_CONSISTENCY else opts.agents
+        status = data.get("status") or {}
+        verdict = data.get("verdict") or {}
+        label, source = product_answer(run, verdict)
+        # A line per roundtable: on a slow model a question takes minutes, its progress line
+        # comes only at its end.
+        _said(
+            f"eval: {q.id}/{run}: {status.get('endReason')}, "
+            + ("no decision" if label is None else f"decided {label!r}")
+            + f" ({seconds:.0f} s)"
+        )
+        seats, reads = seat_rounds(turns, agents, q)
+        spend = roundtable_spend(turns, topic, agents)
+        runs[run] = {
+            **spend,
+            "seconds": seconds,
+            "sessionID": ses,
+            "parentSessionID": run_parent,
+            "resumed": resumed,
+            "endReason": status.get("endReason"),
+            "degraded": status.get("degraded"),
+            "rounds": status.get("roundsCompleted"),
+            "notes": list(status.get("notes") or ()),
+            "protocol": (verdict.get("protocol") or {}).get("name"),
+            "reads": reads,
+        }
+        for agent, model in (data.get("models") or {}).items():
+            record["models"][agent] = model
+        if run in opts.protocols:
+            answer = scoring.answer_to(q, label)
+            protos[run] = {
+                "answer": answer,
+                "label": label,
+                "readFrom": source,
+                "correct": answer is not None and answer == gold,
+                "flips": _flips(seats, gold),
                 **spend,
-                "seconds": opening_s,
+                "seconds": seconds,
+                "sessionID": ses,
+                "endReason": status.get("endReason"),
+                "degraded": status.get("degraded"),
             }
-    if "vote" in opts.protocols:
-        v = scoring.vote_at(seats, 0)
-        protos["vote"] = {
-            "answer": v,
-            "correct": v is not None and v == gold,
-            "finalRound": 0,
-            **spend_upto(turns, 1, None, topic),
-            "seconds": opening_s,
-        }
-    if wants_debate:
-        v = scoring.vote_at(seats, DEBATE_ROUNDS)
-        protos["debate"] = {
-            "answer": v,
-            "correct": v is not None and v == gold,
-            "finalRound": DEBATE_ROUNDS,
-            **spend_upto(turns, 1 + DEBATE_ROUNDS, None, topic),
-            "seconds": opening_s + seconds["debate"],
-        }
-    if wants_adaptive:
-        last = ADAPTIVE_MAX if "adaptive" in seconds else DEBATE_ROUNDS
-        stop = scoring.converged_round(seats, 2, last)
-        v = scoring.vote_at(seats, stop)
-        protos["adaptive"] = {
-            "answer": v,
-            "correct": v is not None and v == gold,
-            "finalRound": stop,
-            **spend_upto(turns, 1 + stop, None, topic),
-            "seconds": opening_s
-            + seconds["debate"]
-            + (seconds.get("adaptive", 0.0) if stop > DEBATE_ROUNDS else 0.0),
-        }
-    if "sc" in opts.protocols and oc is not None:
-        protos["sc"] = await self_consistency(oc, opts, q, parent, directory)
-    observer = observer_spend(turns, topic)
-    record["overhead"] = {
-        "observerCalls": observer["calls"],
-        "observerTokens": observer["tokens"],
-        "observerTokensEstimated": observer["estimated"],
-        "seconds": sum(seconds.values()),
-    }
+        if "single" in opts.protocols and run == singles_from(opts):
+            for s in seats:
+                first = s.answers[0] if s.answers else None
+                protos[f"single:{s.agent}"] = {
+                    "answer": first,
+                    "correct": first is not None and first == gold,
+                    "flips": None,
+                    **spend_upto(turns, 1, s.agent, topic),
+                    "observerCalls": 0,
+                    "seconds": seconds,
+                    "sessionID": ses,
+                }
+    record["sessions"] = [r["sessionID"] for r in runs.values()]
     return record
-
-
-def _converged_at(seats: Sequence[scoring.SeatRounds], r: int) -> bool:
-    return scoring.converged_round(seats, r, r + 1) == r

@@ -12,7 +12,7 @@ from typing import Any
 
 from roundtabled import __version__
 from roundtabled.core import scoring
-from roundtabled.eval.options import EvalOptions, protocol_names
+from roundtabled.eval.options import EvalOptions, protocol_names, singles_from
 from roundtabled.eval.spending import without_cost
 
 
@@ -25,14 +25,19 @@ def build_report(
     interrupted: bool = False,
     stopped: str | None = None,
     abandoned: Sequence[Mapping[str, Any]] = (),
+    unrecorded: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The JSON report (docs/eval.md): the run, the per-protocol summary and the questions.
     ``abandoned``: the roundtables the run gave up (:meth:`Journal.abandoned`), counted under
-    their parents with the records' and listed."""
+    their parents with the records' and listed; ``unrecorded``: those started for questions not
+    recorded yet (:meth:`Journal.unrecorded`, a stopped run's), counted too."""
     names = protocol_names(opts)
     if run.get("costListed") is False:  # also the records of a run from before it was said
         records = [without_cost(r) for r in records]
     summary = scoring.summarise(records, names)
+    complete = [r for r in records if all(p in r.get("protocols", {}) for p in names)]
+    for line in summary["protocols"]:
+        _add_product_reads(line, [r["protocols"][line.name] for r in complete])
     estimated = any(v.get("estimated") for r in records for v in r["protocols"].values())
     models: dict[str, str] = {}
     for r in records:
@@ -54,8 +59,8 @@ def build_report(
         "opencodeVersion": run.get("opencodeVersion"),
         "roundtabledVersion": run.get("roundtabledVersion", __version__),
         "parentSessionID": run.get("parentSessionID"),
-        "parents": parent_counts(run, records, abandoned),
-        "sessions": [r["sessionID"] for r in records],
+        "parents": parent_counts(run, records, [*abandoned, *unrecorded]),
+        "sessions": [s for r in records for s in _sessions(r)],
         "abandoned": [
             {k: a.get(k) for k in ("id", "sessionID", "parentSessionID", "abandoned")}
             for a in abandoned
@@ -64,9 +69,44 @@ def build_report(
         "tokensEstimated": estimated,
         "answerReads": answer_reads(records),
         "bestSingle": summary["bestSingle"],
+        "singlesFrom": singles_from(opts) if "single" in opts.protocols else None,
         "protocols": [_summary_json(s) for s in summary["protocols"]],
         "records": list(records),
     }
+
+
+def _sessions(record: Mapping[str, Any]) -> list[str]:
+    """The roundtables of a record (one per protocol)."""
+    return [str(s) for s in record.get("sessions") or ()]
+
+
+def _add_product_reads(line: scoring.ProtocolSummary, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Complete a protocol's summary from its per-question ``entries`` (the questions it was
+    summarised over): ``flips`` summed over the questions whose roundtable ran more than one
+    round (``None`` when none did), and in ``extra`` how many did (``deliberated``), the
+    roundtables the product reported degraded, observer calls per question and where the
+    answers were read (``undecided``: questions on which the product decided nothing, a tie
+    or no stance; ``readFrom``: ``count``, ``tally`` or ``decision``,
+    :func:`roundtabled.eval.question.product_answer`)."""
+    counted = [e["flips"] for e in entries if e.get("flips") is not None]
+    if counted:
+        flips = scoring.Flips()
+        for w2r, r2w in counted:
+            flips = scoring.Flips(flips.wrong_to_right + int(w2r), flips.right_to_wrong + int(r2w))
+        line.flips = flips
+        line.extra["deliberated"] = len(counted)
+    line.extra["degraded"] = sum(1 for e in entries if e.get("degraded"))
+    if entries and "readFrom" in entries[0]:
+        line.extra["undecided"] = sum(1 for e in entries if e.get("label") is None)
+    line.extra["observerCallsPerQuestion"] = (
+        sum(int(e.get("observerCalls") or 0) for e in entries) / len(entries) if entries else None
+    )
+    reads: dict[str, int] = {}
+    for e in entries:
+        if e.get("readFrom"):
+            reads[str(e["readFrom"])] = reads.get(str(e["readFrom"]), 0) + 1
+    if reads:
+        line.extra["readFrom"] = reads
 
 
 def parent_counts(
@@ -74,7 +114,8 @@ def parent_counts(
     records: Sequence[Mapping[str, Any]],
     abandoned: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, int]:
-    """``{parent session id: roundtables of ``records`` and ``abandoned`` under it}``, the run's
+    """``{parent session id: roundtables of ``records`` (each of its ``runs``) and of the journal
+    lines ``abandoned`` (given up, or started and not recorded yet) under it}``, the run's
     current parent first, then the earlier ones a resume could no longer reach (``run.json``
     ``earlierParentSessionIDs``). A record names its parent (``parentSessionID``); one written
     before records did is counted under the first parent of the run."""
@@ -82,7 +123,10 @@ def parent_counts(
     current = run.get("parentSessionID")
     order = [*earlier, *([str(current)] if current else [])]
     counts: dict[str, int] = {p: 0 for p in order}
-    for r in [*records, *abandoned]:
+    # Each roundtable once: a record's (one per protocol, ``runs``; one record of a run from
+    # before that is one roundtable) and each given up.
+    tables = [t for r in records for t in (list((r.get("runs") or {}).values()) or [r])]
+    for r in [*tables, *abandoned]:
         p = r.get("parentSessionID") or (order[0] if order else None)
         if p is not None:
             counts[str(p)] = counts.get(str(p), 0) + 1
@@ -98,13 +142,19 @@ def answer_reads(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     existed). Rounds in which a seat had no turn are not counted."""
     counts: dict[str, int] = {}
     for r in records:
-        for seat in (r.get("seats") or {}).values():
-            for read in seat.get("reads") or ():
-                if read.get("turn"):
-                    src = read["source"]
-                    if scoring.is_placeholder(read.get("answer")):
-                        src = "placeholder"
-                    counts[src] = counts.get(src, 0) + 1
+        # A record has its seats' reads per roundtable (``runs``); one of a run from before
+        # eval ran a roundtable per protocol, under ``seats``.
+        runs = list((r.get("runs") or {}).values()) or [
+            {"reads": {a: s.get("reads") or () for a, s in (r.get("seats") or {}).items()}}
+        ]
+        for run in runs:
+            for reads in (run.get("reads") or {}).values():
+                for read in reads:
+                    if read.get("turn"):
+                        src = read["source"]
+                        if scoring.is_placeholder(read.get("answer")):
+                            src = "placeholder"
+                        counts[src] = counts.get(src, 0) + 1
     return counts
 
 
@@ -178,8 +228,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += [
         "",
         "| protocol | accuracy | 95% Wilson | vs best single (Δ, b/c, p) | vs vote (Δ, b/c, p) | "
-        "flips w→r / r→w | seat calls/q | tokens/q | USD/q | s/q |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "flips w→r / r→w | seat calls/q | observer calls/q | tokens/q | USD/q | s/q |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def vs(p: Mapping[str, Any] | None) -> str:
@@ -195,18 +245,44 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             + (f"{_pct(w[0])}–{_pct(w[1])}" if w else "–")
             + f" | {vs(s['vs_best_single'])} | {vs(s['vs_vote'])} | "
             + (f"{fl['wrong_to_right']} / {fl['right_to_wrong']}" if fl else "–")
-            + f" | {_num(s['calls_per_question'])} | {_num(s['tokens_per_question'], 0)} | "
+            + f" | {_num(s['calls_per_question'])} | "
+            + f"{_num((s.get('extra') or {}).get('observerCallsPerQuestion'))} | "
+            + f"{_num(s['tokens_per_question'], 0)} | "
             + (f"{s['cost_per_question']:.5f}" if s["cost_per_question"] is not None else "unknown")
             + f" | {_num(s['seconds_per_question'])} |"
         )
     lines += [
         "",
-        f"Best single seat: {report['bestSingle'] or '–'}. b/c: questions right only under the "
+        f"Best single seat: {report['bestSingle'] or '–'}. Each protocol is one roundtable the "
+        "daemon ran with that protocol, its answer read from the product's result (vote, and "
+        "self-consistency, a vote of one seat's copies: its count's leader; adaptive: that count "
+        "when it stopped at the opening, else the final tally's leader; debate: the final "
+        "tally's leader; council: the chair's decision); a single seat is its answer alone in "
+        "the independent round of "
+        f"{report.get('singlesFrom') or 'vote'}. b/c: questions right only under the "
         "protocol / only under the other; p: exact McNemar (two-sided). Flips: each seat's "
-        "opening answer against its answer in the protocol's final round (no answer counts as "
-        "wrong). Tokens and calls count the seat turns the protocol needs; the observer's "
-        "consolidation after each call is overhead, listed per question in report.json.",
+        "opening answer against its last answer, over the questions whose roundtable ran more "
+        "than one round (no answer counts as wrong). Tokens, cost and seconds are the whole "
+        "roundtable's (seats and observer); a single seat's are its own turn's, its seconds "
+        "the round's.",
     ]
+    for s in report["protocols"]:
+        extra = s.get("extra") or {}
+        if extra.get("degraded"):
+            lines.append(
+                f"- {s['name']}: the product reported {extra['degraded']} of {s['n']} "
+                "roundtables degraded (report.json `records[].runs[].notes` says how)"
+            )
+        if extra.get("undecided"):
+            lines.append(
+                f"- {s['name']}: the product decided nothing (a tie, or no stance stated) in "
+                f"{extra['undecided']} of {s['n']} questions; counted wrong"
+            )
+        if extra.get("deliberated") is not None:
+            lines.append(
+                f"- {s['name']}: deliberated (more than one round) in {extra['deliberated']} of "
+                f"{s['n']} questions"
+            )
     reads = report.get("answerReads") or {}
     if reads:
         lines += [

@@ -19,7 +19,14 @@ from roundtabled.core import wire
 from roundtabled.core.scoring import Question
 from roundtabled.eval import code
 from roundtabled.eval.ledger import JOURNAL_FILE, Journal, RoundtableGone, only_run, read_records
-from roundtabled.eval.options import EvalOptions, Target, load_questions
+from roundtabled.eval.options import (
+    SELF_CONSISTENCY,
+    EvalOptions,
+    Target,
+    load_questions,
+    runs_of,
+    sample_agents,
+)
 from roundtabled.eval.question import run_question
 from roundtabled.eval.report import build_report, write_reports
 from roundtabled.eval.spending import estimate, total_cost, total_tokens, without_cost
@@ -140,7 +147,7 @@ async def _run(
             {"$schema": "https://opencode.ai/config.json"},
             opts.base_url,
             opts.model,
-            opts.agents,
+            [*opts.agents, *(sample_agents(opts) if SELF_CONSISTENCY in opts.protocols else [])],
             context=opts.context_limit,
             output=opts.output_limit,
         )
@@ -228,9 +235,10 @@ async def _run(
             print(
                 f"eval: {len(todo)} of {len(questions)} questions to run ({len(done)} done), "
                 f"seats {', '.join(opts.agents)} ({', '.join(seat_models) or 'models unknown'}); "
-                f"estimate: {est['seatCallsPerQuestion']} seat calls + up to "
-                f"{est['observerCallsPerQuestion']} observer calls per question, about "
-                f"{est['tokens']:,} tokens, {usd}",
+                f"per question {est['roundtablesPerQuestion']} roundtables "
+                f"({', '.join(runs_of(opts))}), one after another; estimate: up to "
+                f"{est['seatCallsPerQuestion']} seat calls + {est['observerCallsPerQuestion']} "
+                f"observer calls per question, about {est['tokens']:,} tokens, {usd}",
                 file=sys.stderr,
             )
             print(f"eval: parent session {parent}; results append to {results}", file=sys.stderr)
@@ -266,6 +274,7 @@ async def _run(
                 interrupted=interrupted,
                 stopped=stopped,
                 abandoned=journal.abandoned(),
+                unrecorded=journal.unrecorded(records),
             )
             write_reports(opts.out, report)
         # After an interrupt or a failure the run's sessions stay: a resume attaches to them.
@@ -369,20 +378,22 @@ async def _run_all(
             try:
                 rec = await run_question(cc, opts, q, parent, directory, oc, journal)
             except RoundtableGone as gone:
+                key = gone.key or q.id
                 if journal is None:
-                    raise CliError(f"Error: {q.id}: {gone}") from None
-                journal.add(q.id, gone.ses, gone.parent, abandoned=gone.reason)
+                    raise CliError(f"Error: {key}: {gone}") from None
+                journal.add(key, gone.ses, gone.parent, abandoned=gone.reason)
                 print(
-                    f"eval: {q.id}: its roundtable {gone.ses} {gone.reason}; starting it again "
+                    f"eval: {key}: its roundtable {gone.ses} {gone.reason}; starting it again "
                     "(the report counts both)",
                     file=sys.stderr,
                 )
                 try:
                     rec = await run_question(cc, opts, q, parent, directory, oc, journal)
                 except RoundtableGone as again:
-                    journal.add(q.id, again.ses, again.parent, abandoned=again.reason)
+                    key = again.key or q.id
+                    journal.add(key, again.ses, again.parent, abandoned=again.reason)
                     raise CliError(
-                        f"Error: {q.id}: its roundtable {again.ses} {again.reason}, the second "
+                        f"Error: {key}: its roundtable {again.ses} {again.reason}, the second "
                         "in this run; stopped (is something deleting the run's sessions?)"
                     ) from None
             if not cost_listed:

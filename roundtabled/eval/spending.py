@@ -9,8 +9,10 @@ from typing import Any
 
 from roundtabled.core.scoring import Question
 from roundtabled.core.state import tokens_in_out
-from roundtabled.eval.options import ADAPTIVE_MAX, DEBATE_ROUNDS, EvalOptions
+from roundtabled.eval.options import DEBATE_ROUNDS, SELF_CONSISTENCY, EvalOptions, runs_of
 
+NOT_SEAT_KINDS = ("observer", "user")
+"""Exported turn kinds that are no seat's model call (the observer's is counted apart)."""
 CHARS_PER_TOKEN = 4
 """Used to estimate tokens from texts when the provider reports no usage (said in the report)."""
 
@@ -70,6 +72,37 @@ def observer_spend(turns: Sequence[Mapping[str, Any]], topic: str) -> dict[str, 
     return {"calls": len(mine), "tokens": est, "estimated": True}
 
 
+def roundtable_spend(
+    turns: Sequence[Mapping[str, Any]], topic: str, agents: Sequence[str]
+) -> dict[str, Any]:
+    """What a whole roundtable spent, from its export's ``turns``: ``calls`` (the turns of its
+    seats ``agents`` of any kind but the observer's — a protocol's second round, such as a
+    ranking, included), ``observerCalls``, ``tokens`` (seats and observer), ``cost`` (``None``:
+    unknown, when any turn's is or the tokens are estimated) and ``estimated`` (the provider
+    reported no usage: tokens from the texts, as :func:`spend_upto` and :func:`observer_spend`
+    estimate them)."""
+    seats = [t for t in turns if t.get("agent") in agents and t.get("kind") not in NOT_SEAT_KINDS]
+    observer = observer_spend(turns, topic)
+    tokens = sum(usage_of(t)[0] for t in seats)
+    estimated = bool(observer["estimated"])
+    if tokens == 0 and seats:
+        tokens = spend_upto(turns, 10**6, None, topic)["tokens"]
+        estimated = True
+    costs = [usage_of(t)[1] for t in [*seats, *(t for t in turns if t.get("kind") == "observer")]]
+    cost = (
+        None
+        if estimated or any(c is None for c in costs)
+        else sum(c for c in costs if c is not None)
+    )
+    return {
+        "calls": len(seats),
+        "observerCalls": observer["calls"],
+        "tokens": tokens + observer["tokens"],
+        "cost": cost,
+        "estimated": estimated,
+    }
+
+
 def estimate(
     opts: EvalOptions,
     questions: Sequence[Question],
@@ -78,19 +111,17 @@ def estimate(
 ) -> dict[str, Any]:
     """A rough pre-run estimate: seat calls, tokens (each call reads its prompt and every earlier
     reply, assumed 300 tokens each; about 600 tokens of prompt) and cost at the listed prices
-    (``None`` when any seat's model lists no price)."""
+    (``None`` when any seat's model lists no price), the most each roundtable may take: one round
+    for ``vote`` and ``self-consistency``, two for ``council`` (the answers, the rankings),
+    :data:`DEBATE_ROUNDS` for the others, and one observer call per roundtable."""
     seats = len(opts.agents)
-    rounds = 1 + (
-        ADAPTIVE_MAX
-        if "adaptive" in opts.protocols
-        else DEBATE_ROUNDS
-        if "debate" in opts.protocols
-        else 0
-    )
+    most = {"vote": 1, "single": 1, SELF_CONSISTENCY: 1, "council": 2}
+    rounds = [most.get(run, DEBATE_ROUNDS) for run in runs_of(opts)]
     per_q_tokens = 0
-    for r in range(rounds):
-        per_q_tokens += seats * (600 + 300 * seats * r + 300)
-    observers = 1 + (1 if rounds > 1 else 0) + (1 if rounds > 1 + DEBATE_ROUNDS else 0)
+    for n in rounds:
+        for r in range(n):
+            per_q_tokens += seats * (600 + 300 * seats * r + 300)
+        per_q_tokens += 600 + 300 * seats * n + 600
     tokens = len(questions) * per_q_tokens
     known = [prices[m] for m in models if m in prices]
     cost = None
@@ -100,28 +131,31 @@ def estimate(
         cost = tokens * (0.8 * mean_in + 0.2 * mean_out) / 1e6
     return {
         "questions": len(questions),
-        "seatCallsPerQuestion": seats * rounds,
-        "observerCallsPerQuestion": observers,
+        "roundtablesPerQuestion": len(rounds),
+        "seatCallsPerQuestion": seats * sum(rounds),
+        "observerCallsPerQuestion": len(rounds),
         "tokens": tokens,
         "usd": cost,
     }
 
 
 def total_tokens(rec: Mapping[str, Any]) -> int:
-    p = rec.get("protocols", {})
-    biggest = max((int(v.get("tokens") or 0) for v in p.values()), default=0)
-    return biggest + int((rec.get("overhead") or {}).get("observerTokens", 0))
+    """Every token a question's record spent: each of its roundtables (``runs``) once."""
+    return sum(int(v.get("tokens") or 0) for v in (rec.get("runs") or {}).values())
 
 
 def without_cost(rec: dict[str, Any]) -> dict[str, Any]:
     """``rec`` with every protocol's cost unknown (``None``): what a run whose seats' models list
     no price records (OpenCode writes a cost of 0 for such a model, which measures nothing)."""
     protocols = {k: {**v, "cost": None} for k, v in rec.get("protocols", {}).items()}
-    return {**rec, "protocols": protocols}
+    runs = {k: {**v, "cost": None} for k, v in (rec.get("runs") or {}).items()}
+    return {**rec, "protocols": protocols, "runs": runs}
 
 
 def total_cost(rec: Mapping[str, Any]) -> float | None:
-    costs = [v.get("cost") for v in rec.get("protocols", {}).values()]
+    """The cost of a question's record (its roundtables, :func:`total_tokens`); ``None`` when
+    any is unknown."""
+    costs = [v.get("cost") for v in (rec.get("runs") or {}).values()]
     if any(c is None for c in costs):
         return None
-    return max((float(c) for c in costs if c is not None), default=0.0)
+    return sum(float(c) for c in costs if c is not None)

@@ -28,7 +28,7 @@ def slow(req: RecordedRequest) -> Text | None:
 
 
 async def test_a_second_eval_on_the_same_out_at_once_is_refused(rt: RT, tmp_path: Path) -> None:
-    opts = scripted_run(rt, tmp_path, count=2, protocols=["single", "vote"])
+    opts = scripted_run(rt, tmp_path, count=2, protocols=["single"])
     rt.llm.responder = slow
     first = asyncio.create_task(run_eval(opts, target(rt)))
     await rt.llm.wait_for_requests(1, 60, agent=AGENTS[0])
@@ -40,4 +40,4 @@ async def test_a_second_eval_on_the_same_out_at_once_is_refused(rt: RT, tmp_path
     assert await first == 130
     parent = json.loads((opts.out / "run.json").read_text())["parentSessionID"]
     kids = await rt.oc("GET", f"/session/{parent}/children")
-    assert [k["title"] for k in kids] == ["eval easy-1-0"]  # the second run started nothing
+    assert [k["title"] for k in kids] == ["eval easy-1-0 single"]  # the second run started nothing

@@ -66,8 +66,9 @@ async def first_opening_in_flight(llm: ScriptedLLM, task: asyncio.Task[int]) -> 
 
 
 def titles(qid: str) -> set[str]:
-    """The titles of question ``qid``'s roundtable (running, concluded)."""
-    return {f"eval {qid}", f"eval {qid}{CONCLUDED_SUFFIX}"}
+    """The titles of question ``qid``'s debate roundtable (running, concluded); the single
+    seats are read from its independent opening."""
+    return {f"eval {qid} debate", f"eval {qid} debate{CONCLUDED_SUFFIX}"}
 
 
 async def roundtables_of(rt: RT, parent: str, qid: str) -> list[str]:
@@ -77,7 +78,7 @@ async def roundtables_of(rt: RT, parent: str, qid: str) -> list[str]:
 
 
 def options(rt: RT, tmp_path: Path) -> EvalOptions:
-    opts = scripted_run(rt, tmp_path, count=2, protocols=["single", "vote", "debate"])
+    opts = scripted_run(rt, tmp_path, count=2, protocols=["single", "debate"])
     rt.llm.responder = slow_first_opening
     return opts
 
@@ -102,7 +103,7 @@ async def test_a_running_eval_keeps_waiting_on_its_roundtable_when_the_daemon_re
         level="easy",
         seed=1,
         count=2,
-        protocols=["single", "vote", "debate"],
+        protocols=["single", "debate"],
         directory=str(server.project_dir),
     )
     async with aiohttp.ClientSession(headers=server.auth_headers) as http:
@@ -132,7 +133,7 @@ async def test_a_running_eval_keeps_waiting_on_its_roundtable_when_the_daemon_re
             children = await resp.json()
     first = [c["id"] for c in children if c["title"] in titles(FIRST)]
     assert len(first) == 1, first
-    assert report["records"][0]["sessionID"] == first[0]
+    assert report["records"][0]["runs"]["debate"]["sessionID"] == first[0]
     assert report["parents"] == {parent: 2} and not report["abandoned"]
     assert len(opening_turns(scripted_llm)) == len(AGENTS)  # each seat answered once
 
@@ -153,7 +154,7 @@ async def test_a_rerun_after_a_restart_mid_question_attaches_to_the_roundtable_s
     report = report_of(opts)
     assert report["questions"] == {"done": 2, "planned": 2}
     assert await roundtables_of(rt, parent, FIRST) == started
-    assert report["records"][0]["sessionID"] == started[0]
+    assert report["records"][0]["runs"]["debate"]["sessionID"] == started[0]
     assert report["records"][0]["resumed"] is True
     assert report["parents"] == {parent: 2} and not report["abandoned"]
     assert len(opening_turns(rt.llm)) == len(AGENTS)
@@ -173,14 +174,14 @@ async def test_a_rerun_whose_started_roundtable_is_gone_starts_it_again_and_coun
     capsys.readouterr()
     assert await run_eval(opts, target(rt)) == 0
     err = capsys.readouterr().err
-    assert f"eval: {FIRST}: its roundtable {gone} " in err and "starting it again" in err
+    assert f"eval: {FIRST}/debate: its roundtable {gone} " in err and "starting it again" in err
     report = report_of(opts)
     assert report["questions"] == {"done": 2, "planned": 2}
-    again = report["records"][0]["sessionID"]
+    again = report["records"][0]["runs"]["debate"]["sessionID"]
     assert again != gone and await roundtables_of(rt, parent, FIRST) == [again]
     (abandoned,) = report["abandoned"]
-    assert (abandoned["id"], abandoned["sessionID"]) == (FIRST, gone)
+    assert (abandoned["id"], abandoned["sessionID"]) == (f"{FIRST}/debate", gone)
     assert report["parents"] == {parent: 3}  # both roundtables of the first question
     md = (opts.out / "report.md").read_text()
     assert f"parent session: {parent} (3 roundtables under it;" in md
-    assert f"abandoned roundtable of {FIRST}: {gone}, which " in md
+    assert f"abandoned roundtable of {FIRST}/debate: {gone}, which " in md

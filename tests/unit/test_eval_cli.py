@@ -21,6 +21,11 @@ LOCAL = ["--base-url", "http://127.0.0.1:8080/v1", "--model", "m"]
         (["--agents", "a,b", "--limit", "x"], "--limit"),
         (["--agents", "a,b", "--limit", "0"], "--limit"),
         (["--agents", "a,b", "--protocols", "single,chaos"], "--protocols"),
+        (
+            ["--agents", "a,b", "--protocols", "sc"],
+            "allowed single, vote, debate, adaptive, council, self-consistency",
+        ),
+        (["--agents", "a,b", "--protocols", "self-consistency"], "--protocols self-consistency"),
         (["--agents", "a,b", "--level", "hard"], "--level"),
         (["--agents", "a,b", "--max-usd", "nan"], "--max-usd"),
         (["--agents", "a,b", "--max-tokens", "-5"], "--max-tokens"),
@@ -83,3 +88,13 @@ def test_the_output_and_context_limits_are_written_for_the_run(tmp_path: Path) -
     assert plain.identity()["outputLimit"] is None  # no model written: no limit of ours
     cfg = provider.with_local_model({}, "http://h:1/v1", "m", ["s"], context=8192, output=512)
     assert cfg["provider"]["local"]["models"]["m"]["limit"] == {"context": 8192, "output": 512}
+
+
+def test_the_default_protocols_are_all_of_them_with_a_local_model(tmp_path: Path) -> None:
+    """Self-consistency samples copies of a seat the run writes into its own project: with
+    ``--agents`` alone the default leaves it out, with ``--model`` it is in."""
+    every = ["single", "vote", "debate", "adaptive", "council", "self-consistency"]
+    local = options_from(build_parser().parse_args(["eval", "--out", str(tmp_path), *LOCAL]))
+    assert local.protocols == every
+    agents = ["eval", "--out", str(tmp_path), "--agents", "a,b"]
+    assert options_from(build_parser().parse_args(agents)).protocols == every[:-1]
