@@ -527,11 +527,11 @@ def _flag(field: str) -> str:
 OTHER_ENV = frozenset(
     {"CONFIG", "FAULT", "URL", "UNIT", "TEMPLATE", "DEMO_MODEL", "DEMO_BASE_URL", "SLOW"}
     | {"EVAL_BASE_URL", "EVAL_MODEL"}
-    | {"TEST_WORKERS", "OPENCODE_BIN", "OPENCODE2_BIN", "OPENCODE_VERSION"}
+    | {"TEST_WORKERS", "TEST_OPENCODE_MAJOR", "OPENCODE_BIN", "OPENCODE2_BIN", "OPENCODE_VERSION"}
 )
 """``ROUNDTABLED_*`` variables read elsewhere (config file, tests' crash points, the tool shim,
 the demo, the unit template, and the test suite and its scripts: ``scripts/test``'s workers and
-OpenCode release, the harness's binaries), not settings fields."""
+OpenCode release and major, the harness's binaries), not settings fields."""
 DOCUMENTED_OTHER_ENV = frozenset({"CONFIG", "URL", "DEMO_MODEL"})
 """Those of ``OTHER_ENV`` the README documents for users (the others are the test suite's)."""
 
