@@ -16,6 +16,7 @@ import pytest
 
 from roundtabled.core.scoring import arithmetic_questions
 from roundtabled.eval.run import run_eval
+from roundtabled.opencode.v2 import V2NotFound
 from tests.e2e.conftest import RT
 from tests.e2e.eval_helpers import AGENTS, scripted_run, target
 from tests.e2e.test_eval import expected
@@ -61,3 +62,19 @@ async def test_eval_on_2x_reports_accuracy_the_version_and_cost_unknown(
     assert f"| vote | {by_name['vote']['correct']}/2" in md
     assert f"| debate | {by_name['debate']['correct']}/2" in md
     assert "| unknown |" in md
+
+
+async def test_eval_on_2x_resumes_under_its_parent_and_cleanup_deletes_its_sessions(
+    rt: RT, tmp_path: Path
+) -> None:
+    """A resume reads the recorded parent through the 2.x client and runs the rest under it;
+    ``--cleanup`` deletes the parent and its roundtables on the 2.x server."""
+    one = scripted_run(rt, tmp_path, count=2, limit=1, protocols=["single"])
+    assert await run_eval(one, target(rt)) == 0
+    parent = json.loads((one.out / "run.json").read_text())["parentSessionID"]
+    both = scripted_run(rt, tmp_path, count=2, protocols=["single"], cleanup=True)
+    assert await run_eval(both, target(rt)) == 0
+    report = json.loads((both.out / "report.json").read_text())
+    assert report["parentSessionID"] == parent and report["parents"] == {parent: 2}
+    with pytest.raises(V2NotFound):
+        await rt.v2.client.get_session(parent)
