@@ -755,12 +755,7 @@ async def serve_async(args: argparse.Namespace) -> int:
                 if listing is None
                 else f"  (not on OpenCode 2 yet: {rt} list — {listing})\n"
             )
-            + (
-                f"  {rt} eval --agents pm,dev,rv --limit 4 --directory {demo.server.project_dir}\n"
-                if demo.major == 1
-                else f"  (not on OpenCode 2 yet: {rt} eval — it reads OpenCode 1.x's HTTP API; "
-                "scripts/demo --opencode 1 --serve runs it)\n"
-            )
+            + f"  {rt} eval --agents pm,dev,rv --limit 4 --directory {demo.server.project_dir}\n"
             + f"The OpenCode TUI on this server: {tui_command(demo)}\n"
             + (
                 "In the TUI: the roundtable's debate is a child session of yours; ↓ opens the "

@@ -25,8 +25,8 @@ from roundtabled.eval.options import (
     singles_from,
     topic_for,
 )
+from roundtabled.eval.server import EvalServer
 from roundtabled.eval.spending import roundtable_spend, spend_upto
-from roundtabled.opencode.client import OpenCodeClient
 
 
 def _said(line: str) -> None:
@@ -144,7 +144,7 @@ async def wait_done(cc: ControlClient, ses: str, qid: str = "", parent: str = ""
 
 async def _unrecorded(
     cc: ControlClient,
-    oc: OpenCodeClient | None,
+    oc: EvalServer | None,
     parent: str,
     qid: str,
     known: set[str],
@@ -173,7 +173,7 @@ async def _unrecorded(
 
 async def _start(
     cc: ControlClient,
-    oc: OpenCodeClient | None,
+    oc: EvalServer | None,
     qid: str,
     body: dict[str, Any],
     known: set[str],
@@ -321,7 +321,7 @@ def _flips(seats: Sequence[scoring.SeatRounds], gold: str | None) -> list[int] |
 
 async def _roundtable(
     cc: ControlClient,
-    oc: OpenCodeClient | None,
+    oc: EvalServer | None,
     opts: EvalOptions,
     q: Question,
     run: str,
@@ -375,7 +375,7 @@ async def run_question(
     q: Question,
     parent: str,
     directory: str | None,
-    oc: OpenCodeClient | None = None,
+    oc: EvalServer | None = None,
     journal: Journal | None = None,
 ) -> dict[str, Any]:
     """Run one question — a roundtable per protocol (:func:`~roundtabled.eval.options.runs_of`),

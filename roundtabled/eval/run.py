@@ -9,13 +9,12 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from roundtabled import __version__
 from roundtabled.cli.client import CliError, ControlClient
-from roundtabled.core import wire
 from roundtabled.core.scoring import Question
 from roundtabled.eval import code
 from roundtabled.eval.ledger import JOURNAL_FILE, Journal, RoundtableGone, only_run, read_records
@@ -29,8 +28,8 @@ from roundtabled.eval.options import (
 )
 from roundtabled.eval.question import run_question
 from roundtabled.eval.report import build_report, write_reports
+from roundtabled.eval.server import EvalServer, open_server
 from roundtabled.eval.spending import estimate, total_cost, total_tokens, without_cost
-from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import install, provider
 
 
@@ -92,7 +91,8 @@ async def run_eval(
                 f"({json.dumps(run.get('options'))}); give another --out to start a new run",
                 2,
             )
-    oc = OpenCodeClient(
+    # The server's major decides the client (1.x or 2.x): eval runs on both (docs/eval.md).
+    oc = await open_server(
         target.server_url,
         username=target.server_username,
         password=target.server_password,
@@ -100,17 +100,18 @@ async def run_eval(
     )
     try:
         async with ControlClient(target.control_url, target.token_file) as cc:
-            health = await _reach(cc, oc, target)
+            version = await _reach(cc, oc, target)
             opts.out.mkdir(parents=True, exist_ok=True)
             with only_run(opts.out):
-                return await _run(opts, target, questions, run, cc, oc, health, on_record)
+                return await _run(opts, target, questions, run, cc, oc, version, on_record)
     finally:
         await oc.close()
 
 
-async def _reach(cc: ControlClient, oc: OpenCodeClient, target: Target) -> dict[str, Any]:
-    """The server's health, once the daemon and the server both answered: before anything is
-    written or printed, so that a run that cannot start says only why.
+async def _reach(cc: ControlClient, oc: EvalServer, target: Target) -> str | None:
+    """The server's version (``None``: it did not say), once the daemon and the server both
+    answered: before anything is written or printed, so that a run that cannot start says only
+    why.
 
     Raises:
         CliError: (exit 1) the daemon's own error for an unreachable daemon (as every command
@@ -118,7 +119,7 @@ async def _reach(cc: ControlClient, oc: OpenCodeClient, target: Target) -> dict[
     """
     await cc.call("GET", "/v1/health")
     try:
-        return dict(await oc.health())
+        return await oc.version()
     except Exception as exc:
         raise CliError(
             f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
@@ -131,8 +132,8 @@ async def _run(
     questions: Sequence[Question],
     run: dict[str, Any],
     cc: ControlClient,
-    oc: OpenCodeClient,
-    health: Mapping[str, Any],
+    oc: EvalServer,
+    version: str | None,
     on_record: Callable[[dict[str, Any]], None] | None,
 ) -> int:
     """The run of :func:`run_eval` once the daemon and the server answered (``run``: the
@@ -156,7 +157,10 @@ async def _run(
         # come with it and stay unused (the written seats may use no tool).
         try:
             install.install_tools(
-                project / ".opencode", control_url=target.control_url, token_file=target.token_file
+                project / ".opencode",
+                control_url=target.control_url,
+                token_file=target.token_file,
+                major=oc.major,
             )
         except install.InstallError as exc:
             raise CliError(f"Error: --base-url: cannot write the run's project ({exc})") from None
@@ -180,26 +184,20 @@ async def _run(
     try:
         try:
             try:
-                providers = await oc.providers(directory)
-                agents = await oc.agents(directory)
-                server_config = await oc.config(directory)
+                # A seat without a model of its own runs on the server's default, as the daemon
+                # seats it: the report names the same models.
+                seats = await oc.seat_models(opts.agents, directory)
             except Exception as exc:
                 raise CliError(
                     f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
                 ) from None
-            # A seat without a model of its own runs on the server's default, as the daemon
-            # seats it (engine.launch.seat_models): the report names the same models.
-            models = wire.agent_models(agents)
-            default_model = wire.model_ref(server_config.get("model"))
-            seat_models = [
-                m.label() for a in opts.agents if (m := models.get(a) or default_model) is not None
-            ]
+            seat_models = seats.labels
             recorded = run.get("parentSessionID")
             earlier = [str(p) for p in run.get("earlierParentSessionIDs") or ()]
             parent = recorded
             if parent and todo:
                 try:
-                    await oc.get_session(parent)
+                    await oc.session_exists(parent)
                 except Exception:
                     parent = None
             if not parent:
@@ -208,22 +206,20 @@ async def _run(
                 # records.
                 if recorded:
                     earlier.append(str(recorded))
-                s1 = await oc.create_session(
-                    directory=directory, title=f"roundtabled eval {opts.out.name}"
-                )
-                parent = str(s1["id"])
+                parent = await oc.create_parent(directory, f"roundtabled eval {opts.out.name}")
             run = {
                 "options": opts.identity(),
                 "parentSessionID": parent,
                 "earlierParentSessionIDs": earlier,
                 "directory": directory,
-                "opencodeVersion": health.get("version"),
+                "opencodeVersion": version,
                 "roundtabledVersion": __version__,
                 "started": run.get("started") or started,
                 "label": opts.label,
             }
-            prices = wire.model_prices(providers)
-            # The server records a cost of 0 for a model without a price: unknown, not free.
+            prices = seats.prices
+            # The server records a cost of 0 for a model without a price (2.x lists no price at
+            # all): unknown, not free.
             run["costListed"] = bool(seat_models) and all(m in prices for m in seat_models)
             run_file.write_text(json.dumps(run, indent=2) + "\n")
             est = estimate(opts, todo, prices, seat_models)
@@ -321,7 +317,7 @@ async def _run_all(
     done: dict[str, dict[str, Any]],
     total: int,
     on_record: Callable[[dict[str, Any]], None] | None = None,
-    oc: OpenCodeClient | None = None,
+    oc: EvalServer | None = None,
     *,
     cost_listed: bool = True,
     journal: Journal | None = None,

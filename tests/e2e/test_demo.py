@@ -147,6 +147,23 @@ async def test_demo_serve_lets_a_user_drive_the_cli_by_hand(tmp_path: Path) -> N
         assert "Status: completed, 2/2 rounds" in out.decode(), (out, err)
         assert "── verdict ──" in out.decode()
         assert "--parent ses_" in start, start  # 2.x runs a roundtable under a session
+        # The eval line runs on 2.x as printed (once it was "not on OpenCode 2 yet"); one
+        # question of one protocol keeps it short.
+        printed = next(line for line in lines if " eval --agents pm,dev,rv" in line)
+        assert "not on OpenCode 2 yet" not in "".join(lines)
+        out_dir = tmp_path / "eval"
+        run = await asyncio.create_subprocess_exec(
+            *shlex.split(printed.strip()),
+            *("--limit", "1", "--protocols", "single", "--out", str(out_dir)),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(run.communicate(), 180)
+        assert run.returncode == 0, (out, err)
+        report = (out_dir / "report.md").read_text()
+        assert re.search(r"^- OpenCode 2\.", report, re.M), report
+        assert re.search(r"^\| single:pm \| [01]/1 = ", report, re.M), report
     finally:
         if proc.returncode is None:
             # SIGTERM (a `kill`, a timeout) cleans up like Ctrl-C does
