@@ -373,7 +373,12 @@ async def test_on_opencode_2_the_plugin_s_tui_part_shows_the_roundtable_s_toasts
         while daemon.api.notices.polls < 2:
             assert time.monotonic() < deadline, "the plugin's TUI part never polled /v1/notices"
             await asyncio.sleep(0.2)
-        llm.script(Text(text="PM-SEAT says: ship the small scope first."), agent="pm")
+        # pm answers after a pause: the start toast is raised when turn 1 reaches the model, and
+        # a debate that ends a second later would let the concluded toast cover it on screen
+        llm.script(
+            Text(text="PM-SEAT says: ship the small scope first.", first_byte_delay=4.0),
+            agent="pm",
+        )
         llm.script(Text(text="DEV-SEAT says: agreed, behind a flag."), agent="dev")
         llm.script(Text(text="SUMMARY: small scope first."), agent=OBSERVER_AGENT)
         assert daemon.control_address is not None
