@@ -424,32 +424,6 @@ class SeatRounds:
     confidences: tuple[float | None, ...]
 
 
-def converged_round(seats: Sequence[SeatRounds], first: int, last: int) -> int:
-    """The round (0-indexed) at which ``until: converged`` stops, read from a transcript: the
-    first round ``r`` in ``first..last`` in which every seat answered and none changed its answer
-    since round ``r - 1`` (the daemon's rule, docs/deliberation.md: never on a round with a
-    change; a seat without an answer blocks); ``last`` when none did."""
-    for r in range(first, last + 1):
-        ok = True
-        for s in seats:
-            if r >= len(s.answers) or s.answers[r] is None or s.answers[r] != s.answers[r - 1]:
-                ok = False
-                break
-        if ok:
-            return r
-    return last
-
-
-def vote_at(seats: Sequence[SeatRounds], r: int) -> str | None:
-    """The majority (:func:`majority`) of the seats' answers in round ``r`` (a seat with fewer
-    rounds votes with its last one)."""
-    pairs: list[tuple[str | None, float | None]] = []
-    for s in seats:
-        k = min(r, len(s.answers) - 1)
-        pairs.append((s.answers[k], s.confidences[k]) if k >= 0 else (None, None))
-    return majority(pairs)
-
-
 @dataclass
 class ProtocolSummary:
     """The report's line of one protocol (docs/eval.md)."""

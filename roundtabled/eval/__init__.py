@@ -1,15 +1,12 @@
 """``roundtabled eval``: decision quality of a panel on the user's own models (docs/eval.md).
 
-Every question becomes one roundtable through the daemon the user runs (its control API) and the
-OpenCode server behind it, under one parent session per run:
-
-1. an independent opening (``opening: "independent"``, one round): each seat's own first answer
-   gives ``single:<seat>``, their majority gives ``vote``;
-2. when ``debate`` or ``adaptive`` is asked for, an ``extend`` of that roundtable by two rounds,
-   and for ``adaptive`` one more round while its panel has not converged: ``debate`` is read after
-   the two rounds, ``adaptive`` at the round its convergence rule stops
-   (:func:`roundtabled.core.scoring.converged_round`). Both continue from the same openings, so
-   flips are measured from the same first answers and the opening is paid once.
+Every question becomes roundtables through the daemon the user runs (its control API) and the
+OpenCode server behind it, under one parent session per run. Each protocol of ``--protocols``
+is one roundtable the daemon runs with that protocol (``vote``, ``debate``, ``adaptive``,
+``council``; ``self-consistency`` is a ``vote`` of copies of one seat), one after another per
+question; its answer is read from the product's own result, never re-computed beside it.
+``single:<seat>`` is each seat's answer in ``vote``'s independent round (docs/eval.md, "What runs
+per question").
 
 Results are appended to ``results.jsonl`` per question (a re-run with the same ``--out`` resumes),
 and ``report.md`` / ``report.json`` (and ``accuracy-vs-tokens.png`` with matplotlib) are written

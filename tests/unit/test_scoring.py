@@ -13,7 +13,6 @@ from roundtabled.core.scoring import (
     Question,
     arithmetic_questions,
     canonical,
-    converged_round,
     evaluate_expression,
     majority,
     mcnemar_exact,
@@ -177,19 +176,6 @@ def test_task_lines_are_checked_naming_line_and_field() -> None:
             parse_task_lines([line], "t")
     with pytest.raises(scoring.TaskFileError, match="given twice"):
         parse_task_lines(['{"id": 1, "question": "q", "answer": 1}'] * 2, "t")
-
-
-def seats(*rows: tuple[str | None, ...]) -> list[scoring.SeatRounds]:
-    return [scoring.SeatRounds(f"s{i}", r, (None,) * len(r)) for i, r in enumerate(rows)]
-
-
-def test_converged_round_needs_a_round_without_change() -> None:
-    # Unchanged from round 1 to 2 (0-indexed): stops at 2, the first round it may.
-    assert converged_round(seats(("1", "2", "2", "9"), ("3", "2", "2", "9")), 2, 3) == 2
-    # A change in round 2: not before round 3.
-    assert converged_round(seats(("1", "2", "2", "2"), ("3", "1", "2", "2")), 2, 3) == 3
-    # A seat without an answer blocks; the last round is the cap.
-    assert converged_round(seats(("1", "1", "1", "1"), ("1", None, None, None)), 2, 3) == 3
 
 
 def test_summary_of_no_records_is_unknown_not_zero() -> None:
