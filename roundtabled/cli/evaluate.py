@@ -10,6 +10,7 @@ from pathlib import Path
 
 from roundtabled.cli.client import EXIT_USAGE, CliError, control_url
 from roundtabled.cli.debate import turn_timeout_flag
+from roundtabled.core import code_reading
 from roundtabled.core.scoring import ARITHMETIC_LEVELS
 from roundtabled.eval.options import (
     DEFAULT_LOCAL_SEATS,
@@ -42,7 +43,8 @@ def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--level",
         default="medium",
         help=f"arithmetic level: {', '.join(ARITHMETIC_LEVELS)} (default medium: a*b+c*d, 2-20; "
-        "du: a+b*c+d-e*f, 0-30; easy: a+b*c, 2-12)",
+        "du: a+b*c+d-e*f, 0-30; easy: a+b*c, 2-12); code level: "
+        f"{', '.join(code_reading.LEVELS)} (default medium; easy: one operation on literals)",
     )
     s.add_argument("--count", default="40", help="questions generated (default 40)")
     s.add_argument("--seed", default="0", help="seed of the generated questions (default 0)")
@@ -135,8 +137,13 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
             f"--tasks must be {', '.join(map(repr, GENERATED_TASKS))} or a JSONL file, "
             f"got {args.tasks!r}"
         )
-    if args.level not in ARITHMETIC_LEVELS:
-        raise _usage(f"--level must be one of {', '.join(ARITHMETIC_LEVELS)}, got {args.level!r}")
+    levels = code_reading.LEVELS if args.tasks == "code" else ARITHMETIC_LEVELS
+    if args.level not in levels:
+        raise _usage(
+            f"--level must be one of {', '.join(levels)}"
+            + (" for --tasks code" if args.tasks == "code" else "")
+            + f", got {args.level!r}"
+        )
     given = args.protocols is not None
     protocols = [p.strip() for p in (args.protocols or "").split(",") if p.strip()]
     bad = [p for p in protocols if p not in PROTOCOLS]
@@ -190,8 +197,8 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
     except provider.BadModelOption as exc:
         raise _usage(str(exc)) from None
     task_name = (
-        "arithmetic-" + args.level
-        if args.tasks == "arithmetic"
+        f"{args.tasks}-{args.level}"
+        if args.tasks in ("arithmetic", "code")
         else args.tasks
         if generated
         else Path(args.tasks).stem

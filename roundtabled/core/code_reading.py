@@ -97,6 +97,32 @@ def _grid(rng: random.Random) -> str:
     )
 
 
+def _easy_loop(rng: random.Random) -> str:
+    start, n, step = rng.randint(0, 9), rng.randint(2, 5), rng.randint(1, 4)
+    return f"total = {start}\nfor i in range({n}):\n    total += {step}\nprint(total)\n"
+
+
+def _easy_slicing(rng: random.Random) -> str:
+    xs = [rng.randint(0, 9) for _ in range(rng.randint(4, 6))]
+    a = rng.randint(0, 2)
+    expr = rng.choice([f"xs[{a}:{a + 2}]", "xs[-2:]", "xs[::-1]", f"xs[{a}] + xs[-1]"])
+    return f"xs = {xs}\nprint({expr})\n"
+
+
+def _easy_dict(rng: random.Random) -> str:
+    a, b = rng.sample(WORDS, 2)
+    x, y, z = rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 5)
+    expr = rng.choice([f"d[{a!r}] + d[{b!r}]", "len(d)", f"d[{a!r}] * {z}"])
+    return f"d = {{{a!r}: {x}, {b!r}: {y}}}\nprint({expr})\n"
+
+
+def _easy_string(rng: random.Random) -> str:
+    w = rng.choice(WORDS)
+    n = rng.randint(1, 3)
+    expr = rng.choice(["w.upper()", f"w[:{n}]", "len(w)", f"w[{n}]", "w[::-1]"])
+    return f"w = {w!r}\nprint({expr})\n"
+
+
 FAMILIES: dict[str, Callable[[random.Random], str]] = {
     "loop": _loop,
     "slicing": _slicing,
@@ -104,15 +130,36 @@ FAMILIES: dict[str, Callable[[random.Random], str]] = {
     "string": _string,
     "grid": _grid,
 }
-"""The program shapes, chosen per seed."""
+"""The program shapes of the ``medium`` level, chosen per seed."""
+
+EASY_FAMILIES: dict[str, Callable[[random.Random], str]] = {
+    "loop": _easy_loop,
+    "slicing": _easy_slicing,
+    "dict": _easy_dict,
+    "string": _easy_string,
+}
+"""The program shapes of the ``easy`` level: two to four lines, one operation on literals — for
+a small model that reads no ``medium`` program right (bench/README.md, "eval")."""
+
+LEVELS: dict[str, dict[str, Callable[[random.Random], str]]] = {
+    "easy": EASY_FAMILIES,
+    "medium": FAMILIES,
+}
+"""The levels of ``--tasks code`` (``--level``)."""
 
 
-def program(seed: str) -> str:
-    """The program of ``seed`` (any string; the same seed gives the same text): a few lines of
-    Python that print one line."""
-    rng = random.Random(f"code:{seed}")
-    family = rng.choice(sorted(FAMILIES))
-    return FAMILIES[family](rng)
+def program(seed: str, level: str = "medium") -> str:
+    """The program of ``seed`` (any string; the same seed and level give the same text) at
+    ``level`` (a key of :data:`LEVELS`): a few lines of Python that print one line.
+
+    Raises:
+        KeyError: ``level`` is not a key of :data:`LEVELS`.
+    """
+    families = LEVELS[level]
+    # medium keeps the seed's original stream, so its sets are the ones generated before levels
+    rng = random.Random(f"code:{seed}" if level == "medium" else f"code-{level}:{seed}")
+    family = rng.choice(sorted(families))
+    return families[family](rng)
 
 
 def question_text(source: str) -> str:

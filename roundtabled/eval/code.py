@@ -76,11 +76,13 @@ def run_program(source: str) -> str:
     return done.stdout
 
 
-def code_questions(count: int, seed: int) -> list[Question]:
-    """``count`` code-reading questions of ``seed``: question ``i`` takes the program of seed
+def code_questions(count: int, seed: int, level: str = "medium") -> list[Question]:
+    """``count`` code-reading questions of ``seed`` at ``level`` (a key of
+    :data:`roundtabled.core.code_reading.LEVELS`): question ``i`` takes the program of seed
     ``"{seed}:{i}:{attempt}"`` for the first attempt (0, 1, …) whose run prints one line, and
-    its output as the gold answer. The same seed gives the same questions, and a longer set
-    starts with the shorter one.
+    its output as the gold answer. The same seed and level give the same questions, and a
+    longer set starts with the shorter one; ids are ``code-{seed}-{i}`` at ``medium``,
+    ``code-{level}-{seed}-{i}`` otherwise.
 
     Raises:
         ProgramFailed: no program of :data:`ATTEMPTS` seeds ran for one question.
@@ -89,7 +91,7 @@ def code_questions(count: int, seed: int) -> list[Question]:
     for i in range(count):
         why = ""
         for attempt in range(ATTEMPTS):
-            source = code_reading.program(f"{seed}:{i}:{attempt}")
+            source = code_reading.program(f"{seed}:{i}:{attempt}", level)
             try:
                 printed = run_program(source)
             except ProgramFailed as exc:
@@ -97,7 +99,7 @@ def code_questions(count: int, seed: int) -> list[Question]:
                 continue
             out.append(
                 Question(
-                    id=f"code-{seed}-{i}",
+                    id=f"code-{seed}-{i}" if level == "medium" else f"code-{level}-{seed}-{i}",
                     question=code_reading.question_text(source),
                     answer=code_reading.output_form(printed) or printed,
                     compare="output",
@@ -105,7 +107,9 @@ def code_questions(count: int, seed: int) -> list[Question]:
             )
             break
         else:
-            raise ProgramFailed(f"code-{seed}-{i}: no program of {ATTEMPTS} seeds ran ({why})")
+            raise ProgramFailed(
+                f"code-{level}-{seed}-{i}: no program of {ATTEMPTS} seeds ran ({why})"
+            )
     return out
 
 

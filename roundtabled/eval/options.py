@@ -80,7 +80,7 @@ class EvalOptions:
         return {
             "format": RECORD_FORMAT,
             "tasks": self.tasks,
-            "level": self.level if self.tasks == "arithmetic" else None,
+            "level": self.level if self.tasks in GENERATED_TASKS else None,
             "seed": self.seed,
             "agents": self.agents,
             "protocols": self.protocols,
@@ -116,7 +116,7 @@ def load_questions(opts: EvalOptions) -> list[Question]:
     elif opts.tasks == "code":
         count = opts.count if opts.limit is None else min(opts.count, opts.limit)
         try:
-            qs = code.code_questions(count, opts.seed)
+            qs = code.code_questions(count, opts.seed, opts.level)
         except code.ProgramFailed as exc:
             raise CliError(f"Error: --tasks code: {exc}") from None
     else:

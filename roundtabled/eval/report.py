@@ -50,7 +50,7 @@ def build_report(
         "questions": {"done": len(records), "planned": total},
         "task": {
             "tasks": opts.tasks,
-            "level": opts.level if opts.tasks == "arithmetic" else None,
+            "level": opts.level if opts.tasks in ("arithmetic", "code") else None,
             "seed": opts.seed,
             "answerLine": opts.answer_line,
         },

@@ -28,18 +28,33 @@ from roundtabled.eval.options import EvalOptions, load_questions
 seeds = st.text(alphabet="0123456789:abc", min_size=1, max_size=12)
 
 
-@given(seeds)
-def test_a_seed_gives_one_program(seed: str) -> None:
-    first = code_reading.program(seed)
-    assert first == code_reading.program(seed)
+levels = st.sampled_from(sorted(code_reading.LEVELS))
+
+
+@given(seeds, levels)
+def test_a_seed_gives_one_program(seed: str, level: str) -> None:
+    first = code_reading.program(seed, level)
+    assert first == code_reading.program(seed, level)
     assert "import" not in first and "open(" not in first and "set(" not in first
     assert first.rstrip().splitlines()[-1].startswith("print(")
+    if level == "easy":  # one operation on literals: at most a loop of two lines and a print
+        assert len(first.rstrip().splitlines()) <= 4
+
+
+def test_medium_is_the_set_generated_before_levels() -> None:
+    assert code_reading.program("0:0:0") == code_reading.program("0:0:0", "medium")
+    assert code_reading.program("0:0:0", "easy") != code_reading.program("0:0:0")
+    assert [q.id for q in code.code_questions(2, 5, "easy")] == ["code-easy-5-0", "code-easy-5-1"]
+    with pytest.raises(KeyError):
+        code_reading.program("0", "hard")
 
 
 @settings(max_examples=12, deadline=None)
-@given(seeds)
-def test_every_program_runs_within_the_bound_and_prints_the_same_line_twice(seed: str) -> None:
-    source = code_reading.program(seed)
+@given(seeds, levels)
+def test_every_program_runs_within_the_bound_and_prints_the_same_line_twice(
+    seed: str, level: str
+) -> None:
+    source = code_reading.program(seed, level)
     once = code.run_program(source)
     assert code_reading.one_line(once)
     assert code.run_program(source) == once
@@ -126,8 +141,25 @@ def test_an_unknown_tasks_value_names_the_flag_and_the_allowed_values(
     assert not out.exists()
 
 
-def test_the_code_set_names_its_run_directory_and_records_no_level(tmp_path: Path) -> None:
+def test_the_code_set_names_its_run_directory_and_records_its_level(tmp_path: Path) -> None:
     args = build_parser().parse_args(["eval", "--agents", "a,b", "--tasks", "code", "--seed", "4"])
     opts = options_from(args)
-    assert opts.tasks == "code" and opts.out == Path("eval-code-4")
-    assert opts.identity()["level"] is None
+    assert opts.tasks == "code" and opts.out == Path("eval-code-medium-4")
+    assert opts.identity()["level"] == "medium"
+    args = build_parser().parse_args(
+        ["eval", "--agents", "a,b", "--tasks", "code", "--level", "easy", "--limit", "3"]
+    )
+    opts = options_from(args)
+    assert opts.out == Path("eval-code-easy-0") and opts.identity()["level"] == "easy"
+    assert [q.id for q in load_questions(opts)] == [f"code-easy-0-{i}" for i in range(3)]
+
+
+def test_an_arithmetic_level_for_code_names_the_flag_and_the_code_levels(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    code_ = main(["eval", "--agents", "a,b", "--tasks", "code", "--level", "du", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code_ == 2 and len(err) == 1, err
+    assert err[0] == "Error: --level must be one of easy, medium for --tasks code, got 'du'"
+    assert not out.exists()
