@@ -6,7 +6,10 @@ All three come from debates on the real server with the scripted LLM answering i
    the daemon (control API start → result available), then the *floor*: the same 16 agent turns
    (the daemon's own prompt texts, read back from its S2) sent to one fresh session with
    ``prompt_async``, each waiting for ``session.idle`` on the event stream; no orchestration at
-   all. Reported: the median of the per-pair ratios daemon/floor, and both medians.
+   all. Reported: the median of the per-pair ratios daemon/floor, and both medians; where the
+   time went (``breakdown_ms``: lead, between, tail, model; ``gaps_ms``: each gap between two
+   model requests, median per gap); the daemon's calls to the server per measured debate by
+   route, and their milliseconds (:class:`bench.overhead_v2.CallCount`, as on 2.x).
 2. **Handoff latency.** The daemon's own measurement (``HandoffMetrics.handoffs``): from the event
    that woke the worker to the return of the next ``prompt_async`` POST, and the server's share
    of it (``HandoffMetrics.handoff_server``: wall time with at least one request in flight,
@@ -24,6 +27,7 @@ Sizes in bytes (UTF-8), times in ms unless named ``_s``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -89,6 +93,23 @@ def breakdown(requests: list[RecordedRequest], span: Span) -> dict[str, float]:
         "between": sum(n.t_mono - e for n, e in zip(reqs[1:], ends, strict=False)) * 1000,
         "tail": (span[1] - ends[-1]) * 1000,
     }
+
+
+def gaps(requests: list[RecordedRequest]) -> list[float]:
+    """Each gap of one debate (ms): reply ``k`` finished → request ``k + 1`` arrived, in order
+    (the terms of ``between`` in :func:`breakdown`; gap 1 follows turn 1, the last one leads
+    to the observer)."""
+    reqs = sorted(requests, key=lambda r: r.t_mono)
+    if any(r.finished_at is None for r in reqs):
+        return []
+    return [(n.t_mono - float(e.finished_at or 0.0)) * 1000 for e, n in itertools.pairwise(reqs)]
+
+
+def median_gaps(rows: list[list[float]]) -> list[float]:
+    """Per gap index, the median over debates of the same length (ms, rounded)."""
+    n = median([float(len(r)) for r in rows]) if rows else 0
+    rows = [r for r in rows if len(r) == n]
+    return [rnd(median([r[i] for r in rows]), 1) for i in range(int(n))] if rows else []
 
 
 def median_breakdown(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -278,11 +299,15 @@ def _seed_prompt_bytes(state: RoundtableState, round_index: int, seat: int) -> i
 
 async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) -> dict[str, Any]:
     """Figures 1–3 (and the raw event recording of one debate, returned as ``_events``)."""
+    # Imported here: bench.overhead_v2 imports this module.
+    from .overhead_v2 import CallCount
+
     assert env.daemon is not None
     engine = env.daemon.engine
     metrics = engine.metrics
     tap = EventTap(env.srv.url)
     await tap.start()
+    calls = CallCount()
     try:
         parent = await env.new_parent()
         # Warm-up pair (not counted): also records the event stream and the turn script.
@@ -304,11 +329,15 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         for i in range(pairs):
             # Alternate which side goes first so drift hits both equally.
             if i % 2 == 0:
+                calls.on = True
                 d, last_s2 = await daemon_debate(env, parent, spans=d_spans)
+                calls.on = False
                 f = await floor_debate(env, tap, parent, script, f_spans)
             else:
                 f = await floor_debate(env, tap, parent, script, f_spans)
+                calls.on = True
                 d, last_s2 = await daemon_debate(env, parent, spans=d_spans)
+                calls.on = False
             d_times.append(d)
             f_times.append(f)
         ratios = [d / f for d, f in zip(d_times, f_times, strict=True)]
@@ -318,6 +347,12 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
             )
             for side, spans in (("daemon", d_spans), ("floor", f_spans))
         }
+        per_gap = {
+            side: median_gaps([gaps(await env.llm.requests_for(s)) for s in spans])
+            for side, spans in (("daemon", d_spans), ("floor", f_spans))
+        }
+        calls_per_debate = {k: rnd(v / pairs, 1) for k, v in sorted(calls.calls.items())}
+        ms_per_debate = {k: rnd(v / pairs, 1) for k, v in sorted(calls.ms.items())}
         h1 = handoff_stats(
             list(metrics.handoffs), list(metrics.handoff_server), list(metrics.handoff_queued)
         )
@@ -356,6 +391,7 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
         hn["early_hides"] = metrics.early_hides - early0 - h1["early_hides"]
         hn["ahead_decisions"] = metrics.ahead_decisions - ahead0 - h1["ahead_decisions"]
     finally:
+        calls.close()
         await tap.close()
     return {
         "overhead": {
@@ -368,6 +404,9 @@ async def run(env: Env, *, pairs: int, concurrent: int, concurrent_rounds: int) 
             "floor_median_s": rnd(median(f_times)),
             "median_ratio": rnd(median(ratios)),
             "breakdown_ms": where,
+            "gaps_ms": per_gap,
+            "daemon_server_calls_per_debate": calls_per_debate,
+            "daemon_server_ms_per_debate": ms_per_debate,
             "target": OVERHEAD_TARGET,
             "met": median(ratios) <= OVERHEAD_TARGET,
         },

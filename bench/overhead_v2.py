@@ -75,8 +75,8 @@ INSTALLED_OBSERVER_PROMPT = "You are the impartial roundtable observer."
 project wins over the benchmark config's observer on 2.x)."""
 
 
-ID = re.compile(r"(ses|msg)_\w+")
-"""A session's or a message's id in a route."""
+ID = re.compile(r"(ses|msg|prt)_\w+")
+"""A session's, a message's or a part's id in a route."""
 
 
 class CallCount:
