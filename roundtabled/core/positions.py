@@ -46,6 +46,14 @@ _ANSWER = re.compile(
     re.IGNORECASE,
 )
 _BOXED = re.compile(r"\\boxed\s*\{(?P<rest>[^{}\n]{1,200})\}")
+TRAILING_LINE = re.compile(
+    r"(?:^|[\s,;:.])[*_`]*position\s*[*_]*\s*[:：][*_]*\s*(?P<rest>\S.*?)\s*$",
+    re.IGNORECASE,
+)
+"""The closing line after a clause on the same line (``Therefore, the final answer is `11`,
+Position: 11 — …``), as a small local model writes it: read on the reply's last line only, where
+the closing request asks for it, and only when no line starts with ``Position:``
+(docs/result.md)."""
 _NUM_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10,
@@ -235,7 +243,9 @@ def parse_position(text: str) -> Position | None:
 
     Returns:
         From the *last* ``Position:`` line (also ``**Position:**``, ``Final position:``,
-        ``Position —``); without one, the last ``Answer:`` line (``Final answer: 12``); without
+        ``Position —``); without one, a ``Position:`` after a clause on the reply's last line
+        (``Therefore, the answer is 11, Position: 11 — …``); without one, the last ``Answer:``
+        line (``Final answer: 12``); without
         one, the last ``\\boxed{…}``. The label is the text before the first dash (``—``,
         ``–``, `` - ``) or colon, else the first sentence; the confidence anywhere on the line
         (:func:`read_confidence`). ``lines`` counts the ``Position:`` lines (the last wins);
@@ -250,6 +260,12 @@ def parse_position(text: str) -> Position | None:
             found = (i, m.group("rest"))
             count += 1
     source: PositionSource = "position"
+    if found is None:
+        last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+        tail = list(TRAILING_LINE.finditer(lines[last])) if last >= 0 else []
+        if tail:
+            found = (last, tail[-1].group("rest"))
+            count = 1
     if found is None:
         source = "answer"
         for i, line in enumerate(lines):

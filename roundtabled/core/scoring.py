@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from roundtabled.core.code_reading import output_form
+from roundtabled.core.positions import TRAILING_LINE
 
 # ── task sets ─────────────────────────────────────────────────────────────────────────────────
 
@@ -226,6 +227,18 @@ def read_answer(reply: str) -> ReadAnswer:
             copied = True  # the instruction's "<final answer>" written back, not an answer
         elif text:
             found = ReadAnswer(text, "position" if kind == "position" else "answer", conf)
+    if found is None:
+        # the closing line after a clause on the reply's last line, as the daemon reads it
+        # (roundtabled.core.positions.parse_position)
+        last = next((ln for ln in reversed(reply.splitlines()) if ln.strip()), "")
+        tail = list(TRAILING_LINE.finditer(last))
+        if tail:
+            body = tail[-1].group("rest")
+            conf = _confidence(body)
+            body = _DASHES.split(_CONF.sub("", body).strip(), maxsplit=1)[0]
+            text = body.strip().strip("*_`\"'“”.,;: ").strip()
+            if text and not is_placeholder(text):
+                found = ReadAnswer(text, "position", conf)
     if found is not None:
         return found
     boxed = _BOXED.findall(reply)
