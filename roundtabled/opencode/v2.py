@@ -367,7 +367,8 @@ def tool_call_of(record: Record, call_id: str) -> tuple[ToolStatus, str, dict[st
 
 def parse_v2_event(payload: bytes | bytearray | str) -> Event | None:
     """One ``GET /api/event`` ``data:`` payload → :class:`Event` (``properties`` = the event's
-    ``data``, ``directory`` = ``location.directory``, ``session_id`` = ``data.sessionID``).
+    ``data``, ``directory`` = ``location.directory``, ``session_id`` = ``data.sessionID``, ``seq``
+    = ``durable.seq``).
     ``None`` when it is not a JSON object with a string ``type``. Some session events carry no
     ``location`` (``session.execution.*``, ``session.usage.updated``): map them by session."""
     try:
@@ -386,12 +387,15 @@ def parse_v2_event(payload: bytes | bytearray | str) -> Event | None:
     location = obj.get("location")
     directory = location.get("directory") if type(location) is dict else None
     eid = obj.get("id")
+    durable = obj.get("durable")
+    seq = durable.get("seq") if type(durable) is dict else None
     return Event(
         etype,
         sid if type(sid) is str else None,
         directory if type(directory) is str else None,
         data,
         eid if type(eid) is str else None,
+        seq if type(seq) is int else None,
     )
 
 
