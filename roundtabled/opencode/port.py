@@ -728,6 +728,7 @@ class V2Port:
         if not switched:
             await self.switch(session, agent, model)
         prompt_id = v2_prompt_id(key)
+        self.watch(session)  # its execution is seen from the start (ended_turn)
         turn: dict[str, Any] = key.as_dict()
         if label is not None:
             turn["label"] = label
@@ -752,6 +753,11 @@ class V2Port:
             if not page.next or not page.records:
                 return None
             page = await self.client.messages(session_id, limit=64, cursor=page.next)
+
+    def watch(self, session: SessionRef) -> None:
+        """Follow ``session``'s executions on the event stream from now on (:meth:`start_turn`
+        does it before each prompt): what :meth:`ended_turn` answers from."""
+        self._turns.watch(session.id)
 
     def ended_turn(self, session: SessionRef, prompt_id: str) -> TurnOutcome | None:
         """The outcome of ``prompt_id``'s turn as the event stream showed its execution end

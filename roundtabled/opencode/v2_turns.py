@@ -9,7 +9,8 @@ tokens}``, then ``session.execution.succeeded``. Each of these is durable: it ca
 ``durable.seq``, its number in the session's own sequence (:attr:`~roundtabled.core.events.
 Event.seq`), so an event missed between the execution's start and its end shows as a gap.
 
-:class:`TurnStream` follows every session's executions and keeps, per session, the records of
+:class:`TurnStream` follows the executions of the sessions it is told to watch (the port's
+own: :meth:`TurnStream.watch` before each prompt it sends) and keeps, per session, the records of
 the last one that ended when it can vouch for all of them (:meth:`TurnStream.ended`); anything
 else leaves the turn to the read (:meth:`~roundtabled.opencode.port.V2Port.turn_outcome`), which
 stays the truth the shell falls back to (docs/design.md, "The 2.x shell"):
@@ -117,20 +118,28 @@ class _Session:
 
 
 class TurnStream:
-    """Follows the executions of every session on one 2.x event stream (:meth:`follow`, every
-    event in the stream's order) and answers which prompt's execution ended and with which
+    """Follows the executions of the watched sessions on one 2.x event stream (:meth:`follow`,
+    every event in the stream's order) and answers which prompt's execution ended and with which
     records (:meth:`ended`). Not thread-safe; no I/O."""
 
     KEPT = 4096
-    """How many sessions are followed at once (the least recently seen is forgotten first: its
-    next turn is read)."""
+    """How many sessions are watched at once (the one watched least recently is forgotten first:
+    its turn is read). Each holds at most the records of its last ended turn."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
 
+    def watch(self, session_id: str) -> None:
+        """Follow ``session_id``'s executions from now on (call it before sending a prompt, so
+        its execution is seen from the start); a session already watched is kept as it is."""
+        s = self._sessions.pop(session_id, None) or _Session()
+        self._sessions[session_id] = s  # the most recently watched last
+        if len(self._sessions) > self.KEPT:
+            del self._sessions[next(iter(self._sessions))]
+
     def reset(self) -> None:
         """Forget every session (the stream reconnected: what happened meanwhile is not
-        replayed)."""
+        replayed); each is followed again from its next :meth:`watch`."""
         self._sessions.clear()
 
     def follow(self, event: Event) -> None:
@@ -139,15 +148,12 @@ class TurnStream:
             self.reset()
             return
         sid = event.session_id
-        if sid is None or not event.type.startswith(("session.", "permission.")):
-            return
+        s = self._sessions.get(sid) if sid is not None else None
+        if s is None:
+            return  # not watched
         if event.type == "session.deleted":
-            self._sessions.pop(sid, None)
+            del self._sessions[sid]  # type: ignore[arg-type]
             return
-        s = self._sessions.pop(sid, None) or _Session()
-        self._sessions[sid] = s  # the most recently seen last
-        if len(self._sessions) > self.KEPT:
-            del self._sessions[next(iter(self._sessions))]
         seq = event.seq
         if seq is not None:
             if s.last_seq is not None and seq != s.last_seq + 1:

@@ -43,10 +43,15 @@ def msg_id() -> str:
     return "msg_" + secrets.token_hex(13)
 
 
-def port_after(v2: V2Env, events: Sequence[Event]) -> V2Port:
-    """A port on the env's client that has seen ``events`` (its own stream is not started)."""
+def port_after(v2: V2Env, session_id: str, events: Sequence[Event]) -> V2Port:
+    """A port on the env's client that has seen ``events`` (its own stream is not started),
+    watching ``session_id`` from the stream's connection on (as its ``start_turn`` would before
+    the prompt)."""
     port = V2Port(v2.client, "2.1.2")
-    for ev in events:
+    assert events[0].type == "server.connected"
+    port.seen(events[0])
+    port.watch(SessionRef(session_id, v2.directory))
+    for ev in events[1:]:
         port.seen(ev)
     return port
 
@@ -90,7 +95,7 @@ async def test_a_turn_s_events_are_numbered_without_gaps_and_rebuild_what_the_re
     (text_ended,) = [e for e in run if e.type == "session.text.ended"]
     assert text_ended.properties["text"] == "A reply streamed in many small deltas."
 
-    port = port_after(v2, v2.events)
+    port = port_after(v2, seat.id, v2.events)
     ref = SessionRef(seat.id, v2.directory)
     streamed = port.ended_turn(ref, mid)
     read = await port.turn_outcome(ref, mid)
@@ -112,7 +117,7 @@ async def test_a_turn_of_two_steps_with_a_tool_call_rebuilds_what_the_read_gives
     mid = await one_turn(v2, seat.id, "Which config files are there?")
     run = execution_of(v2.events, seat.id)
     assert sum(e.type == "session.step.started" for e in run) == 2
-    port = port_after(v2, v2.events)
+    port = port_after(v2, seat.id, v2.events)
     ref = SessionRef(seat.id, v2.directory)
     streamed = port.ended_turn(ref, mid)
     read = await port.turn_outcome(ref, mid)
@@ -126,18 +131,19 @@ async def test_each_event_missed_leaves_the_turn_to_the_read(v2: V2Env) -> None:
     v2.llm.script(Text(text="Every event of mine counts.", chunk_size=4), session=seat.id)
     mid = await one_turn(v2, seat.id, "Go.")
     ref = SessionRef(seat.id, v2.directory)
-    assert port_after(v2, v2.events).ended_turn(ref, mid) is not None
+    assert port_after(v2, seat.id, v2.events).ended_turn(ref, mid) is not None
     run = execution_of(v2.events, seat.id)
     for dropped in (e for e in run if e.seq is not None):
-        port = port_after(v2, [e for e in v2.events if e is not dropped])
+        port = port_after(v2, seat.id, [e for e in v2.events if e is not dropped])
         assert port.ended_turn(ref, mid) is None, dropped.type
     # a reconnect during the execution: the stream does not replay what it missed
     reconnected = [*v2.events]
     at = reconnected.index(run[1])
     reconnected.insert(at, Event("server.connected"))
-    assert port_after(v2, reconnected).ended_turn(ref, mid) is None
+    assert port_after(v2, seat.id, reconnected).ended_turn(ref, mid) is None
     stream = TurnStream()
-    for ev in v2.events:
+    stream.watch(seat.id)
+    for ev in v2.events[1:]:
         stream.follow(ev)
     assert stream.ended(seat.id, "msg_another") is None  # another prompt's turn: not this one
 
@@ -152,7 +158,7 @@ async def test_an_interrupted_turn_is_left_to_the_read(v2: V2Env) -> None:
     await v2.llm.wait_for_requests(1, within=30, session=seat.id)
     assert await c.interrupt(seat.id) is True
     await v2.wait_event(lambda e: turn_end(e) is not None and e.session_id == seat.id, since=since)
-    port = port_after(v2, v2.events)
+    port = port_after(v2, seat.id, v2.events)
     ref = SessionRef(seat.id, v2.directory)
     assert port.ended_turn(ref, mid) is None
     assert (await port.turn_outcome(ref, mid)).status is TurnStatus.INTERRUPTED
@@ -172,7 +178,7 @@ async def test_a_note_steered_into_the_turn_is_left_to_the_read(v2: V2Env) -> No
     await v2.llm.wait_for_requests(1, within=30, session=seat.id)
     await c.prompt(seat.id, "a person's note", message_id=msg_id(), delivery="steer")
     await v2.wait_event(lambda e: turn_end(e) is not None and e.session_id == seat.id, since=since)
-    port = port_after(v2, v2.events)
+    port = port_after(v2, seat.id, v2.events)
     ref = SessionRef(seat.id, v2.directory)
     assert port.ended_turn(ref, mid) is None
     read = await port.turn_outcome(ref, mid)

@@ -72,7 +72,9 @@ def turn(first_seq: int = 1) -> list[Event]:
 
 def ended(events: list[Event]) -> Any:
     stream = TurnStream()
-    for ev in [Event("server.connected"), *events]:
+    stream.follow(Event("server.connected"))
+    stream.watch(SID)  # as the port does before it prompts
+    for ev in events:
         stream.follow(ev)
     return stream.ended(SID, PROMPT)
 
@@ -147,6 +149,10 @@ def test_what_the_read_must_tell_is_left_to_it() -> None:
     assert ended([*events, frame("session.deleted", LAST + 1)]) is None
     stream = TurnStream()
     assert stream.ended("ses_other", PROMPT) is None
+    # a session not watched (not prompted by this port): not followed at all
+    for ev in events:
+        stream.follow(ev)
+    assert stream.ended(SID, PROMPT) is None
 
 
 def test_what_follows_the_end_and_changes_no_record_keeps_the_turn() -> None:
