@@ -119,9 +119,6 @@ class Event:
             read-only: it is shared, not copied.
         id: the ``evt_…`` id, or ``None``. The same id appears on ``/event`` and ``/global/event``
             (gotcha 25), but there is no replay by id.
-        seq: OpenCode 2.x only: a durable event's ``durable.seq``, its number in its session's
-            own sequence (one more than the session's previous durable event: a gap is an event
-            missed); ``None`` for a volatile event and on 1.x.
     """
 
     type: str
@@ -129,7 +126,6 @@ class Event:
     directory: str | None = None
     properties: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     id: str | None = None
-    seq: int | None = field(default=None, compare=False)
 
     @property
     def status_type(self) -> str | None:

@@ -6,8 +6,8 @@ the prompt's ``session.inbox.delivered {inboxID}``, per model step ``session.ste
 {assistantMessageID, agent, model}``, its text parts (``session.text.started`` /
 ``session.text.ended {ordinal, text}``: the part's whole text) and ``session.step.ended {finish,
 tokens}``, then ``session.execution.succeeded``. Each of these is durable: it carries
-``durable.seq``, its number in the session's own sequence (:attr:`~roundtabled.core.events.
-Event.seq`), so an event missed between the execution's start and its end shows as a gap.
+``durable.seq``, its number in the session's own sequence (:attr:`~roundtabled.opencode.v2.
+V2Event.seq`), so an event missed between the execution's start and its end shows as a gap.
 
 :class:`TurnStream` follows the executions of the sessions it is told to watch (the port's
 own: :meth:`TurnStream.watch` before each prompt it sends) and keeps, per session, the records of
@@ -40,6 +40,7 @@ from roundtabled.opencode.v2 import (
     IdleRecord,
     Record,
     UserRecord,
+    V2Event,
 )
 
 __all__ = ["TurnStream"]
@@ -154,7 +155,7 @@ class TurnStream:
         if event.type == "session.deleted":
             del self._sessions[sid]  # type: ignore[arg-type]
             return
-        seq = event.seq
+        seq = event.seq if isinstance(event, V2Event) else None
         if seq is not None:
             if s.last_seq is not None and seq != s.last_seq + 1:
                 self._lost(s)  # an event of this session was missed
