@@ -123,9 +123,11 @@ class TurnStream:
     every event in the stream's order) and answers which prompt's execution ended and with which
     records (:meth:`ended`). Not thread-safe; no I/O."""
 
-    KEPT = 4096
+    KEPT = 1024
     """How many sessions are watched at once (the one watched least recently is forgotten first:
-    its turn is read). Each holds at most the records of its last ended turn."""
+    its next turn is read). Each holds at most the records of its last ended turn, so a daemon
+    that ran many roundtables keeps the last reply of at most this many; ten times the 100
+    roundtables at once of the memory figure (docs/testing.md)."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}

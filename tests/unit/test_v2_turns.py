@@ -163,3 +163,19 @@ def test_what_follows_the_end_and_changes_no_record_keeps_the_turn() -> None:
         frame("session.model.selected", LAST + 3, model=MODEL),
     ]
     assert ended([*events, *after]) == ended(events) is not None
+
+
+def test_the_session_watched_least_recently_is_forgotten_first() -> None:
+    stream = TurnStream()
+    stream.watch(SID)
+    for ev in turn():
+        stream.follow(ev)
+    assert stream.ended(SID, PROMPT) is not None
+    for i in range(TurnStream.KEPT - 1):
+        stream.watch(f"ses_other_{i}")
+    stream.watch(SID)  # watched again before its next prompt: kept, the ended turn with it
+    stream.watch("ses_one_more")
+    assert stream.ended(SID, PROMPT) is not None
+    for i in range(TurnStream.KEPT):
+        stream.watch(f"ses_later_{i}")
+    assert stream.ended(SID, PROMPT) is None  # forgotten: its turn is read
