@@ -8,12 +8,14 @@ OpenCode 2.x has none of what the 1.x shell (:mod:`roundtabled.engine.worker`, `
 shell"):
 
 - a turn's end is the port's ``turn_ended`` hint (one per execution): it only wakes the
-  roundtable, which then reads the pending turn's :class:`~roundtabled.core.server_records.
-  TurnOutcome` and hands the machine an :class:`~roundtabled.core.commands.Observation` built
-  from it (:func:`observation_of`): the pending prompt and, once the turn is over, one reply
-  carrying the outcome's text, finish, error and tokens, then each prompt nobody of ours sent
-  that the same execution answered (a person's note) with its reply, which the machine records
-  as the person's and an interjection (:func:`interjection_views`);
+  roundtable, which then takes the pending turn's :class:`~roundtabled.core.server_records.
+  TurnOutcome` from the port (as the event stream showed its execution, ``ended_turn``; read,
+  ``turn_outcome``, whenever the stream cannot vouch for all of it) and hands the machine an
+  :class:`~roundtabled.core.commands.Observation` built from it (:func:`observation_of`): the
+  pending prompt and, once the turn is over, one reply carrying the outcome's text, finish,
+  error and tokens, then each prompt nobody of ours sent that the same execution answered (a
+  person's note) with its reply, which the machine records as the person's and an
+  interjection (:func:`interjection_views`);
 - a :class:`~roundtabled.core.commands.Prompt` is ``start_turn`` as the seat's agent on the seat's
   model, its id derived from the turn key (:func:`keyed`: a second send of the same turn is the
   same prompt on 2.x), the turn header as its label and the signed marker in its metadata;
@@ -657,7 +659,12 @@ class V2Runner:
         deleted: tuple[bool, bool] = (False, False)
         try:
             if state.pending is not None:
-                out = await self.port.turn_outcome(run.s2, state.pending.message_id)
+                # The ended turn as the event stream showed it (no call before the next
+                # prompt); the read whenever the stream cannot vouch for all of it.
+                pid = state.pending.message_id
+                out = self.port.ended_turn(run.s2, pid)
+                if out is None:
+                    out = await self.port.turn_outcome(run.s2, pid)
             else:
                 await self.port.session(run.s2.id)
         except NotFound:

@@ -41,6 +41,7 @@ from roundtabled.errors import NotFound, RoundtableError, TransportError
 from roundtabled.opencode import v2
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import ServerFound, detect_server
+from roundtabled.opencode.v2_turns import TurnStream
 
 __all__ = [
     "DELIVERY_KEY",
@@ -532,6 +533,40 @@ def _v2_interjections(records: Sequence[v2.Record], prompt_id: str) -> tuple[Int
     return tuple(out)
 
 
+def _v2_outcome(records: Sequence[v2.Record], prompt_id: str) -> TurnOutcome:
+    """The outcome of ``prompt_id``'s turn from ``records`` (the session's from the prompt on,
+    oldest first: read, or rebuilt from the event stream)."""
+    reply, idle = v2.reply_of(records, prompt_id)
+    if idle is None:
+        return TurnOutcome(TurnStatus.RUNNING, text="".join(r.text for r in reply))
+    last = reply[-1] if reply else None
+    usage = Usage()
+    for r in reply:
+        usage = usage.plus(_v2_usage(r.tokens))
+    status = {
+        "succeeded": TurnStatus.ANSWERED,
+        "failed": TurnStatus.FAILED,
+        "interrupted": TurnStatus.INTERRUPTED,
+    }.get(idle.outcome or "", TurnStatus.FAILED)
+    error = None
+    if status is TurnStatus.FAILED:
+        error = _v2_error(idle.error) or _v2_error(last.error if last else None)
+        error = error or f"the execution ended {idle.outcome or 'without an outcome'}"
+    tokens_in, tokens_out = usage_in_out(usage, answered=status is TurnStatus.ANSWERED)
+    return TurnOutcome(
+        status=status,
+        text="\n\n".join(r.text for r in reply if r.text.strip()),
+        agent=last.agent if last else None,
+        model=_v2_model(last.model) if last else None,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        finish=last.finish if last else None,
+        truncated=last is not None and last.finish == "length",
+        error=error,
+        interjections=_v2_interjections(records, prompt_id),
+    )
+
+
 def v2_delivery_id(key: str) -> str:
     """The 2.x message id of the delivery ``key`` (:meth:`V2Port.deliver_result`): ``msg_`` +
     its digest, so a second delivery of the same key is the same record."""
@@ -572,6 +607,9 @@ class V2Port:
         # updated``), without the state block (every write replaces it): what write_state builds
         # its PATCH from instead of a read first (docs/design.md, "The 2.x shell").
         self._metadata: dict[str, dict[str, Any]] = {}
+        # Each session's executions as the event stream shows them: the ended turn without a
+        # read (ended_turn).
+        self._turns = TurnStream()
         self._caps = ServerCapabilities(
             major=2,
             version=version,
@@ -609,9 +647,11 @@ class V2Port:
             del self._metadata[next(iter(self._metadata))]
 
     def seen(self, event: Event) -> None:
-        """Follow the sessions' metadata on the event stream: ``session.metadata.updated`` (any
+        """Follow the sessions on the event stream (every event, in the stream's order): their
+        executions (:meth:`ended_turn`) and their metadata: ``session.metadata.updated`` (any
         writer's PATCH, ours included, in the server's order) replaces what :meth:`write_state`
         builds from; ``session.deleted`` forgets the session."""
+        self._turns.follow(event)
         sid = event.session_id
         if sid is None:
             return
@@ -688,6 +728,7 @@ class V2Port:
         if not switched:
             await self.switch(session, agent, model)
         prompt_id = v2_prompt_id(key)
+        self.watch(session)  # its execution is seen from the start (ended_turn)
         turn: dict[str, Any] = key.as_dict()
         if label is not None:
             turn["label"] = label
@@ -713,39 +754,25 @@ class V2Port:
                 return None
             page = await self.client.messages(session_id, limit=64, cursor=page.next)
 
+    def watch(self, session: SessionRef) -> None:
+        """Follow ``session``'s executions on the event stream from now on (:meth:`start_turn`
+        does it before each prompt): what :meth:`ended_turn` answers from."""
+        self._turns.watch(session.id)
+
+    def ended_turn(self, session: SessionRef, prompt_id: str) -> TurnOutcome | None:
+        """The outcome of ``prompt_id``'s turn as the event stream showed its execution end
+        (:class:`~roundtabled.opencode.v2_turns.TurnStream`, fed by :meth:`seen`), the same as
+        :meth:`turn_outcome` would read, with no call; ``None`` when the stream cannot vouch
+        for all of it (not ended, missed events, a reconnect, a failure, a person's note):
+        then :meth:`turn_outcome` reads it (docs/design.md, "The 2.x shell")."""
+        records = self._turns.ended(session.id, prompt_id)
+        return None if records is None else _v2_outcome(records, prompt_id)
+
     async def turn_outcome(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
         records = await self._from(session.id, prompt_id)
         if records is None:
             return await self._undelivered(session, prompt_id)
-        reply, idle = v2.reply_of(records, prompt_id)
-        if idle is None:
-            return TurnOutcome(TurnStatus.RUNNING, text="".join(r.text for r in reply))
-        last = reply[-1] if reply else None
-        usage = Usage()
-        for r in reply:
-            usage = usage.plus(_v2_usage(r.tokens))
-        status = {
-            "succeeded": TurnStatus.ANSWERED,
-            "failed": TurnStatus.FAILED,
-            "interrupted": TurnStatus.INTERRUPTED,
-        }.get(idle.outcome or "", TurnStatus.FAILED)
-        error = None
-        if status is TurnStatus.FAILED:
-            error = _v2_error(idle.error) or _v2_error(last.error if last else None)
-            error = error or f"the execution ended {idle.outcome or 'without an outcome'}"
-        tokens_in, tokens_out = usage_in_out(usage, answered=status is TurnStatus.ANSWERED)
-        return TurnOutcome(
-            status=status,
-            text="\n\n".join(r.text for r in reply if r.text.strip()),
-            agent=last.agent if last else None,
-            model=_v2_model(last.model) if last else None,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            finish=last.finish if last else None,
-            truncated=last is not None and last.finish == "length",
-            error=error,
-            interjections=_v2_interjections(records, prompt_id),
-        )
+        return _v2_outcome(records, prompt_id)
 
     async def _undelivered(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
         """A prompt not in the history: parked in the inbox (queued, or its execution failed

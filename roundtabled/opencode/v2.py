@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
@@ -69,6 +69,7 @@ __all__ = [
     "UserRecord",
     "V2Client",
     "V2Error",
+    "V2Event",
     "V2NotFound",
     "later_prompts",
     "parse_v2_event",
@@ -365,11 +366,22 @@ def tool_call_of(record: Record, call_id: str) -> tuple[ToolStatus, str, dict[st
 # ── events ──────────────────────────────────────────────────────────────────────────────────────
 
 
-def parse_v2_event(payload: bytes | bytearray | str) -> Event | None:
-    """One ``GET /api/event`` ``data:`` payload → :class:`Event` (``properties`` = the event's
-    ``data``, ``directory`` = ``location.directory``, ``session_id`` = ``data.sessionID``).
-    ``None`` when it is not a JSON object with a string ``type``. Some session events carry no
-    ``location`` (``session.execution.*``, ``session.usage.updated``): map them by session."""
+@dataclass(frozen=True, slots=True)
+class V2Event(Event):
+    """An :class:`~roundtabled.core.events.Event` of the 2.x stream with ``seq``: a durable
+    event's ``durable.seq``, its number in its session's own sequence (one more than the
+    session's previous durable event: a gap is an event missed); ``None`` for a volatile event
+    (deltas, ``session.usage.updated``)."""
+
+    seq: int | None = field(default=None, compare=False)
+
+
+def parse_v2_event(payload: bytes | bytearray | str) -> V2Event | None:
+    """One ``GET /api/event`` ``data:`` payload → :class:`V2Event` (``properties`` = the
+    event's ``data``, ``directory`` = ``location.directory``, ``session_id`` = ``data.sessionID``,
+    ``seq`` = ``durable.seq``). ``None`` when it is not a JSON object with a string ``type``.
+    Some session events carry no ``location`` (``session.execution.*``,
+    ``session.usage.updated``): map them by session."""
     try:
         obj = orjson.loads(payload)
     except orjson.JSONDecodeError:
@@ -386,12 +398,15 @@ def parse_v2_event(payload: bytes | bytearray | str) -> Event | None:
     location = obj.get("location")
     directory = location.get("directory") if type(location) is dict else None
     eid = obj.get("id")
-    return Event(
+    durable = obj.get("durable")
+    seq = durable.get("seq") if type(durable) is dict else None
+    return V2Event(
         etype,
         sid if type(sid) is str else None,
         directory if type(directory) is str else None,
         data,
         eid if type(eid) is str else None,
+        seq if type(seq) is int else None,
     )
 
 

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import secrets
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from bench.env import control_call
 from roundtabled.core.events import Event
+from roundtabled.core.server_records import SessionRef, TurnOutcome
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT, Signer, decode_state
 from roundtabled.core.validation import parse_request
 from roundtabled.engine.settings import Settings
@@ -60,6 +61,9 @@ class Env:
     port: V2Port
     runner: V2Runner
     signer: Signer
+    tap: list[Callable[[Event], list[Event]]]
+    """At most one function through which the stream's events reach the runner (a test that
+    drops or adds events); empty: each event as it comes."""
 
     @property
     def directory(self) -> str:
@@ -96,17 +100,19 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     signer = Signer(secrets.token_bytes(32))
     runner = V2Runner(port, signer, Settings(resync_period=2.0))
     connected = asyncio.Event()
+    tap: list[Callable[[Event], list[Event]]] = []
 
     def on_event(ev: Event) -> None:
         if ev.type == "server.connected":
             connected.set()
-        runner.on_event(ev)
+        for each in tap[0](ev) if tap else [ev]:
+            runner.on_event(each)
 
     stream = v2_event_stream(server.url, on_event, password=server.password)
     task = asyncio.create_task(stream.run())
     try:
         await asyncio.wait_for(connected.wait(), 15)
-        yield Env(server, llm, port, runner, signer)
+        yield Env(server, llm, port, runner, signer, tap)
     finally:
         await runner.close()
         task.cancel()
@@ -185,6 +191,94 @@ async def test_three_seats_two_rounds_each_on_its_own_model(env: Env) -> None:
     final = decode_state(held["text"], held["metadata"], s2, env.signer)
     assert final.phase.value == "done"
     assert [e.agent for e in final.history] == [*SEAT_MODELS, *SEAT_MODELS, OBSERVER_AGENT]
+
+
+async def debate_counting_reads(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, dict[str, Any], list[tuple[str, TurnOutcome]], dict[tuple[str, int], str]]:
+    """Run 3 seats × 2 rounds and the observer; returns S2, the result, every read of a turn's
+    outcome in any session (``(session, outcome)``) and each seat's scripted reply."""
+    reads: list[tuple[str, TurnOutcome]] = []
+    read = env.port.turn_outcome
+
+    async def counted(session: SessionRef, prompt_id: str) -> TurnOutcome:
+        out = await read(session, prompt_id)
+        reads.append((session.id, out))
+        return out
+
+    monkeypatch.setattr(env.port, "turn_outcome", counted)
+    s1 = await env.parent()
+    replies = {
+        (seat, rnd): f"{seat.upper()} in round {rnd}: {ARGUMENTS[seat][rnd - 1]}.\n"
+        "Position: flag — ship behind a flag (confidence 7/10)"
+        for rnd in (1, 2)
+        for seat in SEAT_MODELS
+    }
+    for rnd in (1, 2):
+        for seat in SEAT_MODELS:
+            env.llm.script(Text(text=replies[(seat, rnd)], chunk_size=8), agent=seat)
+    env.llm.script(Text(text="SUMMARY: the seats agree on a flag."), agent=OBSERVER_AGENT)
+    req = parse_request(
+        {
+            "agents": list(SEAT_MODELS),
+            "rounds": 2,
+            "prompt": "Which rollout?",
+            "parentSessionID": s1,
+        }
+    )
+    s2 = (await env.runner.start(req)).session_id
+    result = await env.runner.wait_result(s2, 120)
+    assert result is not None, "no result within 120 s"
+    assert result["endReason"] == "completed", (result["endReason"], result["summary"])
+    assert await env.runner.finalized(s2, 30)
+    return s2, result, reads, replies
+
+
+async def test_each_ended_turn_is_taken_from_the_event_stream_without_a_read(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 2.x shell decides each ended turn from its execution's events: no read of S2's
+    messages finds a turn over (a read while a turn still runs, on the resync timer, may be);
+    the transcript holds every reply whole."""
+    s2, result, reads, replies = await debate_counting_reads(env, monkeypatch)
+    over = [out for sid, out in reads if sid == s2 and out.over]
+    assert over == [], f"{len(over)} ended turn(s) read instead of taken from the stream"
+    state = env.runner.state_of(s2)
+    assert state is not None
+    said = {(e.agent, e.round): e.response for e in state.history if e.agent in SEAT_MODELS}
+    assert said == {k: v for k, v in replies.items()}
+    assert "SUMMARY: the seats agree on a flag." in result["summary"]
+
+
+async def test_a_turn_whose_events_were_missed_is_read_and_recorded_whole(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text part's end missed (dev, round 1) and a reconnect in the middle of a turn (rv,
+    round 2; events during a disconnection are not replayed): each of those two turns is read
+    (the fallback), every other one taken from the stream, and the transcript is whole."""
+
+    def tap(ev: Event) -> list[Event]:
+        text = ev.properties.get("text") if ev.type == "session.text.ended" else None
+        if isinstance(text, str) and text.startswith("DEV in round 1"):
+            return []
+        if isinstance(text, str) and text.startswith("RV in round 2"):
+            return [Event("server.connected"), ev]
+        return [ev]
+
+    env.tap.append(tap)
+    try:
+        s2, _, reads, replies = await debate_counting_reads(env, monkeypatch)
+    finally:
+        env.tap.clear()
+    over = [out for sid, out in reads if sid == s2 and out.over]
+    assert [(o.agent, o.text) for o in over] == [
+        ("dev", replies[("dev", 1)]),
+        ("rv", replies[("rv", 2)]),
+    ]
+    state = env.runner.state_of(s2)
+    assert state is not None
+    said = {(e.agent, e.round): e.response for e in state.history if e.agent in SEAT_MODELS}
+    assert said == {k: v for k, v in replies.items()}
 
 
 @pytest.mark.parametrize(
