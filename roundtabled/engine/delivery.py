@@ -13,7 +13,7 @@ import contextlib
 from typing import Any
 
 from roundtabled import faults, ids
-from roundtabled.core import lifecycle, wire
+from roundtabled.core import lifecycle
 from roundtabled.core.commands import ReleaseResult, Toast
 from roundtabled.core.lifecycle import (
     EditPart,
@@ -23,10 +23,12 @@ from roundtabled.core.lifecycle import (
     SetTitle,
     WriteState,
 )
+from roundtabled.core.messages import TextPart
 from roundtabled.core.state import DELIMITER_TEXT, EndReason, Marker, sign_marker
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, TransportError
+from roundtabled.opencode import v1_wire
 
 
 class Finalizer:
@@ -79,7 +81,7 @@ class Finalizer:
                 state, status, output, metadata, self.shell.signer
             )
             tool_call = (status, holds)
-        observer_parts: tuple[tuple[str, dict[str, Any]], ...] | None = None
+        observer_parts: tuple[TextPart, ...] | None = None
         prompts = lifecycle.reply_reads(state)
         if prompts is not None:
             observer_parts = await self.observer_parts(table, prompts)
@@ -94,15 +96,13 @@ class Finalizer:
             consumed=consumed,
             tool_call=tool_call,
             s1_busy=bool(state.parent_session_id)
-            and wire.is_busy(statuses, state.parent_session_id or ""),
-            s2_busy=wire.is_busy(statuses, state.session_id),
+            and v1_wire.is_busy(statuses, state.parent_session_id or ""),
+            s2_busy=v1_wire.is_busy(statuses, state.session_id),
             released_at=table.finished_at,
             observer_parts=observer_parts,
         )
 
-    async def observer_parts(
-        self, table: Table, prompts: tuple[str, ...]
-    ) -> tuple[tuple[str, dict[str, Any]], ...]:
+    async def observer_parts(self, table: Table, prompts: tuple[str, ...]) -> tuple[TextPart, ...]:
         """The text parts of the observer's reply to ``prompts`` (message ids) in S2; none when
         there is nothing to read or S2 cannot be read now (the JSON block then stays: its
         showing is no part of the result, and is not worth holding phase 4 up)."""
@@ -114,7 +114,7 @@ class Finalizer:
         except (NotFound, TransportError) as exc:
             table.log.warning("could not read the observer's reply to show its verdict: %s", exc)
             return ()
-        return tuple(wire.reply_text_parts(msgs, prompts))
+        return tuple(v1_wire.reply_text_parts(msgs, prompts))
 
     async def _run(self, table: Table, cmd: lifecycle.FinalCommand) -> None:
         shell = self.shell
@@ -136,8 +136,8 @@ class Finalizer:
                     s1,
                     cmd.message_id,
                     [
-                        wire.text_part(cmd.text),
-                        wire.label_part(
+                        v1_wire.text_part(cmd.text),
+                        v1_wire.label_part(
                             f"── roundtable {s2} ──", sign_marker(marker, s1, shell.signer)
                         ),
                     ],
@@ -145,18 +145,18 @@ class Finalizer:
             faults.checkpoint("delivered")
         elif isinstance(cmd, EditPart):
             try:
-                await shell.client.update_part(s2, cmd.message_id, cmd.part)
+                await shell.client.update_part(s2, cmd.message_id, v1_wire.part_body(cmd.part))
             except (NotFound, TransportError) as exc:
                 # Only what S2 shows: the verdict is in the written state and the result.
                 table.log.warning("could not show the observer's verdict in words: %s", exc)
             else:
                 faults.checkpoint("verdict-shown")
         elif isinstance(cmd, PostDelimiter):
-            parts = [wire.text_part(DELIMITER_TEXT)]
+            parts = [v1_wire.text_part(DELIMITER_TEXT)]
             if cmd.label:
                 marker = Marker(kind="delimiter", roundtable=s2)
                 parts.append(
-                    wire.label_part(
+                    v1_wire.label_part(
                         "── roundtable concluded ──", sign_marker(marker, s2, shell.signer)
                     )
                 )
@@ -196,4 +196,4 @@ class Finalizer:
             msg = await self.shell.client.message(s1, message_id)
         except NotFound:
             return None, "", {}
-        return wire.tool_call_state(msg, call_id)
+        return v1_wire.tool_call_state(msg, call_id)

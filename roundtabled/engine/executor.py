@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 
 from roundtabled import faults
-from roundtabled.core import wire
 from roundtabled.core.commands import (
     Abort,
     AbortSeat,
@@ -40,6 +39,8 @@ from roundtabled.engine.handoff import Handoff
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table, enum_value
 from roundtabled.errors import NotFound, TransportError
+from roundtabled.opencode import v1_wire
+from roundtabled.opencode.session_metadata import opening_metadata
 
 
 class Executor:
@@ -123,7 +124,10 @@ class Executor:
             case RecordOpening():
                 s2 = state.session_id
                 marker = sign_marker(cmd.marker, s2, shell.signer)
-                parts = [wire.text_part(cmd.text), wire.label_part("── opening record ──", marker)]
+                parts = [
+                    v1_wire.text_part(cmd.text),
+                    v1_wire.label_part("── opening record ──", marker),
+                ]
                 await shell.store.post_once(s2, cmd.message_id, parts)
                 faults.checkpoint("opening-recorded")
         return None
@@ -181,10 +185,13 @@ class Executor:
         made: tuple[str, int] | None = None
         try:
             info = await self.shell.client.create_session(
-                directory=state.directory, parent_id=s2, title=cmd.title, metadata=cmd.metadata
+                directory=state.directory,
+                parent_id=s2,
+                title=cmd.title,
+                metadata=opening_metadata(s2, cmd.seat),
             )
-            sid = wire.session_id(info)
-            if sid is not None and wire.opening_seat(info, s2) == cmd.seat:
+            sid = v1_wire.session_id(info)
+            if sid is not None and v1_wire.opening_seat(info, s2) == cmd.seat:
                 made = (sid, cmd.seat)
         except TransportError as exc:
             table.log.warning("opening: creating %s's session failed: %s", cmd.title, exc)
@@ -199,7 +206,7 @@ class Executor:
         side = table.state.options.sides.get(cmd.agent)
         label = cmd.label or turn_header(cmd.agent, 1, side, independent=True)
         marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
-        body = wire.prompt_body(
+        body = v1_wire.prompt_body(
             cmd.message_id, cmd.agent, cmd.text, label, marker, table.state.models.get(cmd.agent)
         )
         try:

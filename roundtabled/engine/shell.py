@@ -15,7 +15,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roundtabled.core import wire
 from roundtabled.core.commands import Toast
 from roundtabled.core.progress import ToastThrottle
 from roundtabled.core.state import RoundtableState, Signer
@@ -24,6 +23,7 @@ from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
 from roundtabled.errors import TransportError
+from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
 
 log = logging.getLogger("roundtabled.engine")
@@ -74,12 +74,13 @@ class Shell:
     async def plugin_loaded(self, directory: str) -> bool:
         """Whether the roundtable plugin runs in the current instance of ``directory`` of the
         server this daemon's connection reaches: that instance's ``GET /config`` carries the
-        plugin's mark (:func:`roundtabled.core.wire.plugin_ran`, :mod:`roundtabled.engine.plugins`).
+        plugin's mark (:func:`roundtabled.opencode.v1_wire.plugin_ran`,
+        :mod:`roundtabled.engine.plugins`).
 
         Raises:
             TransportError: the server did not answer.
         """
-        return wire.plugin_ran(await self.client.config(directory))
+        return v1_wire.plugin_ran(await self.client.config(directory))
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background; its failure is logged, never raised."""

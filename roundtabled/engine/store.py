@@ -16,8 +16,8 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-from roundtabled.core import wire
 from roundtabled.core.card import state_card
+from roundtabled.core.messages import UserView
 from roundtabled.core.state import (
     RoundtableState,
     Signer,
@@ -25,8 +25,8 @@ from roundtabled.core.state import (
     encode_state,
     persisted_form,
 )
-from roundtabled.core.wire import UserView
 from roundtabled.errors import NotFound, StateError, StateForgedError, TransportError
+from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
 
 log = logging.getLogger("roundtabled.engine")
@@ -59,7 +59,7 @@ class StateStore:
         # debate runs, and the card names the round).
         text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
         assert state.state_part_id
-        return wire.block_part(state.state_part_id, text, meta)
+        return v1_wire.block_part(state.state_part_id, text, meta)
 
     async def create(self, state: RoundtableState) -> None:
         """Post S2's state block as a message of its own (a noReply message with the ids
@@ -128,7 +128,7 @@ class StateStore:
         """
         text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
         assert state.state_message_id and state.state_part_id
-        part = wire.state_part(
+        part = v1_wire.state_part(
             state.session_id, state.state_message_id, state.state_part_id, text, meta
         )
         await self.client.update_part(state.session_id, state.state_message_id, part)
@@ -143,7 +143,7 @@ class StateStore:
         assert state.state_message_id and state.state_part_id
         await self.client.update_session(
             state.session_id,
-            metadata=wire.index_metadata(
+            metadata=v1_wire.index_metadata(
                 state.phase,
                 state.state_message_id,
                 state.state_part_id,
@@ -179,7 +179,7 @@ class StateStore:
             msg: dict[str, Any] | None = await self.client.message(s2, state.state_message_id)
         except NotFound:
             msg = None
-        if msg is not None and wire.has_part(msg, state.state_part_id):
+        if msg is not None and v1_wire.has_part(msg, state.state_part_id):
             self.landed(s2)
             return False
         if in_flight:
@@ -205,7 +205,7 @@ class StateStore:
             StateError: no trusted block (forged, unknown version, corrupt).
         """
         session = await self.client.get_session(s2)
-        state_msg = wire.index_state_message(session)
+        state_msg = v1_wire.index_state_message(session)
         if state_msg:
             try:
                 msg = await self.client.message(s2, state_msg)
@@ -228,7 +228,7 @@ class StateStore:
         ignored. A signed block that cannot be read (unknown version, corrupt) raises
         :class:`StateError`: that roundtable is reported and skipped.
         """
-        for text, metadata in wire.meta_text_parts(msg):
+        for text, metadata in v1_wire.meta_text_parts(msg):
             try:
                 return decode_state(text, metadata, s2, self.signer)
             except StateForgedError as exc:
@@ -236,7 +236,7 @@ class StateStore:
                     "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block in message %s "
                     "(%s)",
                     s2,
-                    wire.message_id(msg),
+                    v1_wire.message_id(msg),
                     exc,
                     extra={"session_id": s2},
                 )
@@ -257,9 +257,9 @@ class StateStore:
             page, cursor = await self.client.messages(s2, limit=limit, before=before)
             collected[:0] = page
             for i, m in enumerate(collected):
-                if wire.message_id(m) == message_id:
+                if v1_wire.message_id(m) == message_id:
                     return collected[i:], True
-            oldest = wire.message_id(page[0]) if page else None
+            oldest = v1_wire.message_id(page[0]) if page else None
             if cursor is None or not page or (oldest is not None and oldest < message_id):
                 return [], False
             before = cursor
@@ -296,14 +296,14 @@ class StateStore:
             return
         for part in view.visible_parts:
             with contextlib.suppress(NotFound):
-                await self.client.update_part(s2, view.id, wire.hidden(part))
+                await self.client.update_part(s2, view.id, v1_wire.hidden(part))
 
     async def hide_message(self, s2: str, message_id: str) -> None:
         """Mark the visible text parts of message ``message_id`` ``ignored`` (gone: nothing)."""
         with contextlib.suppress(NotFound):
             msg = await self.client.message(s2, message_id)
-            for part in wire.visible_text_parts(msg):
-                await self.client.update_part(s2, message_id, wire.hidden(part))
+            for part in v1_wire.visible_text_parts(msg):
+                await self.client.update_part(s2, message_id, v1_wire.hidden(part))
 
     async def post_once(self, session: str, message_id: str, parts: list[dict[str, Any]]) -> None:
         """Post a noReply message unless a message with that id already exists.

@@ -3,7 +3,7 @@
 :class:`ServerPort` is the one narrow interface the engine and the core are to talk to; its
 records are the product's own (:mod:`roundtabled.core.server_records`). :class:`V1Port` wraps
 the 1.x client (:class:`~roundtabled.opencode.client.OpenCodeClient`, the JSON views of
-:mod:`roundtabled.core.wire`), :class:`V2Port` the 2.x one (:class:`~roundtabled.opencode.v2.
+:mod:`roundtabled.opencode.v1_wire`), :class:`V2Port` the 2.x one (:class:`~roundtabled.opencode.v2.
 V2Client`); each major's JSON stays in its adapter. :func:`port_for` asks the server which major
 it runs (:func:`~roundtabled.opencode.detect.detect_server`) and gives the matching port; the
 daemon asks again after every reconnect (a server upgraded in place).
@@ -20,8 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from roundtabled import ids
-from roundtabled.core import wire
-from roundtabled.core.events import SESSION_IDLE, Event
+from roundtabled.core import messages
 from roundtabled.core.history import turn_is_final
 from roundtabled.core.server_records import (
     AgentRecord,
@@ -38,9 +37,10 @@ from roundtabled.core.server_records import (
 )
 from roundtabled.core.state import META_KEY, ModelRef, Signer, Usage
 from roundtabled.errors import NotFound, RoundtableError, TransportError
-from roundtabled.opencode import v2
+from roundtabled.opencode import v1_wire, v2
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import ServerFound, detect_server
+from roundtabled.opencode.events import SESSION_IDLE, Event
 
 __all__ = [
     "DELIVERY_KEY",
@@ -164,15 +164,15 @@ class ServerPort(Protocol):
 # ── 1.x ──────────────────────────────────────────────────────────────────────────────────────────
 
 _REPLIES_ONLY = Signer(secrets.token_bytes(32))
-"""A key nobody signs with: :func:`roundtabled.core.wire.message_view` needs one to read markers,
-and the port reads replies only (it never trusts a marker)."""
+"""A key nobody signs with: :func:`roundtabled.opencode.v1_wire.message_view` needs one to read
+markers, and the port reads replies only (it never trusts a marker)."""
 
 
 def _v1_session(raw: Mapping[str, Any]) -> SessionRef:
     return SessionRef(
         id=str(raw.get("id")),
-        directory=wire.session_directory(dict(raw)),
-        parent_id=wire.session_parent(dict(raw)),
+        directory=v1_wire.session_directory(dict(raw)),
+        parent_id=v1_wire.session_parent(dict(raw)),
         title=raw.get("title") if isinstance(raw.get("title"), str) else None,
     )
 
@@ -216,7 +216,7 @@ class V1Port:
                 mode=a.get("mode") if isinstance(a.get("mode"), str) else None,
                 hidden=bool(a.get("hidden")),
                 color=a.get("color") if isinstance(a.get("color"), str) else None,
-                model=wire.model_ref(a.get("model")),
+                model=v1_wire.model_ref(a.get("model")),
                 has_system_prompt=bool(a.get("prompt")),
             )
             for a in await self.client.agents(directory)
@@ -238,9 +238,9 @@ class V1Port:
         # 1.x keeps the model of the last prompt for the next one without a model (sticky per
         # session), so every turn names one: the agent's, else the configuration's default.
         for a in await self.client.agents(directory):
-            if a.get("name") == agent and wire.model_ref(a.get("model")) is not None:
-                return wire.model_ref(a.get("model"))
-        return wire.model_ref((await self.client.config(directory)).get("model"))
+            if a.get("name") == agent and v1_wire.model_ref(a.get("model")) is not None:
+                return v1_wire.model_ref(a.get("model"))
+        return v1_wire.model_ref((await self.client.config(directory)).get("model"))
 
     async def _newest_first(self, session_id: str) -> AsyncIterator[dict[str, Any]]:
         """The session's newest messages, newest first, at most :data:`LOOKBACK`, read in
@@ -262,7 +262,7 @@ class V1Port:
         async for msg in self._newest_first(session_id):
             keys = _v1_meta(msg, TURN_KEY)
             if keys:
-                return wire.message_id(msg) if key.as_dict() in keys else None
+                return v1_wire.message_id(msg) if key.as_dict() in keys else None
         return None
 
     async def start_turn(
@@ -287,7 +287,7 @@ class V1Port:
             model = await self._model_for(session.directory, agent)
         message_id = ids.message_id()
         meta = {**(marker or {}), TURN_KEY: key.as_dict()}
-        body = wire.prompt_body(message_id, agent, text, label or key.header(agent), meta, model)
+        body = v1_wire.prompt_body(message_id, agent, text, label or key.header(agent), meta, model)
         await self.client.prompt_async(session.id, body)
         return message_id
 
@@ -300,24 +300,24 @@ class V1Port:
             page, cursor = await self.client.messages(session_id, limit=limit, before=before)
             collected[:0] = page
             for i, m in enumerate(collected):
-                if wire.message_id(m) == prompt_id:
+                if v1_wire.message_id(m) == prompt_id:
                     return collected[i:]
-            oldest = wire.message_id(page[0]) if page else None
+            oldest = v1_wire.message_id(page[0]) if page else None
             if cursor is None or not page or (oldest is not None and oldest < prompt_id):
                 return None
             before, limit = cursor, min(limit * 2, 64)
 
     async def turn_outcome(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
         msgs = await self._from(session.id, prompt_id)
-        busy = wire.is_busy(await self.client.statuses(session.directory), session.id)
+        busy = v1_wire.is_busy(await self.client.statuses(session.directory), session.id)
         if msgs is None:
             # prompt_async stores the message milliseconds after answering it: read right after
             # start_turn, a turn not stored yet reads missing too (the caller allows a grace)
             return TurnOutcome(TurnStatus.RUNNING if busy else TurnStatus.MISSING)
         answers = [
             v
-            for v in (wire.message_view(m, session.id, _REPLIES_ONLY) for m in msgs)
-            if isinstance(v, wire.AnswerView) and v.parent_id == prompt_id
+            for v in (v1_wire.message_view(m, session.id, _REPLIES_ONLY) for m in msgs)
+            if isinstance(v, messages.AnswerView) and v.parent_id == prompt_id
         ]
         if not answers:
             return TurnOutcome(TurnStatus.RUNNING if busy else TurnStatus.QUEUED)
@@ -363,11 +363,11 @@ class V1Port:
     async def read_state(self, session: SessionRef) -> tuple[SignedState, ...]:
         raw = await self.client.get_session(session.id)
         found: list[SignedState] = []
-        indexed = wire.index_state_message(raw)
+        indexed = v1_wire.index_state_message(raw)
         if indexed:
             try:
                 msg = await self.client.message(session.id, indexed)
-                found.extend(SignedState(t, m) for t, m in wire.meta_text_parts(msg) if m)
+                found.extend(SignedState(t, m) for t, m in v1_wire.meta_text_parts(msg) if m)
             except NotFound:
                 pass
         if found:
@@ -376,35 +376,37 @@ class V1Port:
         return tuple(
             SignedState(t, m if isinstance(m, dict) else {})
             for msg in msgs
-            for t, m in wire.meta_text_parts(msg)
+            for t, m in v1_wire.meta_text_parts(msg)
         )
 
     async def write_state(self, session: SessionRef, block: SignedState) -> None:
         # The engine's layout (docs/design.md, "State format"): an ignored part rewritten in
         # place, named by S2's index in the session metadata.
         raw = await self.client.get_session(session.id)
-        index = dict(wire.session_index(raw) or {})
+        index = dict(v1_wire.session_index(raw) or {})
         mid, pid = index.get("stateMessageID"), index.get("statePartID")
         if isinstance(mid, str) and isinstance(pid, str):
             try:
                 stored = await self.client.message(session.id, mid)
             except NotFound:
                 stored = None
-            if stored is not None and wire.has_part(stored, pid):
+            if stored is not None and v1_wire.has_part(stored, pid):
                 await self.client.update_part(
                     session.id,
                     mid,
-                    wire.state_part(session.id, mid, pid, block.text, dict(block.metadata)),
+                    v1_wire.state_part(session.id, mid, pid, block.text, dict(block.metadata)),
                 )
                 return
             # a PATCH of a part of a message not stored is a 500 on 1.x: post it instead
             await self.client.post_no_reply(
-                session.id, [wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
+                session.id,
+                [v1_wire.block_part(pid, block.text, dict(block.metadata))],
+                message_id=mid,
             )
             return
         mid, pid = ids.message_id(), ids.part_id()
         await self.client.post_no_reply(
-            session.id, [wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
+            session.id, [v1_wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
         )
         metadata = dict(raw.get("metadata") or {})
         metadata[META_KEY] = {**index, "stateMessageID": mid, "statePartID": pid}
@@ -413,13 +415,13 @@ class V1Port:
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
         async for msg in self._newest_first(parent.id):
             if key in _v1_meta(msg, DELIVERY_KEY):
-                stored = wire.message_id(msg)
+                stored = v1_wire.message_id(msg)
                 if stored:
                     return stored
         mid = ids.message_id()
         await self.client.post_no_reply(
             parent.id,
-            [wire.text_part(text), wire.label_part("", {DELIVERY_KEY: key})],
+            [v1_wire.text_part(text), v1_wire.label_part("", {DELIVERY_KEY: key})],
             message_id=mid,
         )
         return mid
@@ -434,7 +436,7 @@ class V1Port:
 
 def _v1_model_of(prompt: Mapping[str, Any]) -> ModelRef | None:
     info = prompt.get("info") or {}
-    return wire.model_ref(info.get("model")) if isinstance(info, dict) else None
+    return v1_wire.model_ref(info.get("model")) if isinstance(info, dict) else None
 
 
 def _v1_reply_model(msgs: list[dict[str, Any]], reply_id: str) -> ModelRef | None:
@@ -442,7 +444,7 @@ def _v1_reply_model(msgs: list[dict[str, Any]], reply_id: str) -> ModelRef | Non
     for m in msgs:
         info = m.get("info") or {}
         if info.get("id") == reply_id:
-            return wire.model_ref(
+            return v1_wire.model_ref(
                 {"providerID": info.get("providerID"), "modelID": info.get("modelID")}
             )
     return None

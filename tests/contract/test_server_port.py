@@ -18,7 +18,6 @@ import pytest
 import pytest_asyncio
 
 from roundtabled.core.card import state_card
-from roundtabled.core.events import Event
 from roundtabled.core.server_records import (
     SessionRef,
     SignedState,
@@ -31,6 +30,7 @@ from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
 from roundtabled.opencode import v2
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import (
     ServerPort,
     UnsupportedServer,
