@@ -132,39 +132,38 @@ class Finalizer:
             assert s1 is not None
             marker = Marker(kind="result", roundtable=s2)
             with contextlib.suppress(NotFound):  # S1 is gone: nothing to deliver to
-                await store.post_once(
+                await shell.port.post_once(
                     s1,
                     cmd.message_id,
-                    [
-                        v1_wire.text_part(cmd.text),
-                        v1_wire.label_part(
-                            f"── roundtable {s2} ──", sign_marker(marker, s1, shell.signer)
-                        ),
-                    ],
+                    cmd.text,
+                    label=f"── roundtable {s2} ──",
+                    marker=sign_marker(marker, s1, shell.signer),
                 )
             faults.checkpoint("delivered")
         elif isinstance(cmd, EditPart):
             try:
-                await shell.client.update_part(s2, cmd.message_id, v1_wire.part_body(cmd.part))
+                await shell.port.edit_part(s2, cmd.part)
             except (NotFound, TransportError) as exc:
                 # Only what S2 shows: the verdict is in the written state and the result.
                 table.log.warning("could not show the observer's verdict in words: %s", exc)
             else:
                 faults.checkpoint("verdict-shown")
         elif isinstance(cmd, PostDelimiter):
-            parts = [v1_wire.text_part(DELIMITER_TEXT)]
             if cmd.label:
                 marker = Marker(kind="delimiter", roundtable=s2)
-                parts.append(
-                    v1_wire.label_part(
-                        "── roundtable concluded ──", sign_marker(marker, s2, shell.signer)
-                    )
+                await shell.port.post_once(
+                    s2,
+                    cmd.message_id,
+                    DELIMITER_TEXT,
+                    label="── roundtable concluded ──",
+                    marker=sign_marker(marker, s2, shell.signer),
                 )
-            await store.post_once(s2, cmd.message_id, parts)
+            else:
+                await shell.port.post_once(s2, cmd.message_id, DELIMITER_TEXT)
             if cmd.label:
                 faults.checkpoint("delimiter-posted")
         elif isinstance(cmd, SetTitle):
-            await shell.client.update_session(s2, title=cmd.title)
+            await shell.port.set_title(s2, cmd.title)
             faults.checkpoint("title-set")
         elif isinstance(cmd, Toast):
             shell.show(state, cmd)

@@ -25,6 +25,7 @@ from roundtabled.core.commands import (
     Prompt,
 )
 from roundtabled.core.messages import UserView
+from roundtabled.core.server_records import TurnPrompt
 from roundtabled.core.sides import turn_header
 from roundtabled.core.state import sign_marker
 from roundtabled.engine.mirror import TurnMirror
@@ -314,7 +315,7 @@ class Handoff:
         )
         marker = sign_marker(cmd.marker, state.session_id, shell.signer)
         carries = cmd.message_id == state.state_message_id
-        body = v1_wire.prompt_body(
+        prompt = TurnPrompt(
             cmd.message_id,
             cmd.agent,
             cmd.text,
@@ -328,7 +329,7 @@ class Handoff:
         table.mirror = TurnMirror(state.session_id, cmd.message_id, shell.stream_epoch)
         table.ahead = None
         try:
-            await shell.client.prompt_async(state.session_id, body)
+            await shell.port.send_prompt(state.session_id, prompt)
         except NotFound:
             if first:
                 raise

@@ -21,6 +21,7 @@ import orjson
 
 from roundtabled.core import history, lifecycle
 from roundtabled.core.commands import Abort, PersistState
+from roundtabled.core.server_records import SessionRef
 from roundtabled.core.state import Phase, RoundtableState
 from roundtabled.engine.plugins import HEARTBEAT_S
 from roundtabled.engine.shell import Shell
@@ -187,7 +188,7 @@ class Recovery:
                 for cmd in orphan.commands:
                     try:
                         if isinstance(cmd, Abort):
-                            await shell.client.abort(s2)
+                            await shell.port.abort(SessionRef(s2, state.directory))
                         elif isinstance(cmd, PersistState):
                             await shell.store.persist(orphan.state, index=cmd.index)
                     except TransportError as exc:

@@ -22,6 +22,7 @@ from roundtabled import faults, ids
 from roundtabled.core import history, lifecycle, machine, opening, prompts
 from roundtabled.core.commands import Cancel, Decision, Observation, Prompt, join_cancel
 from roundtabled.core.deliberation import Call
+from roundtabled.core.server_records import SessionRef
 from roundtabled.core.state import (
     Delivery,
     EndReason,
@@ -371,7 +372,7 @@ class Engine:
             ),
             now=self.shell.clock(),
         )
-        await self.client.update_session(s2, title=state.title)
+        await self.shell.port.set_title(s2, state.title)
         await self.store.persist(state, index=True)
         self.recent.pop(s2, None)
         table = self._adopt(state)
@@ -420,7 +421,7 @@ class Engine:
             if not answer.joined:
                 # Abort at once (stop must stop within 2 s), the worker records it.
                 try:
-                    await self.client.abort(s2)
+                    await self.shell.port.abort(SessionRef(s2, table.state.directory))
                 except TransportError as exc:
                     table.log.warning("could not abort the turn in flight: %s", exc)
         table.poke()

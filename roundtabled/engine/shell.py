@@ -8,7 +8,6 @@ client, a signer, settings, a clock returning epoch ms); everything else is made
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import time
@@ -22,9 +21,9 @@ from roundtabled.engine.metrics import HandoffMetrics
 from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
-from roundtabled.errors import TransportError
 from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.port import V1Port
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -55,10 +54,13 @@ class Shell:
         clock: Clock = now_ms,
     ) -> None:
         self.client = client
+        self.port = V1Port(client)
+        """The 1.x server port: the engine's writes go through it (docs/design.md, "The server
+        port")."""
         self.signer = signer
         self.settings = settings
         self.clock = clock
-        self.store = StateStore(client, signer)
+        self.store = StateStore(self.port, signer)
         self.metrics = HandoffMetrics()
         self.plugins = PluginRegistry(clock, verify=self.plugin_loaded)
         """Where the roundtable plugin reported itself loaded (the plugin mode's signal)."""
@@ -124,10 +126,7 @@ class Shell:
 
     async def toast_now(self, state: RoundtableState, message: str, variant: str) -> None:
         """A TUI toast, awaited; a server that cannot show it is not an error."""
-        with contextlib.suppress(TransportError):
-            await self.client.toast(
-                message, title="Roundtable", variant=variant, directory=state.directory
-            )
+        await self.port.notify(state.directory, "Roundtable", message, variant)
 
     def changed(self) -> None:
         """Something the daemon's status shows changed (count of roundtables, a phase)."""

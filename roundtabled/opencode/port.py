@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from roundtabled import ids
 from roundtabled.core import messages
 from roundtabled.core.history import turn_is_final
+from roundtabled.core.messages import TextPart
 from roundtabled.core.server_records import (
     AgentRecord,
     Interjection,
@@ -29,18 +30,21 @@ from roundtabled.core.server_records import (
     ServerCapabilities,
     SessionRef,
     SignedState,
+    StateBlock,
     TurnKey,
     TurnOutcome,
+    TurnPrompt,
     TurnStatus,
     stable_digest,
     usage_in_out,
 )
-from roundtabled.core.state import META_KEY, ModelRef, Signer, Usage
+from roundtabled.core.state import META_KEY, ModelRef, Phase, Signer, Usage
 from roundtabled.errors import NotFound, RoundtableError, TransportError
 from roundtabled.opencode import v1_wire, v2
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import ServerFound, detect_server
 from roundtabled.opencode.events import SESSION_IDLE, Event
+from roundtabled.opencode.session_metadata import opening_metadata
 
 __all__ = [
     "DELIVERY_KEY",
@@ -49,6 +53,7 @@ __all__ = [
     "ServerPort",
     "UnsupportedServer",
     "V1Port",
+    "V1Session",
     "V2Port",
     "port_after_reconnect",
     "port_for",
@@ -151,13 +156,94 @@ class ServerPort(Protocol):
         it into the running execution at its next step)."""
         ...
 
-    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+    async def notify(self, directory: str | None, title: str, message: str, variant: str) -> bool:
         """Show a toast to the person (``variant``: info | success | warning | error); whether
         the server took it."""
         ...
 
     async def close(self) -> None:
         """Close the connection pool."""
+        ...
+
+
+@runtime_checkable
+class V1Session(Protocol):
+    """What the 1.x engine does on a 1.x server beyond :class:`ServerPort`: its own layout of a
+    roundtable in S2 (docs/design.md, "The server port", "State format", "Exactly once").
+
+    A sub-protocol, not capabilities of :class:`ServerPort`: these are the 1.x engine's own
+    mechanisms (the state block as an ignored part rewritten in place, hiding by editing parts,
+    noReply messages under ids the machine chose, prompts whose ids the machine chose and adopts
+    by their markers), which 2.x has no route for; the 2.x shell drives 2.x with other means
+    through :class:`ServerPort` alone. Each method is one request (two for :meth:`hide_message`
+    and :meth:`post_once`, a read and then the writes), the same the engine made before it went
+    through the port. Errors as in :class:`ServerPort`."""
+
+    async def send_prompt(self, session_id: str, prompt: TurnPrompt) -> None:
+        """Send ``prompt`` into ``session_id`` (``prompt_async``), reading nothing first."""
+        ...
+
+    async def post_once(
+        self,
+        session_id: str,
+        message_id: str,
+        text: str | None = None,
+        *,
+        label: str | None = None,
+        marker: Mapping[str, Any] | None = None,
+        block: StateBlock | None = None,
+    ) -> None:
+        """Post a noReply message ``message_id`` into ``session_id`` unless one with that id is
+        stored (posted before a crash): the visible ``text``, then an ignored ``label`` with the
+        signed ``marker`` metadata, or the state ``block`` alone. NotFound: the session is
+        gone."""
+        ...
+
+    async def post_state(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        """Post the state ``block`` as a noReply message ``message_id`` of its own (no read)."""
+        ...
+
+    async def write_state_part(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        """Rewrite the state block's part in place (NotFound: the session or the part is
+        gone)."""
+        ...
+
+    async def write_index(
+        self,
+        session_id: str,
+        phase: Phase,
+        message_id: str,
+        part_id: str,
+        *,
+        finalized: bool,
+    ) -> None:
+        """Write the session's index (the metadata the start-up scan reads): the phase, where
+        the state block is, whether the roundtable is finalized."""
+        ...
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        """Set the session's title."""
+        ...
+
+    async def edit_part(self, session_id: str, part: TextPart) -> None:
+        """Rewrite the text part ``part`` (read from this server) with ``part.text``."""
+        ...
+
+    async def hide_part(self, session_id: str, part: TextPart) -> None:
+        """Mark the text part ``part`` (read from this server) ignored: kept, never sent to a
+        model."""
+        ...
+
+    async def hide_message(self, session_id: str, message_id: str) -> None:
+        """Mark every visible text part of the message ``message_id`` ignored (NotFound: the
+        message is gone)."""
+        ...
+
+    async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
+        """Create the session of ``seat`` of the independent opening of the roundtable
+        ``parent`` (S2) as its child with ``title``; its id when the server holds it as that
+        seat's (the metadata it answered names the seat, as a read would adopt it), else
+        ``None``."""
         ...
 
 
@@ -426,12 +512,103 @@ class V1Port:
         )
         return mid
 
-    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+    async def notify(self, directory: str | None, title: str, message: str, variant: str) -> bool:
         try:
             await self.client.toast(message, title=title, variant=variant, directory=directory)
         except TransportError:
             return False
         return True
+
+    # The 1.x engine's own layout (:class:`V1Session`).
+
+    async def send_prompt(self, session_id: str, prompt: TurnPrompt) -> None:
+        block = prompt.block
+        body = v1_wire.prompt_body(
+            prompt.message_id,
+            prompt.agent,
+            prompt.text,
+            prompt.label,
+            dict(prompt.marker),
+            prompt.model,
+            block=_block_part(block) if block is not None else None,
+        )
+        await self.client.prompt_async(session_id, body)
+
+    async def post_once(
+        self,
+        session_id: str,
+        message_id: str,
+        text: str | None = None,
+        *,
+        label: str | None = None,
+        marker: Mapping[str, Any] | None = None,
+        block: StateBlock | None = None,
+    ) -> None:
+        try:
+            await self.client.message(session_id, message_id)
+            return
+        except NotFound:
+            pass
+        parts: list[dict[str, Any]] = []
+        if text is not None:
+            parts.append(v1_wire.text_part(text))
+        if label is not None:
+            parts.append(v1_wire.label_part(label, dict(marker or {})))
+        if block is not None:
+            parts.append(_block_part(block))
+        await self.client.post_no_reply(session_id, parts, message_id=message_id)
+
+    async def post_state(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        await self.client.post_no_reply(session_id, [_block_part(block)], message_id=message_id)
+
+    async def write_state_part(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        part = v1_wire.state_part(
+            session_id, message_id, block.part_id, block.state.text, dict(block.state.metadata)
+        )
+        await self.client.update_part(session_id, message_id, part)
+
+    async def write_index(
+        self,
+        session_id: str,
+        phase: Phase,
+        message_id: str,
+        part_id: str,
+        *,
+        finalized: bool,
+    ) -> None:
+        await self.client.update_session(
+            session_id,
+            metadata=v1_wire.index_metadata(phase, message_id, part_id, finalized=finalized),
+        )
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        await self.client.update_session(session_id, title=title)
+
+    async def edit_part(self, session_id: str, part: TextPart) -> None:
+        await self.client.update_part(session_id, part.message_id, v1_wire.part_body(part))
+
+    async def hide_part(self, session_id: str, part: TextPart) -> None:
+        await self.client.update_part(session_id, part.message_id, v1_wire.hidden(part))
+
+    async def hide_message(self, session_id: str, message_id: str) -> None:
+        msg = await self.client.message(session_id, message_id)
+        for part in v1_wire.visible_text_parts(msg):
+            await self.client.update_part(session_id, message_id, v1_wire.hidden(part))
+
+    async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
+        info = await self.client.create_session(
+            directory=parent.directory,
+            parent_id=parent.id,
+            title=title,
+            metadata=opening_metadata(parent.id, seat),
+        )
+        sid = v1_wire.session_id(info)
+        return sid if sid is not None and v1_wire.opening_seat(info, parent.id) == seat else None
+
+
+def _block_part(block: StateBlock) -> dict[str, Any]:
+    """The state block's part as a new message carries it."""
+    return v1_wire.block_part(block.part_id, block.state.text, dict(block.state.metadata))
 
 
 def _v1_model_of(prompt: Mapping[str, Any]) -> ModelRef | None:
@@ -871,7 +1048,7 @@ class V2Port:
         )
         return mid
 
-    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+    async def notify(self, directory: str | None, title: str, message: str, variant: str) -> bool:
         # 2.x has no HTTP route for a toast (only a TUI plugin can show one)
         return False
 
