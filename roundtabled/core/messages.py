@@ -11,6 +11,7 @@ Pure: no I/O. Token counts are tokens, costs USD.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,10 +25,17 @@ __all__ = [
     "TextPart",
     "UserView",
     "busy_text",
+    "status_of",
 ]
 
 Status = Literal["idle", "busy", "retry", "unknown"]
 """A session's status as the rules read it (``unknown``: not read)."""
+
+
+def status_of(statuses: Mapping[str, Status], session_id: str) -> Status:
+    """The status of ``session_id`` among the ``statuses`` the server listed: the server lists
+    only sessions that are not idle, so an absent one is idle (docs/opencode-server.md)."""
+    return statuses.get(session_id, "idle")
 
 
 @dataclass(frozen=True, slots=True)

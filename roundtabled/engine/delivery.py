@@ -23,7 +23,7 @@ from roundtabled.core.lifecycle import (
     SetTitle,
     WriteState,
 )
-from roundtabled.core.messages import TextPart
+from roundtabled.core.messages import Status, TextPart
 from roundtabled.core.state import DELIMITER_TEXT, EndReason, Marker, sign_marker
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
@@ -67,7 +67,6 @@ class Finalizer:
 
     async def facts(self, table: Table) -> FinalFacts:
         """Read what the next step of phase 4 needs (the tool call in S1, the statuses)."""
-        client = self.shell.client
         state = table.state
         consumed = bool(table.result and table.result.get("consumedByTool"))
         want_tool, want_statuses = lifecycle.final_reads(state)
@@ -85,19 +84,18 @@ class Finalizer:
         prompts = lifecycle.reply_reads(state)
         if prompts is not None:
             observer_parts = await self.observer_parts(table, prompts)
-        statuses: dict[str, dict[str, Any]] = {}
+        statuses: dict[str, Status] = {}
         if want_statuses:
             with contextlib.suppress(NotFound):
-                statuses = await client.statuses(state.directory)
+                statuses = await self.shell.port.statuses(state.directory)
         return FinalFacts(
             now=self.shell.clock(),
             result_id=ids.message_id(),
             delimiter_id=ids.message_id(),
             consumed=consumed,
             tool_call=tool_call,
-            s1_busy=bool(state.parent_session_id)
-            and v1_wire.is_busy(statuses, state.parent_session_id or ""),
-            s2_busy=v1_wire.is_busy(statuses, state.session_id),
+            s1_busy=bool(state.parent_session_id) and (state.parent_session_id or "") in statuses,
+            s2_busy=state.session_id in statuses,
             released_at=table.finished_at,
             observer_parts=observer_parts,
         )
@@ -191,8 +189,4 @@ class Finalizer:
     ) -> tuple[str | None, str, dict[str, Any]]:
         """Status (pending | running | completed | error), output and metadata of the tool call
         in S1 that started the roundtable; ``(None, "", {})`` when its message is gone."""
-        try:
-            msg = await self.shell.client.message(s1, message_id)
-        except NotFound:
-            return None, "", {}
-        return v1_wire.tool_call_state(msg, call_id)
+        return await self.shell.port.tool_call(s1, message_id, call_id)

@@ -25,6 +25,7 @@ from roundtabled.core.commands import (
     PromptSeat,
     RecordOpening,
 )
+from roundtabled.core.messages import status_of
 from roundtabled.core.opening import OpeningObservation, SeatView
 from roundtabled.core.state import RoundtableState
 from roundtabled.engine.executor import Executor
@@ -103,7 +104,7 @@ class OpeningRunner:
         rnd = opening.current(state)
         # The status first: messages read after it hold everything up to it (an idle seat's
         # reply is there). The rest is independent and read together (round 1 is parallel).
-        statuses = await shell.client.statuses(state.directory)
+        statuses = await shell.port.statuses(state.directory)
         need_children = rnd is None or any(s.session_id is None for s in rnd.seats)
         unsettled = [
             s
@@ -131,7 +132,7 @@ class OpeningRunner:
             if error is not None and error[0] < (s.prompted_at or 0):
                 error = None
             seats[sid] = SeatView(
-                status=v1_wire.session_status(statuses, sid),
+                status=status_of(statuses, sid),
                 messages=v1_wire.message_views(msgs, sid, shell.signer),
                 found=found,
                 accepted=s.message_id in table.accepted,
@@ -140,7 +141,7 @@ class OpeningRunner:
         messages = v1_wire.message_views(whole, s2, shell.signer)
         return OpeningObservation(
             now=shell.clock(),
-            status=v1_wire.session_status(statuses, s2),
+            status=status_of(statuses, s2),
             messages=messages,
             children=kids,
             seats=seats,

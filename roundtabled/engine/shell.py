@@ -21,7 +21,6 @@ from roundtabled.engine.metrics import HandoffMetrics
 from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
-from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.port import V1Port
 
@@ -82,7 +81,7 @@ class Shell:
         Raises:
             TransportError: the server did not answer.
         """
-        return v1_wire.plugin_ran(await self.client.config(directory))
+        return await self.port.plugin_ran(directory)
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background; its failure is logged, never raised."""

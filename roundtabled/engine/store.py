@@ -171,11 +171,7 @@ class StateStore:
         if landed.is_set():
             return False
         assert state.state_message_id and state.state_part_id
-        try:
-            msg: dict[str, Any] | None = await self.client.message(s2, state.state_message_id)
-        except NotFound:
-            msg = None
-        if msg is not None and v1_wire.has_part(msg, state.state_part_id):
+        if await self.port.has_part(s2, state.state_message_id, state.state_part_id):
             self.landed(s2)
             return False
         if in_flight:

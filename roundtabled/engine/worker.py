@@ -178,7 +178,7 @@ class Worker:
             table.deleted_hint = deleted
             if deleted:
                 return self._deleted(parent_deleted)
-        status_task = asyncio.ensure_future(shell.client.statuses(state.directory))
+        status_task = asyncio.ensure_future(shell.port.statuses(state.directory))
         try:
             try:
                 if pend is not None:
@@ -196,7 +196,7 @@ class Worker:
             if deleted:
                 return self._deleted(parent_deleted)
             raise
-        status = v1_wire.session_status(statuses, s2)
+        status = messages.status_of(statuses, s2)
         views = v1_wire.message_views(msgs, s2, shell.signer)
         last = views[-1] if views else None
         if (

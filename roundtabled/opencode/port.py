@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from roundtabled import ids
 from roundtabled.core import messages
 from roundtabled.core.history import turn_is_final
-from roundtabled.core.messages import TextPart
+from roundtabled.core.messages import Status, TextPart
 from roundtabled.core.server_records import (
     AgentRecord,
     Interjection,
@@ -237,6 +237,28 @@ class V1Session(Protocol):
     async def hide_message(self, session_id: str, message_id: str) -> None:
         """Mark every visible text part of the message ``message_id`` ignored (NotFound: the
         message is gone)."""
+        ...
+
+    async def statuses(self, directory: str | None) -> dict[str, Status]:
+        """The status of every session of ``directory`` that is not idle (the server lists no
+        idle one: :func:`roundtabled.core.messages.status_of` reads an absent one as idle)."""
+        ...
+
+    async def tool_call(
+        self, session_id: str, message_id: str, call_id: str
+    ) -> tuple[str | None, str, dict[str, Any]]:
+        """Status (pending | running | completed | error), output and metadata of the tool
+        call ``call_id`` in the message ``message_id``; ``(None, "", {})`` when the message is
+        gone (``("pending", "", {})`` while it holds no such part yet)."""
+        ...
+
+    async def plugin_ran(self, directory: str) -> bool:
+        """Whether the roundtable plugin ran in the current instance of ``directory`` of the
+        server that answered (``GET /config`` carries its mark: docs/plugin.md)."""
+        ...
+
+    async def has_part(self, session_id: str, message_id: str, part_id: str) -> bool:
+        """Whether the message ``message_id`` is stored and holds the part ``part_id``."""
         ...
 
     async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
@@ -594,6 +616,29 @@ class V1Port:
         msg = await self.client.message(session_id, message_id)
         for part in v1_wire.visible_text_parts(msg):
             await self.client.update_part(session_id, message_id, v1_wire.hidden(part))
+
+    async def statuses(self, directory: str | None) -> dict[str, Status]:
+        raw = await self.client.statuses(directory)
+        return {sid: v1_wire.session_status(raw, sid) for sid in raw}
+
+    async def tool_call(
+        self, session_id: str, message_id: str, call_id: str
+    ) -> tuple[str | None, str, dict[str, Any]]:
+        try:
+            msg = await self.client.message(session_id, message_id)
+        except NotFound:
+            return None, "", {}
+        return v1_wire.tool_call_state(msg, call_id)
+
+    async def plugin_ran(self, directory: str) -> bool:
+        return v1_wire.plugin_ran(await self.client.config(directory))
+
+    async def has_part(self, session_id: str, message_id: str, part_id: str) -> bool:
+        try:
+            msg = await self.client.message(session_id, message_id)
+        except NotFound:
+            return False
+        return v1_wire.has_part(msg, part_id)
 
     async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
         info = await self.client.create_session(
