@@ -41,11 +41,11 @@ import aiohttp
 import orjson
 
 from roundtabled import ids
-from roundtabled.core.events import Event, parse_event
 from roundtabled.engine.handoff import Handoff
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest
 from roundtabled.opencode.client import HttpTransport
+from roundtabled.opencode.events import Event, parse_event
 from roundtabled.opencode.stream import SSEDecoder
 
 from . import debate

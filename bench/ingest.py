@@ -23,13 +23,13 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from roundtabled.core.events import SESSION_CREATED, parse_event
 from roundtabled.core.state import RoundtableState, Signer
 from roundtabled.engine.registry import Engine
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.table import Table
 from roundtabled.offline.opencode_server import free_port
 from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.events import SESSION_CREATED, parse_event
 from roundtabled.opencode.stream import EventStream, SSEDecoder
 
 from .env import rss_mb

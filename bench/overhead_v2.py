@@ -47,12 +47,12 @@ from typing import Any
 import aiohttp
 from pydantic import SecretStr
 
-from roundtabled.core.events import Event
 from roundtabled.core.prompts import TURN_ORCHESTRATION_BUDGET
 from roundtabled.core.state import OBSERVER_AGENT
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
 from roundtabled.opencode import v2
 from roundtabled.opencode.client import HttpTransport
+from roundtabled.opencode.events import Event
 from roundtabled.service import install
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon

@@ -11,7 +11,7 @@ import contextlib
 
 import aiohttp
 
-from roundtabled.core.events import SESSION_IDLE, parse_event
+from roundtabled.opencode.events import SESSION_IDLE, parse_event
 from roundtabled.opencode.stream import SSEDecoder
 
 

@@ -31,8 +31,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from roundtabled.core.events import parse_event
 from roundtabled.offline.opencode_server import free_port
+from roundtabled.opencode.events import parse_event
 from roundtabled.opencode.stream import EventStream
 
 from . import ingest

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from roundtabled.core.messages import MessageView, Status, UserView
 from roundtabled.core.state import HistoryEntry, Marker, RoundtableState
-from roundtabled.core.wire import MessageView, Status, UserView
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +185,12 @@ Command = PersistState | Prompt | Abort | Toast | ReleaseResult | Finalize | Tur
 
 @dataclass(frozen=True, slots=True)
 class CreateSeatSession:
-    """``POST /session`` with ``parentID`` = the roundtable, ``title`` and ``metadata`` (the
-    roundtable and the seat: the next read adopts it from the children)."""
+    """Create the seat's session as a child of the roundtable (S2), with ``title``; the adapter
+    marks it with the roundtable and the seat (the session's metadata), so that the next read
+    adopts it from S2's children."""
 
     seat: int
     title: str
-    metadata: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)

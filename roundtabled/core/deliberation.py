@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Literal
 
+from roundtabled.core.messages import UserView
 from roundtabled.core.positions import (
     normalise_label,
     position_of,
@@ -70,7 +71,6 @@ from roundtabled.core.state import (
     RoundtableState,
     Until,
 )
-from roundtabled.core.wire import UserView
 
 __all__ = [
     "DIVERSITY_PROMPT_SIMILARITY",

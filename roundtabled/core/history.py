@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from roundtabled.core.messages import AnswerView, MessageView, UserView, busy_text
 from roundtabled.core.observer_flow import annotate
 from roundtabled.core.observer_verdict import REPAIR_SEAT
 from roundtabled.core.state import (
@@ -20,7 +21,6 @@ from roundtabled.core.state import (
     Usage,
     ViewMode,
 )
-from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 
 TURN_KINDS = ("turn", "observer")
 """Marker kinds of the daemon's prompts that start a turn."""

@@ -12,11 +12,12 @@ point repeats nothing (``docs/design.md``, "exactly once"). Times are epoch mill
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from roundtabled.core import result, wire
+from roundtabled.core import result
 from roundtabled.core.commands import Abort, Decision, PersistState, ReleaseResult, Toast
+from roundtabled.core.messages import TextPart
 from roundtabled.core.observer_verdict import recorded_line, shown_text
 from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
@@ -181,9 +182,8 @@ class FinalFacts:
     ``s1_busy`` / ``s2_busy``: from ``GET /session/status``.
     ``released_at``: when the result was released to pollers (``None``: not yet).
     ``result_id`` / ``delimiter_id``: fresh message ids the step may use.
-    ``observer_parts``: ``(message id, part)`` of the text parts of the observer's reply
-    (:func:`wire.reply_text_parts` of the prompts :func:`reply_reads` names); ``None`` when not
-    read.
+    ``observer_parts``: the text parts of the observer's reply (those of the replies to the
+    prompts :func:`reply_reads` names that make the reply text); ``None`` when not read.
     """
 
     now: int
@@ -194,7 +194,7 @@ class FinalFacts:
     s1_busy: bool = False
     s2_busy: bool = False
     released_at: int | None = None
-    observer_parts: tuple[tuple[str, dict[str, Any]], ...] | None = None
+    observer_parts: tuple[TextPart, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,11 +233,15 @@ class SetTitle:
 
 @dataclass(frozen=True, slots=True)
 class EditPart:
-    """``PATCH /session/{S2}/message/{message_id}/part/{id}`` with ``part`` (an observer's text
-    part whose verdict block gives way to the verdict in words: :func:`shown_reply`)."""
+    """Rewrite the text part ``part`` of S2 in place with ``part.text`` (an observer's text part
+    whose verdict block gives way to the verdict in words: :func:`shown_reply`)."""
 
-    message_id: str
-    part: dict[str, Any]
+    part: TextPart
+
+    @property
+    def message_id(self) -> str:
+        """The message holding the part."""
+        return self.part.message_id
 
 
 FinalCommand = ReleaseResult | WriteState | PostResult | EditPart | PostDelimiter | SetTitle | Toast
@@ -296,7 +300,7 @@ def reply_reads(state: RoundtableState) -> tuple[str, ...] | None:
 
 
 def shown_reply(
-    state: RoundtableState, parts: tuple[tuple[str, dict[str, Any]], ...]
+    state: RoundtableState, parts: tuple[TextPart, ...]
 ) -> tuple[RoundtableState, list[EditPart]]:
     """The edits that make S2 show the recorded verdict in words instead of the observer's JSON
     block, and the state whose history holds the reply as S2 will then show it (the export of a
@@ -305,18 +309,17 @@ def shown_reply(
 
     Args:
         state: a roundtable whose verdict is recorded (``state.verdict``) and written.
-        parts: ``(message id, part)`` of the observer's reply text parts
-            (:func:`wire.reply_text_parts`).
+        parts: the observer's reply text parts (:attr:`FinalFacts.observer_parts`).
 
     A part holding no verdict block (a reply without one, or one already edited before a
     restart) is left as it is (docs/result.md, "The observer's verdict").
     """
     line = recorded_line(state.verdict.data)
     edits: list[EditPart] = []
-    for mid, part in parts:
-        text = shown_text(str(part.get("text") or ""), line)
+    for part in parts:
+        text = shown_text(part.text, line)
         if text is not None:
-            edits.append(EditPart(mid, wire.with_text(part, text)))
+            edits.append(EditPart(replace(part, text=text)))
     history = list(state.history)
     for i in _conclusion_observer(state):
         text = shown_text(history[i].response, line)

@@ -75,6 +75,7 @@ from roundtabled.core.history import (
     since_last_turn,
     turn_is_final,
 )
+from roundtabled.core.messages import AnswerView, MessageView, UserView, busy_text
 from roundtabled.core.positions import unexplained_change
 from roundtabled.core.result import cancelled_text
 from roundtabled.core.similarity import is_loop
@@ -89,7 +90,6 @@ from roundtabled.core.state import (
     ViewMode,
 )
 from roundtabled.core.verdict import no_stance
-from roundtabled.core.wire import AnswerView, MessageView, UserView, busy_text
 
 REPROMPT_GRACE_MS = 5_000
 """A prompt whose user message is still absent from S2 this long after sending is sent again."""

@@ -54,6 +54,7 @@ from roundtabled.core.commands import (
     SeatSettled,
 )
 from roundtabled.core.history import answers_to, entry_from_answers, turn_is_final
+from roundtabled.core.messages import MessageView, Status, UserView
 from roundtabled.core.protocols import SecondRound
 from roundtabled.core.result import cancelled_text
 from roundtabled.core.sides import turn_header, turn_title
@@ -67,7 +68,6 @@ from roundtabled.core.state import (
     RoundtableState,
     SeatEntryKind,
 )
-from roundtabled.core.wire import MessageView, Status, UserView, opening_metadata
 
 # ── the round's rules ───────────────────────────────────────────────────────────────────────────
 
@@ -172,11 +172,6 @@ class OpeningDecision:
     round: OpeningRound
     commands: list[OpeningCommand] = field(default_factory=list)
     wake_at: int | None = None
-
-
-def seat_metadata(roundtable: str, seat: int) -> dict[str, object]:
-    """The metadata a seat's session is created with (and adopted by)."""
-    return dict(opening_metadata(roundtable, seat))
 
 
 def record_text(entry: HistoryEntry, setup: Setup | None = None) -> str:
@@ -323,9 +318,7 @@ def step(rnd: OpeningRound, obs: OpeningObservation, setup: Setup) -> OpeningDec
                     cmds.append(SeatSettled(entry))
                     continue
                 title = setup.title(s.agent)
-                cmds.append(
-                    CreateSeatSession(s.seat, title, seat_metadata(setup.roundtable, s.seat))
-                )
+                cmds.append(CreateSeatSession(s.seat, title))
                 seats.append(s)
                 continue
             s = s.model_copy(update={"session_id": child})

@@ -25,8 +25,10 @@ __all__ = [
     "ServerCapabilities",
     "SessionRef",
     "SignedState",
+    "StateBlock",
     "TurnKey",
     "TurnOutcome",
+    "TurnPrompt",
     "TurnStatus",
     "stable_digest",
     "usage_in_out",
@@ -243,6 +245,37 @@ class SignedState:
 
     text: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StateBlock:
+    """The state block as the 1.x engine lays it out (docs/design.md, "State format"): the
+    signed ``state`` in the part ``part_id`` of S2's message that holds it (written in place
+    later)."""
+
+    part_id: str
+    state: SignedState
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPrompt:
+    """A turn's prompt as the 1.x engine sends it (the machine chose the id and adopts a stored
+    prompt by its marker, so sending it reads nothing first; docs/design.md, "Exactly once").
+
+    ``message_id``: the prompt's id (``msg_…``, fresh and ascending). ``agent``: the seat's or
+    the observer's agent. ``text``: what the model reads. ``label``: the header people read.
+    ``marker``: the daemon's signed marker metadata (:func:`roundtabled.core.state.sign_marker`).
+    ``model``: the seat's own model (``None``: the agent's, as the server chooses). ``block``:
+    the state block when this prompt's message is the block's too (turn 1 of a fresh
+    roundtable)."""
+
+    message_id: str
+    agent: str
+    text: str
+    label: str
+    marker: Mapping[str, Any]
+    model: ModelRef | None = None
+    block: StateBlock | None = None
 
 
 HidingMode = Literal["edit", "plugin"]

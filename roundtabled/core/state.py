@@ -741,20 +741,6 @@ def has_meta_text(text: str) -> bool:
     return "[ROUNDTABLE META" in text
 
 
-def is_state_part(part: dict[str, Any]) -> bool:
-    """True when ``part`` (a part of ``GET …/message``) claims to be a state block, in either
-    form: its metadata says ``kind: state``, or its text holds a META block. Claims only:
-    :func:`decode_state` decides whether to trust it."""
-    if part.get("type") != "text":
-        return False
-    md = part.get("metadata")
-    ours = md.get(META_KEY) if isinstance(md, dict) else None
-    if isinstance(ours, dict) and ours.get("kind") == "state":
-        return True
-    text = part.get("text")
-    return isinstance(text, str) and has_meta_text(text)
-
-
 def decode_state(text: str, metadata: object, session_id: str, signer: Signer) -> RoundtableState:
     """Parse and authenticate a state block written by :func:`encode_state` (either form).
 

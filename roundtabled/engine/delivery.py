@@ -13,7 +13,7 @@ import contextlib
 from typing import Any
 
 from roundtabled import faults, ids
-from roundtabled.core import lifecycle, wire
+from roundtabled.core import lifecycle
 from roundtabled.core.commands import ReleaseResult, Toast
 from roundtabled.core.lifecycle import (
     EditPart,
@@ -23,10 +23,12 @@ from roundtabled.core.lifecycle import (
     SetTitle,
     WriteState,
 )
+from roundtabled.core.messages import Status, TextPart
 from roundtabled.core.state import DELIMITER_TEXT, EndReason, Marker, sign_marker
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, TransportError
+from roundtabled.opencode import v1_wire
 
 
 class Finalizer:
@@ -65,7 +67,6 @@ class Finalizer:
 
     async def facts(self, table: Table) -> FinalFacts:
         """Read what the next step of phase 4 needs (the tool call in S1, the statuses)."""
-        client = self.shell.client
         state = table.state
         consumed = bool(table.result and table.result.get("consumedByTool"))
         want_tool, want_statuses = lifecycle.final_reads(state)
@@ -79,30 +80,27 @@ class Finalizer:
                 state, status, output, metadata, self.shell.signer
             )
             tool_call = (status, holds)
-        observer_parts: tuple[tuple[str, dict[str, Any]], ...] | None = None
+        observer_parts: tuple[TextPart, ...] | None = None
         prompts = lifecycle.reply_reads(state)
         if prompts is not None:
             observer_parts = await self.observer_parts(table, prompts)
-        statuses: dict[str, dict[str, Any]] = {}
+        statuses: dict[str, Status] = {}
         if want_statuses:
             with contextlib.suppress(NotFound):
-                statuses = await client.statuses(state.directory)
+                statuses = await self.shell.port.statuses(state.directory)
         return FinalFacts(
             now=self.shell.clock(),
             result_id=ids.message_id(),
             delimiter_id=ids.message_id(),
             consumed=consumed,
             tool_call=tool_call,
-            s1_busy=bool(state.parent_session_id)
-            and wire.is_busy(statuses, state.parent_session_id or ""),
-            s2_busy=wire.is_busy(statuses, state.session_id),
+            s1_busy=bool(state.parent_session_id) and (state.parent_session_id or "") in statuses,
+            s2_busy=state.session_id in statuses,
             released_at=table.finished_at,
             observer_parts=observer_parts,
         )
 
-    async def observer_parts(
-        self, table: Table, prompts: tuple[str, ...]
-    ) -> tuple[tuple[str, dict[str, Any]], ...]:
+    async def observer_parts(self, table: Table, prompts: tuple[str, ...]) -> tuple[TextPart, ...]:
         """The text parts of the observer's reply to ``prompts`` (message ids) in S2; none when
         there is nothing to read or S2 cannot be read now (the JSON block then stays: its
         showing is no part of the result, and is not worth holding phase 4 up)."""
@@ -114,7 +112,7 @@ class Finalizer:
         except (NotFound, TransportError) as exc:
             table.log.warning("could not read the observer's reply to show its verdict: %s", exc)
             return ()
-        return tuple(wire.reply_text_parts(msgs, prompts))
+        return tuple(v1_wire.reply_text_parts(msgs, prompts))
 
     async def _run(self, table: Table, cmd: lifecycle.FinalCommand) -> None:
         shell = self.shell
@@ -132,39 +130,38 @@ class Finalizer:
             assert s1 is not None
             marker = Marker(kind="result", roundtable=s2)
             with contextlib.suppress(NotFound):  # S1 is gone: nothing to deliver to
-                await store.post_once(
+                await shell.port.post_once(
                     s1,
                     cmd.message_id,
-                    [
-                        wire.text_part(cmd.text),
-                        wire.label_part(
-                            f"── roundtable {s2} ──", sign_marker(marker, s1, shell.signer)
-                        ),
-                    ],
+                    cmd.text,
+                    label=f"── roundtable {s2} ──",
+                    marker=sign_marker(marker, s1, shell.signer),
                 )
             faults.checkpoint("delivered")
         elif isinstance(cmd, EditPart):
             try:
-                await shell.client.update_part(s2, cmd.message_id, cmd.part)
+                await shell.port.edit_part(s2, cmd.part)
             except (NotFound, TransportError) as exc:
                 # Only what S2 shows: the verdict is in the written state and the result.
                 table.log.warning("could not show the observer's verdict in words: %s", exc)
             else:
                 faults.checkpoint("verdict-shown")
         elif isinstance(cmd, PostDelimiter):
-            parts = [wire.text_part(DELIMITER_TEXT)]
             if cmd.label:
                 marker = Marker(kind="delimiter", roundtable=s2)
-                parts.append(
-                    wire.label_part(
-                        "── roundtable concluded ──", sign_marker(marker, s2, shell.signer)
-                    )
+                await shell.port.post_once(
+                    s2,
+                    cmd.message_id,
+                    DELIMITER_TEXT,
+                    label="── roundtable concluded ──",
+                    marker=sign_marker(marker, s2, shell.signer),
                 )
-            await store.post_once(s2, cmd.message_id, parts)
+            else:
+                await shell.port.post_once(s2, cmd.message_id, DELIMITER_TEXT)
             if cmd.label:
                 faults.checkpoint("delimiter-posted")
         elif isinstance(cmd, SetTitle):
-            await shell.client.update_session(s2, title=cmd.title)
+            await shell.port.set_title(s2, cmd.title)
             faults.checkpoint("title-set")
         elif isinstance(cmd, Toast):
             shell.show(state, cmd)
@@ -192,8 +189,4 @@ class Finalizer:
     ) -> tuple[str | None, str, dict[str, Any]]:
         """Status (pending | running | completed | error), output and metadata of the tool call
         in S1 that started the roundtable; ``(None, "", {})`` when its message is gone."""
-        try:
-            msg = await self.shell.client.message(s1, message_id)
-        except NotFound:
-            return None, "", {}
-        return wire.tool_call_state(msg, call_id)
+        return await self.shell.port.tool_call(s1, message_id, call_id)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 
 from roundtabled import faults
-from roundtabled.core import wire
 from roundtabled.core.commands import (
     Abort,
     AbortSeat,
@@ -33,6 +32,7 @@ from roundtabled.core.commands import (
     Toast,
     TurnRecorded,
 )
+from roundtabled.core.server_records import SessionRef, TurnPrompt
 from roundtabled.core.sides import turn_header
 from roundtabled.core.state import EndReason, sign_marker
 from roundtabled.engine.delivery import Finalizer
@@ -123,8 +123,9 @@ class Executor:
             case RecordOpening():
                 s2 = state.session_id
                 marker = sign_marker(cmd.marker, s2, shell.signer)
-                parts = [wire.text_part(cmd.text), wire.label_part("── opening record ──", marker)]
-                await shell.store.post_once(s2, cmd.message_id, parts)
+                await shell.port.post_once(
+                    s2, cmd.message_id, cmd.text, label="── opening record ──", marker=marker
+                )
                 faults.checkpoint("opening-recorded")
         return None
 
@@ -132,7 +133,7 @@ class Executor:
         """Abort the turn running in ``session_id``; a failure is logged (the abort's grace,
         then the turn timeout, settle the turn either way)."""
         try:
-            await self.shell.client.abort(session_id)
+            await self.shell.port.abort(SessionRef(session_id, table.state.directory))
         except TransportError as exc:
             table.log.warning("could not abort the turn in %s: %s", session_id, exc)
 
@@ -180,11 +181,10 @@ class Executor:
         s2 = state.session_id
         made: tuple[str, int] | None = None
         try:
-            info = await self.shell.client.create_session(
-                directory=state.directory, parent_id=s2, title=cmd.title, metadata=cmd.metadata
+            sid = await self.shell.port.create_seat_session(
+                SessionRef(s2, state.directory), cmd.title, cmd.seat
             )
-            sid = wire.session_id(info)
-            if sid is not None and wire.opening_seat(info, s2) == cmd.seat:
+            if sid is not None:
                 made = (sid, cmd.seat)
         except TransportError as exc:
             table.log.warning("opening: creating %s's session failed: %s", cmd.title, exc)
@@ -199,11 +199,11 @@ class Executor:
         side = table.state.options.sides.get(cmd.agent)
         label = cmd.label or turn_header(cmd.agent, 1, side, independent=True)
         marker = sign_marker(cmd.marker, cmd.session_id, shell.signer)
-        body = wire.prompt_body(
+        prompt = TurnPrompt(
             cmd.message_id, cmd.agent, cmd.text, label, marker, table.state.models.get(cmd.agent)
         )
         try:
-            await shell.client.prompt_async(cmd.session_id, body)
+            await shell.port.send_prompt(cmd.session_id, prompt)
         except (NotFound, TransportError) as exc:
             table.log.warning("opening: prompt for %s failed: %s", cmd.agent, exc)
             return

@@ -16,8 +16,7 @@ import time
 from typing import Any
 
 from roundtabled import faults, ids
-from roundtabled.core import events as ev
-from roundtabled.core import history, machine, wire
+from roundtabled.core import history, machine
 from roundtabled.core.commands import (
     Abort,
     Decision,
@@ -25,13 +24,16 @@ from roundtabled.core.commands import (
     Observation,
     Prompt,
 )
+from roundtabled.core.messages import UserView
+from roundtabled.core.server_records import TurnPrompt
 from roundtabled.core.sides import turn_header
 from roundtabled.core.state import sign_marker
-from roundtabled.core.wire import UserView
 from roundtabled.engine.mirror import TurnMirror
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Ahead, Table
 from roundtabled.errors import NotFound, TransportError
+from roundtabled.opencode import events as ev
+from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import HTTP_CLOCK
 
 PERSIST_DELAY_MS = 500
@@ -101,7 +103,7 @@ class Handoff:
         if (
             mirror is None
             or table.state.pending is None
-            or not wire.ends_turn(event.properties.get("info"), mirror.since)
+            or not v1_wire.ends_turn(event.properties.get("info"), mirror.since)
         ):
             return
         try:
@@ -155,11 +157,11 @@ class Handoff:
         state = table.state
         pend = state.pending
         assert pend is not None
-        if wire.ends_with_tool_calls(raw):
+        if v1_wire.ends_with_tool_calls(raw):
             # Only S2's real status can tell a refused-tools end from an idle *event* that
             # came between two steps (stale or duplicated): read S2.
             return None
-        views = wire.message_views(raw, state.session_id, self.shell.signer)
+        views = v1_wire.message_views(raw, state.session_id, self.shell.signer)
         if not history.turn_is_final(history.answers_to(views, pend.message_id), idle=False):
             # An idle event the mirror took while the seat's final step is not completed in it
             # (stale, or ahead of the reply's last update): only a read of S2 decides this turn.
@@ -245,14 +247,14 @@ class Handoff:
             or pend.message_id != mirror.since
             or table.cancel is not None
             or state.end_reason is not None
-            or not wire.ends_turn(event.properties.get("info"), mirror.since)
+            or not v1_wire.ends_turn(event.properties.get("info"), mirror.since)
             or not machine.hides_prompt(state)
         ):
             return
         raw = mirror.prompt_message()
         if raw is None:
             return
-        view = wire.message_view(raw, state.session_id, self.shell.signer)
+        view = v1_wire.message_view(raw, state.session_id, self.shell.signer)
         if not isinstance(view, UserView) or not view.visible_parts:
             return
         task = asyncio.ensure_future(self._hide_now(table, view))
@@ -313,7 +315,7 @@ class Handoff:
         )
         marker = sign_marker(cmd.marker, state.session_id, shell.signer)
         carries = cmd.message_id == state.state_message_id
-        body = wire.prompt_body(
+        prompt = TurnPrompt(
             cmd.message_id,
             cmd.agent,
             cmd.text,
@@ -327,7 +329,7 @@ class Handoff:
         table.mirror = TurnMirror(state.session_id, cmd.message_id, shell.stream_epoch)
         table.ahead = None
         try:
-            await shell.client.prompt_async(state.session_id, body)
+            await shell.port.send_prompt(state.session_id, prompt)
         except NotFound:
             if first:
                 raise

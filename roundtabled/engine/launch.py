@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled import ids
-from roundtabled.core import deliberation, prompts, protocols, wire
+from roundtabled.core import deliberation, prompts, protocols
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
     OBSERVER_AGENT,
@@ -38,6 +38,7 @@ from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry, directory_ke
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
+from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
 
 
@@ -46,8 +47,8 @@ class DirectoryReads:
     """What a start reads of a directory's server instance: ``agents`` (``GET /agent``),
     ``config`` (``GET /config``), ``known_models`` (the ``provider/model`` labels of
     ``GET /config/providers``; ``None`` when that read failed: only a warning depends on it) and
-    ``priced_models`` (those of them with a price, :func:`roundtabled.core.wire.model_prices`;
-    ``None`` likewise)."""
+    ``priced_models`` (those of them with a price,
+    :func:`~roundtabled.opencode.v1_wire.model_prices`; ``None`` likewise)."""
 
     agents: list[dict[str, Any]]
     config: dict[str, Any]
@@ -128,8 +129,8 @@ async def read_directory(client: OpenCodeClient, directory: str | None) -> Direc
         prices: dict[str, tuple[float, float]] = {}
         with contextlib.suppress(RoundtableError):
             providers = await providers_task
-            known_models = wire.provider_models(providers)
-            prices = wire.model_prices(providers)
+            known_models = v1_wire.provider_models(providers)
+            prices = v1_wire.model_prices(providers)
             priced = set(prices)
     finally:
         for task in (config_task, providers_task):
@@ -178,7 +179,7 @@ async def check_start(
         # The agents of S1's project, not of the server's own directory (a server started as a
         # service runs elsewhere): S1's directory first, then the reads made for it.
         parent = await parent_session(client, req.parent_session_id)
-        directory = wire.session_directory(parent)
+        directory = v1_wire.session_directory(parent)
     # The reads are independent: one round trip instead of two.
     was_kept = reads is not None and reads.kept(directory)
     parent_task = (
@@ -198,7 +199,7 @@ async def check_start(
                 parent_task.cancel()
             await asyncio.gather(parent_task, return_exceptions=True)
     if parent is not None:
-        _check_directory(req, directory, wire.session_directory(parent))
+        _check_directory(req, directory, v1_wire.session_directory(parent))
     if plugins is not None:
         # The reads above (or the ones kept) made the directory's instance load its plugins,
         # whose report came first; its check against the server ends here, so turn 1 is
@@ -208,7 +209,7 @@ async def check_start(
         # Only the plugin can keep a seat's request to the recent turns: refused without it.
         where = directory
         if where is None:
-            where = wire.path_directory(await client.path())
+            where = v1_wire.path_directory(await client.path())
         wait = HEARTBEAT_S + 1.0  # a daemon that just (re)connected hears from it soon
         check_plugin(await plugins.wait_for(where, wait) if plugins is not None else None)
     observer = req.observer or BUILTIN_OBSERVER
@@ -257,7 +258,7 @@ async def new_state(
         directory=directory,
         parent_id=req.parent_session_id,
         title=title,
-        metadata=wire.index_metadata(Phase.ACTIVE, state_msg, state_part, finalized=False),
+        metadata=v1_wire.index_metadata(Phase.ACTIVE, state_msg, state_part, finalized=False),
     )
     defaults = settings.roundtable
     options = Options(
@@ -301,7 +302,7 @@ async def new_state(
         unpriced=unpriced,
         sessionID=str(session["id"]),
         parentSessionID=req.parent_session_id,
-        directory=wire.session_directory(session) or directory,
+        directory=v1_wire.session_directory(session) or directory,
         title=title,
         agents=list(req.agents),
         models=models,
@@ -409,13 +410,13 @@ async def parent_session(client: OpenCodeClient, session_id: str) -> dict[str, A
         raise ValidationFailed(
             "parentSessionID", f"parent session {session_id!r} does not exist"
         ) from None
-    if wire.session_index(info) is not None:
+    if v1_wire.session_index(info) is not None:
         raise ValidationFailed(
             "parentSessionID",
             f"parent session {session_id!r} is a roundtable's own session; name the session "
             "that convenes the roundtable (or none)",
         )
-    owner = wire.opening_roundtable(info)
+    owner = v1_wire.opening_roundtable(info)
     if owner is not None:
         raise ValidationFailed(
             "parentSessionID",
@@ -496,7 +497,7 @@ def seat_models(
         ValidationFailed: the built-in observer is not installed; an agent has no model and the
             server no default.
     """
-    by_name = wire.agent_models(available)
+    by_name = v1_wire.agent_models(available)
     if observer == BUILTIN_OBSERVER and OBSERVER_AGENT not in by_name:
         raise ValidationFailed(
             "observer",
@@ -504,7 +505,7 @@ def seat_models(
             "project; run `roundtabled install-tool --project DIR` (or --global), or name "
             "an observer agent",
         )
-    default_model = wire.model_ref(config.get("model"))
+    default_model = v1_wire.model_ref(config.get("model"))
     models: dict[str, ModelRef] = {}
     for name in [*agents, observer_agent_of(observer)]:
         ref = by_name.get(name) or default_model

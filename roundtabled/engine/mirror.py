@@ -16,8 +16,8 @@ mirror only when
   since (same connection epoch), so no event about the turn can have been missed;
 - the turn's own user message and its parts were seen;
 - nothing made the picture doubtful (:attr:`TurnMirror.doubt`): a ``message.part.updated`` whose
-  body was not parsed (huge payloads, see :data:`roundtabled.core.events.PEEK_THRESHOLD`), a removed
-  message or part, a ``session.error``, a compaction, a message of anyone else (a person's
+  body was not parsed (huge payloads, see :data:`roundtabled.opencode.events.PEEK_THRESHOLD`),
+  a removed message or part, a ``session.error``, a compaction, a message of anyone else (a person's
   interjection or the reply to it);
 - a ``session.idle`` / ``session.status idle`` arrived after the last change of the turn's replies;
 - and the pure machine, given that picture, decides to prompt the next turn (anything else —
@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from roundtabled.core import events as ev
+from roundtabled.opencode import events as ev
 
 __all__ = ["TurnMirror"]
 

@@ -17,8 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from roundtabled import ids
-from roundtabled.core import events as ev
-from roundtabled.core import machine, opening, wire
+from roundtabled.core import machine, opening
 from roundtabled.core.commands import (
     Cancel,
     CreateSeatSession,
@@ -26,11 +25,14 @@ from roundtabled.core.commands import (
     PromptSeat,
     RecordOpening,
 )
+from roundtabled.core.messages import status_of
 from roundtabled.core.opening import OpeningObservation, SeatView
 from roundtabled.core.state import RoundtableState
 from roundtabled.engine.executor import Executor
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
+from roundtabled.opencode import events as ev
+from roundtabled.opencode import v1_wire
 
 DeletedCheck = Callable[[RoundtableState], Awaitable[tuple[bool, bool]]]
 """``(S2 or S1 is gone, S1 is gone)`` of a roundtable's state
@@ -79,7 +81,7 @@ class OpeningRunner:
         sid = event.session_id or ""
         if etype == ev.SESSION_ERROR:
             self.errors.setdefault(
-                sid, (self.shell.clock(), wire.session_error_text(event.properties))
+                sid, (self.shell.clock(), v1_wire.session_error_text(event.properties))
             )
             table.poke()
         elif (
@@ -87,7 +89,7 @@ class OpeningRunner:
             or (etype == ev.SESSION_STATUS and event.status_type == "idle")
             or (
                 etype == ev.MESSAGE_UPDATED
-                and wire.completed_assistant(event.properties.get("info"))
+                and v1_wire.completed_assistant(event.properties.get("info"))
             )
         ):
             table.poke()
@@ -102,7 +104,7 @@ class OpeningRunner:
         rnd = opening.current(state)
         # The status first: messages read after it hold everything up to it (an idle seat's
         # reply is there). The rest is independent and read together (round 1 is parallel).
-        statuses = await shell.client.statuses(state.directory)
+        statuses = await shell.port.statuses(state.directory)
         need_children = rnd is None or any(s.session_id is None for s in rnd.seats)
         unsettled = [
             s
@@ -121,7 +123,7 @@ class OpeningRunner:
         kids = tuple(
             (str(c["id"]), seat)
             for c in sorted(children, key=lambda c: int((c.get("time") or {}).get("created") or 0))
-            if (seat := wire.opening_seat(c, s2)) is not None
+            if (seat := v1_wire.opening_seat(c, s2)) is not None
         )
         seats: dict[str, SeatView] = {}
         for s, (msgs, found) in zip(unsettled, reads, strict=True):
@@ -130,16 +132,16 @@ class OpeningRunner:
             if error is not None and error[0] < (s.prompted_at or 0):
                 error = None
             seats[sid] = SeatView(
-                status=wire.session_status(statuses, sid),
-                messages=wire.message_views(msgs, sid, shell.signer),
+                status=status_of(statuses, sid),
+                messages=v1_wire.message_views(msgs, sid, shell.signer),
                 found=found,
                 accepted=s.message_id in table.accepted,
                 error=error,
             )
-        messages = wire.message_views(whole, s2, shell.signer)
+        messages = v1_wire.message_views(whole, s2, shell.signer)
         return OpeningObservation(
             now=shell.clock(),
-            status=wire.session_status(statuses, s2),
+            status=status_of(statuses, s2),
             messages=messages,
             children=kids,
             seats=seats,

@@ -12,7 +12,7 @@ directory is another process with the same directory. The server's identity come
 server: a directory's first report (again after each drop) is trusted only once ``verify``,
 reading through the daemon's own connection, confirms that the plugin *runs* in that server's
 current instance of the directory: the plugin's ``config`` hook marks the configuration of the
-instance it runs in (:data:`roundtabled.core.wire.PLUGIN_MARK`), and ``GET /config`` of the
+instance it runs in (:data:`roundtabled.opencode.v1_wire.PLUGIN_MARK`), and ``GET /config`` of the
 directory answers with that instance's configuration. A server that only lists the file
 (``--pure``) or another server's plugin leaves no mark there.
 

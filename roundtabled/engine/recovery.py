@@ -19,13 +19,15 @@ from typing import Any
 
 import orjson
 
-from roundtabled.core import history, lifecycle, wire
+from roundtabled.core import history, lifecycle
 from roundtabled.core.commands import Abort, PersistState
+from roundtabled.core.server_records import SessionRef
 from roundtabled.core.state import Phase, RoundtableState
 from roundtabled.engine.plugins import HEARTBEAT_S
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, StateError, TransportError
+from roundtabled.opencode import v1_wire
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -35,7 +37,7 @@ def warn_pasted_meta(
 ) -> None:
     """Log each user message of S2 (other than the state block) holding a [ROUNDTABLE META]
     block: pasted by a person, it is text, never state."""
-    for mid in wire.pasted_meta_ids(messages, state_message_id):
+    for mid in v1_wire.pasted_meta_ids(messages, state_message_id):
         log.warning(
             "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block pasted into "
             "message %s (text, never state)",
@@ -115,7 +117,7 @@ class Recovery:
         self._loaded = {}  # asked again at each scan: the instance may have been reloaded
         directories = set(shell.settings.directories) | known_directories(shell.settings.state_dir)
         with contextlib.suppress(TransportError):
-            server_dir = wire.path_directory(await shell.client.path())
+            server_dir = v1_wire.path_directory(await shell.client.path())
             if server_dir is not None:
                 directories.add(server_dir)
         candidates: list[dict[str, Any]] = []
@@ -126,7 +128,7 @@ class Recovery:
                 log.warning("recovery: cannot list sessions of %s: %s", d, exc)
                 continue
             counters["scanned"] += len(sessions)
-            candidates += [s for s in sessions if wire.index_needs_recovery(s)]
+            candidates += [s for s in sessions if v1_wire.index_needs_recovery(s)]
         sem = asyncio.Semaphore(shell.settings.recovery_concurrency)
         self.left = len(candidates)
 
@@ -186,7 +188,7 @@ class Recovery:
                 for cmd in orphan.commands:
                     try:
                         if isinstance(cmd, Abort):
-                            await shell.client.abort(s2)
+                            await shell.port.abort(SessionRef(s2, state.directory))
                         elif isinstance(cmd, PersistState):
                             await shell.store.persist(orphan.state, index=cmd.index)
                     except TransportError as exc:
@@ -205,7 +207,7 @@ class Recovery:
                 return "aborted"
         messages = await shell.store.read_all(s2)
         warn_pasted_meta(s2, messages, state.state_message_id)
-        views = wire.message_views(messages, s2, shell.signer)
+        views = v1_wire.message_views(messages, s2, shell.signer)
         state = state.model_copy(update={"history": history.rebuild_history(state, views)})
         state = history.with_modes_ran(state, views)
         if state.active and await self._plugin_loaded(state.directory):

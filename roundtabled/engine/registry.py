@@ -19,10 +19,10 @@ from collections import OrderedDict
 from typing import Any
 
 from roundtabled import faults, ids
-from roundtabled.core import events as ev
-from roundtabled.core import history, lifecycle, machine, opening, prompts, wire
+from roundtabled.core import history, lifecycle, machine, opening, prompts
 from roundtabled.core.commands import Cancel, Decision, Observation, Prompt, join_cancel
 from roundtabled.core.deliberation import Call
+from roundtabled.core.server_records import SessionRef
 from roundtabled.core.state import (
     Delivery,
     EndReason,
@@ -41,6 +41,8 @@ from roundtabled.engine.shell import Clock, Shell, now_ms
 from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.worker import Worker
 from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
+from roundtabled.opencode import events as ev
+from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
 
 log = logging.getLogger("roundtabled.engine")
@@ -120,7 +122,7 @@ class Engine:
                 # is broken, which is worth a line, but no turn failed.
                 log.warning(
                     "OpenCode reported an error outside any session: %s",
-                    wire.session_error_text(event.properties),
+                    v1_wire.session_error_text(event.properties),
                 )
             return
         table = self.tables.get(sid)
@@ -155,14 +157,14 @@ class Engine:
         if (
             etype == ev.MESSAGE_PART_UPDATED
             and self.store.riding(state.session_id)
-            and wire.updated_part_ids(event.properties)
+            and v1_wire.updated_part_ids(event.properties)
             == (state.state_message_id, state.state_part_id)
         ):
             self.store.landed(state.session_id)
         elif (
             etype == ev.MESSAGE_UPDATED
             and table.start_toast is not None
-            and wire.answers(event.properties.get("info"), table.start_toast[0])
+            and v1_wire.answers(event.properties.get("info"), table.start_toast[0])
         ):
             self.worker.started(table)
         mirror = table.mirror
@@ -190,12 +192,14 @@ class Engine:
         elif etype == ev.SESSION_ERROR:
             if table.error_seen_at is None:  # the server often reports a failure twice
                 table.error_seen_at = self.shell.clock()
-                table.error_text = wire.session_error_text(event.properties)
+                table.error_text = v1_wire.session_error_text(event.properties)
             table.poke()
         elif etype == ev.SESSION_DELETED:
             table.deleted_hint = True
             table.poke()
-        elif etype == ev.MESSAGE_UPDATED and wire.completed_assistant(event.properties.get("info")):
+        elif etype == ev.MESSAGE_UPDATED and v1_wire.completed_assistant(
+            event.properties.get("info")
+        ):
             table.poke()
 
     async def on_connect(self) -> None:
@@ -324,7 +328,7 @@ class Engine:
         )
         if state.active:
             messages = await self.store.read_all(s2)
-            if history.all_replies_exist(state, wire.message_views(messages, s2, self.signer)):
+            if history.all_replies_exist(state, v1_wire.message_views(messages, s2, self.signer)):
                 log.info(
                     "roundtable %s: stored phase %s but every expected reply exists; "
                     "recovering it to done",
@@ -347,7 +351,7 @@ class Engine:
         messages = await self.store.read_all(s2)
         warn_pasted_meta(s2, messages, state.state_message_id)
         if not state.history:
-            views = wire.message_views(messages, s2, self.signer)
+            views = v1_wire.message_views(messages, s2, self.signer)
             state = state.model_copy(update={"history": history.rebuild_history(state, views)})
         mode = req.extend_mode or prompts.infer_extend_mode(req.prompt)
         # Hide the old delimiter from later models; a new one is written at the new end.
@@ -368,7 +372,7 @@ class Engine:
             ),
             now=self.shell.clock(),
         )
-        await self.client.update_session(s2, title=state.title)
+        await self.shell.port.set_title(s2, state.title)
         await self.store.persist(state, index=True)
         self.recent.pop(s2, None)
         table = self._adopt(state)
@@ -417,7 +421,7 @@ class Engine:
             if not answer.joined:
                 # Abort at once (stop must stop within 2 s), the worker records it.
                 try:
-                    await self.client.abort(s2)
+                    await self.shell.port.abort(SessionRef(s2, table.state.directory))
                 except TransportError as exc:
                     table.log.warning("could not abort the turn in flight: %s", exc)
         table.poke()

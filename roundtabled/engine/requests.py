@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from roundtabled.core import events as ev
-from roundtabled.core import wire
 from roundtabled.core.state import PermissionPolicy
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import TransportError
+from roundtabled.opencode import events as ev
+from roundtabled.opencode import v1_wire
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -75,7 +75,7 @@ class SeatRequests:
                 info = await self.shell.client.get_session(current)
             except TransportError:
                 return None
-            parent = wire.session_parent(info)
+            parent = v1_wire.session_parent(info)
             if not parent:
                 return None
             chain.append(current)
@@ -89,7 +89,7 @@ class SeatRequests:
     async def _request_owner(self, props: dict[str, Any]) -> tuple[str, Table] | None:
         """``(request id, roundtable)`` of a permission/question request raised in one of our
         sessions (S2 or a sub-session of it) and not answered yet; ``None`` otherwise."""
-        ids = wire.request_ids(props)
+        ids = v1_wire.request_ids(props)
         if ids is None or ids[0] in self.handled:
             return None
         table = await self.owner(ids[1])
@@ -102,7 +102,7 @@ class SeatRequests:
             return
         rid, table = owned
         policy = table.state.options.permission_policy
-        what = wire.permission_summary(props)
+        what = v1_wire.permission_summary(props)
         if policy == PermissionPolicy.ASK:
             self.handled.add(rid)
             await self.shell.toast_now(
@@ -133,7 +133,7 @@ class SeatRequests:
         rid, table = owned
         client = self.shell.client
         where = directory or table.state.directory
-        count = wire.question_count(props)
+        count = v1_wire.question_count(props)
         try:
             # An answer the model can read (a bare reject only says "dismissed"); the turn goes on.
             await client.answer_question(rid, [[NO_HUMAN_ANSWER]] * count, directory=where)

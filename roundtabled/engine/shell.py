@@ -8,14 +8,12 @@ client, a signer, settings, a clock returning epoch ms); everything else is made
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roundtabled.core import wire
 from roundtabled.core.commands import Toast
 from roundtabled.core.progress import ToastThrottle
 from roundtabled.core.state import RoundtableState, Signer
@@ -23,8 +21,8 @@ from roundtabled.engine.metrics import HandoffMetrics
 from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
-from roundtabled.errors import TransportError
 from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.port import V1Port
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -55,10 +53,13 @@ class Shell:
         clock: Clock = now_ms,
     ) -> None:
         self.client = client
+        self.port = V1Port(client)
+        """The 1.x server port: the engine's writes go through it (docs/design.md, "The server
+        port")."""
         self.signer = signer
         self.settings = settings
         self.clock = clock
-        self.store = StateStore(client, signer)
+        self.store = StateStore(self.port, signer)
         self.metrics = HandoffMetrics()
         self.plugins = PluginRegistry(clock, verify=self.plugin_loaded)
         """Where the roundtable plugin reported itself loaded (the plugin mode's signal)."""
@@ -74,12 +75,13 @@ class Shell:
     async def plugin_loaded(self, directory: str) -> bool:
         """Whether the roundtable plugin runs in the current instance of ``directory`` of the
         server this daemon's connection reaches: that instance's ``GET /config`` carries the
-        plugin's mark (:func:`roundtabled.core.wire.plugin_ran`, :mod:`roundtabled.engine.plugins`).
+        plugin's mark (:func:`roundtabled.opencode.v1_wire.plugin_ran`,
+        :mod:`roundtabled.engine.plugins`).
 
         Raises:
             TransportError: the server did not answer.
         """
-        return wire.plugin_ran(await self.client.config(directory))
+        return await self.port.plugin_ran(directory)
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background; its failure is logged, never raised."""
@@ -123,10 +125,7 @@ class Shell:
 
     async def toast_now(self, state: RoundtableState, message: str, variant: str) -> None:
         """A TUI toast, awaited; a server that cannot show it is not an error."""
-        with contextlib.suppress(TransportError):
-            await self.client.toast(
-                message, title="Roundtable", variant=variant, directory=state.directory
-            )
+        await self.port.notify(state.directory, "Roundtable", message, variant)
 
     def changed(self) -> None:
         """Something the daemon's status shows changed (count of roundtables, a phase)."""

@@ -16,8 +16,9 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-from roundtabled.core import wire
 from roundtabled.core.card import state_card
+from roundtabled.core.messages import UserView
+from roundtabled.core.server_records import SignedState, StateBlock
 from roundtabled.core.state import (
     RoundtableState,
     Signer,
@@ -25,9 +26,9 @@ from roundtabled.core.state import (
     encode_state,
     persisted_form,
 )
-from roundtabled.core.wire import UserView
 from roundtabled.errors import NotFound, StateError, StateForgedError, TransportError
-from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode import v1_wire
+from roundtabled.opencode.port import V1Port
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -41,25 +42,26 @@ class StateStore:
     """Reads and writes of S2 on behalf of the engine.
 
     Args:
-        client: the OpenCode client.
+        port: the 1.x server port (its writes; ``port.client`` for the reads).
         signer: the daemon's MAC key (state blocks).
     """
 
-    def __init__(self, client: OpenCodeClient, signer: Signer) -> None:
-        self.client = client
+    def __init__(self, port: V1Port, signer: Signer) -> None:
+        self.port = port
+        self.client = port.client
         self.signer = signer
         self._riding: dict[str, asyncio.Event] = {}
         """S2 → set once S2 showed its state block stored, for a block sent inside a prompt
         (:meth:`ride`) and not yet seen stored (dropped then)."""
 
-    def block(self, state: RoundtableState) -> dict[str, Any]:
+    def block(self, state: RoundtableState) -> StateBlock:
         """S2's state block for ``state`` as a new message carries it (its card and the signed
         state, under ``state``'s part id)."""
         # The card is drawn from the whole state (the persisted form drops the history while the
         # debate runs, and the card names the round).
         text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
         assert state.state_part_id
-        return wire.block_part(state.state_part_id, text, meta)
+        return StateBlock(state.state_part_id, SignedState(text, meta))
 
     async def create(self, state: RoundtableState) -> None:
         """Post S2's state block as a message of its own (a noReply message with the ids
@@ -69,11 +71,9 @@ class StateStore:
             TransportError: the server could not be reached or refused.
         """
         assert state.state_message_id
-        await self.client.post_no_reply(
-            state.session_id, [self.block(state)], message_id=state.state_message_id
-        )
+        await self.port.post_state(state.session_id, state.state_message_id, self.block(state))
 
-    def ride(self, state: RoundtableState) -> dict[str, Any]:
+    def ride(self, state: RoundtableState) -> StateBlock:
         """The state block for the prompt whose message is the block's (turn 1 of a fresh
         roundtable, :meth:`roundtabled.engine.handoff.Handoff.prompt`), sent by the caller.
 
@@ -126,12 +126,10 @@ class StateStore:
             NotFound: S2 or its state block is gone.
             TransportError: the server could not be reached or refused.
         """
-        text, meta = encode_state(persisted_form(state), self.signer, card=state_card(state))
-        assert state.state_message_id and state.state_part_id
-        part = wire.state_part(
-            state.session_id, state.state_message_id, state.state_part_id, text, meta
+        assert state.state_message_id
+        await self.port.write_state_part(
+            state.session_id, state.state_message_id, self.block(state)
         )
-        await self.client.update_part(state.session_id, state.state_message_id, part)
 
     async def write_index(self, state: RoundtableState) -> None:
         """Write S2's index (the session metadata the start-up scan reads) for ``state``.
@@ -141,14 +139,12 @@ class StateStore:
             TransportError: the server could not be reached or refused.
         """
         assert state.state_message_id and state.state_part_id
-        await self.client.update_session(
+        await self.port.write_index(
             state.session_id,
-            metadata=wire.index_metadata(
-                state.phase,
-                state.state_message_id,
-                state.state_part_id,
-                finalized=state.finalization.toast_done,
-            ),
+            state.phase,
+            state.state_message_id,
+            state.state_part_id,
+            finalized=state.finalization.toast_done,
         )
 
     async def _landing(self, state: RoundtableState) -> bool:
@@ -175,11 +171,7 @@ class StateStore:
         if landed.is_set():
             return False
         assert state.state_message_id and state.state_part_id
-        try:
-            msg: dict[str, Any] | None = await self.client.message(s2, state.state_message_id)
-        except NotFound:
-            msg = None
-        if msg is not None and wire.has_part(msg, state.state_part_id):
+        if await self.port.has_part(s2, state.state_message_id, state.state_part_id):
             self.landed(s2)
             return False
         if in_flight:
@@ -205,7 +197,7 @@ class StateStore:
             StateError: no trusted block (forged, unknown version, corrupt).
         """
         session = await self.client.get_session(s2)
-        state_msg = wire.index_state_message(session)
+        state_msg = v1_wire.index_state_message(session)
         if state_msg:
             try:
                 msg = await self.client.message(s2, state_msg)
@@ -228,7 +220,7 @@ class StateStore:
         ignored. A signed block that cannot be read (unknown version, corrupt) raises
         :class:`StateError`: that roundtable is reported and skipped.
         """
-        for text, metadata in wire.meta_text_parts(msg):
+        for text, metadata in v1_wire.meta_text_parts(msg):
             try:
                 return decode_state(text, metadata, s2, self.signer)
             except StateForgedError as exc:
@@ -236,7 +228,7 @@ class StateStore:
                     "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block in message %s "
                     "(%s)",
                     s2,
-                    wire.message_id(msg),
+                    v1_wire.message_id(msg),
                     exc,
                     extra={"session_id": s2},
                 )
@@ -257,9 +249,9 @@ class StateStore:
             page, cursor = await self.client.messages(s2, limit=limit, before=before)
             collected[:0] = page
             for i, m in enumerate(collected):
-                if wire.message_id(m) == message_id:
+                if v1_wire.message_id(m) == message_id:
                     return collected[i:], True
-            oldest = wire.message_id(page[0]) if page else None
+            oldest = v1_wire.message_id(page[0]) if page else None
             if cursor is None or not page or (oldest is not None and oldest < message_id):
                 return [], False
             before = cursor
@@ -296,24 +288,9 @@ class StateStore:
             return
         for part in view.visible_parts:
             with contextlib.suppress(NotFound):
-                await self.client.update_part(s2, view.id, wire.hidden(part))
+                await self.port.hide_part(s2, part)
 
     async def hide_message(self, s2: str, message_id: str) -> None:
         """Mark the visible text parts of message ``message_id`` ``ignored`` (gone: nothing)."""
         with contextlib.suppress(NotFound):
-            msg = await self.client.message(s2, message_id)
-            for part in wire.visible_text_parts(msg):
-                await self.client.update_part(s2, message_id, wire.hidden(part))
-
-    async def post_once(self, session: str, message_id: str, parts: list[dict[str, Any]]) -> None:
-        """Post a noReply message unless a message with that id already exists.
-
-        Raises:
-            NotFound: the session is gone.
-        """
-        try:
-            await self.client.message(session, message_id)
-            return
-        except NotFound:
-            pass
-        await self.client.post_no_reply(session, parts, message_id=message_id)
+            await self.port.hide_message(s2, message_id)

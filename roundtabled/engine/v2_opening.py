@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from roundtabled.core import opening, wire
+from roundtabled.core import opening
 from roundtabled.core.commands import (
     AbortSeat,
     Cancel,
@@ -36,14 +36,15 @@ from roundtabled.core.commands import (
     RecordOpening,
     SeatSettled,
 )
+from roundtabled.core.messages import AnswerView, MessageView, UserView
 from roundtabled.core.opening import OpeningObservation, SeatView
 from roundtabled.core.server_records import SessionRef, TurnKey, TurnOutcome, stable_digest
 from roundtabled.core.server_records import TurnStatus as TS
 from roundtabled.core.sides import turn_header
 from roundtabled.core.state import Marker, RoundtableState, Signer, Usage, sign_marker
-from roundtabled.core.wire import AnswerView, MessageView, UserView
 from roundtabled.errors import NotFound
 from roundtabled.opencode.port import V2Port, v2_prompt_id
+from roundtabled.opencode.session_metadata import opening_metadata, opening_seat_of
 
 __all__ = ["OpeningStep", "execute", "observe", "opening_ids", "owner"]
 
@@ -136,7 +137,7 @@ async def observe(
         kids = tuple(
             (c.id, seat)
             for c in children
-            if (seat := wire.opening_seat({"metadata": c.metadata or {}}, s2.id)) is not None
+            if (seat := opening_seat_of(c.metadata, s2.id)) is not None
         )
     seats: dict[str, SeatView] = {}
     for s in rnd.seats if rnd is not None else ():
@@ -200,7 +201,9 @@ async def execute(
         if isinstance(cmd, PersistRound):
             await step.write()
         elif isinstance(cmd, CreateSeatSession):
-            await step.port.create_child(s2, cmd.title, state.agents[cmd.seat], cmd.metadata)
+            await step.port.create_child(
+                s2, cmd.title, state.agents[cmd.seat], opening_metadata(s2.id, cmd.seat)
+            )
             created = True
         elif isinstance(cmd, PromptSeat):
             seat = SessionRef(cmd.session_id, s2.directory, s2.id)

@@ -61,7 +61,7 @@ from roundtabled.core.commands import (
     TurnRecorded,
     join_cancel,
 )
-from roundtabled.core.events import Event
+from roundtabled.core.messages import AnswerView, MessageView, TextPart, UserView
 from roundtabled.core.server_records import SessionRef, SignedState, TurnKey, TurnOutcome
 from roundtabled.core.server_records import TurnStatus as TS
 from roundtabled.core.state import (
@@ -82,7 +82,6 @@ from roundtabled.core.state import (
     sign_marker,
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents
-from roundtabled.core.wire import AnswerView, MessageView, UserView
 from roundtabled.engine import launch, v2_features, v2_opening
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
@@ -90,6 +89,7 @@ from roundtabled.engine.shell import Clock, now_ms
 from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import V2Port, together, v2_prompt_id
 from roundtabled.opencode.v2 import BUILTIN_AGENTS
 
@@ -169,7 +169,7 @@ def observation_of(
         created=pend.prompted_at or now,
         marker=marker,
         text="",
-        visible_parts=({"type": "text"},),
+        visible_parts=(TextPart(pend.message_id, "", ""),),
     )
     if not out.over:
         return dc_replace(base, status="busy", messages=(prompt,), pending_found=True)
@@ -212,7 +212,7 @@ def interjection_views(out: TurnOutcome, now: int) -> tuple[MessageView, ...]:
                 created=note.created or now,
                 marker=None,
                 text=note.text,
-                visible_parts=({"type": "text"},),
+                visible_parts=(TextPart(note.prompt_id, "", ""),),
             )
         )
         if note.agent is None and note.completed:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 
 from roundtabled import ids
-from roundtabled.core import failures, machine, opening, wire
+from roundtabled.core import failures, machine, messages, opening
 from roundtabled.core.commands import Decision, Observation
 from roundtabled.core.state import EndReason, RoundtableState
 from roundtabled.engine.delivery import Finalizer
@@ -29,6 +29,7 @@ from roundtabled.engine.opening import OpeningRunner
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import AuthFailed, NotFound
+from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import HTTP_CLOCK
 
 
@@ -177,7 +178,7 @@ class Worker:
             table.deleted_hint = deleted
             if deleted:
                 return self._deleted(parent_deleted)
-        status_task = asyncio.ensure_future(shell.client.statuses(state.directory))
+        status_task = asyncio.ensure_future(shell.port.statuses(state.directory))
         try:
             try:
                 if pend is not None:
@@ -195,21 +196,21 @@ class Worker:
             if deleted:
                 return self._deleted(parent_deleted)
             raise
-        status = wire.session_status(statuses, s2)
-        views = wire.message_views(msgs, s2, shell.signer)
+        status = messages.status_of(statuses, s2)
+        views = v1_wire.message_views(msgs, s2, shell.signer)
         last = views[-1] if views else None
         if (
             status == "idle"
             and pend is not None
             and found
-            and isinstance(last, wire.AnswerView)
+            and isinstance(last, messages.AnswerView)
             and last.finish == "tool-calls"
         ):
             # Messages and status were read concurrently, and the machine takes an idle
             # tool-calls step as the turn's last (a refused tool ends it): re-read now that S2
             # is known idle, so a follow-up step that ended in between is not missed.
             msgs, found = await shell.store.read_from(s2, pend.message_id)
-            views = wire.message_views(msgs, s2, shell.signer)
+            views = v1_wire.message_views(msgs, s2, shell.signer)
         error = None
         seen = table.error_seen_at
         if pend is not None and seen is not None and seen >= (pend.prompted_at or 0):

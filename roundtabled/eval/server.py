@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roundtabled.core import wire
+from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import detect_server
 from roundtabled.opencode.v2 import V2Client
@@ -69,11 +69,11 @@ class EvalServer:
                 labels.append(default)
             return SeatModels(labels, {})
         providers = await c.providers(directory)
-        models = wire.agent_models(await c.agents(directory))
-        default_model = wire.model_ref((await c.config(directory)).get("model"))
+        models = v1_wire.agent_models(await c.agents(directory))
+        default_model = v1_wire.model_ref((await c.config(directory)).get("model"))
         return SeatModels(
             [m.label() for a in agents if (m := models.get(a) or default_model) is not None],
-            wire.model_prices(providers),
+            v1_wire.model_prices(providers),
         )
 
     async def session_exists(self, session_id: str) -> None:

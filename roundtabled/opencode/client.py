@@ -48,7 +48,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from roundtabled.core.wire import busy_text
+from roundtabled.core.messages import busy_text
 from roundtabled.errors import AuthFailed, NotFound, TransportError
 
 # ── when a request is sent again (the rules of the module docstring, as tenacity callbacks) ─────
@@ -355,7 +355,7 @@ class OpenCodeClient(HttpTransport):
     async def providers(self, directory: str | None = None) -> dict[str, Any]:
         """``GET /config/providers`` for ``directory``: the providers a prompt can use
         (``{"providers": [{"id", "models": {modelID: …}}], "default": …}``; see
-        :func:`roundtabled.core.wire.provider_models`)."""
+        :func:`roundtabled.opencode.v1_wire.provider_models`)."""
         data, _ = await self._request("GET", "/config/providers", params=_dir(directory))
         return dict(data)
 
@@ -483,8 +483,8 @@ class OpenCodeClient(HttpTransport):
         self, session_id: str, body: dict[str, Any], *, timeout: float = 600.0
     ) -> dict[str, Any]:
         """``POST /session/{id}/message``: a prompt answered in the same request (the assistant
-        message, ``{"info", "parts"}``; see :func:`roundtabled.core.wire.prompt_reply`). Never
-        retried (a retry would prompt twice)."""
+        message, ``{"info", "parts"}``; see :func:`roundtabled.opencode.v1_wire.prompt_reply`).
+        Never retried (a retry would prompt twice)."""
         data, _ = await self._request(
             "POST", f"/session/{_seg(session_id)}/message", body=body, retry=False, timeout=timeout
         )

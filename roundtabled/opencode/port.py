@@ -3,7 +3,7 @@
 :class:`ServerPort` is the one narrow interface the engine and the core are to talk to; its
 records are the product's own (:mod:`roundtabled.core.server_records`). :class:`V1Port` wraps
 the 1.x client (:class:`~roundtabled.opencode.client.OpenCodeClient`, the JSON views of
-:mod:`roundtabled.core.wire`), :class:`V2Port` the 2.x one (:class:`~roundtabled.opencode.v2.
+:mod:`roundtabled.opencode.v1_wire`), :class:`V2Port` the 2.x one (:class:`~roundtabled.opencode.v2.
 V2Client`); each major's JSON stays in its adapter. :func:`port_for` asks the server which major
 it runs (:func:`~roundtabled.opencode.detect.detect_server`) and gives the matching port; the
 daemon asks again after every reconnect (a server upgraded in place).
@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from roundtabled import ids
-from roundtabled.core import wire
-from roundtabled.core.events import SESSION_IDLE, Event
+from roundtabled.core import messages
 from roundtabled.core.history import turn_is_final
+from roundtabled.core.messages import Status, TextPart
 from roundtabled.core.server_records import (
     AgentRecord,
     Interjection,
@@ -30,17 +30,21 @@ from roundtabled.core.server_records import (
     ServerCapabilities,
     SessionRef,
     SignedState,
+    StateBlock,
     TurnKey,
     TurnOutcome,
+    TurnPrompt,
     TurnStatus,
     stable_digest,
     usage_in_out,
 )
-from roundtabled.core.state import META_KEY, ModelRef, Signer, Usage
+from roundtabled.core.state import META_KEY, ModelRef, Phase, Signer, Usage
 from roundtabled.errors import NotFound, RoundtableError, TransportError
-from roundtabled.opencode import v2
+from roundtabled.opencode import v1_wire, v2
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import ServerFound, detect_server
+from roundtabled.opencode.events import SESSION_IDLE, Event
+from roundtabled.opencode.session_metadata import opening_metadata
 from roundtabled.opencode.v2_turns import TurnStream
 
 __all__ = [
@@ -50,6 +54,7 @@ __all__ = [
     "ServerPort",
     "UnsupportedServer",
     "V1Port",
+    "V1Session",
     "V2Port",
     "port_after_reconnect",
     "port_for",
@@ -152,7 +157,7 @@ class ServerPort(Protocol):
         it into the running execution at its next step)."""
         ...
 
-    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+    async def notify(self, directory: str | None, title: str, message: str, variant: str) -> bool:
         """Show a toast to the person (``variant``: info | success | warning | error); whether
         the server took it."""
         ...
@@ -162,18 +167,121 @@ class ServerPort(Protocol):
         ...
 
 
+@runtime_checkable
+class V1Session(Protocol):
+    """What the 1.x engine does on a 1.x server beyond :class:`ServerPort`: its own layout of a
+    roundtable in S2 (docs/design.md, "The server port", "State format", "Exactly once").
+
+    A sub-protocol, not capabilities of :class:`ServerPort`: these are the 1.x engine's own
+    mechanisms (the state block as an ignored part rewritten in place, hiding by editing parts,
+    noReply messages under ids the machine chose, prompts whose ids the machine chose and adopts
+    by their markers), which 2.x has no route for; the 2.x shell drives 2.x with other means
+    through :class:`ServerPort` alone. Each method is one request (two for :meth:`hide_message`
+    and :meth:`post_once`, a read and then the writes), the same the engine made before it went
+    through the port. Errors as in :class:`ServerPort`."""
+
+    async def send_prompt(self, session_id: str, prompt: TurnPrompt) -> None:
+        """Send ``prompt`` into ``session_id`` (``prompt_async``), reading nothing first."""
+        ...
+
+    async def post_once(
+        self,
+        session_id: str,
+        message_id: str,
+        text: str | None = None,
+        *,
+        label: str | None = None,
+        marker: Mapping[str, Any] | None = None,
+        block: StateBlock | None = None,
+    ) -> None:
+        """Post a noReply message ``message_id`` into ``session_id`` unless one with that id is
+        stored (posted before a crash): the visible ``text``, then an ignored ``label`` with the
+        signed ``marker`` metadata, or the state ``block`` alone. NotFound: the session is
+        gone."""
+        ...
+
+    async def post_state(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        """Post the state ``block`` as a noReply message ``message_id`` of its own (no read)."""
+        ...
+
+    async def write_state_part(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        """Rewrite the state block's part in place (NotFound: the session or the part is
+        gone)."""
+        ...
+
+    async def write_index(
+        self,
+        session_id: str,
+        phase: Phase,
+        message_id: str,
+        part_id: str,
+        *,
+        finalized: bool,
+    ) -> None:
+        """Write the session's index (the metadata the start-up scan reads): the phase, where
+        the state block is, whether the roundtable is finalized."""
+        ...
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        """Set the session's title."""
+        ...
+
+    async def edit_part(self, session_id: str, part: TextPart) -> None:
+        """Rewrite the text part ``part`` (read from this server) with ``part.text``."""
+        ...
+
+    async def hide_part(self, session_id: str, part: TextPart) -> None:
+        """Mark the text part ``part`` (read from this server) ignored: kept, never sent to a
+        model."""
+        ...
+
+    async def hide_message(self, session_id: str, message_id: str) -> None:
+        """Mark every visible text part of the message ``message_id`` ignored (NotFound: the
+        message is gone)."""
+        ...
+
+    async def statuses(self, directory: str | None) -> dict[str, Status]:
+        """The status of every session of ``directory`` that is not idle (the server lists no
+        idle one: :func:`roundtabled.core.messages.status_of` reads an absent one as idle)."""
+        ...
+
+    async def tool_call(
+        self, session_id: str, message_id: str, call_id: str
+    ) -> tuple[str | None, str, dict[str, Any]]:
+        """Status (pending | running | completed | error), output and metadata of the tool
+        call ``call_id`` in the message ``message_id``; ``(None, "", {})`` when the message is
+        gone (``("pending", "", {})`` while it holds no such part yet)."""
+        ...
+
+    async def plugin_ran(self, directory: str) -> bool:
+        """Whether the roundtable plugin ran in the current instance of ``directory`` of the
+        server that answered (``GET /config`` carries its mark: docs/plugin.md)."""
+        ...
+
+    async def has_part(self, session_id: str, message_id: str, part_id: str) -> bool:
+        """Whether the message ``message_id`` is stored and holds the part ``part_id``."""
+        ...
+
+    async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
+        """Create the session of ``seat`` of the independent opening of the roundtable
+        ``parent`` (S2) as its child with ``title``; its id when the server holds it as that
+        seat's (the metadata it answered names the seat, as a read would adopt it), else
+        ``None``."""
+        ...
+
+
 # ── 1.x ──────────────────────────────────────────────────────────────────────────────────────────
 
 _REPLIES_ONLY = Signer(secrets.token_bytes(32))
-"""A key nobody signs with: :func:`roundtabled.core.wire.message_view` needs one to read markers,
-and the port reads replies only (it never trusts a marker)."""
+"""A key nobody signs with: :func:`roundtabled.opencode.v1_wire.message_view` needs one to read
+markers, and the port reads replies only (it never trusts a marker)."""
 
 
 def _v1_session(raw: Mapping[str, Any]) -> SessionRef:
     return SessionRef(
         id=str(raw.get("id")),
-        directory=wire.session_directory(dict(raw)),
-        parent_id=wire.session_parent(dict(raw)),
+        directory=v1_wire.session_directory(dict(raw)),
+        parent_id=v1_wire.session_parent(dict(raw)),
         title=raw.get("title") if isinstance(raw.get("title"), str) else None,
     )
 
@@ -217,7 +325,7 @@ class V1Port:
                 mode=a.get("mode") if isinstance(a.get("mode"), str) else None,
                 hidden=bool(a.get("hidden")),
                 color=a.get("color") if isinstance(a.get("color"), str) else None,
-                model=wire.model_ref(a.get("model")),
+                model=v1_wire.model_ref(a.get("model")),
                 has_system_prompt=bool(a.get("prompt")),
             )
             for a in await self.client.agents(directory)
@@ -239,9 +347,9 @@ class V1Port:
         # 1.x keeps the model of the last prompt for the next one without a model (sticky per
         # session), so every turn names one: the agent's, else the configuration's default.
         for a in await self.client.agents(directory):
-            if a.get("name") == agent and wire.model_ref(a.get("model")) is not None:
-                return wire.model_ref(a.get("model"))
-        return wire.model_ref((await self.client.config(directory)).get("model"))
+            if a.get("name") == agent and v1_wire.model_ref(a.get("model")) is not None:
+                return v1_wire.model_ref(a.get("model"))
+        return v1_wire.model_ref((await self.client.config(directory)).get("model"))
 
     async def _newest_first(self, session_id: str) -> AsyncIterator[dict[str, Any]]:
         """The session's newest messages, newest first, at most :data:`LOOKBACK`, read in
@@ -263,7 +371,7 @@ class V1Port:
         async for msg in self._newest_first(session_id):
             keys = _v1_meta(msg, TURN_KEY)
             if keys:
-                return wire.message_id(msg) if key.as_dict() in keys else None
+                return v1_wire.message_id(msg) if key.as_dict() in keys else None
         return None
 
     async def start_turn(
@@ -288,7 +396,7 @@ class V1Port:
             model = await self._model_for(session.directory, agent)
         message_id = ids.message_id()
         meta = {**(marker or {}), TURN_KEY: key.as_dict()}
-        body = wire.prompt_body(message_id, agent, text, label or key.header(agent), meta, model)
+        body = v1_wire.prompt_body(message_id, agent, text, label or key.header(agent), meta, model)
         await self.client.prompt_async(session.id, body)
         return message_id
 
@@ -301,24 +409,24 @@ class V1Port:
             page, cursor = await self.client.messages(session_id, limit=limit, before=before)
             collected[:0] = page
             for i, m in enumerate(collected):
-                if wire.message_id(m) == prompt_id:
+                if v1_wire.message_id(m) == prompt_id:
                     return collected[i:]
-            oldest = wire.message_id(page[0]) if page else None
+            oldest = v1_wire.message_id(page[0]) if page else None
             if cursor is None or not page or (oldest is not None and oldest < prompt_id):
                 return None
             before, limit = cursor, min(limit * 2, 64)
 
     async def turn_outcome(self, session: SessionRef, prompt_id: str) -> TurnOutcome:
         msgs = await self._from(session.id, prompt_id)
-        busy = wire.is_busy(await self.client.statuses(session.directory), session.id)
+        busy = v1_wire.is_busy(await self.client.statuses(session.directory), session.id)
         if msgs is None:
             # prompt_async stores the message milliseconds after answering it: read right after
             # start_turn, a turn not stored yet reads missing too (the caller allows a grace)
             return TurnOutcome(TurnStatus.RUNNING if busy else TurnStatus.MISSING)
         answers = [
             v
-            for v in (wire.message_view(m, session.id, _REPLIES_ONLY) for m in msgs)
-            if isinstance(v, wire.AnswerView) and v.parent_id == prompt_id
+            for v in (v1_wire.message_view(m, session.id, _REPLIES_ONLY) for m in msgs)
+            if isinstance(v, messages.AnswerView) and v.parent_id == prompt_id
         ]
         if not answers:
             return TurnOutcome(TurnStatus.RUNNING if busy else TurnStatus.QUEUED)
@@ -364,11 +472,11 @@ class V1Port:
     async def read_state(self, session: SessionRef) -> tuple[SignedState, ...]:
         raw = await self.client.get_session(session.id)
         found: list[SignedState] = []
-        indexed = wire.index_state_message(raw)
+        indexed = v1_wire.index_state_message(raw)
         if indexed:
             try:
                 msg = await self.client.message(session.id, indexed)
-                found.extend(SignedState(t, m) for t, m in wire.meta_text_parts(msg) if m)
+                found.extend(SignedState(t, m) for t, m in v1_wire.meta_text_parts(msg) if m)
             except NotFound:
                 pass
         if found:
@@ -377,35 +485,37 @@ class V1Port:
         return tuple(
             SignedState(t, m if isinstance(m, dict) else {})
             for msg in msgs
-            for t, m in wire.meta_text_parts(msg)
+            for t, m in v1_wire.meta_text_parts(msg)
         )
 
     async def write_state(self, session: SessionRef, block: SignedState) -> None:
         # The engine's layout (docs/design.md, "State format"): an ignored part rewritten in
         # place, named by S2's index in the session metadata.
         raw = await self.client.get_session(session.id)
-        index = dict(wire.session_index(raw) or {})
+        index = dict(v1_wire.session_index(raw) or {})
         mid, pid = index.get("stateMessageID"), index.get("statePartID")
         if isinstance(mid, str) and isinstance(pid, str):
             try:
                 stored = await self.client.message(session.id, mid)
             except NotFound:
                 stored = None
-            if stored is not None and wire.has_part(stored, pid):
+            if stored is not None and v1_wire.has_part(stored, pid):
                 await self.client.update_part(
                     session.id,
                     mid,
-                    wire.state_part(session.id, mid, pid, block.text, dict(block.metadata)),
+                    v1_wire.state_part(session.id, mid, pid, block.text, dict(block.metadata)),
                 )
                 return
             # a PATCH of a part of a message not stored is a 500 on 1.x: post it instead
             await self.client.post_no_reply(
-                session.id, [wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
+                session.id,
+                [v1_wire.block_part(pid, block.text, dict(block.metadata))],
+                message_id=mid,
             )
             return
         mid, pid = ids.message_id(), ids.part_id()
         await self.client.post_no_reply(
-            session.id, [wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
+            session.id, [v1_wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
         )
         metadata = dict(raw.get("metadata") or {})
         metadata[META_KEY] = {**index, "stateMessageID": mid, "statePartID": pid}
@@ -414,28 +524,142 @@ class V1Port:
     async def deliver_result(self, parent: SessionRef, text: str, key: str) -> str:
         async for msg in self._newest_first(parent.id):
             if key in _v1_meta(msg, DELIVERY_KEY):
-                stored = wire.message_id(msg)
+                stored = v1_wire.message_id(msg)
                 if stored:
                     return stored
         mid = ids.message_id()
         await self.client.post_no_reply(
             parent.id,
-            [wire.text_part(text), wire.label_part("", {DELIVERY_KEY: key})],
+            [v1_wire.text_part(text), v1_wire.label_part("", {DELIVERY_KEY: key})],
             message_id=mid,
         )
         return mid
 
-    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+    async def notify(self, directory: str | None, title: str, message: str, variant: str) -> bool:
         try:
             await self.client.toast(message, title=title, variant=variant, directory=directory)
         except TransportError:
             return False
         return True
 
+    # The 1.x engine's own layout (:class:`V1Session`).
+
+    async def send_prompt(self, session_id: str, prompt: TurnPrompt) -> None:
+        block = prompt.block
+        body = v1_wire.prompt_body(
+            prompt.message_id,
+            prompt.agent,
+            prompt.text,
+            prompt.label,
+            dict(prompt.marker),
+            prompt.model,
+            block=_block_part(block) if block is not None else None,
+        )
+        await self.client.prompt_async(session_id, body)
+
+    async def post_once(
+        self,
+        session_id: str,
+        message_id: str,
+        text: str | None = None,
+        *,
+        label: str | None = None,
+        marker: Mapping[str, Any] | None = None,
+        block: StateBlock | None = None,
+    ) -> None:
+        try:
+            await self.client.message(session_id, message_id)
+            return
+        except NotFound:
+            pass
+        parts: list[dict[str, Any]] = []
+        if text is not None:
+            parts.append(v1_wire.text_part(text))
+        if label is not None:
+            parts.append(v1_wire.label_part(label, dict(marker or {})))
+        if block is not None:
+            parts.append(_block_part(block))
+        await self.client.post_no_reply(session_id, parts, message_id=message_id)
+
+    async def post_state(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        await self.client.post_no_reply(session_id, [_block_part(block)], message_id=message_id)
+
+    async def write_state_part(self, session_id: str, message_id: str, block: StateBlock) -> None:
+        part = v1_wire.state_part(
+            session_id, message_id, block.part_id, block.state.text, dict(block.state.metadata)
+        )
+        await self.client.update_part(session_id, message_id, part)
+
+    async def write_index(
+        self,
+        session_id: str,
+        phase: Phase,
+        message_id: str,
+        part_id: str,
+        *,
+        finalized: bool,
+    ) -> None:
+        await self.client.update_session(
+            session_id,
+            metadata=v1_wire.index_metadata(phase, message_id, part_id, finalized=finalized),
+        )
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        await self.client.update_session(session_id, title=title)
+
+    async def edit_part(self, session_id: str, part: TextPart) -> None:
+        await self.client.update_part(session_id, part.message_id, v1_wire.part_body(part))
+
+    async def hide_part(self, session_id: str, part: TextPart) -> None:
+        await self.client.update_part(session_id, part.message_id, v1_wire.hidden(part))
+
+    async def hide_message(self, session_id: str, message_id: str) -> None:
+        msg = await self.client.message(session_id, message_id)
+        for part in v1_wire.visible_text_parts(msg):
+            await self.client.update_part(session_id, message_id, v1_wire.hidden(part))
+
+    async def statuses(self, directory: str | None) -> dict[str, Status]:
+        raw = await self.client.statuses(directory)
+        return {sid: v1_wire.session_status(raw, sid) for sid in raw}
+
+    async def tool_call(
+        self, session_id: str, message_id: str, call_id: str
+    ) -> tuple[str | None, str, dict[str, Any]]:
+        try:
+            msg = await self.client.message(session_id, message_id)
+        except NotFound:
+            return None, "", {}
+        return v1_wire.tool_call_state(msg, call_id)
+
+    async def plugin_ran(self, directory: str) -> bool:
+        return v1_wire.plugin_ran(await self.client.config(directory))
+
+    async def has_part(self, session_id: str, message_id: str, part_id: str) -> bool:
+        try:
+            msg = await self.client.message(session_id, message_id)
+        except NotFound:
+            return False
+        return v1_wire.has_part(msg, part_id)
+
+    async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
+        info = await self.client.create_session(
+            directory=parent.directory,
+            parent_id=parent.id,
+            title=title,
+            metadata=opening_metadata(parent.id, seat),
+        )
+        sid = v1_wire.session_id(info)
+        return sid if sid is not None and v1_wire.opening_seat(info, parent.id) == seat else None
+
+
+def _block_part(block: StateBlock) -> dict[str, Any]:
+    """The state block's part as a new message carries it."""
+    return v1_wire.block_part(block.part_id, block.state.text, dict(block.state.metadata))
+
 
 def _v1_model_of(prompt: Mapping[str, Any]) -> ModelRef | None:
     info = prompt.get("info") or {}
-    return wire.model_ref(info.get("model")) if isinstance(info, dict) else None
+    return v1_wire.model_ref(info.get("model")) if isinstance(info, dict) else None
 
 
 def _v1_reply_model(msgs: list[dict[str, Any]], reply_id: str) -> ModelRef | None:
@@ -443,7 +667,7 @@ def _v1_reply_model(msgs: list[dict[str, Any]], reply_id: str) -> ModelRef | Non
     for m in msgs:
         info = m.get("info") or {}
         if info.get("id") == reply_id:
-            return wire.model_ref(
+            return v1_wire.model_ref(
                 {"providerID": info.get("providerID"), "modelID": info.get("modelID")}
             )
     return None
@@ -896,7 +1120,7 @@ class V2Port:
         )
         return mid
 
-    async def notify(self, directory: str, title: str, message: str, variant: str) -> bool:
+    async def notify(self, directory: str | None, title: str, message: str, variant: str) -> bool:
         # 2.x has no HTTP route for a toast (only a TUI plugin can show one)
         return False
 

@@ -1,7 +1,7 @@
 """Subscription to the OpenCode server's event stream, with reconnect, backoff and liveness.
 
 :class:`EventStream` reads ``GET {server_url}/global/event`` (every project directory's events,
-gotcha 8) and hands each parsed :class:`~roundtabled.core.events.Event` to a cheap synchronous
+gotcha 8) and hands each parsed :class:`~roundtabled.opencode.events.Event` to a cheap synchronous
 callback. It runs until cancelled; it never gives up and never raises for network or server trouble.
 
 Invariants and the server behaviour they come from:
@@ -46,7 +46,7 @@ from typing import Final
 import aiohttp
 from yarl import URL
 
-from roundtabled.core.events import (
+from roundtabled.opencode.events import (
     SERVER_CONNECTED,
     SERVER_HEARTBEAT,
     SERVER_INSTANCE_DISPOSED,
@@ -297,9 +297,10 @@ class EventStream:
             session: an aiohttp session to use (not closed here); default: an own session.
             rng: random source for jitter (tests pass a seeded one).
             lazy_types: event types whose body the consumer never reads: huge payloads of these
-                types are not JSON-parsed (see :func:`~roundtabled.core.events.parse_event`).
+                types are not JSON-parsed (see :func:`~roundtabled.opencode.events.parse_event`).
             parse: turns one event's ``data`` payload into an :class:`Event` (``None`` =
-                malformed); default :func:`~roundtabled.core.events.parse_event` (1.x envelopes).
+                malformed); default :func:`~roundtabled.opencode.events.parse_event` (1.x
+                envelopes).
                 OpenCode 2.x passes :func:`roundtabled.opencode.v2.parse_v2_event`.
         """
         url = URL(server_url)

@@ -25,7 +25,7 @@ test_v2_*.py``; docs/opencode-server.md, "2.x"). What differs from 1.x (:mod:`.c
   answers ``[]`` or the built-ins only, ``GET /api/plugin`` ``[]`` (a while longer);
   :meth:`V2Client.agents` and :meth:`V2Client.plugins` wait until the list is stable.
 - **Events**: ``GET /api/event`` frames ``{"id", "created", "type", "data", "location"?}``;
-  :func:`parse_v2_event` turns one into a :class:`~roundtabled.core.events.Event` for the shared
+  :func:`parse_v2_event` turns one into a :class:`~roundtabled.opencode.events.Event` for the shared
   :class:`~roundtabled.opencode.stream.EventStream` (our own SSE decoder), see
   :func:`v2_event_stream`. The heartbeat is an SSE comment every 15 s.
 
@@ -47,9 +47,9 @@ from urllib.parse import quote
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from roundtabled.core.events import Event
 from roundtabled.errors import AuthFailed, NotFound, TransportError
 from roundtabled.opencode.client import HttpTransport
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.stream import EventStream
 
 __all__ = [
@@ -368,7 +368,7 @@ def tool_call_of(record: Record, call_id: str) -> tuple[ToolStatus, str, dict[st
 
 @dataclass(frozen=True, slots=True)
 class V2Event(Event):
-    """An :class:`~roundtabled.core.events.Event` of the 2.x stream with ``seq``: a durable
+    """An :class:`~roundtabled.opencode.events.Event` of the 2.x stream with ``seq``: a durable
     event's ``durable.seq``, its number in its session's own sequence (one more than the
     session's previous durable event: a gap is an event missed); ``None`` for a volatile event
     (deltas, ``session.usage.updated``)."""

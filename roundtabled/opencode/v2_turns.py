@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from roundtabled.core.events import Event
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.v2 import (
     EXECUTION_END_TYPES,
     AssistantRecord,

@@ -43,13 +43,13 @@ from typing import Any
 
 from roundtabled import __version__
 from roundtabled.core import lifecycle
-from roundtabled.core.events import BODY_UNUSED
 from roundtabled.core.state import Signer
 from roundtabled.engine.registry import Engine
 from roundtabled.engine.table import status_of
 from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import AuthFailed, TransportError
 from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.events import BODY_UNUSED
 from roundtabled.opencode.port import (
     ServerPort,
     UnsupportedServer,

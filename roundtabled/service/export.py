@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roundtabled.core import history, wire
+from roundtabled.core import history
 from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.sides import turn_title, turn_view
 from roundtabled.core.state import HistoryEntry, RoundtableState, shown_title, tokens_in_out
@@ -19,6 +19,7 @@ from roundtabled.engine import v2_features
 from roundtabled.engine.registry import Engine
 from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import NotFound, StateError, ValidationFailed
+from roundtabled.opencode import v1_wire
 
 
 async def collect(engine: Engine, s2: str) -> dict[str, Any]:
@@ -39,7 +40,7 @@ async def collect(engine: Engine, s2: str) -> dict[str, Any]:
         except StateError as exc:
             raise ValidationFailed("sessionID", f"{unknown_roundtable(s2)} ({exc})") from None
         msgs, _ = await engine.client.messages(s2)
-        views = wire.message_views(msgs, s2, engine.signer)
+        views = v1_wire.message_views(msgs, s2, engine.signer)
         rebuilt = history.rebuild_history(state.model_copy(update={"pending": None}), views)
         state = state.model_copy(update={"history": rebuilt})
     return to_data(state)

@@ -18,11 +18,11 @@ import orjson
 import pytest
 
 from roundtabled import ids
-from roundtabled.core import events as ev
 from roundtabled.engine.mirror import TurnMirror
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text, tool_call
 from roundtabled.offline.scripted_llm import content_text
+from roundtabled.opencode import events as ev
 
 from .conftest import Backend, all_texts, user_texts
 

@@ -11,30 +11,34 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import pytest
 import pytest_asyncio
 
+from roundtabled import ids
 from roundtabled.core.card import state_card
-from roundtabled.core.events import Event
 from roundtabled.core.server_records import (
     SessionRef,
     SignedState,
+    StateBlock,
     TurnKey,
     TurnOutcome,
+    TurnPrompt,
     TurnStatus,
 )
 from roundtabled.core.state import META_KEY, ModelRef, Signer, decode_state, encode_state
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
-from roundtabled.opencode import v2
+from roundtabled.opencode import v1_wire, v2
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import (
     ServerPort,
     UnsupportedServer,
     V1Port,
+    V1Session,
     V2Port,
     port_after_reconnect,
     port_for,
@@ -255,6 +259,65 @@ async def test_the_state_is_written_read_back_and_replaced(env: PortEnv) -> None
     # a child of S2 holds none of it (2.x copies the parent's metadata unless given)
     child = await port.create_child(s2, "a child", "pm", {})
     assert await port.read_state(child) == ()
+
+
+async def test_1x_the_engine_s_own_layout_goes_through_v1_session(env: PortEnv) -> None:
+    """1.x: what the 1.x engine does beyond the port (``V1Session``, docs/design.md "The server
+    port"): a prompt under the machine's id with the state block riding in it, the block
+    rewritten in place, a noReply posted once, a reply's text part edited and a prompt hidden
+    with the parts' other fields kept, the statuses, a tool call whose message is gone."""
+    if env.major != 1:
+        pytest.skip("V1Session is the 1.x engine's own layout")
+    port = env.port
+    assert isinstance(port, V1Port) and isinstance(port, V1Session)
+    s1 = await env.root()
+    s2 = await port.create_child(s1, "layout", None, {})
+    signer = Signer(b"k" * 32)
+
+    def block_of(rnd: int) -> SignedState:
+        state = fresh(s2.id, ["pm", "dev"], 3, current_round=rnd)
+        text, meta = encode_state(state, signer, card=state_card(state))
+        return SignedState(text, meta)
+
+    mid, pid = ids.message_id(), ids.part_id()
+    env.llm.script(Text(text="pm speaks."), session=s2.id)
+    prompt = TurnPrompt(mid, "pm", "Your view?", "── pm ──", {}, None, StateBlock(pid, block_of(0)))
+    await port.send_prompt(s2.id, prompt)
+    out = await env.outcome(s2, mid, over)
+    assert (out.status, out.text) == (TurnStatus.ANSWERED, "pm speaks."), out.words()
+    assert await port.has_part(s2.id, mid, pid)
+    assert not await port.has_part(s2.id, mid, ids.part_id())
+    assert not await port.has_part(s2.id, ids.message_id(), pid)
+    await port.write_state_part(s2.id, mid, StateBlock(pid, block_of(1)))
+    assert (await port.read_state(s2))[0] == block_of(1)
+
+    note = ids.message_id()
+    for _ in range(2):
+        await port.post_once(s2.id, note, "A note.", label="── note ──", marker={"x": 1})
+    stored = await port.client.message(s2.id, note)
+    assert [(p["text"], bool(p.get("ignored"))) for p in stored["parts"]] == [
+        ("A note.", False),
+        ("── note ──", True),
+    ]
+
+    msgs, _ = await port.client.messages(s2.id)
+    (reply,) = v1_wire.reply_text_parts(msgs, [mid])
+    assert isinstance(reply.handle, dict)
+    await port.edit_part(s2.id, replace(reply, text="Shown."))
+    msgs, _ = await port.client.messages(s2.id)
+    (shown,) = v1_wire.reply_text_parts(msgs, [mid])
+    assert isinstance(shown.handle, dict)
+    assert shown.text == "Shown."
+    assert {**shown.handle, "text": reply.text} == reply.handle  # nothing else changed
+
+    await port.hide_message(s2.id, mid)
+    prompt_msg = await port.client.message(s2.id, mid)
+    assert v1_wire.visible_text_parts(prompt_msg) == []
+    assert await port.has_part(s2.id, mid, pid)  # the state block stays where it was
+    assert (await port.read_state(s2))[0] == block_of(1)
+
+    assert s2.id not in await port.statuses(env.directory)  # idle: not listed
+    assert await port.tool_call(s2.id, ids.message_id(), "call_x") == (None, "", {})
 
 
 async def test_2x_a_state_write_is_one_patch_that_keeps_another_writer_s_key(

@@ -26,10 +26,10 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from roundtabled.core.events import Event
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
 from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.v2 import V2Client, reply_of, tool_call_of, turn_end, v2_event_stream
 from roundtabled.service import install
 from tests.contract.v2_env import V2Env

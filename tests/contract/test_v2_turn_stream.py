@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 import pytest_asyncio
 
-from roundtabled.core.events import Event
 from roundtabled.core.server_records import SessionRef, TurnStatus
 from roundtabled.offline.scripted_actions import Hang, Text, ToolCall, ToolCalls
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import V2Port
 from roundtabled.opencode.v2 import turn_end
 from roundtabled.opencode.v2_turns import TRACKED, TurnStream

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roundtabled.core.events import Event
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.stream import EventStream
 from roundtabled.opencode.v2 import V2Client, v2_event_stream
 

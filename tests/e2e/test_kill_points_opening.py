@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from roundtabled.core.state import OBSERVER_AGENT
-from roundtabled.core.wire import OPENING_KEY
 from roundtabled.offline.opencode_server import OpenCodeServer
 from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.opencode.session_metadata import OPENING_KEY
 from tests.fakes.daemon_proc import observer_config, signed_markers, turn_markers
 
 from . import kill_point_harness as kp

@@ -20,7 +20,6 @@ import pytest_asyncio
 from pydantic import SecretStr
 
 from bench.env import control_call
-from roundtabled.core.events import Event
 from roundtabled.core.server_records import SessionRef, TurnOutcome
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT, Signer, decode_state
 from roundtabled.core.validation import parse_request
@@ -35,6 +34,7 @@ from roundtabled.offline.opencode_server import (
 )
 from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
 from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import STATE_KEY, V2Port, port_for
 from roundtabled.opencode.v2 import v2_event_stream
 from roundtabled.service import install

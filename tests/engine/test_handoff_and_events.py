@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roundtabled.core import events as ev
 from roundtabled.offline.scripted_actions import Text, tool_call
+from roundtabled.opencode import events as ev
 
 from .conftest import Harness
 

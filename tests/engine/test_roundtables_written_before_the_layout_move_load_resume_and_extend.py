@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core.state import Phase, Signer, decode_state, is_state_part, read_marker
+from roundtabled.core.state import Phase, Signer, decode_state, read_marker
 from roundtabled.engine.settings import Settings
+from roundtabled.opencode.v1_wire import is_state_part
 from tests.fakes.fake_opencode import EPOCH0_MS, FakeClock, FakeOpenCode, FakeSession
 
 from .conftest import Booted, Harness

@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core import wire
-from roundtabled.core.state import Phase, is_state_part
+from roundtabled.core import messages
+from roundtabled.core.state import Phase
 from roundtabled.errors import TransportError
 from roundtabled.offline.scripted_actions import Text
+from roundtabled.opencode import v1_wire
+from roundtabled.opencode.v1_wire import is_state_part
 
 from .conftest import Harness
 
@@ -51,8 +53,8 @@ async def test_after_a_start_s2_holds_one_user_message_turn_one_s_prompt_with_th
     assert prompt["info"]["id"] == body["messageID"]
     (block,) = [p for p in prompt["parts"] if is_state_part(p)]
     assert block["ignored"] is True
-    view = wire.message_view(prompt, s2, h.signer)
-    assert isinstance(view, wire.UserView) and view.state_block
+    view = v1_wire.message_view(prompt, s2, h.signer)
+    assert isinstance(view, messages.UserView) and view.state_block
     assert view.marker is not None and (view.marker.agent, view.marker.round) == ("pm", 0)
     index = (await h.fake.get_session(s2))["metadata"]["roundtabled"]
     assert (index["stateMessageID"], index["statePartID"]) == (prompt["info"]["id"], block["id"])
@@ -112,15 +114,15 @@ async def test_the_patch_mode_hide_of_turn_one_leaves_the_state_part_readable(
     before = await h.fake.message(s2, turn1)
     (block,) = [p for p in before["parts"] if is_state_part(p)]
     state = await h.engine.store.load(s2)
-    view = wire.message_view(before, s2, h.signer)
-    assert isinstance(view, wire.UserView) and [p["id"] for p in view.visible_parts]
+    view = v1_wire.message_view(before, s2, h.signer)
+    assert isinstance(view, messages.UserView) and [p.id for p in view.visible_parts]
     await h.engine.store.hide_all(s2, (view,))
     await h.engine.store.hide_message(s2, turn1)
     after = await h.fake.message(s2, turn1)
-    assert wire.visible_text_parts(after) == []
+    assert v1_wire.visible_text_parts(after) == []
     assert [p for p in after["parts"] if is_state_part(p)] == [block]
     patched = {a[2]["id"] for a in h.fake.calls_of("update_part", s2) if a[1] == turn1}
-    assert patched - {block["id"]} == {p["id"] for p in view.visible_parts}
+    assert patched - {block["id"]} == {p.id for p in view.visible_parts}
     assert await h.engine.store.load(s2) == state
 
 

@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from roundtabled.core.state import is_state_part
 from roundtabled.errors import ValidationFailed
 from roundtabled.offline.scripted_actions import Text
+from roundtabled.opencode.v1_wire import is_state_part
 
 from .conftest import Harness
 

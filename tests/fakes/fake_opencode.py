@@ -62,10 +62,10 @@ from typing import Any
 import orjson
 
 from roundtabled import ids
-from roundtabled.core import events as ev
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.offline.scripted_actions import Action, Hang, HttpError, Stall, Text, ToolCalls
 from roundtabled.offline.scripted_llm import RequestLog, default_text
+from roundtabled.opencode import events as ev
 
 VERSION = "1.18.33"
 EPOCH0_MS = 1_796_000_000_000
@@ -364,7 +364,7 @@ class FakeOpenCode(RequestLog[ModelRequest]):
 
     def subscribe(self, callback: Callable[[ev.Event], None]) -> None:
         """Deliver every later event to ``callback`` (the engine's ``on_event``), parsed by
-        :func:`roundtabled.core.events.parse_event` from the JSON bytes as the stream would."""
+        :func:`roundtabled.opencode.events.parse_event` from the JSON bytes as the stream would."""
         self._subscribers.append(callback)
 
     def unsubscribe(self, callback: Callable[[ev.Event], None]) -> None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from roundtabled import ids
-from roundtabled.core import machine, wire
+from roundtabled.core import machine
 from roundtabled.core.commands import Decision, Observation, Prompt
 from roundtabled.core.state import Options, Signer
+from roundtabled.opencode import v1_wire
 from tests.states import fresh, raw_prompt
 
 SIGNER = Signer(b"k" * 32)
@@ -86,7 +87,7 @@ def first_turn() -> tuple[Any, Prompt]:
 
 
 def idle_after(state: Any, raw: list[dict[str, Any]]) -> Decision:
-    views = tuple(wire.message_view(m, S2, SIGNER) for m in raw)
+    views = tuple(v1_wire.message_view(m, S2, SIGNER) for m in raw)
     return machine.decide(
         state,
         Observation(

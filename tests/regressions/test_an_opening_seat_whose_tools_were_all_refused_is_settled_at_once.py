@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roundtabled import ids
-from roundtabled.core import opening, wire
+from roundtabled.core import messages, opening
 from roundtabled.core.commands import PromptSeat, SeatSettled
 from roundtabled.core.history import turn_is_final
 from roundtabled.core.opening import OpeningObservation, SeatView
+from roundtabled.opencode import v1_wire
 from tests.unit.test_opening_properties import S2, SIGNER, TIMEOUT_S, setup, user_message
 
 FINISHES = st.sampled_from(["stop", "length", "tool-calls", "unknown", None, "other"])
@@ -62,8 +63,8 @@ def test_an_idle_event_never_makes_final_what_the_idle_status_would_not(
     for a session known idle, and never while a step is incomplete."""
     parent = ids.message_id()
     raw = [step(parent, f, t, completed=c, error=e) for f, t, c, e in steps]
-    answers = [v for v in (wire.message_view(m, S2, SIGNER) for m in raw) if v is not None]
-    answers_ = [a for a in answers if isinstance(a, wire.AnswerView)]
+    answers = [v for v in (v1_wire.message_view(m, S2, SIGNER) for m in raw) if v is not None]
+    answers_ = [a for a in answers if isinstance(a, messages.AnswerView)]
     if turn_is_final(answers_, idle=False):
         assert turn_is_final(answers_, idle=True)
     if any(not a.completed for a in answers_) or not answers_:
@@ -96,7 +97,7 @@ def test_an_opening_seat_whose_tools_were_all_refused_is_settled_at_once() -> No
         seats={
             sid: SeatView(
                 status="idle",
-                messages=tuple(wire.message_view(m, sid, SIGNER) for m in seat_msgs),
+                messages=tuple(v1_wire.message_view(m, sid, SIGNER) for m in seat_msgs),
                 found=True,
                 accepted=True,
             )

@@ -24,10 +24,10 @@ from typing import Any, cast
 
 import aiohttp
 
-from roundtabled.core.events import Event
 from roundtabled.offline.opencode_server import agent_prompts_of
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import ScriptedLLM
+from roundtabled.opencode.events import Event
 from tests.e2e.conftest import roundtable_config
 
 from .conftest import ExternalLLM, external_llm

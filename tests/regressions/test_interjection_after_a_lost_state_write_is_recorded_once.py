@@ -8,8 +8,9 @@ Expected: one ``user`` entry, after dev's turn."""
 
 from __future__ import annotations
 
-from roundtabled.core import machine, wire
+from roundtabled.core import machine
 from roundtabled.core.commands import Observation
+from roundtabled.opencode import v1_wire
 from tests.unit.test_machine_edges import S2, SIGNER, T0, S2Sim, state_with
 
 DEV = "msg_turn00000000000002"  # after TURN_MSG
@@ -31,7 +32,7 @@ def test_a_person_s_message_after_an_adopted_prompt_is_recorded_once_after_it() 
     obs2 = Observation(
         now=T0 + 11_000,
         status="idle",
-        messages=tuple(wire.message_view(m, S2, SIGNER) for m in raw2),
+        messages=tuple(v1_wire.message_view(m, S2, SIGNER) for m in raw2),
         pending_found=True,
         accepted=False,
         new_id="msg_next00000000000001",

@@ -20,8 +20,9 @@ import asyncio
 import logging
 from typing import Any
 
-from roundtabled.core.state import OBSERVER_AGENT, Phase, is_state_part
+from roundtabled.core.state import OBSERVER_AGENT, Phase
 from roundtabled.offline.scripted_actions import Text
+from roundtabled.opencode.v1_wire import is_state_part
 from tests.e2e.conftest import RT
 from tests.e2e.edge_helpers import stored_state
 from tests.fakes.daemon_proc import assert_each_turn_once

@@ -352,8 +352,8 @@ def test_a_stop_is_recorded_in_the_notes_and_for_the_card() -> None:
 def test_no_stop_before_a_turn_whose_prompt_is_already_in_the_session() -> None:
     # A fast handoff sends the next prompt before writing the state; after a crash the decision
     # is taken again, later: the budget's seconds have grown, but that turn is already running.
+    from roundtabled.core.messages import UserView
     from roundtabled.core.state import Marker
-    from roundtabled.core.wire import UserView
 
     h = [turn(a, 1, "x") for a in AGENTS[:2]]
     tight = after(h, (0, 2), budget=Budget(tokens=200))

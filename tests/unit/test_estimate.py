@@ -20,7 +20,7 @@ from roundtabled.core.estimate import (
     plan_text,
 )
 from roundtabled.core.state import Budget
-from roundtabled.core.wire import model_prices
+from roundtabled.opencode.v1_wire import model_prices
 
 OBS = Seat("roundtable-observer", "scripted/debater-1")
 PRICES = {"scripted/debater-1": Price(3.0, 15.0)}

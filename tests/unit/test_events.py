@@ -1,4 +1,4 @@
-"""roundtabled.core.events: envelope unwrapping, session id derivation, accessors, tolerance."""
+"""roundtabled.opencode.events: envelope unwrapping, session id derivation, accessors, tolerance."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.core import events as E
-from roundtabled.core.events import Event, is_heartbeat, parse_event
+from roundtabled.opencode import events as E
+from roundtabled.opencode.events import Event, is_heartbeat, parse_event
 
 
 def wrap(etype: str, props: Any = None, *, directory: str | None = "/proj", **extra: Any) -> bytes:
@@ -183,7 +183,7 @@ def test_huge_events_of_lazy_types_are_not_parsed_but_keep_type_session_and_dire
     from its first bytes (no 6 ms orjson parse on the event loop); other types are parsed."""
     import orjson
 
-    from roundtabled.core.events import BODY_UNUSED, PEEK_THRESHOLD, parse_event
+    from roundtabled.opencode.events import BODY_UNUSED, PEEK_THRESHOLD, parse_event
 
     part = {"id": "prt_1", "sessionID": "ses_big1", "type": "text", "text": "x" * (8 << 20)}
     raw = orjson.dumps(
@@ -228,7 +228,7 @@ def test_huge_sync_events_are_not_parsed() -> None:
     gives exactly what the full parse gives."""
     import orjson
 
-    from roundtabled.core.events import BODY_UNUSED, SYNC, parse_event
+    from roundtabled.opencode.events import BODY_UNUSED, SYNC, parse_event
 
     raw = orjson.dumps(
         {

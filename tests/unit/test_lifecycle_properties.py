@@ -35,6 +35,7 @@ from roundtabled.core.commands import (
 from roundtabled.core.deliberation import Call
 from roundtabled.core.lifecycle import FinalFacts, PostDelimiter, PostResult, SetTitle, WriteState
 from roundtabled.core.machine import ERROR_GRACE_MS
+from roundtabled.core.messages import UserView
 from roundtabled.core.state import (
     CONCLUDED_SUFFIX,
     Delivery,
@@ -48,7 +49,6 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
 )
-from roundtabled.core.wire import UserView
 from roundtabled.engine import launch
 from tests.unit.test_machine_edges import TURN_MSG, S2Sim, state_with
 

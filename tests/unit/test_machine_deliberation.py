@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roundtabled import ids
-from roundtabled.core import deliberation, machine, wire
+from roundtabled.core import deliberation, machine
 from roundtabled.core.commands import Finalize, Observation, Prompt
 from roundtabled.core.positions import normalise_label
 from roundtabled.core.state import (
@@ -34,6 +34,7 @@ from roundtabled.core.state import (
     RoundtableState,
     Signer,
 )
+from roundtabled.opencode import v1_wire
 from tests.states import fresh, raw_prompt, raw_reply
 
 SIGNER = Signer(b"d" * 32)
@@ -79,7 +80,7 @@ def run(
         else:
             text, u = "the observer's summary", usage[0]
         msgs = (user(p, now), answer(p.message_id, now, text, u))
-        views = tuple(wire.message_view(m, S2, SIGNER) for m in msgs)
+        views = tuple(v1_wire.message_view(m, S2, SIGNER) for m in msgs)
         d = machine.decide(
             state,
             Observation(
@@ -192,7 +193,7 @@ def test_a_turn_prompted_before_a_crash_is_not_stopped_by_a_budget_decided_later
         }
     )
     msgs = (user(rv, t0), answer(rv.message_id, t0 + 1, "rv's reply", (100, 20)), user(pm2, t0 + 2))
-    views = tuple(wire.message_view(m, S2, SIGNER) for m in msgs)
+    views = tuple(v1_wire.message_view(m, S2, SIGNER) for m in msgs)
     d = machine.decide(
         state,
         Observation(

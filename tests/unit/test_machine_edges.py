@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core import lifecycle, machine, wire
+from roundtabled.core import lifecycle, machine
 from roundtabled.core.commands import (
     Abort,
     Cancel,
@@ -38,6 +38,7 @@ from roundtabled.core.state import (
     RoundtableState,
     Signer,
 )
+from roundtabled.opencode import v1_wire
 from tests.states import fresh, raw_prompt
 
 SIGNER = Signer(b"e" * 32)
@@ -152,7 +153,7 @@ class S2Sim:
         return self
 
     def observe(self, *, now: int = T0 + 1000, status: str = "idle", **kw: Any) -> Observation:
-        views = tuple(wire.message_view(m, S2, SIGNER) for m in self.raw)
+        views = tuple(v1_wire.message_view(m, S2, SIGNER) for m in self.raw)
         return Observation(
             now=now,
             status=status,  # type: ignore[arg-type]

@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roundtabled import ids
-from roundtabled.core import history, machine, wire
+from roundtabled.core import history, machine, messages
 from roundtabled.core.commands import Abort, Finalize, Observation, PersistState, Prompt
 from roundtabled.core.state import Options, Phase, RoundtableState, Signer
+from roundtabled.opencode import v1_wire
 from tests.states import fresh, raw_prompt, raw_reply
 
 SIGNER = Signer(b"k" * 32)
@@ -78,7 +79,7 @@ def new_state(agents: list[str], rounds: int) -> RoundtableState:
 def observe(srv: SimServer, state: RoundtableState, *, stale_idle: bool) -> Observation:
     pend = state.pending
     raw, found = srv.from_id(pend.message_id) if pend else ([], False)
-    views = tuple(wire.message_view(m, S2, SIGNER) for m in raw)
+    views = tuple(v1_wire.message_view(m, S2, SIGNER) for m in raw)
     status = "idle" if (srv.busy_with is None or stale_idle) else "busy"
     return Observation(
         now=srv.clock,
@@ -192,7 +193,7 @@ def test_exactly_once_turns_under_any_schedule(
             drop_next_post = True
         elif action == "crash":
             # Restart: only what was persisted survives; history is rebuilt from S2.
-            views = [wire.message_view(m, S2, SIGNER) for m in srv.messages]
+            views = [v1_wire.message_view(m, S2, SIGNER) for m in srv.messages]
             state = persisted.model_copy(
                 update={"history": history.rebuild_history(persisted, views)}
             )
@@ -203,8 +204,8 @@ def test_exactly_once_turns_under_any_schedule(
     assert finished, f"debate did not finish: phase={state.phase} pending={state.pending}"
     assert state.phase == Phase.DONE
     # Exactly one prompt per (round, seat) for the rounds that ran.
-    views = [wire.message_view(m, S2, SIGNER) for m in srv.messages]
-    markers = [v.marker for v in views if isinstance(v, wire.UserView) and v.marker]
+    views = [v1_wire.message_view(m, S2, SIGNER) for m in srv.messages]
+    markers = [v.marker for v in views if isinstance(v, messages.UserView) and v.marker]
     turns = [(m.round, m.seat) for m in markers if m.kind == "turn"]
     assert len(turns) == len(set(turns)), f"a seat spoke twice in a round: {turns}"
     # One observer prompt, none when no seat gave an answer (nothing to consolidate:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from roundtabled.core import events as ev
-from roundtabled.core import wire
 from roundtabled.core.state import Signer
 from roundtabled.engine.mirror import TurnMirror
+from roundtabled.opencode import events as ev
+from roundtabled.opencode import v1_wire
 
 S2 = "ses_mirror0000000001"
 USER = "msg_22e7a0000001aaaaaaaaaaaaaa"
@@ -115,7 +115,7 @@ def test_changes_count_what_a_decision_reads_and_not_the_idle_or_the_summary() -
     now = m.messages()
     assert m.changes == taken and now is not None
     signer = Signer(b"mirror-unit-tests-key-0123456789")
-    assert wire.message_views(now, S2, signer) == wire.message_views(ahead, S2, signer)
+    assert v1_wire.message_views(now, S2, signer) == v1_wire.message_views(ahead, S2, signer)
     m.feed(part(ANS1, "prt_04", text="hello there, again"))
     assert m.changes == taken + 1
 

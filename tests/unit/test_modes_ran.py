@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from roundtabled.core import history
+from roundtabled.core.messages import UserView
 from roundtabled.core.state import MODE_NOTES, Marker
-from roundtabled.core.wire import UserView
 from tests.states import fresh
 
 S2 = "ses_modes"

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roundtabled import ids
-from roundtabled.core import opening, wire
+from roundtabled.core import opening
 from roundtabled.core.commands import (
     AbortSeat,
     CreateSeatSession,
@@ -35,6 +35,7 @@ from roundtabled.core.commands import (
 )
 from roundtabled.core.opening import OpeningObservation, SeatView, Setup
 from roundtabled.core.state import Marker, OpeningRound, Signer
+from roundtabled.opencode import v1_wire
 from tests.states import raw_prompt, raw_reply
 
 SIGNER = Signer(b"k" * 32)
@@ -118,7 +119,7 @@ def observe(sim: Sim, rnd: OpeningRound, *, cancelled: bool = False) -> OpeningO
         child = sim.children[s.session_id]
         views[s.session_id] = SeatView(
             status="busy" if child.busy_with else "idle",
-            messages=tuple(wire.message_view(m, s.session_id, SIGNER) for m in raw),
+            messages=tuple(v1_wire.message_view(m, s.session_id, SIGNER) for m in raw),
             found=found,
             accepted=s.message_id in sim.accepted,
             error=child.error,
@@ -126,7 +127,7 @@ def observe(sim: Sim, rnd: OpeningRound, *, cancelled: bool = False) -> OpeningO
     return OpeningObservation(
         now=sim.clock,
         status="busy" if sim.s2_busy else "idle",
-        messages=tuple(wire.message_view(m, S2, SIGNER) for m in sim.s2),
+        messages=tuple(v1_wire.message_view(m, S2, SIGNER) for m in sim.s2),
         children=tuple((sid, c.seat) for sid, c in sim.children.items()),
         seats=views,
         cancelled=cancelled,

@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roundtabled import ids
-from roundtabled.core import machine, wire
+from roundtabled.core import machine
 from roundtabled.core.commands import Observation, Prompt
 from roundtabled.core.positions import Position
 from roundtabled.core.state import MODE_NOTES, HistoryEntry, Options, RoundtableState
+from roundtabled.opencode import v1_wire
 from tests.unit.test_machine_properties import S2, SIGNER, SimServer, new_state
 
 
@@ -27,7 +28,7 @@ def _observe(srv: SimServer, state: RoundtableState, plugin: str | None) -> Obse
     return Observation(
         now=srv.clock,
         status="idle",
-        messages=tuple(wire.message_view(m, S2, SIGNER) for m in raw),
+        messages=tuple(v1_wire.message_view(m, S2, SIGNER) for m in raw),
         pending_found=found,
         new_id=ids.message_id(),
         accepted=True,

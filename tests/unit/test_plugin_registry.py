@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.core import wire
 from roundtabled.engine.plugins import PLUGIN_VERSION, PluginRegistry, parse_report
 from roundtabled.errors import ValidationFailed
+from roundtabled.opencode import v1_wire
 
 SERVER = "http://127.0.0.1:4096"
 
@@ -152,13 +152,13 @@ def test_the_plugin_s_mark_in_a_config_is_read_and_the_plugin_sets_the_same_one(
     # instance; a server that only lists the file (--pure) lists it under `plugin`, unmarked.
     marked = {
         "plugin": ["file:///p/.opencode/plugin/roundtable-plugin.ts"],
-        "watcher": {"ignore": ["node_modules/**", wire.PLUGIN_MARK]},
+        "watcher": {"ignore": ["node_modules/**", v1_wire.PLUGIN_MARK]},
     }
-    assert wire.plugin_ran(marked)
-    assert not wire.plugin_ran({"plugin": marked["plugin"]})
-    assert not wire.plugin_ran({"watcher": {"ignore": "x"}}) and not wire.plugin_ran(None)
+    assert v1_wire.plugin_ran(marked)
+    assert not v1_wire.plugin_ran({"plugin": marked["plugin"]})
+    assert not v1_wire.plugin_ran({"watcher": {"ignore": "x"}}) and not v1_wire.plugin_ran(None)
     shipped = (resources.files("roundtabled") / "tools" / "roundtable-plugin.ts").read_text()
-    assert f'const PLUGIN_MARK = "{wire.PLUGIN_MARK}"' in shipped
+    assert f'const PLUGIN_MARK = "{v1_wire.PLUGIN_MARK}"' in shipped
     assert f'const PLUGIN_VERSION = "{PLUGIN_VERSION}"' in shipped
 
 

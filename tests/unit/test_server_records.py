@@ -6,7 +6,6 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.core.events import Event
 from roundtabled.core.server_records import (
     ServerCapabilities,
     TurnKey,
@@ -16,6 +15,7 @@ from roundtabled.core.server_records import (
 )
 from roundtabled.core.state import ModelRef, Usage
 from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import V1Port, V2Port, v2_prompt_id
 from roundtabled.opencode.v2 import V2Client
 

@@ -22,9 +22,9 @@ from roundtabled.core.state import (
     decode_state,
     encode_state,
     has_meta_text,
-    is_state_part,
 )
 from roundtabled.errors import StateForgedError
+from roundtabled.opencode.v1_wire import is_state_part
 
 SIGNER = Signer(b"k" * 32)
 S2 = "ses_card00000000000001"

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.core import events as E
-from roundtabled.core.events import Event
+from roundtabled.opencode import events as E
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.stream import Backoff, EventStream, SSEDecoder, SSEEventTooLarge
 from tests.fakes.sse_server import (
     CONNECTED,

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from roundtabled import ids
-from roundtabled.core import history, wire
+from roundtabled.core import history, messages
 from roundtabled.core.card import state_card
-from roundtabled.core.state import Marker, Signer, encode_state, is_state_part
+from roundtabled.core.state import Marker, Signer, encode_state
+from roundtabled.opencode import v1_wire
+from roundtabled.opencode.v1_wire import is_state_part
 from tests.states import fresh, raw_prompt, raw_reply
 
 S2 = "ses_turnonecarries0001"
@@ -22,7 +24,7 @@ DEV = Marker(kind="turn", round=0, seat=1, agent="dev", roundtable=S2)
 def _block(part_id: str) -> dict[str, Any]:
     state = fresh(S2, ["pm", "dev"], 1)
     text, meta = encode_state(state, SIGNER, card=state_card(state))
-    return wire.block_part(part_id, text, meta)
+    return v1_wire.block_part(part_id, text, meta)
 
 
 def _debate(*, combined: bool) -> list[dict[str, Any]]:
@@ -46,17 +48,17 @@ def _debate(*, combined: bool) -> list[dict[str, Any]]:
 
 
 def test_a_prompt_carrying_the_state_block_is_a_turn_prompt_and_the_state_block() -> None:
-    pm = wire.message_views(_debate(combined=True), S2, SIGNER)[0]
-    assert isinstance(pm, wire.UserView)
+    pm = v1_wire.message_views(_debate(combined=True), S2, SIGNER)[0]
+    assert isinstance(pm, messages.UserView)
     assert pm.marker == PM and pm.state_block
     # What the patch mode would hide of it: the prompt's text only, never the block.
-    assert [p["text"] for p in pm.visible_parts] == ["pm, argue."]
+    assert [p.text for p in pm.visible_parts] == ["pm, argue."]
 
 
 def test_the_history_rebuilt_after_a_restart_counts_turn_one_in_either_layout() -> None:
     state = fresh(S2, ["pm", "dev"], 1)
     for combined in (True, False):
-        views = wire.message_views(_debate(combined=combined), S2, SIGNER)
+        views = v1_wire.message_views(_debate(combined=combined), S2, SIGNER)
         rebuilt = history.rebuild_history(state, views)
         assert [(e.agent, e.round, e.response) for e in rebuilt] == [
             ("pm", 1, "PM: ship it."),
@@ -66,8 +68,8 @@ def test_the_history_rebuilt_after_a_restart_counts_turn_one_in_either_layout() 
 
 def test_turn_one_s_prompt_body_carries_the_block_first() -> None:
     block = _block(ids.part_id())
-    body = wire.prompt_body("msg_x", "pm", "argue", "── pm ──", {"roundtabled": {}}, None)
-    carried = wire.prompt_body(
+    body = v1_wire.prompt_body("msg_x", "pm", "argue", "── pm ──", {"roundtabled": {}}, None)
+    carried = v1_wire.prompt_body(
         "msg_x", "pm", "argue", "── pm ──", {"roundtabled": {}}, None, block=block
     )
     assert carried["parts"] == [block, *body["parts"]]

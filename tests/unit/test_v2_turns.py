@@ -12,7 +12,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roundtabled.core.events import Event
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.v2 import AssistantRecord, IdleRecord, UserRecord, parse_v2_event
 from roundtabled.opencode.v2_turns import TurnStream
 

@@ -13,8 +13,8 @@ import aiohttp
 import orjson
 import pytest
 
-from roundtabled.core.events import Event
 from roundtabled.offline.scripted_llm import ScriptedLLM, template_summary
+from roundtabled.opencode.events import Event
 from roundtabled.opencode.v2 import (
     AssistantRecord,
     IdleRecord,

@@ -11,6 +11,7 @@ write, never into a deleted S2 or after a failure, and records that it did.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from roundtabled.core import lifecycle
 from roundtabled.core.lifecycle import EditPart, FinalFacts, WriteState
+from roundtabled.core.messages import TextPart
 from roundtabled.core.observer_verdict import has_verdict_block, recorded_line, shown_text
 from roundtabled.core.state import (
     EndReason,
@@ -25,6 +27,7 @@ from roundtabled.core.state import (
     HistoryEntry,
     VerdictRecord,
 )
+from roundtabled.opencode import v1_wire
 from tests.states import finished, seat_turn
 
 VERDICT = {"decision": "ship it", "confidence": 0.8, "consensus": "majority"}
@@ -105,23 +108,25 @@ def concluded(**extra: Any) -> Any:
     )
 
 
-PART = {"id": "prt_reply", "type": "text", "text": REPLY, "messageID": "msg_answer"}
+RAW = {"id": "prt_reply", "type": "text", "text": REPLY, "messageID": "msg_answer"}
+PART = v1_wire.text_part_record("msg_answer", RAW)
 
 
-def facts(parts: tuple[tuple[str, dict[str, Any]], ...] | None) -> FinalFacts:
+def facts(parts: tuple[TextPart, ...] | None) -> FinalFacts:
     return FinalFacts(now=1, result_id="msg_result", delimiter_id="msg_delim", observer_parts=parts)
 
 
 def test_phase_4_edits_the_block_after_the_delivery_s_write_and_records_it() -> None:
     state = concluded()
     assert lifecycle.reply_reads(state) == ("msg_observer_prompt",)
-    step = lifecycle.finalize(state, facts((("msg_answer", PART),)))
+    step = lifecycle.finalize(state, facts((PART,)))
     kinds = [type(c).__name__ for c in step.commands]
     edit = kinds.index("EditPart")
     assert "WriteState" in kinds[:edit]  # the verdict and the delivery are written first
     cmd = step.commands[edit]
     assert isinstance(cmd, EditPart) and cmd.message_id == "msg_answer"
-    assert cmd.part == {**PART, "text": f"Summary.\n\n{LINE}"}
+    assert cmd.part == replace(PART, text=f"Summary.\n\n{LINE}")
+    assert v1_wire.part_body(cmd.part) == {**RAW, "text": f"Summary.\n\n{LINE}"}
     later = [c for c in step.commands[edit:] if isinstance(c, WriteState)]
     assert later and all(c.state.finalization.verdict_shown for c in later)
     assert step.state.history[-1].response == f"Summary.\n\n{LINE}"
@@ -129,16 +134,16 @@ def test_phase_4_edits_the_block_after_the_delivery_s_write_and_records_it() -> 
 
 
 def test_an_edited_part_or_a_reply_without_a_block_is_left_alone() -> None:
-    shown = {**PART, "text": f"Summary.\n\n{LINE}"}
-    plain = {**PART, "text": "Prose only."}
+    shown = replace(PART, text=f"Summary.\n\n{LINE}")
+    plain = replace(PART, text="Prose only.")
     for part in (shown, plain):
-        step = lifecycle.finalize(concluded(), facts((("msg_answer", part),)))
+        step = lifecycle.finalize(concluded(), facts((part,)))
         assert not any(isinstance(c, EditPart) for c in step.commands)
         assert step.state.finalization.verdict_shown
 
 
 def test_no_edit_once_recorded_nor_into_a_deleted_or_failed_roundtable() -> None:
-    parts = (("msg_answer", PART),)
+    parts = (PART,)
     for state in (
         concluded(finalization=Finalization(verdict_shown=True)),
         concluded(end_reason=EndReason.SESSION_DELETED),
@@ -171,14 +176,14 @@ def test_across_crashes_s2_shows_the_line_once_and_only_after_a_written_delivery
     state, its history read back from S2 as the edit left it) and a busy S2: the part ends with
     the prose and the line once, and every edit comes after a write that recorded the
     delivery."""
-    part = dict(PART)
+    part = PART
     written = concluded()
     state = written
     delivered_written = False
     for n in range(len(crashes) + 8):
         crash = crashes[n] if n < len(crashes) else -1
         reads = lifecycle.reply_reads(state)
-        parts = (("msg_answer", dict(part)),) if reads is not None else None
+        parts = (part,) if reads is not None else None
         step = lifecycle.finalize(
             state,
             FinalFacts(
@@ -205,11 +210,11 @@ def test_across_crashes_s2_shows_the_line_once_and_only_after_a_written_delivery
         if crashed:
             # A restart: the written state, its history rebuilt from S2 (the part as it is).
             history = list(written.history)
-            history[-1] = history[-1].model_copy(update={"response": str(part["text"])})
+            history[-1] = history[-1].model_copy(update={"response": part.text})
             state = written.model_copy(update={"history": history})
             continue
         state = step.state
         if step.done:
             break
-    assert part["text"] == f"Summary.\n\n{LINE}"
+    assert part.text == f"Summary.\n\n{LINE}"
     assert state.finalization.verdict_shown

@@ -1,80 +1,82 @@
-"""Typed views of OpenCode's JSON: sessions, messages, parts, statuses, tool calls, models.
+"""OpenCode 1.x's JSON: sessions, messages, parts, statuses, tool calls, models, events.
 
-The one place that knows the shapes the server sends (``GET /session/{id}/message`` items
-``{info, parts}``, ``GET /session/status``, session info with its ``metadata``, tool parts with
-their ``state``). Everything else reads these views, so a change of the server's API is one
-adapter. Pure: no I/O. The behaviours the shapes come from are listed in
-``docs/opencode-server.md``.
+The one place that knows the shapes a 1.x server sends and takes (``GET /session/{id}/message``
+items ``{info, parts}``, ``GET /session/status``, session info with its ``metadata``, tool parts
+with their ``state``, the ``prompt_async`` body, ``message.updated`` infos). It reads them into
+the product's records (:mod:`roundtabled.core.messages`) that the core decides from, and builds
+them from the core's commands; the core never sees this JSON (an import-linter contract holds
+it). Pure: no I/O. The behaviours the shapes come from are listed in ``docs/opencode-server.md``;
+docs/design.md, "The server port", says where each major's JSON lives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from roundtabled.core.messages import (
+    AnswerView,
+    MessageView,
+    Status,
+    TextPart,
+    UserView,
+)
 from roundtabled.core.state import (
     META_KEY,
     STATE_VERSION,
     TOOL_OUTPUT_PREVIEW_MAX,
-    Marker,
     ModelRef,
     Phase,
     Signer,
     ToolCallSummary,
     Usage,
     has_meta_text,
-    is_state_part,
     read_marker,
 )
+from roundtabled.opencode.session_metadata import OPENING_KEY, opening_seat_of
 
-Status = Literal["idle", "busy", "retry", "unknown"]
+
+def text_part_record(message_id: str, part: dict[str, Any]) -> TextPart:
+    """The record of one text part of the message ``message_id`` (the part kept as its
+    ``handle``, to be written back whole: :func:`part_body`, :func:`hidden`)."""
+    return TextPart(
+        message_id=message_id,
+        id=str(part.get("id") or ""),
+        text=str(part.get("text") or ""),
+        handle=part,
+    )
 
 
-@dataclass(frozen=True, slots=True)
-class UserView:
-    """A user message of S2.
+def _handle(part: TextPart) -> dict[str, Any]:
+    """The part as the server stored it (:func:`text_part_record`).
 
-    ``marker``: the daemon's verified marker, or ``None`` for a person's (or the server's)
-    message. ``text``: visible text (parts neither ignored nor synthetic). ``synthetic``: every
-    visible part is server-generated (e.g. auto-compaction's "Continue…"). ``compaction``: the
-    message starts a compaction. ``state_block``: it carries the daemon's state block, alone
-    (a ``noReply`` message of its own: ``marker`` is ``None``) or beside turn 1's prompt (one
-    message: ``marker`` is that turn's; docs/design.md, "State format"). ``visible_parts``: raw
-    visible text parts (to hide them later; the state part, ``ignored``, is never among them).
-    The flags default to a plain message: none of them.
+    Raises:
+        TypeError: a record this adapter did not read (it has no part to write back).
     """
-
-    id: str
-    created: int
-    marker: Marker | None
-    text: str
-    synthetic: bool = False
-    compaction: bool = False
-    state_block: bool = False
-    visible_parts: tuple[dict[str, Any], ...] = ()
+    if not isinstance(part.handle, dict):
+        raise TypeError(f"part {part.id} of {part.message_id} was not read from a 1.x server")
+    return part.handle
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerView:
-    """An assistant message (one model step) of S2 (``docs/opencode-server.md``, "steps")."""
-
-    id: str
-    parent_id: str | None
-    agent: str
-    created: int
-    completed: bool
-    finish: str | None
-    error_name: str | None
-    error_message: str | None
-    text: str
-    tool_calls: tuple[ToolCallSummary, ...]
-    files: tuple[str, ...]
-    usage: Usage
-    summary: bool
+def part_body(part: TextPart) -> dict[str, Any]:
+    """``PATCH …/part/{id}``'s body for ``part`` with its (new) text: the stored part with only
+    the text changed (the PATCH replaces the part in place: docs/opencode-server.md, "Messages
+    and parts")."""
+    return {**_handle(part), "text": part.text}
 
 
-MessageView = UserView | AnswerView
+def is_state_part(part: dict[str, Any]) -> bool:
+    """True when ``part`` (a part of ``GET …/message``) claims to be a state block, in either
+    form: its metadata says ``kind: state``, or its text holds a META block. Claims only:
+    :func:`roundtabled.core.state.decode_state` decides whether to trust it."""
+    if part.get("type") != "text":
+        return False
+    md = part.get("metadata")
+    ours = md.get(META_KEY) if isinstance(md, dict) else None
+    if isinstance(ours, dict) and ours.get("kind") == "state":
+        return True
+    text = part.get("text")
+    return isinstance(text, str) and has_meta_text(text)
 
 
 def _text_of(parts: Sequence[dict[str, Any]]) -> str:
@@ -139,7 +141,7 @@ def message_view(raw: dict[str, Any], session_id: str, signer: Signer) -> Messag
             synthetic=synthetic,
             compaction=compaction,
             state_block=state_block,
-            visible_parts=visible,
+            visible_parts=tuple(text_part_record(str(info.get("id")), p) for p in visible),
         )
     tokens = info.get("tokens") or {}
     cache = tokens.get("cache") or {}
@@ -205,16 +207,22 @@ def ends_with_tool_calls(raw: Sequence[dict[str, Any]]) -> bool:
     return last.get("finish") == "tool-calls" and not last.get("error")
 
 
-def hidden(part: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``part`` marked ``ignored`` (kept in S2, never sent to a model)."""
-    new = dict(part)
+def hidden(part: TextPart) -> dict[str, Any]:
+    """``PATCH …/part/{id}``'s body for ``part`` marked ``ignored`` (kept in S2, never sent to a
+    model)."""
+    new = dict(_handle(part))
     new["ignored"] = True
     return new
 
 
-def visible_text_parts(raw: dict[str, Any]) -> list[dict[str, Any]]:
+def visible_text_parts(raw: dict[str, Any]) -> list[TextPart]:
     """The text parts of one message that a model would see (not ``ignored``)."""
-    return [p for p in raw.get("parts") or [] if p.get("type") == "text" and not p.get("ignored")]
+    mid = str((raw.get("info") or {}).get("id"))
+    return [
+        text_part_record(mid, p)
+        for p in raw.get("parts") or []
+        if p.get("type") == "text" and not p.get("ignored")
+    ]
 
 
 def meta_text_parts(raw: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -244,11 +252,11 @@ def pasted_meta_ids(messages: Sequence[dict[str, Any]], state_message_id: str | 
 
 def reply_text_parts(
     messages: Sequence[dict[str, Any]], prompt_ids: Sequence[str]
-) -> list[tuple[str, dict[str, Any]]]:
-    """``(message id, part)`` of each text part that makes the reply text (:func:`_text_of`:
+) -> list[TextPart]:
+    """The record of each text part that makes the reply text (:func:`_text_of`:
     after the last ``step-start``, not ``ignored``) of every assistant message of ``messages``
     answering one of ``prompt_ids`` (its ``parentID``), in order."""
-    out: list[tuple[str, dict[str, Any]]] = []
+    out: list[TextPart] = []
     for raw in messages:
         info = raw.get("info") or {}
         if info.get("role") != "assistant" or info.get("parentID") not in prompt_ids:
@@ -257,17 +265,11 @@ def reply_text_parts(
         starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
         first = starts[-1] + 1 if starts else 0
         out += [
-            (str(info.get("id")), p)
+            text_part_record(str(info.get("id")), p)
             for p in parts[first:]
             if p.get("type") == "text" and not p.get("ignored") and isinstance(p.get("id"), str)
         ]
     return out
-
-
-def with_text(part: dict[str, Any], text: str) -> dict[str, Any]:
-    """A copy of ``part`` whose text is ``text`` (for ``PATCH …/part/{id}``, which replaces the
-    part in place: docs/opencode-server.md, "Messages and parts")."""
-    return {**part, "text": text}
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -397,23 +399,10 @@ def session_parent(session: dict[str, Any]) -> str | None:
     return str(p) if p else None
 
 
-OPENING_KEY = "roundtabledOpening"
-"""The metadata key of a seat's session of an independent opening (not the index's key: the
-start-up scan must not take it for a roundtable)."""
-
-
-def opening_metadata(roundtable: str, seat: int) -> dict[str, Any]:
-    """The metadata a seat's session of an independent opening is created with."""
-    return {OPENING_KEY: {"roundtable": roundtable, "seat": seat}}
-
-
 def opening_seat(session: dict[str, Any], roundtable: str) -> int | None:
     """The seat a child session holds in ``roundtable``'s independent opening, or ``None``."""
-    meta = (session.get("metadata") or {}).get(OPENING_KEY)
-    if not isinstance(meta, dict) or meta.get("roundtable") != roundtable:
-        return None
-    seat = meta.get("seat")
-    return seat if isinstance(seat, int) else None
+    md = session.get("metadata")
+    return opening_seat_of(md if isinstance(md, dict) else None, roundtable)
 
 
 def opening_roundtable(session: dict[str, Any]) -> str | None:
@@ -611,17 +600,6 @@ def session_error_text(props: dict[str, Any]) -> str:
     message = str(data.get("message") or "").strip().splitlines()
     text = f"{name}: {message[0]}" if message else name
     return text[:300]
-
-
-BUSY_MARKERS = ("Failed to execute statement", "database is locked", "UnknownError")
-"""Texts of a 500 body meaning "the database was locked, nothing was written" (OpenCode on
-SQLite; the body names only ``UnknownError``, its log the ``SQLiteError: database is locked``)."""
-
-
-def busy_text(text: str | None) -> bool:
-    """Whether an error text (an HTTP body, a ``session.error`` or a step's ``name: message``)
-    names the server's transient write failure (see :data:`BUSY_MARKERS`)."""
-    return bool(text) and any(marker in str(text) for marker in BUSY_MARKERS)
 
 
 def prompt_reply(raw: Any) -> tuple[str, int, float, str | None]:
