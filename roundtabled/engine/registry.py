@@ -327,8 +327,8 @@ class Engine:
             s2, f"session {s2!r} is not a roundtable this daemon can extend"
         )
         if state.active:
-            messages = await self.store.read_all(s2)
-            if history.all_replies_exist(state, v1_wire.message_views(messages, s2, self.signer)):
+            read = await self.store.read_all(s2)
+            if history.all_replies_exist(state, read.views):
                 log.info(
                     "roundtable %s: stored phase %s but every expected reply exists; "
                     "recovering it to done",
@@ -348,11 +348,10 @@ class Engine:
             launch.check_plugin(
                 await self.shell.plugins.wait_for(state.directory, HEARTBEAT_S + 1.0)
             )
-        messages = await self.store.read_all(s2)
-        warn_pasted_meta(s2, messages, state.state_message_id)
+        read = await self.store.read_all(s2, state.state_message_id)
+        warn_pasted_meta(s2, read.pasted_meta)
         if not state.history:
-            views = v1_wire.message_views(messages, s2, self.signer)
-            state = state.model_copy(update={"history": history.rebuild_history(state, views)})
+            state = state.model_copy(update={"history": history.rebuild_history(state, read.views)})
         mode = req.extend_mode or prompts.infer_extend_mode(req.prompt)
         # Hide the old delimiter from later models; a new one is written at the new end.
         if state.finalization.delimiter_message_id:

@@ -29,7 +29,6 @@ from roundtabled.engine.opening import OpeningRunner
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import AuthFailed, NotFound
-from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import HTTP_CLOCK
 
 
@@ -182,9 +181,9 @@ class Worker:
         try:
             try:
                 if pend is not None:
-                    msgs, found = await shell.store.read_from(s2, pend.message_id)
+                    views, found = await shell.store.read_from(s2, pend.message_id)
                 else:
-                    msgs, found = [], False
+                    views, found = (), False
             except BaseException:
                 # Never leave the concurrent read unawaited ("exception never retrieved").
                 status_task.cancel()
@@ -197,7 +196,6 @@ class Worker:
                 return self._deleted(parent_deleted)
             raise
         status = messages.status_of(statuses, s2)
-        views = v1_wire.message_views(msgs, s2, shell.signer)
         last = views[-1] if views else None
         if (
             status == "idle"
@@ -209,8 +207,7 @@ class Worker:
             # Messages and status were read concurrently, and the machine takes an idle
             # tool-calls step as the turn's last (a refused tool ends it): re-read now that S2
             # is known idle, so a follow-up step that ended in between is not missed.
-            msgs, found = await shell.store.read_from(s2, pend.message_id)
-            views = v1_wire.message_views(msgs, s2, shell.signer)
+            views, found = await shell.store.read_from(s2, pend.message_id)
         error = None
         seen = table.error_seen_at
         if pend is not None and seen is not None and seen >= (pend.prompted_at or 0):
