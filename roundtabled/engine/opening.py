@@ -31,7 +31,6 @@ from roundtabled.engine.executor import Executor
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.opencode import events as ev
-from roundtabled.opencode import v1_wire
 
 DeletedCheck = Callable[[RoundtableState], Awaitable[tuple[bool, bool]]]
 """``(S2 or S1 is gone, S1 is gone)`` of a roundtable's state
@@ -79,17 +78,12 @@ class OpeningRunner:
         etype = event.type
         sid = event.session_id or ""
         if etype == ev.SESSION_ERROR:
-            self.errors.setdefault(
-                sid, (self.shell.clock(), v1_wire.session_error_text(event.properties))
-            )
+            self.errors.setdefault(sid, (self.shell.clock(), self.shell.port.error_text(event)))
             table.poke()
         elif (
             etype in (ev.SESSION_IDLE, ev.SESSION_DELETED)
             or (etype == ev.SESSION_STATUS and event.status_type == "idle")
-            or (
-                etype == ev.MESSAGE_UPDATED
-                and v1_wire.completed_assistant(event.properties.get("info"))
-            )
+            or (etype == ev.MESSAGE_UPDATED and self.shell.port.completed_reply(event))
         ):
             table.poke()
 

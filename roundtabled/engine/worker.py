@@ -29,7 +29,7 @@ from roundtabled.engine.opening import OpeningRunner
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import AuthFailed, NotFound
-from roundtabled.opencode.client import HTTP_CLOCK
+from roundtabled.opencode.http_clock import HTTP_CLOCK
 
 
 class FailureLog:

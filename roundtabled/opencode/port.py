@@ -311,6 +311,88 @@ class V1Session(Protocol):
         roundtable is left active or not finalized (the start-up scan's candidates)."""
         ...
 
+    # Reading the 1.x event stream's payloads and the mirror's messages (no request).
+
+    def ends_turn(self, event: Event, prompt_id: str) -> bool:
+        """``event`` (``message.updated``) completes an assistant step answering ``prompt_id``
+        after which the server calls no model again (finish ``stop``/``length``, or an
+        error)."""
+        ...
+
+    def completed_reply(self, event: Event) -> bool:
+        """``event`` (``message.updated``) completes an assistant message."""
+        ...
+
+    def answers(self, event: Event, prompt_id: str) -> bool:
+        """``event``'s message (``message.updated``) is an assistant message answering
+        ``prompt_id``."""
+        ...
+
+    def error_text(self, event: Event) -> str:
+        """The words of a ``session.error`` event."""
+        ...
+
+    def updated_part(self, event: Event) -> tuple[str, str] | None:
+        """``(message id, part id)`` of a ``message.part.updated`` event, else ``None``."""
+        ...
+
+    def request_ids(self, request: dict[str, Any]) -> tuple[str, str] | None:
+        """``(request id, session id)`` of a permission or question request (an event's
+        properties or one listed by :meth:`permissions`, :meth:`questions`), else ``None``."""
+        ...
+
+    def permission_summary(self, request: dict[str, Any]) -> str:
+        """What a permission request asks for, in a few words."""
+        ...
+
+    def question_count(self, request: dict[str, Any]) -> int:
+        """How many questions a question request asks."""
+        ...
+
+    def views_of(
+        self, raw: Sequence[dict[str, Any]], session_id: str, signer: Signer
+    ) -> tuple[messages.MessageView, ...]:
+        """The views of messages the event stream carried (the mirror's, in order)."""
+        ...
+
+    def view_of(self, raw: dict[str, Any], session_id: str, signer: Signer) -> messages.MessageView:
+        """The view of one message the event stream carried."""
+        ...
+
+    def ends_with_tool_calls(self, raw: Sequence[dict[str, Any]]) -> bool:
+        """The newest step of a turn's messages (the mirror's) ended asking for tools, without
+        an error: only S2's real status tells whether the server calls the model again."""
+        ...
+
+    # Permission and question requests of a roundtable's sessions.
+
+    async def permissions(self, directory: str | None) -> list[dict[str, Any]]:
+        """The permission requests of ``directory`` not answered yet (each readable by
+        :meth:`request_ids`)."""
+        ...
+
+    async def questions(self, directory: str | None) -> list[dict[str, Any]]:
+        """The question requests of ``directory`` not answered yet (each readable by
+        :meth:`request_ids`)."""
+        ...
+
+    async def reply_permission(
+        self, request_id: str, reply: str, message: str | None, directory: str | None
+    ) -> None:
+        """Answer the permission request ``request_id`` (``reply``: once | always | reject;
+        ``message``: the words a rejection gives the model)."""
+        ...
+
+    async def answer_question(
+        self, request_id: str, answers: list[list[str]], directory: str | None
+    ) -> None:
+        """Answer each question of the question request ``request_id``."""
+        ...
+
+    async def reject_question(self, request_id: str, directory: str | None) -> None:
+        """Reject the question request ``request_id``."""
+        ...
+
     async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
         """Create the session of ``seat`` of the independent opening of the roundtable
         ``parent`` (S2) as its child with ``title``; its id when the server holds it as that
@@ -743,6 +825,60 @@ class V1Port:
         return len(sessions), tuple(
             str(s["id"]) for s in sessions if v1_wire.index_needs_recovery(s)
         )
+
+    def ends_turn(self, event: Event, prompt_id: str) -> bool:
+        return v1_wire.ends_turn(event.properties.get("info"), prompt_id)
+
+    def completed_reply(self, event: Event) -> bool:
+        return v1_wire.completed_assistant(event.properties.get("info"))
+
+    def answers(self, event: Event, prompt_id: str) -> bool:
+        return v1_wire.answers(event.properties.get("info"), prompt_id)
+
+    def error_text(self, event: Event) -> str:
+        return v1_wire.session_error_text(event.properties)
+
+    def updated_part(self, event: Event) -> tuple[str, str] | None:
+        return v1_wire.updated_part_ids(event.properties)
+
+    def request_ids(self, request: dict[str, Any]) -> tuple[str, str] | None:
+        return v1_wire.request_ids(request)
+
+    def permission_summary(self, request: dict[str, Any]) -> str:
+        return v1_wire.permission_summary(request)
+
+    def question_count(self, request: dict[str, Any]) -> int:
+        return v1_wire.question_count(request)
+
+    def views_of(
+        self, raw: Sequence[dict[str, Any]], session_id: str, signer: Signer
+    ) -> tuple[messages.MessageView, ...]:
+        return v1_wire.message_views(raw, session_id, signer)
+
+    def view_of(self, raw: dict[str, Any], session_id: str, signer: Signer) -> messages.MessageView:
+        return v1_wire.message_view(raw, session_id, signer)
+
+    def ends_with_tool_calls(self, raw: Sequence[dict[str, Any]]) -> bool:
+        return v1_wire.ends_with_tool_calls(raw)
+
+    async def permissions(self, directory: str | None) -> list[dict[str, Any]]:
+        return await self.client.permissions(directory)
+
+    async def questions(self, directory: str | None) -> list[dict[str, Any]]:
+        return await self.client.questions(directory)
+
+    async def reply_permission(
+        self, request_id: str, reply: str, message: str | None, directory: str | None
+    ) -> None:
+        await self.client.reply_permission(request_id, reply, message, directory=directory)
+
+    async def answer_question(
+        self, request_id: str, answers: list[list[str]], directory: str | None
+    ) -> None:
+        await self.client.answer_question(request_id, answers, directory=directory)
+
+    async def reject_question(self, request_id: str, directory: str | None) -> None:
+        await self.client.reject_question(request_id, directory=directory)
 
     async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
         info = await self.client.create_session(
