@@ -237,16 +237,16 @@ class Worker:
     async def check_deleted(self, state: RoundtableState) -> tuple[bool, bool]:
         """``(S2 or S1 is gone, S1 is gone)``. A 404 means deleted, never completed (regression
         "deletion mid-turn")."""
-        client = self.shell.client
+        port = self.shell.port
         try:
-            await client.get_session(state.session_id)
+            await port.session(state.session_id)
             deleted = False
         except NotFound:
             deleted = True
         parent_deleted = False
         if state.parent_session_id:
             try:
-                await client.get_session(state.parent_session_id)
+                await port.session(state.parent_session_id)
             except NotFound:
                 parent_deleted = True
         return deleted or parent_deleted, parent_deleted
