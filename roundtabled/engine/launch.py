@@ -1,9 +1,12 @@
 """A new roundtable's state from a request, and the checks of an extend.
 
-The reads a start needs (the caller's session, the server's configuration and agents) go
-concurrently; the request is then checked against the server's agents and each seat gets its
-model (the agent's own, else the server's default), before S2 is created with its index.
-A directory's agents, configuration and providers are read once per server instance
+The reads a start needs (the caller's session, the directory's agents, default model and
+providers' models) go concurrently, through the 1.x server port (:class:`~roundtabled.opencode.
+port.V1Port`, each read one of the product's records: docs/design.md, "The server port"); the
+request is then checked against the agents and each seat gets its model (the agent's own, else
+the directory's default: :func:`roundtabled.core.validation.seat_models`, the rule of either
+major), before S2 is created with its index.
+A directory's agents, default model and providers' models are read once per server instance
 (:class:`InstanceReads`): OpenCode loads them when it opens the directory's instance and serves
 the same answer until it disposes that instance (docs/opencode-server.md, "Directory scoping").
 """

@@ -80,8 +80,7 @@ async def dry_run_v2(runner: V2Runner, req: RoundtableRequest) -> dict[str, Any]
     directory, models = await runner.plan_reads(req)
     observer = observer_agent_of(req.observer or BUILTIN_OBSERVER)
     check_usd_budget(req, models, sorted({*req.agents, observer}))
-    agents = await runner.port.client.agents(directory)
-    prompt_of: dict[str, object] = {a.id: a.system for a in agents}
+    prompt_of = {a.id: a.prompt for a in await runner.port.agents(directory)}
     return _plan(req, models, prompt_of, {})
 
 

@@ -79,7 +79,7 @@ def test_a_hidden_agent_takes_no_seat_and_the_listing_names_the_others() -> None
     available = [agent("pm"), agent("dev"), agent("compaction", hidden=True)]
     with pytest.raises(ValidationFailed, match=r"unknown agent 'compaction'\. Available agents: "):
         check_agents(["pm", "compaction"], None, available)
-    with pytest.raises(ValidationFailed, match="Available agents: dev, pm$"):
+    with pytest.raises(ValidationFailed, match=r"Available agents: dev, pm$"):
         check_agents(["pm", "qa"], None, available)
 
 

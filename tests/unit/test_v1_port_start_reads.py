@@ -214,9 +214,8 @@ async def test_the_providers_models_are_listed_and_only_a_set_price_is_a_price()
     # 0 for input and output is what the server reports for a model without a configured cost:
     # unknown, never a price of 0
     assert dict(listed.prices) == {"scripted/debater-1": (3.0, 15.0)}
-    empty = await V1Port(Answers({("GET", "/config/providers"): {"providers": []}})).provider_models(
-        None
-    )
+    none_listed = V1Port(Answers({("GET", "/config/providers"): {"providers": []}}))
+    empty = await none_listed.provider_models(None)
     assert (empty.labels, dict(empty.prices)) == (frozenset(), {})
 
 
