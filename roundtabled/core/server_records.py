@@ -23,7 +23,9 @@ __all__ = [
     "AgentRecord",
     "Interjection",
     "PromptRecord",
+    "ProviderModels",
     "ServerCapabilities",
+    "SessionMarks",
     "SessionMessages",
     "SessionRef",
     "SignedState",
@@ -46,6 +48,8 @@ class AgentRecord:
     observer). ``color``: ``"#3498db"`` or ``None``. ``model``: the agent's configured model, or
     ``None`` (then a turn runs on the directory's default model). ``has_system_prompt``: the
     agent carries a prompt of its own (a seat without one speaks as the server's default agent).
+    ``prompt``: that prompt's text (``None``: none; what the low-diversity warning and the dry
+    run's estimate read, docs/deliberation.md).
     """
 
     id: str
@@ -54,6 +58,7 @@ class AgentRecord:
     color: str | None
     model: ModelRef | None
     has_system_prompt: bool
+    prompt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,32 @@ class SessionRef:
     directory: str | None
     parent_id: str | None = None
     title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMarks:
+    """What a session's metadata says it is to a roundtable in the 1.x engine's layout
+    (docs/design.md, "State format"): ``indexed``: it holds a roundtable's index (it is a
+    roundtable's own session, S2); ``opening_of``: S2's id when it is a seat's session of that
+    roundtable's independent opening, else ``None``. A start checks S1 by them
+    (:func:`roundtabled.core.validation.check_parent_session`)."""
+
+    indexed: bool
+    opening_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderModels:
+    """The models a directory's providers list (1.x: ``GET /config/providers``).
+
+    ``labels``: every listed model as ``provider/model``. ``prices``: ``provider/model`` → its
+    price as listed, (input, output) in USD per million tokens; a model listed without a price
+    (or with 0 for both, which the server reports for every model without a configured cost) is
+    left out: its price is unknown, never 0 (docs/result.md, "Usage").
+    """
+
+    labels: frozenset[str]
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,18 +22,22 @@ from typing import Any, Literal, get_args
 
 from roundtabled.core import protocols
 from roundtabled.core.prompts import default_title
+from roundtabled.core.server_records import AgentRecord, SessionMarks
 from roundtabled.core.sides import MAX_SIDE_CHARS, SIDE_WORDS
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
     MAX_ROUNDS,
     MAX_TITLE_CHARS,
     MAX_TOTAL_ROUNDS,
+    OBSERVER_AGENT,
     Budget,
     ContextMode,
+    ModelRef,
     Opening,
     PermissionPolicy,
     ProtocolName,
     Until,
+    observer_agent_of,
 )
 from roundtabled.errors import ValidationFailed
 
@@ -667,22 +671,23 @@ def check_extend_rounds(total_rounds: int, more: int) -> None:
 
 
 def seat_agents(available: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Names of agents a person may seat (not hidden), sorted (``GET /agent``,
-    docs/opencode-server.md, 'Agents')."""
+    """Names of agents a person may seat (not hidden), sorted, from the control API's listing of
+    agents (``{"name", "hidden", …}`` each: docs/control-api.md)."""
     return sorted(str(a.get("name")) for a in available if not a.get("hidden"))
 
 
 def check_agents(
-    agents: Sequence[str], observer: str | None, available: Sequence[Mapping[str, Any]]
+    agents: Sequence[str], observer: str | None, available: Sequence[AgentRecord]
 ) -> None:
     """Check seats and observer against the server's agents (docs/behaviour.md, 'Phases', step
-    1).
+    1). ``available``: the directory's agents as the server port reads them, hidden ones
+    included (a hidden agent takes no seat).
 
     Raises:
         ValidationFailed: fewer than 2 agents, more than 12, a duplicate (see module docstring),
             an unknown name, or an unknown observer; the message lists the available agents.
     """
-    names = seat_agents(available)
+    names = sorted(a.id for a in available if not a.hidden)
     listing = "Available agents: " + ", ".join(names)
     if len(agents) < 2:
         raise ValidationFailed(
@@ -718,6 +723,79 @@ def check_agents(
         raise ValidationFailed(
             "observer",
             f"unknown observer agent {observer!r}; omit it for the built-in observer. {listing}",
+        )
+
+
+def needs_default_model(
+    agents: Sequence[str], observer: str, available: Sequence[AgentRecord]
+) -> bool:
+    """Whether a seat of ``agents`` or ``observer``'s agent is an agent of ``available`` with no
+    model of its own: only then does :func:`seat_models` need the directory's default model (a
+    start reads it only then where it costs a request of its own)."""
+    models = {a.id: a.model for a in available}
+    return any(
+        name in models and models[name] is None for name in (*agents, observer_agent_of(observer))
+    )
+
+
+def seat_models(
+    agents: Sequence[str],
+    observer: str,
+    available: Sequence[AgentRecord],
+    default: ModelRef | None,
+    *,
+    install: str,
+) -> dict[str, ModelRef]:
+    """The model of each seat and of the observer's agent (``observer``: the built-in one or an
+    agent's name): the agent's own, else the directory's ``default`` (``None``: it has none).
+    The one rule of a start on either major (docs/behaviour.md, 'Phases', step 1); the seats are
+    checked first (:func:`check_agents`). ``install``: the command that installs the built-in
+    observer on this server's major, named in its refusal.
+
+    Raises:
+        ValidationFailed: the built-in observer is not installed (field ``observer``); an agent
+            has no model and the server no default (field ``agents``).
+    """
+    by_name = {a.id: a.model for a in available}
+    if observer == BUILTIN_OBSERVER and OBSERVER_AGENT not in by_name:
+        raise ValidationFailed(
+            "observer",
+            f"the built-in observer agent '{OBSERVER_AGENT}' is not installed for this "
+            f"project; run {install}, or name an observer agent",
+        )
+    models: dict[str, ModelRef] = {}
+    for name in [*agents, observer_agent_of(observer)]:
+        ref = by_name.get(name) or default
+        if ref is None:
+            raise ValidationFailed(
+                "agents",
+                f"agent {name!r} has no model and the server has no default "
+                "model; set `model` in opencode.json",
+            )
+        models[name] = ref
+    return models
+
+
+def check_parent_session(session_id: str, marks: SessionMarks) -> None:
+    """S1 (``session_id``, its ``marks`` read from the server) may convene a roundtable: it is
+    neither a roundtable's own session nor a seat's session of an independent opening, where a
+    result delivered would become a part of that debate, fed to its seats on a later extend.
+
+    Raises:
+        ValidationFailed: field ``parentSessionID``, naming what the session is.
+    """
+    if marks.indexed:
+        raise ValidationFailed(
+            "parentSessionID",
+            f"parent session {session_id!r} is a roundtable's own session; name the session "
+            "that convenes the roundtable (or none)",
+        )
+    if marks.opening_of is not None:
+        raise ValidationFailed(
+            "parentSessionID",
+            f"parent session {session_id!r} is a seat's session of roundtable "
+            f"{marks.opening_of}'s independent opening; name the session that convenes the "
+            "roundtable (or none)",
         )
 
 

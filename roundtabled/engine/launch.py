@@ -1,9 +1,12 @@
 """A new roundtable's state from a request, and the checks of an extend.
 
-The reads a start needs (the caller's session, the server's configuration and agents) go
-concurrently; the request is then checked against the server's agents and each seat gets its
-model (the agent's own, else the server's default), before S2 is created with its index.
-A directory's agents, configuration and providers are read once per server instance
+The reads a start needs (the caller's session, the directory's agents, default model and
+providers' models) go concurrently, through the 1.x server port (:class:`~roundtabled.opencode.
+port.V1Port`, each read one of the product's records: docs/design.md, "The server port"); the
+request is then checked against the agents and each seat gets its model (the agent's own, else
+the directory's default: :func:`roundtabled.core.validation.seat_models`, the rule of either
+major), before S2 is created with its index.
+A directory's agents, default model and providers' models are read once per server instance
 (:class:`InstanceReads`): OpenCode loads them when it opens the directory's instance and serves
 the same answer until it disposes that instance (docs/opencode-server.md, "Directory scoping").
 """
@@ -16,13 +19,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from roundtabled import ids
 from roundtabled.core import deliberation, prompts, protocols
+from roundtabled.core.server_records import AgentRecord, SessionRef
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
-    OBSERVER_AGENT,
     Delivery,
     Extension,
     Finalization,
@@ -33,25 +35,33 @@ from roundtabled.core.state import (
     VerdictRecord,
     observer_agent_of,
 )
-from roundtabled.core.validation import RoundtableRequest, check_agents, check_extend_rounds
+from roundtabled.core.validation import (
+    RoundtableRequest,
+    check_agents,
+    check_extend_rounds,
+    check_parent_session,
+    seat_models,
+)
 from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry, directory_key
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
-from roundtabled.opencode import v1_wire
-from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.port import V1Port
+
+INSTALL_OBSERVER = "`roundtabled install-tool --project DIR` (or --global)"
+"""How the built-in observer is installed for OpenCode 1.x (named when it is missing)."""
 
 
 @dataclass(frozen=True)
 class DirectoryReads:
-    """What a start reads of a directory's server instance: ``agents`` (``GET /agent``),
-    ``config`` (``GET /config``), ``known_models`` (the ``provider/model`` labels of
-    ``GET /config/providers``; ``None`` when that read failed: only a warning depends on it) and
-    ``priced_models`` (those of them with a price,
-    :func:`~roundtabled.opencode.v1_wire.model_prices`; ``None`` likewise)."""
+    """What a start reads of a directory's server instance through the port: ``agents`` (every
+    agent, hidden ones included), ``default_model`` (the configuration's ``model``; ``None``: it
+    sets none), ``known_models`` (the ``provider/model`` labels the providers list; ``None`` when
+    that read failed: only a warning depends on it) and ``priced_models`` (those of them with a
+    price, :class:`~roundtabled.core.server_records.ProviderModels`; ``None`` likewise)."""
 
-    agents: list[dict[str, Any]]
-    config: dict[str, Any]
+    agents: list[AgentRecord]
+    default_model: ModelRef | None
     known_models: set[str] | None
     priced_models: set[str] | None = None
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -94,50 +104,51 @@ class InstanceReads:
         entry = self._entries.get(directory)
         return entry is not None and entry[0] == self._epoch()
 
-    async def get(self, client: OpenCodeClient, directory: str | None) -> DirectoryReads:
+    async def get(self, port: V1Port, directory: str | None) -> DirectoryReads:
         """``directory``'s reads (``None``: the server's own directory), from the server unless
         kept from this instance.
 
         Raises:
-            TransportError: ``GET /agent`` or ``GET /config`` could not be read.
+            TransportError: the agents or the configuration could not be read.
         """
         epoch = self._epoch()
         kept = self._entries.get(directory)
         if kept is not None and kept[0] == epoch:
             return kept[1]
         generation = self._generation
-        reads = await read_directory(client, directory)
+        reads = await read_directory(port, directory)
         if self._generation == generation and self._epoch() == epoch:
             self._entries[directory] = (epoch, reads)
         return reads
 
 
-async def read_directory(client: OpenCodeClient, directory: str | None) -> DirectoryReads:
-    """``directory``'s agents, configuration and providers, read concurrently.
+async def read_directory(port: V1Port, directory: str | None) -> DirectoryReads:
+    """``directory``'s agents, default model and providers' models, read concurrently (one
+    request each: ``GET /agent``, ``GET /config``, ``GET /config/providers``).
 
     Raises:
-        TransportError: ``GET /agent`` or ``GET /config`` could not be read (a failed providers
+        TransportError: the agents or the configuration could not be read (a failed providers
             read gives ``known_models`` ``None``).
     """
-    config_task = asyncio.ensure_future(client.config(directory))
-    providers_task = asyncio.ensure_future(client.providers(directory))
+    default_task = asyncio.ensure_future(port.default_model(directory))
+    providers_task = asyncio.ensure_future(port.provider_models(directory))
     try:
-        available = await client.agents(directory)
-        config = await config_task
+        available = await port.agents(directory)
+        default = await default_task
         known_models: set[str] | None = None
         priced: set[str] | None = None
         prices: dict[str, tuple[float, float]] = {}
         with contextlib.suppress(RoundtableError):
-            providers = await providers_task
-            known_models = v1_wire.provider_models(providers)
-            prices = v1_wire.model_prices(providers)
+            listed = await providers_task
+            known_models = set(listed.labels)
+            prices = dict(listed.prices)
             priced = set(prices)
     finally:
-        for task in (config_task, providers_task):
+        for task in (default_task, providers_task):
             if not task.done():
                 task.cancel()
-        await asyncio.gather(config_task, providers_task, return_exceptions=True)
-    return DirectoryReads(available, config, known_models, priced, prices)
+        await asyncio.gather(default_task, providers_task, return_exceptions=True)
+    return DirectoryReads(available, default, known_models, priced, prices)
 
 
 @dataclass(frozen=True)
@@ -154,7 +165,7 @@ class StartChecks:
 
 
 async def check_start(
-    client: OpenCodeClient,
+    port: V1Port,
     req: RoundtableRequest,
     *,
     plugins: PluginRegistry | None = None,
@@ -174,22 +185,22 @@ async def check_start(
     assert req.agents is not None
     directory = req.directory
     check_directory_exists(directory)
-    parent: dict[str, Any] | None = None
+    parent: SessionRef | None = None
     if req.parent_session_id and directory is None:
         # The agents of S1's project, not of the server's own directory (a server started as a
         # service runs elsewhere): S1's directory first, then the reads made for it.
-        parent = await parent_session(client, req.parent_session_id)
-        directory = v1_wire.session_directory(parent)
+        parent = await parent_session(port, req.parent_session_id)
+        directory = parent.directory
     # The reads are independent: one round trip instead of two.
     was_kept = reads is not None and reads.kept(directory)
     parent_task = (
-        asyncio.ensure_future(parent_session(client, req.parent_session_id))
+        asyncio.ensure_future(parent_session(port, req.parent_session_id))
         if req.parent_session_id and parent is None
         else None
     )
     try:
         found = await (
-            reads.get(client, directory) if reads is not None else read_directory(client, directory)
+            reads.get(port, directory) if reads is not None else read_directory(port, directory)
         )
         if parent_task is not None:
             parent = await parent_task
@@ -199,7 +210,7 @@ async def check_start(
                 parent_task.cancel()
             await asyncio.gather(parent_task, return_exceptions=True)
     if parent is not None:
-        _check_directory(req, directory, v1_wire.session_directory(parent))
+        _check_directory(req, directory, parent.directory)
     if plugins is not None:
         # The reads above (or the ones kept) made the directory's instance load its plugins,
         # whose report came first; its check against the server ends here, so turn 1 is
@@ -209,7 +220,7 @@ async def check_start(
         # Only the plugin can keep a seat's request to the recent turns: refused without it.
         where = directory
         if where is None:
-            where = v1_wire.path_directory(await client.path())
+            where = await port.server_directory()
         wait = HEARTBEAT_S + 1.0  # a daemon that just (re)connected hears from it soon
         check_plugin(await plugins.wait_for(where, wait) if plugins is not None else None)
     observer = req.observer or BUILTIN_OBSERVER
@@ -221,7 +232,7 @@ async def check_start(
         # Kept reads refuse the request: the instance may have been reloaded a moment ago with
         # the agent the caller names, its disposal not heard yet. The server decides: read again.
         reads.forget(directory)
-        found = await reads.get(client, directory)
+        found = await reads.get(port, directory)
         models = checked_models(req, observer, found)
     unpriced = unpriced_agents(req.agents, observer, models, found.priced_models)
     check_usd_budget(req, models, unpriced)
@@ -229,7 +240,7 @@ async def check_start(
 
 
 async def new_state(
-    client: OpenCodeClient,
+    port: V1Port,
     settings: Settings,
     req: RoundtableRequest,
     now: int,
@@ -247,18 +258,21 @@ async def new_state(
         TransportError: the server could not be reached.
     """
     assert req.agents is not None
-    checked = await check_start(client, req, plugins=plugins, reads=reads)
+    checked = await check_start(port, req, plugins=plugins, reads=reads)
     directory, found, observer = checked.directory, checked.found, checked.observer
     models, unpriced = checked.models, checked.unpriced
     available, known_models = found.agents, found.known_models
     observer_agent = observer_agent_of(observer)
     title = req.title or prompts.default_title(req.prompt)
     state_msg, state_part = ids.message_id(), ids.part_id()
-    session = await client.create_session(
-        directory=directory,
-        parent_id=req.parent_session_id,
-        title=title,
-        metadata=v1_wire.index_metadata(Phase.ACTIVE, state_msg, state_part, finalized=False),
+    session = await port.create_indexed_session(
+        directory,
+        req.parent_session_id,
+        title,
+        Phase.ACTIVE,
+        state_msg,
+        state_part,
+        finalized=False,
     )
     defaults = settings.roundtable
     options = Options(
@@ -283,7 +297,7 @@ async def new_state(
     # (docs/deliberation.md): said in the result's notes, the debate still runs.
     warning = deliberation.diversity_warning(
         {a: models[a].label() for a in req.agents},
-        {str(a.get("name")): a.get("prompt") for a in available},
+        {a.id: a.prompt for a in available},
         req.agents,
     )
     notes = [warning] if warning else []
@@ -300,9 +314,9 @@ async def new_state(
     return RoundtableState(
         notes=notes,
         unpriced=unpriced,
-        sessionID=str(session["id"]),
+        sessionID=session.id,
         parentSessionID=req.parent_session_id,
-        directory=v1_wire.session_directory(session) or directory,
+        directory=session.directory or directory,
         title=title,
         agents=list(req.agents),
         models=models,
@@ -395,35 +409,24 @@ def check_usd_budget(
     )
 
 
-async def parent_session(client: OpenCodeClient, session_id: str) -> dict[str, Any]:
-    """S1's session.
+async def parent_session(port: V1Port, session_id: str) -> SessionRef:
+    """S1's session, checked (:func:`~roundtabled.core.validation.check_parent_session`).
 
     Raises:
         ValidationFailed: (field ``parentSessionID``) it does not exist, or it is a
             roundtable's own session or a seat's session of an independent opening: a result
             delivered there would become a part of that debate, fed to its seats on a later
             extend.
+        TransportError: the server could not be reached.
     """
     try:
-        info = await client.get_session(session_id)
+        session, marks = await port.session_marks(session_id)
     except NotFound:
         raise ValidationFailed(
             "parentSessionID", f"parent session {session_id!r} does not exist"
         ) from None
-    if v1_wire.session_index(info) is not None:
-        raise ValidationFailed(
-            "parentSessionID",
-            f"parent session {session_id!r} is a roundtable's own session; name the session "
-            "that convenes the roundtable (or none)",
-        )
-    owner = v1_wire.opening_roundtable(info)
-    if owner is not None:
-        raise ValidationFailed(
-            "parentSessionID",
-            f"parent session {session_id!r} is a seat's session of roundtable {owner}'s "
-            "independent opening; name the session that convenes the roundtable (or none)",
-        )
-    return info
+    check_parent_session(session_id, marks)
+    return session
 
 
 def _check_directory(req: RoundtableRequest, directory: str | None, s1_dir: str | None) -> None:
@@ -475,48 +478,19 @@ def check_extension(state: RoundtableState, req: RoundtableRequest) -> None:
 def checked_models(
     req: RoundtableRequest, observer: str, found: DirectoryReads
 ) -> dict[str, ModelRef]:
-    """``req``'s agents and observer checked against ``found``'s agents; the model of each.
+    """``req``'s agents and observer checked against ``found``'s agents; the model of each (the
+    agent's own, else the directory's default: :func:`~roundtabled.core.validation.seat_models`,
+    the rule the 2.x shell's start runs too).
 
     Raises:
-        ValidationFailed: as :func:`check_agents` and :func:`seat_models`.
+        ValidationFailed: as :func:`~roundtabled.core.validation.check_agents` and
+            :func:`~roundtabled.core.validation.seat_models`.
     """
     assert req.agents is not None
     check_agents(req.agents, req.observer, found.agents)
-    return seat_models(req.agents, observer, found.agents, found.config)
-
-
-def seat_models(
-    agents: Sequence[str],
-    observer: str,
-    available: list[dict[str, Any]],
-    config: dict[str, Any],
-) -> dict[str, ModelRef]:
-    """The model of each seat and of the observer: the agent's own, else the server's default.
-
-    Raises:
-        ValidationFailed: the built-in observer is not installed; an agent has no model and the
-            server no default.
-    """
-    by_name = v1_wire.agent_models(available)
-    if observer == BUILTIN_OBSERVER and OBSERVER_AGENT not in by_name:
-        raise ValidationFailed(
-            "observer",
-            f"the built-in observer agent '{OBSERVER_AGENT}' is not installed for this "
-            "project; run `roundtabled install-tool --project DIR` (or --global), or name "
-            "an observer agent",
-        )
-    default_model = v1_wire.model_ref(config.get("model"))
-    models: dict[str, ModelRef] = {}
-    for name in [*agents, observer_agent_of(observer)]:
-        ref = by_name.get(name) or default_model
-        if ref is None:
-            raise ValidationFailed(
-                "agents",
-                f"agent {name!r} has no model and the server has no default "
-                "model; set `model` in opencode.json",
-            )
-        models[name] = ref
-    return models
+    return seat_models(
+        req.agents, observer, found.agents, found.default_model, install=INSTALL_OBSERVER
+    )
 
 
 def extended(

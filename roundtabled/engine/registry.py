@@ -223,7 +223,7 @@ class Engine:
             return await self.extend(req)
         assert req.agents is not None
         state = await launch.new_state(
-            self.client,
+            self.shell.port,
             self.settings,
             req,
             self.shell.clock(),
@@ -339,7 +339,7 @@ class Engine:
                 )
         launch.check_extension(state, req)
         if req.parent_session_id:
-            await launch.parent_session(self.client, req.parent_session_id)
+            await launch.parent_session(self.shell.port, req.parent_session_id)
         if req.context == "recent":
             launch.check_plugin(
                 await self.shell.plugins.wait_for(state.directory, HEARTBEAT_S + 1.0)

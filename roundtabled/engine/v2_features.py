@@ -53,6 +53,9 @@ PLUGIN_ID = "roundtabled"
 
 INSTALL = "roundtabled install-tool --opencode 2"
 
+INSTALL_OBSERVER = f"`{INSTALL}` (in the project, or --global)"
+"""How the built-in observer is installed for OpenCode 2.x (named when it is missing)."""
+
 
 def plugin_missing_note(where: str) -> str:
     """The one line said when the roundtabled plugin is not loaded on 2.x for ``where`` (a

@@ -81,7 +81,12 @@ from roundtabled.core.state import (
     observer_agent_of,
     sign_marker,
 )
-from roundtabled.core.validation import RoundtableRequest, check_agents
+from roundtabled.core.validation import (
+    RoundtableRequest,
+    check_agents,
+    needs_default_model,
+    seat_models,
+)
 from roundtabled.engine import launch, v2_features, v2_opening
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
@@ -354,31 +359,27 @@ class V2Runner:
         ]
 
     async def _models(self, req: RoundtableRequest, directory: str | None) -> dict[str, ModelRef]:
+        """Each seat's and the observer's model, the agents checked: the start's rule on either
+        major (:func:`~roundtabled.core.validation.check_agents`,
+        :func:`~roundtabled.core.validation.seat_models`); the default model is read only when an
+        agent has no model of its own.
+
+        Raises:
+            ValidationFailed: an unknown agent or observer, the built-in observer not installed.
+            TransportError: the server could not be reached.
+        """
         assert req.agents is not None
         records = await self.port.agents(directory or "")
-        agents = {a.id: a for a in records}
-        check_agents(
-            req.agents,
-            req.observer,
-            [{"name": a.id, "hidden": a.hidden, "mode": a.mode} for a in records],
+        check_agents(req.agents, req.observer, records)
+        observer = req.observer or BUILTIN_OBSERVER
+        default = (
+            await self.port.default_model(directory)
+            if needs_default_model(req.agents, observer, records)
+            else None
         )
-        observer = observer_agent_of(req.observer or BUILTIN_OBSERVER)
-        models: dict[str, ModelRef] = {}
-        default: ModelRef | None = None
-        for name in dict.fromkeys([*req.agents, observer]):
-            agent = agents.get(name)
-            if agent is None:
-                field_name = "agents" if name in req.agents else "observer"
-                raise ValidationFailed(
-                    field_name,
-                    f"{field_name}: no agent {name!r} in this project; available: "
-                    + ", ".join(sorted(a for a, r in agents.items() if not r.hidden)),
-                )
-            if agent.model is None and default is None:
-                d = await self.port.client.default_model(directory)
-                default = ModelRef(providerID=d.provider_id, modelID=d.id)
-            models[name] = agent.model or default  # type: ignore[assignment]
-        return models
+        return seat_models(
+            req.agents, observer, records, default, install=v2_features.INSTALL_OBSERVER
+        )
 
     async def plan_reads(self, req: RoundtableRequest) -> tuple[str | None, dict[str, ModelRef]]:
         """What a dry run of ``req`` reads as a start would (nothing is created): the directory

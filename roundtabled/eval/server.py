@@ -48,8 +48,8 @@ class EvalServer:
 
     async def seat_models(self, agents: Sequence[str], directory: str | None) -> SeatModels:
         """The models ``agents`` run on in ``directory`` (``None``: the server's own): an
-        agent's configured model, else the server's default, as the daemon seats them (1.x:
-        engine.launch.seat_models; 2.x: engine.v2run.V2Runner's ``_models``). An agent the
+        agent's configured model, else the server's default, as the daemon seats them (either
+        major: core.validation.seat_models). An agent the
         server does not list is left out (the daemon refuses the start, naming it)."""
         c = self._client
         if isinstance(c, V2Client):

@@ -27,7 +27,9 @@ from roundtabled.core.server_records import (
     AgentRecord,
     Interjection,
     PromptRecord,
+    ProviderModels,
     ServerCapabilities,
+    SessionMarks,
     SessionMessages,
     SessionRef,
     SignedState,
@@ -92,8 +94,14 @@ class ServerPort(Protocol):
         """What this server can do; :meth:`ServerCapabilities.limits` says what it cannot."""
         ...
 
-    async def agents(self, directory: str) -> list[AgentRecord]:
-        """Every agent of ``directory`` (hidden ones included)."""
+    async def agents(self, directory: str | None) -> list[AgentRecord]:
+        """Every agent of ``directory`` (hidden ones included; ``None``: the server's own
+        directory)."""
+        ...
+
+    async def default_model(self, directory: str | None) -> ModelRef | None:
+        """The model a turn of ``directory`` runs on when its agent names none (1.x: ``model`` of
+        ``GET /config``, ``None`` when it sets none; 2.x: ``GET /api/model/default``)."""
         ...
 
     async def session(self, session_id: str) -> SessionRef:
@@ -306,6 +314,32 @@ class V1Session(Protocol):
         """The directory the server runs in (``None``: it does not say)."""
         ...
 
+    async def provider_models(self, directory: str | None) -> ProviderModels:
+        """The models ``directory``'s providers list, with their prices (``GET
+        /config/providers``)."""
+        ...
+
+    async def session_marks(self, session_id: str) -> tuple[SessionRef, SessionMarks]:
+        """The session ``session_id`` and what its metadata says it is to a roundtable (NotFound:
+        it does not exist)."""
+        ...
+
+    async def create_indexed_session(
+        self,
+        directory: str | None,
+        parent_id: str | None,
+        title: str,
+        phase: Phase,
+        message_id: str,
+        part_id: str,
+        *,
+        finalized: bool,
+    ) -> SessionRef:
+        """A roundtable's own session (S2) in ``directory`` (``None``: the server's own), a child
+        of ``parent_id`` (``None``: a root session), created with ``title`` and its index (as
+        :meth:`write_index` writes it) in one request."""
+        ...
+
     async def sessions_to_recover(self, directory: str) -> tuple[int, tuple[str, ...]]:
         """How many sessions ``directory`` holds, and the ids of those whose index says a
         roundtable is left active or not finalized (the start-up scan's candidates)."""
@@ -449,7 +483,7 @@ class V1Port:
     async def close(self) -> None:
         await self.client.close()
 
-    async def agents(self, directory: str) -> list[AgentRecord]:
+    async def agents(self, directory: str | None) -> list[AgentRecord]:
         return [
             AgentRecord(
                 id=str(a.get("name")),
@@ -458,9 +492,13 @@ class V1Port:
                 color=a.get("color") if isinstance(a.get("color"), str) else None,
                 model=v1_wire.model_ref(a.get("model")),
                 has_system_prompt=bool(a.get("prompt")),
+                prompt=a.get("prompt") if isinstance(a.get("prompt"), str) else None,
             )
             for a in await self.client.agents(directory)
         ]
+
+    async def default_model(self, directory: str | None) -> ModelRef | None:
+        return v1_wire.model_ref((await self.client.config(directory)).get("model"))
 
     async def session(self, session_id: str) -> SessionRef:
         return _v1_session(await self.client.get_session(session_id))
@@ -480,7 +518,7 @@ class V1Port:
         for a in await self.client.agents(directory):
             if a.get("name") == agent and v1_wire.model_ref(a.get("model")) is not None:
                 return v1_wire.model_ref(a.get("model"))
-        return v1_wire.model_ref((await self.client.config(directory)).get("model"))
+        return await self.default_model(directory)
 
     async def _newest_first(self, session_id: str) -> AsyncIterator[dict[str, Any]]:
         """The session's newest messages, newest first, at most :data:`LOOKBACK`, read in
@@ -820,6 +858,40 @@ class V1Port:
     async def server_directory(self) -> str | None:
         return v1_wire.path_directory(await self.client.path())
 
+    async def provider_models(self, directory: str | None) -> ProviderModels:
+        listed = await self.client.providers(directory)
+        return ProviderModels(
+            labels=frozenset(v1_wire.provider_models(listed)),
+            prices=v1_wire.model_prices(listed),
+        )
+
+    async def session_marks(self, session_id: str) -> tuple[SessionRef, SessionMarks]:
+        raw = await self.client.get_session(session_id)
+        marks = SessionMarks(
+            indexed=v1_wire.session_index(raw) is not None,
+            opening_of=v1_wire.opening_roundtable(raw),
+        )
+        return _v1_session(raw), marks
+
+    async def create_indexed_session(
+        self,
+        directory: str | None,
+        parent_id: str | None,
+        title: str,
+        phase: Phase,
+        message_id: str,
+        part_id: str,
+        *,
+        finalized: bool,
+    ) -> SessionRef:
+        raw = await self.client.create_session(
+            directory=directory,
+            parent_id=parent_id,
+            title=title,
+            metadata=v1_wire.index_metadata(phase, message_id, part_id, finalized=finalized),
+        )
+        return _v1_session(raw)
+
     async def sessions_to_recover(self, directory: str) -> tuple[int, tuple[str, ...]]:
         sessions = await self.client.list_sessions(directory)
         return len(sessions), tuple(
@@ -1097,7 +1169,7 @@ class V2Port:
     async def close(self) -> None:
         await self.client.close()
 
-    async def agents(self, directory: str) -> list[AgentRecord]:
+    async def agents(self, directory: str | None) -> list[AgentRecord]:
         return [
             AgentRecord(
                 id=a.id,
@@ -1106,9 +1178,13 @@ class V2Port:
                 color=a.color,
                 model=_v2_model(a.model),
                 has_system_prompt=bool(a.system),
+                prompt=a.system,
             )
             for a in await self.client.agents(directory)
         ]
+
+    async def default_model(self, directory: str | None) -> ModelRef | None:
+        return _v2_model(await self.client.default_model(directory))
 
     def _keep(self, session_id: str, metadata: Mapping[str, Any] | None) -> None:
         """Remember ``metadata`` as ``session_id``'s, without the state block."""

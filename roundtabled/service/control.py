@@ -313,7 +313,7 @@ class ControlAPI:
             # The plan only: no session is created (docs/control-api.md).
             engine = self.engine
             planned = await plan.dry_run(
-                engine.client, req, plugins=engine.shell.plugins, reads=engine.start_reads
+                engine.shell.port, req, plugins=engine.shell.plugins, reads=engine.start_reads
             )
             return _json(planned)
         else:

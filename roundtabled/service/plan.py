@@ -31,11 +31,11 @@ from roundtabled.engine.launch import (
 )
 from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.v2run import V2Runner
-from roundtabled.opencode.client import OpenCodeClient
+from roundtabled.opencode.port import V1Port
 
 
 async def dry_run(
-    client: OpenCodeClient,
+    port: V1Port,
     req: RoundtableRequest,
     *,
     plugins: PluginRegistry | None = None,
@@ -55,10 +55,10 @@ async def dry_run(
         TransportError: the server could not be reached.
     """
     assert req.agents is not None
-    checked = await check_start(client, req, plugins=plugins, reads=reads)
+    checked = await check_start(port, req, plugins=plugins, reads=reads)
     available, models = checked.found.agents, checked.models
     listed = checked.found.prices
-    prompt_of = {str(a.get("name")): a.get("prompt") for a in available}
+    prompt_of = {a.id: a.prompt for a in available}
     prices = {k: Price(i, o) for k, (i, o) in listed.items()}
     return _plan(req, models, prompt_of, prices)
 
@@ -80,8 +80,7 @@ async def dry_run_v2(runner: V2Runner, req: RoundtableRequest) -> dict[str, Any]
     directory, models = await runner.plan_reads(req)
     observer = observer_agent_of(req.observer or BUILTIN_OBSERVER)
     check_usd_budget(req, models, sorted({*req.agents, observer}))
-    agents = await runner.port.client.agents(directory)
-    prompt_of: dict[str, object] = {a.id: a.system for a in agents}
+    prompt_of = {a.id: a.prompt for a in await runner.port.agents(directory)}
     return _plan(req, models, prompt_of, {})
 
 

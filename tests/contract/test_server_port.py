@@ -21,6 +21,7 @@ from roundtabled import ids
 from roundtabled.core.card import state_card
 from roundtabled.core.messages import AnswerView, UserView
 from roundtabled.core.server_records import (
+    SessionMarks,
     SessionRef,
     SignedState,
     StateBlock,
@@ -39,7 +40,13 @@ from roundtabled.core.state import (
     decode_state,
     encode_state,
 )
-from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
+from roundtabled.errors import NotFound
+from roundtabled.offline.opencode_server import (
+    SEAT_PROMPTS,
+    OpenCodeServer,
+    agent_prompts_of,
+    offline_config,
+)
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
 from roundtabled.opencode import v1_wire, v2
@@ -61,6 +68,8 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)
 
 SEAT_MODELS = {"pm": "debater-1", "dev": "debater-2", "rv": "debater-3"}
 """Each seat's own configured model (the directory's default is ``orchestrator-1``)."""
+PRICED = {"debater-1": {"cost": {"input": 3, "output": 15}}}
+"""The one model with a configured price (USD per million input, output tokens)."""
 
 
 @dataclass
@@ -121,6 +130,7 @@ async def env(
     config = offline_config(
         llm.base_url,
         extra_agents={seat: {"model": f"scripted/{mid}"} for seat, mid in SEAT_MODELS.items()},
+        models=PRICED,
     )
     llm.agent_prompts.update(agent_prompts_of(config))
     server = OpenCodeServer(tmp_path_factory.mktemp(f"port{major}"), config, major=major)
@@ -176,9 +186,13 @@ async def test_agents_as_a_roundtable_needs_them(env: PortEnv) -> None:
         a = agents[seat]
         assert (a.mode, a.hidden, a.has_system_prompt) == ("subagent", False, True)
         assert a.model == ModelRef(providerID="scripted", modelID=mid)
+        assert a.prompt == SEAT_PROMPTS[seat]  # what the low-diversity warning compares
     assert agents["dev"].color == "#2ecc71"
     assert agents["build"].model is None
     assert agents["compaction"].hidden is True
+    # the model of a turn whose agent names none (a start seats such an agent on it)
+    default = ModelRef(providerID="scripted", modelID="orchestrator-1")
+    assert await env.port.default_model(env.directory) == default
 
 
 async def test_three_seats_each_answer_on_their_own_model(env: PortEnv) -> None:
@@ -378,6 +392,38 @@ async def test_1x_the_engine_s_reads_of_s2_go_through_v1_session(env: PortEnv) -
     scanned, candidates = await port.sessions_to_recover(env.directory)
     assert s2.id in candidates and s1.id not in candidates and scanned >= 3
     assert isinstance(await port.server_directory(), str)
+
+
+async def test_1x_the_start_s_reads_go_through_v1_session(env: PortEnv) -> None:
+    """1.x: what a start reads and creates beyond the agents and the default model
+    (``engine/launch.py`` through ``V1Session``, docs/design.md "The server port"): the
+    providers' models and their prices, what S1 is to a roundtable (its marks), S2 created with
+    its index in one request, a seat session's marks, the server's own directory."""
+    if env.major != 1:
+        pytest.skip("V1Session is the 1.x engine's own layout")
+    port = env.port
+    assert isinstance(port, V1Port) and isinstance(port, V1Session)
+    listed = await port.provider_models(env.directory)
+    assert {f"scripted/{m}" for m in [*SEAT_MODELS.values(), "orchestrator-1"]} <= listed.labels
+    assert listed.prices.get("scripted/debater-1") == (3.0, 15.0)
+    # listed with 0 for both (no configured cost): unknown, never a price of 0
+    assert "scripted/debater-2" not in listed.prices
+
+    s1 = await env.root()
+    assert await port.session_marks(s1.id) == (s1, SessionMarks(indexed=False))
+    mid, pid = ids.message_id(), ids.part_id()
+    s2 = await port.create_indexed_session(
+        env.directory, s1.id, "indexed", Phase.ACTIVE, mid, pid, finalized=False
+    )
+    assert (s2.parent_id, s2.directory, s2.title) == (s1.id, env.directory, "indexed")
+    assert await port.session_marks(s2.id) == (s2, SessionMarks(indexed=True))
+    assert s2.id in (await port.sessions_to_recover(env.directory))[1]  # the index as written
+    seat = await port.create_seat_session(s2, "seat 0", 0)
+    assert seat is not None
+    assert (await port.session_marks(seat))[1] == SessionMarks(indexed=False, opening_of=s2.id)
+    with pytest.raises(NotFound):
+        await port.session_marks("ses_000000000000aaaaaaaaaaaaaa")
+    assert await port.server_directory() == env.directory
 
 
 async def test_2x_a_state_write_is_one_patch_that_keeps_another_writer_s_key(

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roundtabled.core.server_records import AgentRecord
 from roundtabled.core.validation import check_agents
 from roundtabled.errors import ValidationFailed
 from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
@@ -40,8 +41,9 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["pm", " pm"], "'pm'"),
     (["pm", "dev", "pm"], "'pm'"),
 ]
-AVAILABLE = [{"name": n} for n in ("build", "dev", "plan", "pm", "rv")] + [
-    {"name": "roundtable-observer", "hidden": True}
+AVAILABLE = [
+    AgentRecord(n, None, n == "roundtable-observer", None, None, False)
+    for n in ("build", "dev", "plan", "pm", "rv", "roundtable-observer")
 ]
 
 

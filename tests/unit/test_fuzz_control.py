@@ -21,6 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from roundtabled.core.server_records import AgentRecord
 from roundtabled.core.validation import ALLOWED_KEYS, check_agents, parse_request
 from roundtabled.errors import ValidationFailed
 from roundtabled.service.control import ControlAPI
@@ -29,6 +30,11 @@ TOKEN = "fuzz-token-0123456789"
 AVAILABLE: list[dict[str, Any]] = [
     {"name": n, "mode": "subagent"} for n in ("pm", "dev", "rv", "build")
 ] + [{"name": "roundtable-observer", "mode": "subagent", "hidden": True}]
+RECORDS = [
+    AgentRecord(str(a["name"]), "subagent", bool(a.get("hidden")), None, None, False)
+    for a in AVAILABLE
+]
+"""The same agents as the server port reads them (what ``check_agents`` checks against)."""
 KNOWN = "ses_fuzzKNOWN123"
 
 
@@ -63,7 +69,7 @@ class StubEngine:
 
     async def start(self, req: Any) -> Any:
         if req.agents is not None:
-            check_agents(req.agents, req.observer, AVAILABLE)
+            check_agents(req.agents, req.observer, RECORDS)
         return _StubState()
 
     def status(self, s2: str, *, result: bool = False) -> dict[str, Any] | None:
@@ -300,7 +306,7 @@ def test_parse_request_accepts_or_names_the_field(body: Any) -> None:
 def test_check_agents_accepts_or_names_the_field(agents: list[str], observer: str | None) -> None:
     """``check_agents``: accepted seats are 2–12 distinct known names, else a field error."""
     try:
-        check_agents(agents, observer, AVAILABLE)
+        check_agents(agents, observer, RECORDS)
     except ValidationFailed as exc:
         assert exc.field in ("agents", "observer")
         assert str(exc).startswith("Error:") and "Available agents:" in str(exc)
