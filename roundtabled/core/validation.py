@@ -670,10 +670,11 @@ def check_extend_rounds(total_rounds: int, more: int) -> None:
         )
 
 
-def seat_agents(available: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Names of agents a person may seat (not hidden), sorted, from the control API's listing of
-    agents (``{"name", "hidden", …}`` each: docs/control-api.md)."""
-    return sorted(str(a.get("name")) for a in available if not a.get("hidden"))
+def seat_agents(available: Sequence[AgentRecord]) -> list[str]:
+    """Names of agents a person may seat (not hidden), sorted, from a directory's agents as the
+    server port reads them (what ``GET /v1/agents`` and a refused start list:
+    docs/control-api.md)."""
+    return sorted(a.id for a in available if not a.hidden)
 
 
 def check_agents(
@@ -687,7 +688,7 @@ def check_agents(
         ValidationFailed: fewer than 2 agents, more than 12, a duplicate (see module docstring),
             an unknown name, or an unknown observer; the message lists the available agents.
     """
-    names = sorted(a.id for a in available if not a.hidden)
+    names = seat_agents(available)
     listing = "Available agents: " + ", ".join(names)
     if len(agents) < 2:
         raise ValidationFailed(

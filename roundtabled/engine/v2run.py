@@ -96,7 +96,6 @@ from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import V2Port, together, v2_prompt_id
-from roundtabled.opencode.v2 import BUILTIN_AGENTS
 
 __all__ = ["Run", "V2Runner", "keyed", "observation_of", "refusal"]
 
@@ -341,22 +340,6 @@ class V2Runner:
         self.port.forget_metadata()
         for run in self.tables.values():
             run.wake.set()
-
-    async def agent_list(self, directory: str | None) -> list[dict[str, Any]]:
-        """The directory's agents as the control API lists them (``name``, ``mode``, ``color``,
-        ``model`` as ``provider/model``, ``hidden``, ``native``: one of OpenCode's own agents,
-        :data:`~roundtabled.opencode.v2.BUILTIN_AGENTS`)."""
-        return [
-            {
-                "name": a.id,
-                "mode": a.mode,
-                "color": a.color,
-                "model": a.model.label() if a.model else None,
-                "hidden": a.hidden,
-                "native": a.id in BUILTIN_AGENTS,
-            }
-            for a in await self.port.agents(directory or "")
-        ]
 
     async def _models(self, req: RoundtableRequest, directory: str | None) -> dict[str, ModelRef]:
         """Each seat's and the observer's model, the agents checked: the start's rule on either

@@ -42,6 +42,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.errors import NotFound
 from roundtabled.offline.opencode_server import (
+    SEAT_DESCRIPTIONS,
     SEAT_PROMPTS,
     OpenCodeServer,
     agent_prompts_of,
@@ -189,6 +190,8 @@ async def test_agents_as_a_roundtable_needs_them(env: PortEnv) -> None:
         assert a.prompt == SEAT_PROMPTS[seat]  # what the low-diversity warning compares
     assert agents["dev"].color == "#2ecc71"
     assert agents["build"].model is None
+    # what GET /v1/agents marks as OpenCode's own (seatable, no debater prompt)
+    assert agents["build"].native is True and agents["pm"].native is False
     assert agents["compaction"].hidden is True
     # the model of a turn whose agent names none (a start seats such an agent on it)
     default = ModelRef(providerID="scripted", modelID="orchestrator-1")
@@ -424,6 +427,29 @@ async def test_1x_the_start_s_reads_go_through_v1_session(env: PortEnv) -> None:
     with pytest.raises(NotFound):
         await port.session_marks("ses_000000000000aaaaaaaaaaaaaa")
     assert await port.server_directory() == env.directory
+
+
+async def test_1x_the_service_s_reads_go_through_v1_session(env: PortEnv) -> None:
+    """1.x: what the service reads (docs/design.md "The server port"): ``GET /v1/agents``'s
+    descriptions, ``GET /v1/roundtables``'s sessions holding an index (with its phase and when
+    the session was updated), the export's messages of S2."""
+    if env.major != 1:
+        pytest.skip("V1Session is the 1.x engine's own layout")
+    port = env.port
+    assert isinstance(port, V1Port) and isinstance(port, V1Session)
+    agents = {a.id: a for a in await port.agents(env.directory)}
+    assert agents["pm"].description == SEAT_DESCRIPTIONS["pm"]
+    s1 = await env.root()
+    mid, pid = ids.message_id(), ids.part_id()
+    s2 = await port.create_indexed_session(
+        env.directory, s1.id, "listed", Phase.OBSERVING, mid, pid, finalized=False
+    )
+    listed = {s.session.id: s for s in await port.indexed_sessions(env.directory)}
+    assert s1.id not in listed  # no index: no roundtable
+    assert (listed[s2.id].session, listed[s2.id].phase) == (s2, "observing")
+    assert listed[s2.id].updated > 0
+    signer = Signer(b"k" * 32)
+    assert (await port.session_messages(s2.id, signer)).views == ()
 
 
 async def test_2x_a_state_write_is_one_patch_that_keeps_another_writer_s_key(
