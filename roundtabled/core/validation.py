@@ -728,15 +728,39 @@ def check_agents(
 
 
 def needs_default_model(
-    agents: Sequence[str], observer: str, available: Sequence[AgentRecord]
+    agents: Sequence[str], observer: str | None, available: Sequence[AgentRecord]
 ) -> bool:
-    """Whether a seat of ``agents`` or ``observer``'s agent is an agent of ``available`` with no
-    model of its own: only then does :func:`seat_models` need the directory's default model (a
-    start reads it only then where it costs a request of its own)."""
+    """Whether a seat of ``agents`` or ``observer``'s agent (``None``: no observer, as an eval
+    report's :func:`listed_models`) is an agent of ``available`` with no model of its own: only
+    then does :func:`seat_models` need the directory's default model (a start reads it only then
+    where it costs a request of its own)."""
     models = {a.id: a.model for a in available}
-    return any(
-        name in models and models[name] is None for name in (*agents, observer_agent_of(observer))
-    )
+    names = [*agents, *([observer_agent_of(observer)] if observer is not None else [])]
+    return any(name in models and models[name] is None for name in names)
+
+
+def _own_or_default(
+    name: str, by_name: Mapping[str, ModelRef | None], default: ModelRef | None
+) -> ModelRef | None:
+    """The seat rule: agent ``name``'s own model, else the directory's ``default``."""
+    return by_name.get(name) or default
+
+
+def listed_models(
+    agents: Sequence[str], available: Sequence[AgentRecord], default: ModelRef | None
+) -> dict[str, ModelRef]:
+    """The models the seats ``agents`` run on, by the seat rule of :func:`seat_models` (the
+    agent's own, else the directory's ``default``), for the agents ``available`` lists, in seat
+    order. Where a start refuses, this leaves the seat out: an agent not listed, or one without a
+    model when there is no default. What an eval report names (roundtabled/eval/server.py,
+    docs/eval.md): it reports the models a run's seats run on and leaves the refusal to the
+    daemon's start."""
+    by_name = {a.id: a.model for a in available}
+    out: dict[str, ModelRef] = {}
+    for name in agents:
+        if name in by_name and (ref := _own_or_default(name, by_name, default)) is not None:
+            out[name] = ref
+    return out
 
 
 def seat_models(
@@ -766,7 +790,7 @@ def seat_models(
         )
     models: dict[str, ModelRef] = {}
     for name in [*agents, observer_agent_of(observer)]:
-        ref = by_name.get(name) or default
+        ref = _own_or_default(name, by_name, default)
         if ref is None:
             raise ValidationFailed(
                 "agents",

@@ -474,11 +474,6 @@ def plugin_ran(config: Any) -> bool:
     return isinstance(ignore, list) and PLUGIN_MARK in ignore
 
 
-def agent_models(available: Sequence[dict[str, Any]]) -> dict[str, ModelRef | None]:
-    """Each agent of ``GET /agent`` by name, with its configured model (``None``: none)."""
-    return {str(a.get("name")): model_ref(a.get("model")) for a in available}
-
-
 def provider_models(data: Any) -> set[str]:
     """The ``provider/model`` labels of ``GET /config/providers``
     (``{"providers": [{"id": "scripted", "models": {"debater-1": …}}]}``)."""

@@ -41,6 +41,7 @@ from roundtabled.core.state import (
     encode_state,
 )
 from roundtabled.errors import NotFound
+from roundtabled.eval.server import open_server
 from roundtabled.offline.opencode_server import (
     SEAT_DESCRIPTIONS,
     SEAT_PROMPTS,
@@ -196,6 +197,20 @@ async def test_agents_as_a_roundtable_needs_them(env: PortEnv) -> None:
     # the model of a turn whose agent names none (a start seats such an agent on it)
     default = ModelRef(providerID="scripted", modelID="orchestrator-1")
     assert await env.port.default_model(env.directory) == default
+
+
+async def test_an_eval_run_names_the_seats_models_by_the_start_s_rule(env: PortEnv) -> None:
+    """``roundtabled eval``'s report (eval/server.py) reads the seats' models through the port
+    by the start's rule (``core.validation.listed_models``): each seat's own, else the default
+    (``build`` has none), an agent the server does not list left out; the prices as listed
+    (2.x lists none)."""
+    oc = await open_server(env.server.url, username="opencode", password=env.server.password)
+    try:
+        seats = await oc.seat_models(["dev", "ghost", "build", "pm"], env.directory)
+    finally:
+        await oc.close()
+    assert seats.labels == ["scripted/debater-2", "scripted/orchestrator-1", "scripted/debater-1"]
+    assert seats.prices == ({"scripted/debater-1": (3.0, 15.0)} if env.major == 1 else {})
 
 
 async def test_three_seats_each_answer_on_their_own_model(env: PortEnv) -> None:
