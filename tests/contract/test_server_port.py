@@ -62,6 +62,7 @@ from roundtabled.opencode.port import (
     port_after_reconnect,
     port_for,
 )
+from roundtabled.opencode.session_metadata import opening_metadata
 from roundtabled.opencode.stream import EventStream
 from roundtabled.opencode.v2 import v2_event_stream
 from tests.states import fresh
@@ -465,6 +466,26 @@ async def test_1x_the_service_s_reads_go_through_v1_session(env: PortEnv) -> Non
     assert listed[s2.id].updated > 0
     signer = Signer(b"k" * 32)
     assert (await port.session_messages(s2.id, signer)).views == ()
+
+
+async def test_2x_what_a_session_is_to_a_roundtable_is_read_from_its_metadata(
+    env: PortEnv,
+) -> None:
+    """2.x: ``session_marks`` (what a start checks S1 by, ``core.validation.
+    check_parent_session``): a plain session is nothing to a roundtable; S2, created with the
+    index as the 2.x shell creates it, is a roundtable's own; a seat's session of its independent
+    opening (``opening_metadata``, as ``engine/v2_opening.py`` creates it) names S2."""
+    if env.major != 2:
+        pytest.skip("1.x: test_1x_the_start_s_reads_go_through_v1_session")
+    port = env.port
+    s1 = await env.root()
+    assert await port.session_marks(s1.id) == (s1, SessionMarks(indexed=False))
+    s2 = await port.create_child(s1, "marked", None, {META_KEY: {"phase": "active", "hidden": []}})
+    assert (await port.session_marks(s2.id))[1] == SessionMarks(indexed=True)
+    seat = await port.create_child(s2, "pm · round 1", "pm", opening_metadata(s2.id, 0))
+    assert (await port.session_marks(seat.id))[1] == SessionMarks(indexed=False, opening_of=s2.id)
+    with pytest.raises(NotFound):
+        await port.session_marks("ses_000000000000aaaaaaaaaaaaaa")
 
 
 async def test_2x_a_state_write_is_one_patch_that_keeps_another_writer_s_key(
