@@ -21,6 +21,7 @@ from roundtabled.core.state import ModelRef, Usage, tokens_in_out
 
 __all__ = [
     "AgentRecord",
+    "IndexedSession",
     "Interjection",
     "PromptRecord",
     "ProviderModels",
@@ -49,7 +50,9 @@ class AgentRecord:
     ``None`` (then a turn runs on the directory's default model). ``has_system_prompt``: the
     agent carries a prompt of its own (a seat without one speaks as the server's default agent).
     ``prompt``: that prompt's text (``None``: none; what the low-diversity warning and the dry
-    run's estimate read, docs/deliberation.md).
+    run's estimate read, docs/deliberation.md). ``description``: the agent's one-line
+    description (``None``: none). ``native``: one of OpenCode's own agents (``build``, ``plan``
+    …), seatable but without a debater prompt (``GET /v1/agents`` lists it, docs/control-api.md).
     """
 
     id: str
@@ -59,6 +62,8 @@ class AgentRecord:
     model: ModelRef | None
     has_system_prompt: bool
     prompt: str | None = None
+    description: str | None = None
+    native: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,19 @@ class SessionMarks:
 
     indexed: bool
     opening_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedSession:
+    """A session whose metadata holds a roundtable's index (1.x: ``metadata.roundtabled``,
+    docs/design.md "State format"), as a listing of roundtables reads it: the ``session``, the
+    index's ``phase`` (``"active"`` …; ``None`` when the index names none) and when the session
+    was last ``updated`` (epoch ms; 0 when the server did not say). Only the signed state block
+    decides whether it is a roundtable of this daemon."""
+
+    session: SessionRef
+    phase: str | None
+    updated: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -670,10 +670,11 @@ def check_extend_rounds(total_rounds: int, more: int) -> None:
         )
 
 
-def seat_agents(available: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Names of agents a person may seat (not hidden), sorted, from the control API's listing of
-    agents (``{"name", "hidden", …}`` each: docs/control-api.md)."""
-    return sorted(str(a.get("name")) for a in available if not a.get("hidden"))
+def seat_agents(available: Sequence[AgentRecord]) -> list[str]:
+    """Names of agents a person may seat (not hidden), sorted, from a directory's agents as the
+    server port reads them (what ``GET /v1/agents`` and a refused start list:
+    docs/control-api.md)."""
+    return sorted(a.id for a in available if not a.hidden)
 
 
 def check_agents(
@@ -687,7 +688,7 @@ def check_agents(
         ValidationFailed: fewer than 2 agents, more than 12, a duplicate (see module docstring),
             an unknown name, or an unknown observer; the message lists the available agents.
     """
-    names = sorted(a.id for a in available if not a.hidden)
+    names = seat_agents(available)
     listing = "Available agents: " + ", ".join(names)
     if len(agents) < 2:
         raise ValidationFailed(
@@ -727,15 +728,39 @@ def check_agents(
 
 
 def needs_default_model(
-    agents: Sequence[str], observer: str, available: Sequence[AgentRecord]
+    agents: Sequence[str], observer: str | None, available: Sequence[AgentRecord]
 ) -> bool:
-    """Whether a seat of ``agents`` or ``observer``'s agent is an agent of ``available`` with no
-    model of its own: only then does :func:`seat_models` need the directory's default model (a
-    start reads it only then where it costs a request of its own)."""
+    """Whether a seat of ``agents`` or ``observer``'s agent (``None``: no observer, as an eval
+    report's :func:`listed_models`) is an agent of ``available`` with no model of its own: only
+    then does :func:`seat_models` need the directory's default model (a start reads it only then
+    where it costs a request of its own)."""
     models = {a.id: a.model for a in available}
-    return any(
-        name in models and models[name] is None for name in (*agents, observer_agent_of(observer))
-    )
+    names = [*agents, *([observer_agent_of(observer)] if observer is not None else [])]
+    return any(name in models and models[name] is None for name in names)
+
+
+def _own_or_default(
+    name: str, by_name: Mapping[str, ModelRef | None], default: ModelRef | None
+) -> ModelRef | None:
+    """The seat rule: agent ``name``'s own model, else the directory's ``default``."""
+    return by_name.get(name) or default
+
+
+def listed_models(
+    agents: Sequence[str], available: Sequence[AgentRecord], default: ModelRef | None
+) -> dict[str, ModelRef]:
+    """The models the seats ``agents`` run on, by the seat rule of :func:`seat_models` (the
+    agent's own, else the directory's ``default``), for the agents ``available`` lists, in seat
+    order. Where a start refuses, this leaves the seat out: an agent not listed, or one without a
+    model when there is no default. What an eval report names (roundtabled/eval/server.py,
+    docs/eval.md): it reports the models a run's seats run on and leaves the refusal to the
+    daemon's start."""
+    by_name = {a.id: a.model for a in available}
+    out: dict[str, ModelRef] = {}
+    for name in agents:
+        if name in by_name and (ref := _own_or_default(name, by_name, default)) is not None:
+            out[name] = ref
+    return out
 
 
 def seat_models(
@@ -765,7 +790,7 @@ def seat_models(
         )
     models: dict[str, ModelRef] = {}
     for name in [*agents, observer_agent_of(observer)]:
-        ref = by_name.get(name) or default
+        ref = _own_or_default(name, by_name, default)
         if ref is None:
             raise ValidationFailed(
                 "agents",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +46,7 @@ from roundtabled.engine.plugins import HEARTBEAT_S, PluginRegistry, directory_ke
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, RoundtableError, ValidationFailed
-from roundtabled.opencode.port import V1Port
+from roundtabled.opencode.port import ServerPort, V1Port
 
 INSTALL_OBSERVER = "`roundtabled install-tool --project DIR` (or --global)"
 """How the built-in observer is installed for OpenCode 1.x (named when it is missing)."""
@@ -210,7 +210,7 @@ async def check_start(
                 parent_task.cancel()
             await asyncio.gather(parent_task, return_exceptions=True)
     if parent is not None:
-        _check_directory(req, directory, parent.directory)
+        check_parent_directory(req, directory, parent.directory)
     if plugins is not None:
         # The reads above (or the ones kept) made the directory's instance load its plugins,
         # whose report came first; its check against the server ends here, so turn 1 is
@@ -295,11 +295,7 @@ async def new_state(
     options, total_rounds = protocols.of(options.protocol).options(options, req.rounds)
     # A panel of one model with near-identical prompts is one voice several times
     # (docs/deliberation.md): said in the result's notes, the debate still runs.
-    warning = deliberation.diversity_warning(
-        {a: models[a].label() for a in req.agents},
-        {a.id: a.prompt for a in available},
-        req.agents,
-    )
+    warning = low_diversity(req.agents, models, available)
     notes = [warning] if warning else []
     # A seat whose model the server lacks still runs and fails honestly each turn (the server's
     # "Model not found"); said at the start so the caller need not wait for it.
@@ -390,6 +386,18 @@ def unpriced_agents(
     ]
 
 
+def low_diversity(
+    agents: Sequence[str], models: Mapping[str, ModelRef], available: Sequence[AgentRecord]
+) -> str | None:
+    """The start's low-diversity warning (docs/deliberation.md, "Diversity warning"): every
+    seat of ``agents`` on one model (``models``: each seat's) with near-identical prompts (the
+    ``available`` agents' prompt texts), else ``None``. Either major's start adds it to the
+    notes; the debate still runs."""
+    return deliberation.diversity_warning(
+        {a: models[a].label() for a in agents}, {a.id: a.prompt for a in available}, agents
+    )
+
+
 def check_usd_budget(
     req: RoundtableRequest, models: dict[str, ModelRef], unpriced: Sequence[str]
 ) -> None:
@@ -409,8 +417,9 @@ def check_usd_budget(
     )
 
 
-async def parent_session(port: V1Port, session_id: str) -> SessionRef:
-    """S1's session, checked (:func:`~roundtabled.core.validation.check_parent_session`).
+async def parent_session(port: ServerPort, session_id: str) -> SessionRef:
+    """S1's session, checked (:func:`~roundtabled.core.validation.check_parent_session`), on
+    either major (the 1.x start and the 2.x shell's).
 
     Raises:
         ValidationFailed: (field ``parentSessionID``) it does not exist, or it is a
@@ -429,9 +438,11 @@ async def parent_session(port: V1Port, session_id: str) -> SessionRef:
     return session
 
 
-def _check_directory(req: RoundtableRequest, directory: str | None, s1_dir: str | None) -> None:
+def check_parent_directory(
+    req: RoundtableRequest, directory: str | None, s1_dir: str | None
+) -> None:
     """S2 lives in S1's directory (its project, its agents): a call naming another directory
-    than S1's is refused, never run with that directory's agents.
+    than S1's is refused, never run with that directory's agents (either major's start).
 
     Raises:
         ValidationFailed: field ``directory``, naming both directories.

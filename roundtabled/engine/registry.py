@@ -198,6 +198,12 @@ class Engine:
         elif etype == ev.MESSAGE_UPDATED and self.shell.port.completed_reply(event):
             table.poke()
 
+    @property
+    def server_url(self) -> str:
+        """The OpenCode server's base URL (``http://127.0.0.1:4096``), as the health answer
+        shows it."""
+        return self.client.base_url
+
     async def on_connect(self) -> None:
         """After every (re)connect of the stream: resync every roundtable (no replay exists)."""
         self.shell.stream_epoch += 1  # events may have been lost: every open mirror is void

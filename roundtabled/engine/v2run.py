@@ -62,7 +62,13 @@ from roundtabled.core.commands import (
     join_cancel,
 )
 from roundtabled.core.messages import AnswerView, MessageView, TextPart, UserView
-from roundtabled.core.server_records import SessionRef, SignedState, TurnKey, TurnOutcome
+from roundtabled.core.server_records import (
+    AgentRecord,
+    SessionRef,
+    SignedState,
+    TurnKey,
+    TurnOutcome,
+)
 from roundtabled.core.server_records import TurnStatus as TS
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
@@ -78,7 +84,6 @@ from roundtabled.core.state import (
     Usage,
     decode_state,
     encode_state,
-    observer_agent_of,
     sign_marker,
 )
 from roundtabled.core.validation import (
@@ -96,7 +101,6 @@ from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.opencode.events import Event
 from roundtabled.opencode.port import V2Port, together, v2_prompt_id
-from roundtabled.opencode.v2 import BUILTIN_AGENTS
 
 __all__ = ["Run", "V2Runner", "keyed", "observation_of", "refusal"]
 
@@ -342,27 +346,14 @@ class V2Runner:
         for run in self.tables.values():
             run.wake.set()
 
-    async def agent_list(self, directory: str | None) -> list[dict[str, Any]]:
-        """The directory's agents as the control API lists them (``name``, ``mode``, ``color``,
-        ``model`` as ``provider/model``, ``hidden``, ``native``: one of OpenCode's own agents,
-        :data:`~roundtabled.opencode.v2.BUILTIN_AGENTS`)."""
-        return [
-            {
-                "name": a.id,
-                "mode": a.mode,
-                "color": a.color,
-                "model": a.model.label() if a.model else None,
-                "hidden": a.hidden,
-                "native": a.id in BUILTIN_AGENTS,
-            }
-            for a in await self.port.agents(directory or "")
-        ]
-
-    async def _models(self, req: RoundtableRequest, directory: str | None) -> dict[str, ModelRef]:
+    async def _models(
+        self, req: RoundtableRequest, directory: str | None
+    ) -> tuple[dict[str, ModelRef], list[AgentRecord]]:
         """Each seat's and the observer's model, the agents checked: the start's rule on either
         major (:func:`~roundtabled.core.validation.check_agents`,
         :func:`~roundtabled.core.validation.seat_models`); the default model is read only when an
-        agent has no model of its own.
+        agent has no model of its own. Also the directory's agents as read (their prompts are
+        what the low-diversity warning compares).
 
         Raises:
             ValidationFailed: an unknown agent or observer, the built-in observer not installed.
@@ -377,32 +368,55 @@ class V2Runner:
             if needs_default_model(req.agents, observer, records)
             else None
         )
-        return seat_models(
+        models = seat_models(
             req.agents, observer, records, default, install=v2_features.INSTALL_OBSERVER
         )
+        return models, records
 
-    async def plan_reads(self, req: RoundtableRequest) -> tuple[str | None, dict[str, ModelRef]]:
-        """What a dry run of ``req`` reads as a start would (nothing is created): the directory
-        (the call's, else S1's, else ``None``: the server's own) and each seat's and the
-        observer's model, the agents checked.
+    async def _where(self, req: RoundtableRequest) -> tuple[SessionRef | None, str | None]:
+        """S1 (``None`` without ``parentSessionID``) and S2's directory (the call's, else S1's,
+        else ``None``: the server's own), checked as a 1.x start checks them
+        (:func:`~roundtabled.engine.launch.check_start`): the call's directory exists, S1 exists
+        and is neither a roundtable's own session nor an opening seat's
+        (:func:`~roundtabled.engine.launch.parent_session`), and the call's directory is S1's
+        (:func:`~roundtabled.engine.launch.check_parent_directory`).
 
         Raises:
-            ValidationFailed: what 2.x cannot run (:func:`refusal`), an unknown agent.
+            ValidationFailed: field ``directory`` or ``parentSessionID``.
+            TransportError: the server could not be reached.
+        """
+        launch.check_directory_exists(req.directory)
+        if not req.parent_session_id:
+            return None, req.directory
+        parent = await launch.parent_session(self.port, req.parent_session_id)
+        launch.check_parent_directory(req, req.directory, parent.directory)
+        return parent, req.directory or parent.directory
+
+    async def plan_reads(self, req: RoundtableRequest) -> tuple[str | None, dict[str, ModelRef]]:
+        """What a dry run of ``req`` reads and checks as a start would (nothing is created): the
+        directory and S1 (:meth:`_where`) and each seat's and the observer's model, the agents
+        checked.
+
+        Raises:
+            ValidationFailed: what 2.x cannot run (:func:`refusal`), the directory, S1, an
+                unknown agent.
             TransportError: the server could not be reached.
         """
         refused = refusal(req)
         if refused is not None:
             raise refused
-        directory = req.directory
-        if directory is None and req.parent_session_id:
-            directory = (await self.port.session(req.parent_session_id)).directory
-        return directory, await self._models(req, directory)
+        _, directory = await self._where(req)
+        models, _ = await self._models(req, directory)
+        return directory, models
 
     async def start(self, req: RoundtableRequest) -> RoundtableState:
-        """Start ``req`` and return its state once turn 1 is sent.
+        """Start ``req`` and return its state once turn 1 is sent, after the checks a 1.x start
+        makes (:meth:`_where`, :meth:`_models`, a USD budget) and with its notes (the
+        low-diversity warning, :func:`~roundtabled.engine.launch.low_diversity`).
 
         Raises:
-            ValidationFailed: what 2.x cannot run yet (:func:`refusal`), an unknown agent.
+            ValidationFailed: what 2.x cannot run yet (:func:`refusal`), the directory, S1, an
+                unknown agent, a USD budget.
             TransportError: the server could not be reached.
         """
         refused = refusal(req)
@@ -411,14 +425,18 @@ class V2Runner:
         if req.extend:
             return await self.extend(req)
         assert req.agents is not None and req.parent_session_id is not None
-        parent = await self.port.session(req.parent_session_id)
-        directory = req.directory or parent.directory
+        parent, directory = await self._where(req)
+        assert parent is not None
         defaults = self.settings.roundtable
         context = req.context or defaults.context
         notes = await v2_features.plugin_notes(self.port, context, directory or "")
-        models = await self._models(req, directory)
-        observer_agent = observer_agent_of(req.observer or BUILTIN_OBSERVER)
-        launch.check_usd_budget(req, models, sorted({*req.agents, observer_agent}))
+        models, records = await self._models(req, directory)
+        observer = req.observer or BUILTIN_OBSERVER
+        # 2.x's records carry no price: every seat's cost is unknown, never a measured 0; in
+        # seat order, then the observer's agent, as on 1.x
+        unpriced = launch.unpriced_agents(req.agents, observer, models, set())
+        launch.check_usd_budget(req, models, unpriced)
+        warning = launch.low_diversity(req.agents, models, records)
         now = self.clock()
         title = req.title or prompts.default_title(req.prompt)
         s2 = await self.port.create_child(
@@ -443,10 +461,8 @@ class V2Runner:
         # The protocol sets what it runs with (vote, adaptive and council: the independent
         # opening; docs/deliberation.md, "Protocols"), as on 1.x (engine/launch.py).
         options, total_rounds = protocols.of(options.protocol).options(options, req.rounds)
-        # 2.x's records carry no price: every seat's cost is unknown, never a measured 0
-        unpriced = sorted({*req.agents, observer_agent})
         state = RoundtableState(
-            notes=[*self.port.capabilities.limits(), *notes],
+            notes=[*([warning] if warning else []), *self.port.capabilities.limits(), *notes],
             unpriced=unpriced,
             sessionID=s2.id,
             parentSessionID=parent.id,

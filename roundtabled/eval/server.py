@@ -1,7 +1,8 @@
 """The OpenCode server of an eval run, on either major: what the run reads from it (the version,
 the seats' models, the prices) and the sessions it writes (the run's parent session, its children
 for a resume, the cleanup). The major is asked of the server (:func:`detect_server`); each major's
-JSON stays in its client (1.x :class:`OpenCodeClient`, 2.x :class:`V2Client`) (docs/eval.md).
+JSON stays in its client (1.x :class:`OpenCodeClient`, 2.x :class:`V2Client`) and its server port
+(:class:`V1Port`, :class:`V2Port`: the seats' models and the prices) (docs/eval.md).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roundtabled.opencode import v1_wire
+from roundtabled.core.validation import listed_models, needs_default_model
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import detect_server
+from roundtabled.opencode.port import V1Port, V2Port
 from roundtabled.opencode.v2 import V2Client
 
 
@@ -36,6 +38,7 @@ class EvalServer:
 
     def __init__(self, url: str, major: int, client: OpenCodeClient | V2Client) -> None:
         self.url, self.major, self._client = url, major, client
+        self._port = V2Port(client) if isinstance(client, V2Client) else V1Port(client)
 
     async def close(self) -> None:
         await self._client.close()
@@ -48,33 +51,22 @@ class EvalServer:
 
     async def seat_models(self, agents: Sequence[str], directory: str | None) -> SeatModels:
         """The models ``agents`` run on in ``directory`` (``None``: the server's own): an
-        agent's configured model, else the server's default, as the daemon seats them (either
-        major: core.validation.seat_models). An agent the
-        server does not list is left out (the daemon refuses the start, naming it)."""
-        c = self._client
-        if isinstance(c, V2Client):
-            records = {a.id: a for a in await c.agents(directory)}
-            labels: list[str] = []
-            default: str | None = None
-            for name in agents:
-                agent = records.get(name)
-                if agent is None:
-                    continue
-                if agent.model is not None:
-                    labels.append(f"{agent.model.provider_id}/{agent.model.id}")
-                    continue
-                if default is None:
-                    d = await c.default_model(directory)
-                    default = f"{d.provider_id}/{d.id}"
-                labels.append(default)
-            return SeatModels(labels, {})
-        providers = await c.providers(directory)
-        models = v1_wire.agent_models(await c.agents(directory))
-        default_model = v1_wire.model_ref((await c.config(directory)).get("model"))
-        return SeatModels(
-            [m.label() for a in agents if (m := models.get(a) or default_model) is not None],
-            v1_wire.model_prices(providers),
+        agent's configured model, else the server's default, as the daemon seats them (the seat
+        rule of either major, :func:`~roundtabled.core.validation.listed_models`; the default is
+        read only when a seat needs it). An agent the server does not list, or one without a
+        model on a server without a default, is left out (the daemon's start refuses it, naming
+        it)."""
+        port = self._port
+        records = await port.agents(directory)
+        default = (
+            await port.default_model(directory)
+            if needs_default_model(agents, None, records)
+            else None
         )
+        labels = [m.label() for m in listed_models(agents, records, default).values()]
+        if isinstance(port, V2Port):
+            return SeatModels(labels, {})  # 2.x lists no price
+        return SeatModels(labels, dict((await port.provider_models(directory)).prices))
 
     async def session_exists(self, session_id: str) -> None:
         """Raises (:class:`~roundtabled.errors.NotFound` among others) unless ``session_id``

@@ -25,6 +25,7 @@ from roundtabled.core.history import turn_is_final
 from roundtabled.core.messages import Status, TextPart
 from roundtabled.core.server_records import (
     AgentRecord,
+    IndexedSession,
     Interjection,
     PromptRecord,
     ProviderModels,
@@ -47,7 +48,7 @@ from roundtabled.opencode import v1_wire, v2
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import ServerFound, detect_server
 from roundtabled.opencode.events import SESSION_IDLE, Event
-from roundtabled.opencode.session_metadata import opening_metadata
+from roundtabled.opencode.session_metadata import opening_metadata, opening_roundtable_of
 from roundtabled.opencode.v2_turns import TurnStream
 
 __all__ = [
@@ -106,6 +107,14 @@ class ServerPort(Protocol):
 
     async def session(self, session_id: str) -> SessionRef:
         """The session ``session_id`` (raises NotFound when it is gone)."""
+        ...
+
+    async def session_marks(self, session_id: str) -> tuple[SessionRef, SessionMarks]:
+        """The session ``session_id`` and what its metadata says it is to a roundtable: a
+        roundtable's own session (its index or state), a seat's session of an independent
+        opening (a start refuses either as S1:
+        :func:`~roundtabled.core.validation.check_parent_session`). NotFound: it does not
+        exist."""
         ...
 
     async def create_child(
@@ -319,11 +328,6 @@ class V1Session(Protocol):
         /config/providers``)."""
         ...
 
-    async def session_marks(self, session_id: str) -> tuple[SessionRef, SessionMarks]:
-        """The session ``session_id`` and what its metadata says it is to a roundtable (NotFound:
-        it does not exist)."""
-        ...
-
     async def create_indexed_session(
         self,
         directory: str | None,
@@ -343,6 +347,12 @@ class V1Session(Protocol):
     async def sessions_to_recover(self, directory: str) -> tuple[int, tuple[str, ...]]:
         """How many sessions ``directory`` holds, and the ids of those whose index says a
         roundtable is left active or not finalized (the start-up scan's candidates)."""
+        ...
+
+    async def indexed_sessions(self, directory: str | None) -> list[IndexedSession]:
+        """The sessions of ``directory`` (``None``: the server's own) whose metadata holds a
+        roundtable's index, in the server's order (what ``GET /v1/roundtables`` lists; the
+        signed state block decides whether each is one of this daemon's)."""
         ...
 
     # Reading the 1.x event stream's payloads and the mirror's messages (no request).
@@ -493,6 +503,10 @@ class V1Port:
                 model=v1_wire.model_ref(a.get("model")),
                 has_system_prompt=bool(a.get("prompt")),
                 prompt=a.get("prompt") if isinstance(a.get("prompt"), str) else None,
+                description=(
+                    a.get("description") if isinstance(a.get("description"), str) else None
+                ),
+                native=a.get("native") is True,
             )
             for a in await self.client.agents(directory)
         ]
@@ -898,6 +912,22 @@ class V1Port:
             str(s["id"]) for s in sessions if v1_wire.index_needs_recovery(s)
         )
 
+    async def indexed_sessions(self, directory: str | None) -> list[IndexedSession]:
+        out = []
+        for raw in await self.client.list_sessions(directory):
+            index = v1_wire.session_index(raw)
+            if index is None or not isinstance(raw.get("id"), str):
+                continue
+            phase = index.get("phase")
+            out.append(
+                IndexedSession(
+                    session=_v1_session(raw),
+                    phase=phase if isinstance(phase, str) else None,
+                    updated=v1_wire.session_updated(raw),
+                )
+            )
+        return out
+
     def ends_turn(self, event: Event, prompt_id: str) -> bool:
         return v1_wire.ends_turn(event.properties.get("info"), prompt_id)
 
@@ -1179,6 +1209,7 @@ class V2Port:
                 model=_v2_model(a.model),
                 has_system_prompt=bool(a.system),
                 prompt=a.system,
+                native=a.id in v2.BUILTIN_AGENTS,
             )
             for a in await self.client.agents(directory)
         ]
@@ -1220,6 +1251,17 @@ class V2Port:
         info = await self.client.get_session(session_id)
         self._keep(session_id, info.metadata)
         return _v2_session(info)
+
+    async def session_marks(self, session_id: str) -> tuple[SessionRef, SessionMarks]:
+        info = await self.client.get_session(session_id)
+        self._keep(session_id, info.metadata)
+        meta = info.metadata or {}
+        # S2 on 2.x: created with the index, the signed state beside it from the first write
+        marks = SessionMarks(
+            indexed=isinstance(meta.get(META_KEY), Mapping) or STATE_KEY in meta,
+            opening_of=opening_roundtable_of(meta),
+        )
+        return _v2_session(info), marks
 
     async def create_child(
         self, parent: SessionRef, title: str, agent: str | None, metadata: Mapping[str, Any]

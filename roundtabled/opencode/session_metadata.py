@@ -28,3 +28,11 @@ def opening_seat_of(metadata: Mapping[str, Any] | None, roundtable: str) -> int 
         return None
     seat = meta.get("seat")
     return seat if isinstance(seat, int) else None
+
+
+def opening_roundtable_of(metadata: Mapping[str, Any] | None) -> str | None:
+    """S2's id when a session whose metadata is ``metadata`` is a seat's session of that
+    roundtable's independent opening, else ``None``."""
+    meta = (metadata or {}).get(OPENING_KEY)
+    owner = meta.get("roundtable") if isinstance(meta, dict) else None
+    return owner if isinstance(owner, str) else None

@@ -33,7 +33,7 @@ from roundtabled.core.state import (
     has_meta_text,
     read_marker,
 )
-from roundtabled.opencode.session_metadata import OPENING_KEY, opening_seat_of
+from roundtabled.opencode.session_metadata import opening_roundtable_of, opening_seat_of
 
 
 def text_part_record(message_id: str, part: dict[str, Any]) -> TextPart:
@@ -387,6 +387,12 @@ def session_directory(session: dict[str, Any]) -> str | None:
     return d if isinstance(d, str) else None
 
 
+def session_updated(session: dict[str, Any]) -> int:
+    """When a session was last updated (``time.updated``, epoch ms); 0 when it does not say."""
+    t = (session.get("time") or {}).get("updated")
+    return int(t) if isinstance(t, int | float) else 0
+
+
 def session_id(session: dict[str, Any]) -> str | None:
     """A session's ``id``."""
     i = session.get("id")
@@ -408,9 +414,8 @@ def opening_seat(session: dict[str, Any], roundtable: str) -> int | None:
 def opening_roundtable(session: dict[str, Any]) -> str | None:
     """S2's id when ``session`` is a seat's session of that roundtable's independent opening,
     else ``None``."""
-    meta = (session.get("metadata") or {}).get(OPENING_KEY)
-    owner = meta.get("roundtable") if isinstance(meta, dict) else None
-    return owner if isinstance(owner, str) else None
+    md = session.get("metadata")
+    return opening_roundtable_of(md if isinstance(md, dict) else None)
 
 
 def index_metadata(
@@ -467,11 +472,6 @@ def plugin_ran(config: Any) -> bool:
     watcher = config.get("watcher") if isinstance(config, dict) else None
     ignore = watcher.get("ignore") if isinstance(watcher, dict) else None
     return isinstance(ignore, list) and PLUGIN_MARK in ignore
-
-
-def agent_models(available: Sequence[dict[str, Any]]) -> dict[str, ModelRef | None]:
-    """Each agent of ``GET /agent`` by name, with its configured model (``None``: none)."""
-    return {str(a.get("name")): model_ref(a.get("model")) for a in available}
 
 
 def provider_models(data: Any) -> set[str]:

@@ -24,6 +24,7 @@ import orjson
 from aiohttp import web
 
 from roundtabled import __version__
+from roundtabled.core.server_records import AgentRecord
 from roundtabled.core.state import Budget
 from roundtabled.core.validation import PresetSpec, apply_preset, parse_request, seat_agents
 from roundtabled.engine.plugins import PLUGIN_VERSION, parse_report
@@ -108,6 +109,23 @@ def _retry(message: str, key: str) -> web.Response:
     )
     resp.headers["Retry-After"] = str(RETRY_AFTER_S)
     return resp
+
+
+def _agent_item(agent: AgentRecord, model_as_object: bool) -> dict[str, Any]:
+    """One item of ``GET /v1/agents`` (docs/control-api.md): ``name``, ``description``,
+    ``mode``, ``color``, ``model``, ``native``. ``model``: ``{"providerID", "modelID"}`` on 1.x
+    (``model_as_object``), ``"provider/model"`` on 2.x; ``null`` when the agent names none."""
+    model: Any = None
+    if agent.model is not None:
+        model = agent.model.dump() if model_as_object else agent.model.label()
+    return {
+        "name": agent.id,
+        "description": agent.description,
+        "mode": agent.mode,
+        "color": agent.color,
+        "model": model,
+        "native": agent.native,
+    }
 
 
 def _error(message: str, status: int = 400, field: str | None = None) -> web.Response:
@@ -233,7 +251,7 @@ class ControlAPI:
                 "ready": e.ready.is_set(),
                 "stopping": self._stopping,
                 "server": {
-                    "url": e.client.base_url,
+                    "url": e.server_url,
                     "version": e.server_version,
                     "connected": stream is not None and stream.connected,
                     "lastError": e.last_error or (stream.last_error if stream else None),
@@ -270,15 +288,11 @@ class ControlAPI:
         if directory is not None and not directory.startswith("/"):
             raise ValidationFailed("directory", "directory must be an absolute path")
         if self.v2 is not None:
-            agents = await self.v2.agent_list(directory)
+            records = await self.v2.port.agents(directory or "")
         else:
-            agents = await self.engine.client.agents(directory)
-        names = seat_agents(agents)
-        listed = [
-            {k: a.get(k) for k in ("name", "description", "mode", "color", "model", "native")}
-            for a in agents
-            if not a.get("hidden")
-        ]
+            records = await self.engine.shell.port.agents(directory)
+        names = seat_agents(records)
+        listed = [_agent_item(a, self.v2 is None) for a in records if not a.hidden]
         listed.sort(key=lambda a: str(a["name"]))
         text = "Available agents: " + ", ".join(names)
         if self.presets:

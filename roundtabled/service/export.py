@@ -19,7 +19,6 @@ from roundtabled.engine import v2_features
 from roundtabled.engine.registry import Engine
 from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import NotFound, StateError, ValidationFailed
-from roundtabled.opencode import v1_wire
 
 
 async def collect(engine: Engine, s2: str) -> dict[str, Any]:
@@ -39,8 +38,7 @@ async def collect(engine: Engine, s2: str) -> dict[str, Any]:
             raise ValidationFailed("sessionID", unknown_roundtable(s2)) from None
         except StateError as exc:
             raise ValidationFailed("sessionID", f"{unknown_roundtable(s2)} ({exc})") from None
-        msgs, _ = await engine.client.messages(s2)
-        views = v1_wire.message_views(msgs, s2, engine.signer)
+        views = (await engine.shell.port.session_messages(s2, engine.signer)).views
         rebuilt = history.rebuild_history(state.model_copy(update={"pending": None}), views)
         state = state.model_copy(update={"history": rebuilt})
     return to_data(state)

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from roundtabled.core.state import META_KEY
+from roundtabled.core.server_records import IndexedSession
 from roundtabled.engine import v2_features
 from roundtabled.engine.recovery import known_directories
 from roundtabled.engine.registry import Engine
@@ -76,29 +76,23 @@ def directories_to_list(engine: Engine) -> list[str | None]:
     return [None, *sorted(found)]
 
 
-async def _indexed_sessions(engine: Engine) -> list[dict[str, Any]]:
-    """Every session holding the daemon's index, each once, newest update first."""
-    seen: dict[str, dict[str, Any]] = {}
+async def _indexed_sessions(engine: Engine) -> list[IndexedSession]:
+    """Every session holding the daemon's index, each once, newest update first (read through
+    the 1.x port, :meth:`~roundtabled.opencode.port.V1Session.indexed_sessions`)."""
+    seen: dict[str, IndexedSession] = {}
     for directory in directories_to_list(engine):
         try:
-            sessions = await engine.client.list_sessions(directory)
+            sessions = await engine.shell.port.indexed_sessions(directory)
         except TransportError as exc:
             log.warning("list: cannot list the sessions of %s: %s", directory or "the server", exc)
             continue
         for s in sessions:
-            sid = s.get("id")
-            if isinstance(sid, str) and isinstance((s.get("metadata") or {}).get(META_KEY), dict):
-                seen.setdefault(sid, s)
-    return sorted(seen.values(), key=_updated, reverse=True)
+            seen.setdefault(s.session.id, s)
+    return sorted(seen.values(), key=lambda s: s.updated, reverse=True)
 
 
-def _updated(session: dict[str, Any]) -> int:
-    t = (session.get("time") or {}).get("updated")
-    return int(t) if isinstance(t, int | float) else 0
-
-
-def _is_active(session: dict[str, Any]) -> bool:
-    return (session.get("metadata") or {}).get(META_KEY, {}).get("phase") in ("active", "observing")
+def _is_active(session: IndexedSession) -> bool:
+    return session.phase in ("active", "observing")
 
 
 async def list_roundtables(engine: Engine, query: Mapping[str, str]) -> dict[str, Any]:
@@ -114,7 +108,7 @@ async def list_roundtables(engine: Engine, query: Mapping[str, str]) -> dict[str
     """
     include_all, limit = parse_query(query)
     sessions = await _indexed_sessions(engine)
-    listed_ids = {str(s["id"]) for s in sessions}
+    listed_ids = {s.session.id for s in sessions}
     active = [s for s in sessions if _is_active(s)]
     others = [s for s in sessions if not _is_active(s)]
     chosen = active + others
@@ -123,8 +117,8 @@ async def list_roundtables(engine: Engine, query: Mapping[str, str]) -> dict[str
     more = len(sessions) - len(chosen)
     sem = asyncio.Semaphore(READ_CONCURRENCY)
 
-    async def row(session: dict[str, Any]) -> dict[str, Any] | None:
-        sid = str(session["id"])
+    async def row(session: IndexedSession) -> dict[str, Any] | None:
+        sid = session.session.id
         async with sem:
             try:
                 st = engine.status(sid) or await engine.stored_status(sid)
@@ -133,7 +127,7 @@ async def list_roundtables(engine: Engine, query: Mapping[str, str]) -> dict[str
                 return None
         if st is None:
             return None
-        return {**st, "updated": _updated(session)}
+        return {**st, "updated": session.updated}
 
     rows = [r for r in await asyncio.gather(*(row(s) for s in chosen)) if r is not None]
     # In memory but not (yet) listed by the server, e.g. S2 of another directory.

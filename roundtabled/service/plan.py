@@ -25,9 +25,9 @@ from roundtabled.core.state import BUILTIN_OBSERVER, ModelRef, Options, observer
 from roundtabled.core.validation import RoundtableRequest
 from roundtabled.engine.launch import (
     InstanceReads,
-    check_directory_exists,
     check_start,
     check_usd_budget,
+    unpriced_agents,
 )
 from roundtabled.engine.plugins import PluginRegistry
 from roundtabled.engine.v2run import V2Runner
@@ -64,22 +64,22 @@ async def dry_run(
 
 
 async def dry_run_v2(runner: V2Runner, req: RoundtableRequest) -> dict[str, Any]:
-    """The plan of ``req`` on OpenCode 2.x, as :func:`dry_run` answers it: the seats and the
-    observer checked and their models read as the 2.x shell's start reads them
+    """The plan of ``req`` on OpenCode 2.x, as :func:`dry_run` answers it: the directory, S1, the
+    seats and the observer checked and their models read as the 2.x shell's start reads them
     (:meth:`~roundtabled.engine.v2run.V2Runner.plan_reads`), each agent's system prompt from
     ``GET /api/agent``. 2.x lists no model price, so every price is unknown (``null``, no cost
     estimate) and a USD budget is refused as a start refuses it.
 
     Raises:
-        ValidationFailed: the directory, the seats, the observer, a USD budget, or what 2.x
+        ValidationFailed: the directory, S1, the seats, the observer, a USD budget, or what 2.x
             cannot run (:func:`roundtabled.engine.v2run.refusal`).
         TransportError: the server could not be reached.
     """
     assert req.agents is not None
-    check_directory_exists(req.directory)
     directory, models = await runner.plan_reads(req)
-    observer = observer_agent_of(req.observer or BUILTIN_OBSERVER)
-    check_usd_budget(req, models, sorted({*req.agents, observer}))
+    # no price on 2.x: every model unpriced, named in seat order as a 1.x start names them
+    unpriced = unpriced_agents(req.agents, req.observer or BUILTIN_OBSERVER, models, set())
+    check_usd_budget(req, models, unpriced)
     prompt_of = {a.id: a.prompt for a in await runner.port.agents(directory)}
     return _plan(req, models, prompt_of, {})
 

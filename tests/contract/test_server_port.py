@@ -41,7 +41,9 @@ from roundtabled.core.state import (
     encode_state,
 )
 from roundtabled.errors import NotFound
+from roundtabled.eval.server import open_server
 from roundtabled.offline.opencode_server import (
+    SEAT_DESCRIPTIONS,
     SEAT_PROMPTS,
     OpenCodeServer,
     agent_prompts_of,
@@ -60,6 +62,7 @@ from roundtabled.opencode.port import (
     port_after_reconnect,
     port_for,
 )
+from roundtabled.opencode.session_metadata import opening_metadata
 from roundtabled.opencode.stream import EventStream
 from roundtabled.opencode.v2 import v2_event_stream
 from tests.states import fresh
@@ -189,10 +192,26 @@ async def test_agents_as_a_roundtable_needs_them(env: PortEnv) -> None:
         assert a.prompt == SEAT_PROMPTS[seat]  # what the low-diversity warning compares
     assert agents["dev"].color == "#2ecc71"
     assert agents["build"].model is None
+    # what GET /v1/agents marks as OpenCode's own (seatable, no debater prompt)
+    assert agents["build"].native is True and agents["pm"].native is False
     assert agents["compaction"].hidden is True
     # the model of a turn whose agent names none (a start seats such an agent on it)
     default = ModelRef(providerID="scripted", modelID="orchestrator-1")
     assert await env.port.default_model(env.directory) == default
+
+
+async def test_an_eval_run_names_the_seats_models_by_the_start_s_rule(env: PortEnv) -> None:
+    """``roundtabled eval``'s report (eval/server.py) reads the seats' models through the port
+    by the start's rule (``core.validation.listed_models``): each seat's own, else the default
+    (``build`` has none), an agent the server does not list left out; the prices as listed
+    (2.x lists none)."""
+    oc = await open_server(env.server.url, username="opencode", password=env.server.password)
+    try:
+        seats = await oc.seat_models(["dev", "ghost", "build", "pm"], env.directory)
+    finally:
+        await oc.close()
+    assert seats.labels == ["scripted/debater-2", "scripted/orchestrator-1", "scripted/debater-1"]
+    assert seats.prices == ({"scripted/debater-1": (3.0, 15.0)} if env.major == 1 else {})
 
 
 async def test_three_seats_each_answer_on_their_own_model(env: PortEnv) -> None:
@@ -424,6 +443,49 @@ async def test_1x_the_start_s_reads_go_through_v1_session(env: PortEnv) -> None:
     with pytest.raises(NotFound):
         await port.session_marks("ses_000000000000aaaaaaaaaaaaaa")
     assert await port.server_directory() == env.directory
+
+
+async def test_1x_the_service_s_reads_go_through_v1_session(env: PortEnv) -> None:
+    """1.x: what the service reads (docs/design.md "The server port"): ``GET /v1/agents``'s
+    descriptions, ``GET /v1/roundtables``'s sessions holding an index (with its phase and when
+    the session was updated), the export's messages of S2."""
+    if env.major != 1:
+        pytest.skip("V1Session is the 1.x engine's own layout")
+    port = env.port
+    assert isinstance(port, V1Port) and isinstance(port, V1Session)
+    agents = {a.id: a for a in await port.agents(env.directory)}
+    assert agents["pm"].description == SEAT_DESCRIPTIONS["pm"]
+    s1 = await env.root()
+    mid, pid = ids.message_id(), ids.part_id()
+    s2 = await port.create_indexed_session(
+        env.directory, s1.id, "listed", Phase.OBSERVING, mid, pid, finalized=False
+    )
+    listed = {s.session.id: s for s in await port.indexed_sessions(env.directory)}
+    assert s1.id not in listed  # no index: no roundtable
+    assert (listed[s2.id].session, listed[s2.id].phase) == (s2, "observing")
+    assert listed[s2.id].updated > 0
+    signer = Signer(b"k" * 32)
+    assert (await port.session_messages(s2.id, signer)).views == ()
+
+
+async def test_2x_what_a_session_is_to_a_roundtable_is_read_from_its_metadata(
+    env: PortEnv,
+) -> None:
+    """2.x: ``session_marks`` (what a start checks S1 by, ``core.validation.
+    check_parent_session``): a plain session is nothing to a roundtable; S2, created with the
+    index as the 2.x shell creates it, is a roundtable's own; a seat's session of its independent
+    opening (``opening_metadata``, as ``engine/v2_opening.py`` creates it) names S2."""
+    if env.major != 2:
+        pytest.skip("1.x: test_1x_the_start_s_reads_go_through_v1_session")
+    port = env.port
+    s1 = await env.root()
+    assert await port.session_marks(s1.id) == (s1, SessionMarks(indexed=False))
+    s2 = await port.create_child(s1, "marked", None, {META_KEY: {"phase": "active", "hidden": []}})
+    assert (await port.session_marks(s2.id))[1] == SessionMarks(indexed=True)
+    seat = await port.create_child(s2, "pm · round 1", "pm", opening_metadata(s2.id, 0))
+    assert (await port.session_marks(seat.id))[1] == SessionMarks(indexed=False, opening_of=s2.id)
+    with pytest.raises(NotFound):
+        await port.session_marks("ses_000000000000aaaaaaaaaaaaaa")
 
 
 async def test_2x_a_state_write_is_one_patch_that_keeps_another_writer_s_key(

@@ -225,6 +225,8 @@ async def test_agents_lists_the_seatable_agents_with_colours(rt: RT) -> None:
     run = await cli(rt, "agents", "--json", "--directory", rt.directory)
     agents = {a["name"]: a for a in json.loads(run.out)}
     assert agents["pm"]["color"].lower() == "#3498db"
+    assert set(agents["pm"]) == {"name", "description", "mode", "color", "model", "native"}
+    assert agents["pm"]["native"] is False and agents["build"]["native"] is True
 
 
 # ------------------------------------------------------------------------------------------------

@@ -38,11 +38,15 @@ RECORDS = [
 KNOWN = "ses_fuzzKNOWN123"
 
 
-class _StubClient:
-    base_url = "http://127.0.0.1:1"
+class _StubPort:
+    """The 1.x port as ``GET /v1/agents`` reads it."""
 
-    async def agents(self, directory: str | None = None) -> list[dict[str, Any]]:
-        return AVAILABLE
+    async def agents(self, directory: str | None) -> list[AgentRecord]:
+        return RECORDS
+
+
+class _StubShell:
+    port = _StubPort()
 
 
 class _StubState:
@@ -58,7 +62,8 @@ class StubEngine:
     """What ControlAPI needs from the engine; validates like the real engine, runs nothing."""
 
     def __init__(self) -> None:
-        self.client = _StubClient()
+        self.shell = _StubShell()
+        self.server_url = "http://127.0.0.1:1"
         self.ready = asyncio.Event()
         self.ready.set()
         self.last_error: str | None = None

@@ -1,5 +1,6 @@
 """The start's seat rule, one for both majors (core/validation.py: ``check_agents``,
-``seat_models``, ``needs_default_model``, ``check_parent_session``; docs/behaviour.md, 'Phases',
+``seat_models``, ``needs_default_model``, ``check_parent_session``; ``listed_models``, the same
+rule as an eval report names the seats' models; docs/behaviour.md, 'Phases',
 step 1): each seat and the observer runs on its agent's own model, else the directory's
 default."""
 
@@ -14,6 +15,7 @@ from roundtabled.core.state import BUILTIN_OBSERVER, OBSERVER_AGENT, ModelRef
 from roundtabled.core.validation import (
     check_agents,
     check_parent_session,
+    listed_models,
     needs_default_model,
     seat_models,
 )
@@ -97,3 +99,27 @@ def test_a_roundtable_s_own_session_or_a_seat_s_cannot_convene_one(
         check_parent_session("ses_S1", marks)
     assert caught.value.field == "parentSessionID"
     check_parent_session("ses_S1", SessionMarks(indexed=False))
+
+
+@given(
+    own=st.fixed_dictionaries({n: models for n in NAMES}),
+    default=st.none() | st.just(DEFAULT),
+    seats=st.lists(st.sampled_from([*NAMES, "ghost"]), max_size=5, unique=True),
+)
+def test_an_eval_report_names_the_seats_models_by_the_start_s_rule(
+    own: dict[str, ModelRef | None], default: ModelRef | None, seats: list[str]
+) -> None:
+    """``listed_models`` (roundtabled/eval/server.py): each listed seat on its agent's model,
+    else the default, in seat order, as ``seat_models`` seats it; a seat a start refuses (an
+    agent not listed, or one without a model and no default) is left out, not refused."""
+    available = [agent(n, m) for n, m in own.items()]
+    got = listed_models(seats, available, default)
+    assert list(got) == [n for n in seats if n in own and (own[n] or default) is not None]
+    assert all(got[n] == (own[n] or default) for n in got)
+    assert needs_default_model(seats, None, available) == any(
+        own.get(n, DEFAULT) is None for n in seats
+    )
+    known = [n for n in seats if n in own]
+    if known and all((own[n] or default) is not None for n in known):
+        rule = seat_models(known, known[0], available, default, install=INSTALL)
+        assert got == {n: rule[n] for n in known}
