@@ -258,6 +258,16 @@ class Run:
     finalized: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     feed: v2_features.Feed = field(default_factory=v2_features.Feed)
+    written: str | None = None
+    """The pending prompt id of the state block last written into S2 (or read from it at a
+    restart); ``None`` before the first write (:func:`roundtabled.core.hiding.
+    write_may_follow`)."""
+    resumed: bool = False
+    """Resumed after a restart and not yet past its first pass: that pass looks in S2 for a
+    prompt sent before the kill whose state write never landed."""
+    sent: set[str] = field(default_factory=set)
+    """Prompts found in S2 after a restart: the decision that plans one of them again does not
+    send it a second time."""
 
 
 class V2Runner:
@@ -322,7 +332,8 @@ class V2Runner:
                     continue
                 if not state.active and state.finalization.toast_done:
                     continue
-                run = Run(lifecycle.resumed(state), s2)
+                run = Run(lifecycle.resumed(state), s2, resumed=True)
+                run.written = state.pending.message_id if state.pending is not None else None
                 self.tables[s2.id] = run
                 run.wake.set()  # the first pass decides from a read at once
                 run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
@@ -673,12 +684,50 @@ class V2Runner:
                 raise
         accepted = state.pending is not None and state.pending.message_id in run.accepted
         obs = observation_of(state, out, self.clock(), accepted=accepted)
+        resumed, run.resumed = run.resumed, False
+        if resumed and out is not None and out.over:
+            obs = dc_replace(obs, messages=(*obs.messages, *await self._sent_after(run)))
         if deleted[0]:
             obs = dc_replace(obs, status="unknown", deleted=True, parent_deleted=deleted[1])
         cancel, run.cancel = run.cancel, None
         if cancel is not None and state.end_reason != EndReason.CANCELLED:
             obs = dc_replace(obs, cancel=cancel)
         await self._execute(run, keyed(machine.decide(state, obs)))
+
+    async def _sent_after(self, run: Run) -> tuple[UserView, ...]:
+        """After a restart, the prompts of this roundtable S2 holds after the pending (ended)
+        turn's: sent before the kill, their state write lost (it follows the prompt:
+        :func:`roundtabled.core.hiding.write_may_follow`). Each is kept in ``run.sent`` (the
+        decision that plans it again does not send it twice) and returned as the machine's view
+        of it (a decision re-taken later never leaves a prompted turn unanswered:
+        :func:`roundtabled.core.deliberation.stop_after_seat_turn`)."""
+        pend = run.state.pending
+        assert pend is not None
+        prompts = await self.port.prompts(run.s2)
+        ids = [p.id for p in prompts]
+        if pend.message_id not in ids:
+            return ()
+        views: list[UserView] = []
+        for p in prompts[ids.index(pend.message_id) + 1 :]:
+            key = p.key
+            if key is None or key.roundtable != run.state.session_id:
+                continue
+            run.sent.add(p.id)
+            log.info("%s: found the prompt %s sent before the restart", run.s2.id, p.id)
+            kind = "turn" if key.seat >= 0 else "observer"
+            marker = Marker(
+                kind=kind, round=key.round, seat=key.seat, roundtable=run.state.session_id
+            )
+            views.append(
+                UserView(
+                    id=p.id,
+                    created=self.clock(),
+                    marker=marker,
+                    text="",
+                    visible_parts=(TextPart(p.id, "", ""),),
+                )
+            )
+        return tuple(views)
 
     async def _write(self, run: Run) -> None:
         state = run.state
@@ -692,21 +741,32 @@ class V2Runner:
             hidden=await v2_features.hidden_ids(self.port, run.s2, state),
             phase=state.phase.value if done else FINALIZING,
         )
+        run.written = state.pending.message_id if state.pending is not None else None
 
     async def _switch(self, run: Run, agent: str, model: ModelRef | None) -> None:
         await self.port.switch(run.s2, agent, model)
         faults.checkpoint("switched")
 
     async def _execute(self, run: Run, d: Decision) -> None:
+        ended = run.state.pending
         run.state = hiding.said_notes(d.state)
         run.deadline_ms = d.wake_at
+        recorded = any(isinstance(c, TurnRecorded) for c in d.commands)
         for cmd in d.commands:
             if isinstance(cmd, PersistState):
                 await self._write(run)
             elif isinstance(cmd, Prompt):
                 model = run.state.models.get(cmd.agent)
                 switched = False
-                if cmd.persist_first:
+                # After a recorded turn the write follows the prompt (off the path from the
+                # turn's end to the next prompt): the plugin hides by the prompts' markers and a
+                # restart resumes from the block of the ended turn (hiding.write_may_follow).
+                after = (
+                    cmd.persist_first
+                    and cmd.send
+                    and hiding.write_may_follow(run.written, ended, run.state, recorded=recorded)
+                )
+                if cmd.persist_first and not after:
                     # The intent (and the ids the plugin hides from this turn's requests) must
                     # land before the prompt; the agent and model switches are session state
                     # that a turn not yet prompted ignores, so they go beside it.
@@ -716,7 +776,18 @@ class V2Runner:
                     else:
                         await self._write(run)
                     faults.checkpoint("intent-persisted")
-                if cmd.send:
+                if not cmd.send or cmd.message_id in run.sent:
+                    # In S2 already: sent before a restart, its state write lost (adopted by the
+                    # machine, or found by its id). Never sent twice; its turn may have ended
+                    # while the daemon was down, so the next pass reads it at once.
+                    run.sent.discard(cmd.message_id)
+                    self.port.watch(run.s2)
+                    run.accepted.add(cmd.message_id)
+                    run.wake.set()
+                else:
+                    if after:
+                        await self._switch(run, cmd.agent, model)
+                        switched = True
                     key = turn_key(run.state)
                     marker = sign_marker(cmd.marker, run.s2.id, self.signer)
                     await self.port.start_turn(
@@ -732,6 +803,9 @@ class V2Runner:
                     run.accepted.add(cmd.message_id)
                     observer = cmd.marker.kind == "observer"
                     faults.checkpoint("observer-prompted" if observer else "prompted")
+                if after:
+                    await self._write(run)
+                    faults.checkpoint("intent-persisted")
                 if not cmd.persist_first:
                     await self._write(run)
             elif isinstance(cmd, Abort):

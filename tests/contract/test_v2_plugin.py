@@ -384,6 +384,62 @@ async def test_the_hook_drops_what_the_session_metadata_lists_reply_included(
     assert {"SECRET question", "SECRET reply", "MARKED state block"} <= set(stored)
 
 
+def _marker(session_id: str, kind: str, rnd: int, seat: int, **extra: Any) -> dict[str, Any]:
+    """A turn prompt's marker metadata as the daemon writes it (the plugin reads, never
+    verifies, the signature: a forged one can only hide more of its own session)."""
+    body = {"kind": kind, "round": rnd, "seat": seat, "roundtable": session_id, **extra}
+    return {"roundtabled": {**body, "v": 1, "mac": "x"}}
+
+
+async def test_the_hook_drops_by_the_newest_turn_prompt_s_marker_with_nothing_listed(
+    env: PluginEnv,
+) -> None:
+    """No id in S2's metadata (the daemon's state write not landed yet): the newest turn
+    prompt's marker alone leaves out every earlier turn prompt but the opening one, every
+    earlier observer prompt with its reply, and the seat turns of its ``hide`` span with their
+    replies (docs/plugin.md, "The context hook")."""
+    c, llm = env.v2.client, env.v2.llm
+    seat = await c.create_session(directory=env.v2.directory, agent="pm")
+    sid = seat.id
+    plugin = {"view": "plugin"}
+    for text, reply, meta in [
+        ("OPENING topic", "OPENING answer", _marker(sid, "turn", 0, 0, **plugin)),
+        ("SPAN prompt", "SPAN answer", _marker(sid, "turn", 0, 1, **plugin)),
+        ("OLD prompt", "KEPT answer", _marker(sid, "turn", 1, 0, **plugin)),
+        ("VERDICT request", "VERDICT answer", _marker(sid, "observer", 1, -1, **plugin)),
+        ("NOTE from a person", "NOTE answer", {}),
+        ("OTHER roundtable", "OTHER answer", _marker("ses_other", "turn", 1, 1, **plugin)),
+    ]:
+        llm.script(Text(text=reply), session=sid)
+        await run_turn(env.v2, sid, text, metadata=meta)
+    llm.script(Text(text="head answer"), session=sid)
+    await run_turn(
+        env.v2,
+        sid,
+        "HEAD question",
+        metadata=_marker(sid, "turn", 2, 0, view="plugin", hide=[0, 0]),
+    )
+    seen = " | ".join(texts(llm.requests_for(session=sid)[-1]))
+    for kept in (
+        "OPENING topic",
+        "OPENING answer",
+        "KEPT answer",
+        "NOTE from a person",
+        "NOTE answer",
+        "OTHER roundtable",
+        "HEAD question",
+    ):
+        assert kept in seen, (kept, seen)
+    for dropped in ("SPAN prompt", "SPAN answer", "OLD prompt", "VERDICT"):
+        assert dropped not in seen, (dropped, seen)
+
+    # A newest marker without the plugin view (hiding off) leaves every message in.
+    llm.script(Text(text="patch answer"), session=sid)
+    await run_turn(env.v2, sid, "PATCH question", metadata=_marker(sid, "turn", 2, 1))
+    seen = " | ".join(texts(llm.requests_for(session=sid)[-1]))
+    assert "OLD prompt" in seen and "VERDICT request" in seen, seen
+
+
 @pytest.mark.parametrize(
     "metadata",
     [

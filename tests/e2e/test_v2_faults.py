@@ -56,9 +56,12 @@ def resumed_notes(status: dict[str, object]) -> list[str]:
 @pytest.mark.parametrize(
     "fault",
     [
-        "prompted:2",  # mid-debate: dev's round-1 prompt is accepted, its turn runs
-        "intent-persisted:3",  # mid-debate: pm's round-2 turn is written, its prompt not sent
-        "switched:3",  # mid-debate: pm's round-2 agent and model switched, its write in flight
+        # after turn 1 a turn's state write follows its prompt (docs/design.md, "The 2.x shell")
+        "prompted:2",  # mid-debate: dev's round-1 prompt is accepted, its turn runs, S2's
+        # block still names pm's ended turn (the write after the prompt never left)
+        "prompted:3",  # the same for pm's round 2, whose turn ends while the daemon is down
+        "intent-persisted:3",  # mid-debate: pm's round-2 prompt is accepted and its turn written
+        "switched:3",  # mid-debate: pm's round-2 agent and model switched, its prompt not sent
         "turn-recorded:3",  # mid-debate: pm's round-2 answer is in memory, nothing written
         "observer-prompted:1",  # the observer's turn runs
         "result-taken:1",  # the tool call's poll took the result; its answer never left

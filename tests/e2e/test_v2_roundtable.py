@@ -250,6 +250,49 @@ async def test_each_ended_turn_is_taken_from_the_event_stream_without_a_read(
     assert "SUMMARY: the seats agree on a flag." in result["summary"]
 
 
+async def test_after_turn_one_the_state_write_follows_each_prompt(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turn 1's state is written before its prompt (a restart needs a block to resume from);
+    every later seat turn's prompt goes out first and the write naming it follows, so no write
+    sits between a turn's end and the next prompt (docs/design.md, "The 2.x shell"); the
+    observer's is written first (its request keeps replies the seats' lists drop). The plugin
+    still keeps every earlier seat prompt but the opening one out of each seat's request."""
+    calls: list[tuple[str, str]] = []
+    start_turn, write_state = env.port.start_turn, env.port.write_state
+
+    async def prompted(session: SessionRef, *args: Any, **kw: Any) -> str:
+        pid = await start_turn(session, *args, **kw)
+        calls.append(("prompt", pid))
+        return pid
+
+    async def written(session: SessionRef, block: Any, **kw: Any) -> None:
+        state = decode_state(block.text, block.metadata, session.id, env.signer)
+        # what a request can see: recorded before the call lands, so a write that lands
+        # first is also recorded first
+        calls.append(("write", state.pending.message_id if state.pending else ""))
+        await write_state(session, block, **kw)
+
+    monkeypatch.setattr(env.port, "start_turn", prompted)
+    monkeypatch.setattr(env.port, "write_state", written)
+    _s2, _result, _reads, replies = await debate_counting_reads(env, monkeypatch)
+    prompts = [pid for kind, pid in calls if kind == "prompt"]
+    assert len(prompts) == 7, calls  # 3 seats × 2 rounds and the observer
+    for pid in (prompts[0], prompts[-1]):  # turn 1 and the observer's
+        assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
+    for pid in prompts[1:-1]:
+        at = calls.index(("prompt", pid))
+        assert ("write", pid) in calls[at + 1 :], (pid, calls)
+        assert ("write", pid) not in calls[:at], (pid, calls)
+    # the seats' requests kept the opening prompt and left every other earlier prompt out
+    seat_requests = [r for r in env.llm.requests if r.agent in SEAT_MODELS]
+    msgs = seat_requests[-1].messages
+    users = [content_text(m.get("content")) for m in msgs if m.get("role") == "user"]
+    assert len(users) == 2 and "Which rollout?" in users[0], users
+    said = " | ".join(content_text(m.get("content")) for m in msgs)
+    assert replies[("pm", 1)] in said and replies[("pm", 2)] in said
+
+
 async def test_a_turn_whose_events_were_missed_is_read_and_recorded_whole(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -60,6 +60,56 @@ function marksItselfHidden(message: any): boolean {
   return message?.role === "user" && message?.metadata?.roundtabled?.hidden === true
 }
 
+// The signed marker of a roundtabled turn prompt of the roundtable `sessionID` (a user message's
+// `metadata.roundtabled`, kind `turn` or `observer`: docs/plugin.md, "The context hook"), or null.
+type TurnMarker = { kind: string; round: number; seat: number; view?: string; hide?: unknown }
+function turnMarker(message: any, sessionID: string): TurnMarker | null {
+  if (message?.role !== "user") return null
+  const md = message?.metadata?.roundtabled
+  if (!md || typeof md !== "object" || md.roundtable !== sessionID) return null
+  if (md.kind !== "turn" && md.kind !== "observer") return null
+  return typeof md.round === "number" && typeof md.seat === "number" ? md : null
+}
+
+// The message ids the newest turn prompt's marker leaves out of its requests, from the
+// messages alone (the daemon's rule, roundtabled/core/hiding.py; docs/plugin.md "The context
+// hook"), so a turn's first request is shaped before the daemon's state write lands. Only when
+// that marker says `view: "plugin"`: every earlier turn prompt but the opening one (round 0,
+// seat 0: it carries the topic); and, for a seat's turn, every earlier observer prompt and the
+// seat turns of the rounds its `hide: [first, last]` names (0-indexed, context "recent"), each
+// with its reply (the messages after it up to the next user message: 2.x's entries carry no
+// parent id). A person's note carries no marker and is never keyed on.
+function markedHidden(messages: any[], sessionID: string): Set<string> {
+  const marks = messages.map((m) => turnMarker(m, sessionID))
+  const out = new Set<string>()
+  let latest = -1
+  for (let i = marks.length - 1; i >= 0; i--) {
+    if (marks[i]) {
+      latest = i
+      break
+    }
+  }
+  const head = latest >= 0 ? marks[latest]! : null
+  if (!head || head.view !== "plugin") return out
+  const span =
+    Array.isArray(head.hide) && head.hide.length === 2 && head.hide.every((r) => typeof r === "number")
+      ? (head.hide as number[])
+      : null
+  for (let i = 0; i < latest; i++) {
+    const m = marks[i]
+    if (!m || (m.kind === "turn" && m.round === 0 && m.seat === 0)) continue
+    if (typeof messages[i]?.id === "string") out.add(messages[i].id)
+    const whole =
+      head.kind === "turn" &&
+      (m.kind === "observer" || (span !== null && m.round >= span[0] && m.round <= span[1]))
+    if (!whole) continue
+    for (let j = i + 1; j < latest && messages[j]?.role !== "user"; j++) {
+      if (typeof messages[j]?.id === "string") out.add(messages[j].id)
+    }
+  }
+  return out
+}
+
 // The tool-call ids of the assistant messages in `messages`.
 function toolCallIds(messages: any[]): Set<string> {
   const ids = new Set<string>()
@@ -151,7 +201,8 @@ export default Plugin.define({
         } catch {
           // the session cannot be read: only the messages' own marks count
         }
-        const hidden = (m: any) => listed.has(m?.id) || marksItselfHidden(m)
+        const marked = markedHidden(event.messages, event.sessionID)
+        const hidden = (m: any) => listed.has(m?.id) || marked.has(m?.id) || marksItselfHidden(m)
         const calls = toolCallIds(event.messages.filter(hidden))
         const kept = event.messages.filter((m: any) => !hidden(m) && !answersOnly(m, calls))
         if (kept.length !== event.messages.length) event.messages = kept
