@@ -2,8 +2,10 @@
 
 OpenCode 2.x has no message edit, so the roundtabled plugin's ``context`` hook drops from each
 model request exactly the message ids the daemon lists under ``metadata.roundtabled.hidden`` of
-S2 (docs/plugin.md, "The context hook"). The daemon writes that list with the state before each
-prompt (one PATCH), for the turn that prompt starts. Which ids it lists is the 1.x plugin's rule
+S2 (docs/plugin.md, "The context hook"), and the same set the newest turn prompt's marker
+names (the plugin derives it from the messages alone). The daemon writes that list with the
+state (one PATCH) for the turn a prompt starts: before the prompt, or right after it where
+:func:`write_may_follow` allows. Which ids it lists is the 1.x plugin's rule
 (``roundtabled/tools/roundtable-plugin.ts``, docs/plugin.md "What it changes"), decided here from
 the state and S2's turn prompts:
 

@@ -22,7 +22,10 @@ shell"):
 - :class:`~roundtabled.core.commands.PersistState` writes the signed state into S2's metadata
   together with the ids the plugin is to keep out of the pending turn's requests
   (``roundtabled.hidden``, docs/plugin.md "OpenCode 2.x"; the rule is :mod:`roundtabled.core.
-  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable);
+  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable): before
+  the prompt, or right after it for a seat's turn planned from a recorded one (:func:`roundtabled.
+  core.hiding.write_may_follow`: the plugin hides by the prompts' markers, and a restart resumes
+  from the ended turn's block and adopts the prompt it finds sent, :meth:`V2Runner._sent_after`);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the final state written, then phase 4 (:mod:`roundtabled.engine.v2_delivery`): the
   result to pollers, into S1 exactly once (the waiting tool call's part, else one parked
