@@ -268,9 +268,6 @@ class Run:
     resumed: bool = False
     """Resumed after a restart and not yet past its first pass: that pass looks in S2 for a
     prompt sent before the kill whose state write never landed."""
-    sent: set[str] = field(default_factory=set)
-    """Prompts found in S2 after a restart: the decision that plans one of them again does not
-    send it a second time."""
 
 
 class V2Runner:
@@ -700,10 +697,11 @@ class V2Runner:
     async def _sent_after(self, run: Run) -> tuple[UserView, ...]:
         """After a restart, the prompts of this roundtable S2 holds after the pending (ended)
         turn's: sent before the kill, their state write lost (it follows the prompt:
-        :func:`roundtabled.core.hiding.write_may_follow`). Each is kept in ``run.sent`` (the
-        decision that plans it again does not send it twice) and returned as the machine's view
-        of it (a decision re-taken later never leaves a prompted turn unanswered:
-        :func:`roundtabled.core.deliberation.stop_after_seat_turn`)."""
+        :func:`roundtabled.core.hiding.write_may_follow`), as the machine's views of them: the
+        machine adopts such a prompt as the pending turn instead of sending it again
+        (``Prompt.send`` false, docs/design.md invariant 4), and a decision re-taken later never
+        leaves a prompted turn unanswered (:func:`roundtabled.core.deliberation.
+        stop_after_seat_turn`)."""
         pend = run.state.pending
         assert pend is not None
         prompts = await self.port.prompts(run.s2)
@@ -715,7 +713,6 @@ class V2Runner:
             key = p.key
             if key is None or key.roundtable != run.state.session_id:
                 continue
-            run.sent.add(p.id)
             log.info("%s: found the prompt %s sent before the restart", run.s2.id, p.id)
             kind = "turn" if key.seat >= 0 else "observer"
             marker = Marker(
@@ -779,11 +776,10 @@ class V2Runner:
                     else:
                         await self._write(run)
                     faults.checkpoint("intent-persisted")
-                if not cmd.send or cmd.message_id in run.sent:
-                    # In S2 already: sent before a restart, its state write lost (adopted by the
-                    # machine, or found by its id). Never sent twice; its turn may have ended
-                    # while the daemon was down, so the next pass reads it at once.
-                    run.sent.discard(cmd.message_id)
+                if not cmd.send:
+                    # In S2 already (sent before a restart, its state write lost; the machine
+                    # adopted it): never sent twice. Its turn may have ended while the daemon
+                    # was down, so the next pass reads it at once.
                     self.port.watch(run.s2)
                     run.accepted.add(cmd.message_id)
                     run.wake.set()
