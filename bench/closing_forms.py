@@ -34,7 +34,7 @@ from typing import Any
 import aiohttp
 
 from bench.env import emit_json
-from bench.prompt_forms import OPENCODE_SYSTEM_TAIL, SEATS
+from bench.prompt_forms import OPENCODE_SYSTEM_TAIL, SEATS, ask
 from roundtabled.core import prompts, scoring
 from roundtabled.core.scoring import Question
 from roundtabled.core.state import RoundtableState
@@ -78,20 +78,6 @@ def turn_text(q: Question, form: str) -> str:
     head, sep, _ = text.rpartition(prompts.CLOSING_LINE)
     assert sep, "the turn prompt ends with the closing request"
     return head + FORMS[form]
-
-
-async def ask(
-    http: aiohttp.ClientSession, url: str, model: str, system: str, user: str, max_tokens: int
-) -> str:
-    body = {
-        "model": model,
-        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        "max_tokens": max_tokens,
-    }
-    async with http.post(url + "/chat/completions", json=body) as r:
-        r.raise_for_status()
-        data: dict[str, Any] = await r.json()
-    return str(data["choices"][0]["message"]["content"] or "")
 
 
 def questions(task: str, limit: int, code_level: str = "easy") -> list[Question]:

@@ -139,11 +139,18 @@ FORMS: dict[str, tuple[str, Callable[[Question], str]]] = {
 }
 
 
-async def ask(http: aiohttp.ClientSession, url: str, model: str, system: str, user: str) -> str:
+async def ask(
+    http: aiohttp.ClientSession,
+    url: str,
+    model: str,
+    system: str,
+    user: str,
+    max_tokens: int = 700,
+) -> str:
     body = {
         "model": model,
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        "max_tokens": 700,
+        "max_tokens": max_tokens,
     }
     async with http.post(url + "/chat/completions", json=body) as r:
         r.raise_for_status()

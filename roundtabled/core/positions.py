@@ -54,6 +54,8 @@ TRAILING_LINE = re.compile(
 Position: 11 — …``), as a small local model writes it: read on the reply's last line only, where
 the closing request asks for it, and only when no line starts with ``Position:``
 (docs/result.md)."""
+TRAILING_LINE_CHARS = 600
+"""Characters at the end of a reply's last line searched for :data:`TRAILING_LINE`."""
 _NUM_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10,
@@ -261,8 +263,14 @@ def parse_position(text: str) -> Position | None:
             count += 1
     source: PositionSource = "position"
     if found is None:
-        last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-        tail = list(TRAILING_LINE.finditer(lines[last])) if last >= 0 else []
+        last = len(lines) - 1
+        while last >= 0 and not lines[last].strip():
+            last -= 1
+        # a closing line is short: only the end of a long last line is searched, so that a
+        # reply of megabytes on one line costs no more than a short one
+        end = lines[last][-TRAILING_LINE_CHARS:] if last >= 0 else ""
+        cut = last >= 0 and len(lines[last]) > TRAILING_LINE_CHARS
+        tail = list(TRAILING_LINE.finditer(("x" if cut else "") + end))
         if tail:
             found = (last, tail[-1].group("rest"))
             count = 1

@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from roundtabled.core.code_reading import output_form
-from roundtabled.core.positions import TRAILING_LINE
+from roundtabled.core.positions import TRAILING_LINE, TRAILING_LINE_CHARS
 
 # ── task sets ─────────────────────────────────────────────────────────────────────────────────
 
@@ -230,8 +230,11 @@ def read_answer(reply: str) -> ReadAnswer:
     if found is None:
         # the closing line after a clause on the reply's last line, as the daemon reads it
         # (roundtabled.core.positions.parse_position)
-        last = next((ln for ln in reversed(reply.splitlines()) if ln.strip()), "")
-        tail = list(TRAILING_LINE.finditer(last))
+        last = next(
+            (ln for ln in reversed(reply[-4 * TRAILING_LINE_CHARS :].splitlines()) if ln.strip()),
+            "",
+        )
+        tail = list(TRAILING_LINE.finditer(last[-TRAILING_LINE_CHARS:]))
         if tail:
             body = tail[-1].group("rest")
             conf = _confidence(body)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
+from roundtabled.core.messages import MessageView
 from roundtabled.core.state import ModelRef, Usage, tokens_in_out
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Interjection",
     "PromptRecord",
     "ServerCapabilities",
+    "SessionMessages",
     "SessionRef",
     "SignedState",
     "StateBlock",
@@ -234,6 +236,17 @@ def usage_in_out(usage: Usage, *, answered: bool) -> tuple[int | None, int | Non
     if not answered or not usage.recorded:
         return None, None
     return tokens_in_out(usage.dump())
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMessages:
+    """Every message of a 1.x session as one read gives them (docs/design.md, "The server
+    port"): ``views`` (oldest first) and ``pasted_meta``, the ids of the user messages other
+    than the state block's holding a [ROUNDTABLE META] block in their text (pasted by a person:
+    text, never state; docs/design.md, "State format")."""
+
+    views: tuple[MessageView, ...]
+    pasted_meta: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,6 @@ from roundtabled.core.state import DELIMITER_TEXT, EndReason, Marker, sign_marke
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, TransportError
-from roundtabled.opencode import v1_wire
 
 
 class Finalizer:
@@ -108,11 +107,10 @@ class Finalizer:
             return ()
         s2 = table.state.session_id
         try:
-            msgs, _ = await self.shell.store.read_from(s2, min(prompts))
+            return await self.shell.port.reply_parts(s2, prompts)
         except (NotFound, TransportError) as exc:
             table.log.warning("could not read the observer's reply to show its verdict: %s", exc)
             return ()
-        return tuple(v1_wire.reply_text_parts(msgs, prompts))
 
     async def _run(self, table: Table, cmd: lifecycle.FinalCommand) -> None:
         shell = self.shell

@@ -33,8 +33,7 @@ from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Ahead, Table
 from roundtabled.errors import NotFound, TransportError
 from roundtabled.opencode import events as ev
-from roundtabled.opencode import v1_wire
-from roundtabled.opencode.client import HTTP_CLOCK
+from roundtabled.opencode.http_clock import HTTP_CLOCK
 
 PERSIST_DELAY_MS = 500
 """After a fast handoff the state write waits this long (ms): turns that end sooner (an instant
@@ -103,7 +102,7 @@ class Handoff:
         if (
             mirror is None
             or table.state.pending is None
-            or not v1_wire.ends_turn(event.properties.get("info"), mirror.since)
+            or not self.shell.port.ends_turn(event, mirror.since)
         ):
             return
         try:
@@ -157,11 +156,12 @@ class Handoff:
         state = table.state
         pend = state.pending
         assert pend is not None
-        if v1_wire.ends_with_tool_calls(raw):
+        port = self.shell.port
+        if port.ends_with_tool_calls(raw):
             # Only S2's real status can tell a refused-tools end from an idle *event* that
             # came between two steps (stale or duplicated): read S2.
             return None
-        views = v1_wire.message_views(raw, state.session_id, self.shell.signer)
+        views = port.views_of(raw, state.session_id, self.shell.signer)
         if not history.turn_is_final(history.answers_to(views, pend.message_id), idle=False):
             # An idle event the mirror took while the seat's final step is not completed in it
             # (stale, or ahead of the reply's last update): only a read of S2 decides this turn.
@@ -247,14 +247,14 @@ class Handoff:
             or pend.message_id != mirror.since
             or table.cancel is not None
             or state.end_reason is not None
-            or not v1_wire.ends_turn(event.properties.get("info"), mirror.since)
+            or not self.shell.port.ends_turn(event, mirror.since)
             or not machine.hides_prompt(state)
         ):
             return
         raw = mirror.prompt_message()
         if raw is None:
             return
-        view = v1_wire.message_view(raw, state.session_id, self.shell.signer)
+        view = self.shell.port.view_of(raw, state.session_id, self.shell.signer)
         if not isinstance(view, UserView) or not view.visible_parts:
             return
         task = asyncio.ensure_future(self._hide_now(table, view))

@@ -2,7 +2,7 @@
 
 A handoff is timed from the first wake of the worker after the turn ended (the event that made
 the mirror complete, or a poke) to the answer of the next turn's prompt POST; the share spent
-awaiting the server comes from the table's :class:`roundtabled.opencode.client.HttpClock`. The
+awaiting the server comes from the table's :class:`roundtabled.opencode.http_clock.HttpClock`. The
 benchmarks (``bench/debate.py``) read these lists; ``bench/README.md`` has the figures.
 """
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import Any
 
 from roundtabled import ids
 from roundtabled.core import machine, opening
@@ -32,15 +31,14 @@ from roundtabled.engine.executor import Executor
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.opencode import events as ev
-from roundtabled.opencode import v1_wire
 
 DeletedCheck = Callable[[RoundtableState], Awaitable[tuple[bool, bool]]]
 """``(S2 or S1 is gone, S1 is gone)`` of a roundtable's state
 (:meth:`roundtabled.engine.worker.Worker.check_deleted`)."""
 
 
-async def _nothing() -> list[dict[str, Any]]:
-    return []
+async def _nothing() -> tuple[tuple[str, int], ...]:
+    return ()
 
 
 class OpeningRunner:
@@ -80,17 +78,12 @@ class OpeningRunner:
         etype = event.type
         sid = event.session_id or ""
         if etype == ev.SESSION_ERROR:
-            self.errors.setdefault(
-                sid, (self.shell.clock(), v1_wire.session_error_text(event.properties))
-            )
+            self.errors.setdefault(sid, (self.shell.clock(), self.shell.port.error_text(event)))
             table.poke()
         elif (
             etype in (ev.SESSION_IDLE, ev.SESSION_DELETED)
             or (etype == ev.SESSION_STATUS and event.status_type == "idle")
-            or (
-                etype == ev.MESSAGE_UPDATED
-                and v1_wire.completed_assistant(event.properties.get("info"))
-            )
+            or (etype == ev.MESSAGE_UPDATED and self.shell.port.completed_reply(event))
         ):
             table.poke()
 
@@ -111,8 +104,8 @@ class OpeningRunner:
             for s in (rnd.seats if rnd is not None else ())
             if s.session_id is not None and s.entry is None
         ]
-        children, whole, reads = await asyncio.gather(
-            shell.client.children(s2) if need_children else _nothing(),
+        kids, whole, reads = await asyncio.gather(
+            shell.port.opening_seats(s2) if need_children else _nothing(),
             # The whole session (the state block and the records: a few messages): a decision
             # that settles the last seat records the openings at once, and looks for them here.
             shell.store.read_all(s2),
@@ -120,25 +113,20 @@ class OpeningRunner:
                 *(shell.store.read_from(str(s.session_id), s.message_id) for s in unsettled)
             ),
         )
-        kids = tuple(
-            (str(c["id"]), seat)
-            for c in sorted(children, key=lambda c: int((c.get("time") or {}).get("created") or 0))
-            if (seat := v1_wire.opening_seat(c, s2)) is not None
-        )
         seats: dict[str, SeatView] = {}
-        for s, (msgs, found) in zip(unsettled, reads, strict=True):
+        for s, (views, found) in zip(unsettled, reads, strict=True):
             sid = str(s.session_id)
             error = self.errors.get(sid)
             if error is not None and error[0] < (s.prompted_at or 0):
                 error = None
             seats[sid] = SeatView(
                 status=status_of(statuses, sid),
-                messages=v1_wire.message_views(msgs, sid, shell.signer),
+                messages=views,
                 found=found,
                 accepted=s.message_id in table.accepted,
                 error=error,
             )
-        messages = v1_wire.message_views(whole, s2, shell.signer)
+        messages = whole.views
         return OpeningObservation(
             now=shell.clock(),
             status=status_of(statuses, s2),

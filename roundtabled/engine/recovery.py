@@ -15,7 +15,6 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -27,17 +26,14 @@ from roundtabled.engine.plugins import HEARTBEAT_S
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import NotFound, StateError, TransportError
-from roundtabled.opencode import v1_wire
 
 log = logging.getLogger("roundtabled.engine")
 
 
-def warn_pasted_meta(
-    s2: str, messages: Sequence[dict[str, Any]], state_message_id: str | None
-) -> None:
-    """Log each user message of S2 (other than the state block) holding a [ROUNDTABLE META]
-    block: pasted by a person, it is text, never state."""
-    for mid in v1_wire.pasted_meta_ids(messages, state_message_id):
+def warn_pasted_meta(s2: str, pasted: Sequence[str]) -> None:
+    """Log each user message of S2 (ids ``pasted``: other than the state block's) holding a
+    [ROUNDTABLE META] block: pasted by a person, it is text, never state."""
+    for mid in pasted:
         log.warning(
             "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block pasted into "
             "message %s (text, never state)",
@@ -117,22 +113,22 @@ class Recovery:
         self._loaded = {}  # asked again at each scan: the instance may have been reloaded
         directories = set(shell.settings.directories) | known_directories(shell.settings.state_dir)
         with contextlib.suppress(TransportError):
-            server_dir = v1_wire.path_directory(await shell.client.path())
+            server_dir = await shell.port.server_directory()
             if server_dir is not None:
                 directories.add(server_dir)
-        candidates: list[dict[str, Any]] = []
+        candidates: list[str] = []
         for d in sorted(directories):
             try:
-                sessions = await shell.client.list_sessions(d)
+                scanned, found = await shell.port.sessions_to_recover(d)
             except TransportError as exc:
                 log.warning("recovery: cannot list sessions of %s: %s", d, exc)
                 continue
-            counters["scanned"] += len(sessions)
-            candidates += [s for s in sessions if v1_wire.index_needs_recovery(s)]
+            counters["scanned"] += scanned
+            candidates += found
         sem = asyncio.Semaphore(shell.settings.recovery_concurrency)
         self.left = len(candidates)
 
-        async def one(session: dict[str, Any]) -> None:
+        async def one(session: str) -> None:
             async with sem:
                 try:
                     outcome = await self.recover_one(session)
@@ -167,10 +163,10 @@ class Recovery:
         except TransportError:
             return False
 
-    async def recover_one(self, session: dict[str, Any]) -> str:
-        """Resume, abort or skip one candidate; returns which (a key of the counters)."""
+    async def recover_one(self, s2: str) -> str:
+        """Resume, abort or skip the candidate S2 (a session id); returns which (a key of the
+        counters)."""
         shell = self.shell
-        s2 = str(session["id"])
         if self.live(s2):
             return "skipped"
         try:
@@ -182,7 +178,7 @@ class Recovery:
             return "skipped"
         if state.parent_session_id:
             try:
-                await shell.client.get_session(state.parent_session_id)
+                await shell.port.session(state.parent_session_id)
             except NotFound:
                 orphan = lifecycle.orphaned(state)
                 for cmd in orphan.commands:
@@ -205,9 +201,9 @@ class Recovery:
                     extra={"session_id": s2},
                 )
                 return "aborted"
-        messages = await shell.store.read_all(s2)
-        warn_pasted_meta(s2, messages, state.state_message_id)
-        views = v1_wire.message_views(messages, s2, shell.signer)
+        read = await shell.store.read_all(s2, state.state_message_id)
+        warn_pasted_meta(s2, read.pasted_meta)
+        views = read.views
         state = state.model_copy(update={"history": history.rebuild_history(state, views)})
         state = history.with_modes_ran(state, views)
         if state.active and await self._plugin_loaded(state.directory):

@@ -42,7 +42,6 @@ from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.worker import Worker
 from roundtabled.errors import NotFound, StateError, TransportError, ValidationFailed
 from roundtabled.opencode import events as ev
-from roundtabled.opencode import v1_wire
 from roundtabled.opencode.client import OpenCodeClient
 
 log = logging.getLogger("roundtabled.engine")
@@ -122,7 +121,7 @@ class Engine:
                 # is broken, which is worth a line, but no turn failed.
                 log.warning(
                     "OpenCode reported an error outside any session: %s",
-                    v1_wire.session_error_text(event.properties),
+                    self.shell.port.error_text(event),
                 )
             return
         table = self.tables.get(sid)
@@ -157,14 +156,13 @@ class Engine:
         if (
             etype == ev.MESSAGE_PART_UPDATED
             and self.store.riding(state.session_id)
-            and v1_wire.updated_part_ids(event.properties)
-            == (state.state_message_id, state.state_part_id)
+            and self.shell.port.updated_part(event) == (state.state_message_id, state.state_part_id)
         ):
             self.store.landed(state.session_id)
         elif (
             etype == ev.MESSAGE_UPDATED
             and table.start_toast is not None
-            and v1_wire.answers(event.properties.get("info"), table.start_toast[0])
+            and self.shell.port.answers(event, table.start_toast[0])
         ):
             self.worker.started(table)
         mirror = table.mirror
@@ -192,14 +190,12 @@ class Engine:
         elif etype == ev.SESSION_ERROR:
             if table.error_seen_at is None:  # the server often reports a failure twice
                 table.error_seen_at = self.shell.clock()
-                table.error_text = v1_wire.session_error_text(event.properties)
+                table.error_text = self.shell.port.error_text(event)
             table.poke()
         elif etype == ev.SESSION_DELETED:
             table.deleted_hint = True
             table.poke()
-        elif etype == ev.MESSAGE_UPDATED and v1_wire.completed_assistant(
-            event.properties.get("info")
-        ):
+        elif etype == ev.MESSAGE_UPDATED and self.shell.port.completed_reply(event):
             table.poke()
 
     async def on_connect(self) -> None:
@@ -327,8 +323,8 @@ class Engine:
             s2, f"session {s2!r} is not a roundtable this daemon can extend"
         )
         if state.active:
-            messages = await self.store.read_all(s2)
-            if history.all_replies_exist(state, v1_wire.message_views(messages, s2, self.signer)):
+            read = await self.store.read_all(s2)
+            if history.all_replies_exist(state, read.views):
                 log.info(
                     "roundtable %s: stored phase %s but every expected reply exists; "
                     "recovering it to done",
@@ -348,11 +344,10 @@ class Engine:
             launch.check_plugin(
                 await self.shell.plugins.wait_for(state.directory, HEARTBEAT_S + 1.0)
             )
-        messages = await self.store.read_all(s2)
-        warn_pasted_meta(s2, messages, state.state_message_id)
+        read = await self.store.read_all(s2, state.state_message_id)
+        warn_pasted_meta(s2, read.pasted_meta)
         if not state.history:
-            views = v1_wire.message_views(messages, s2, self.signer)
-            state = state.model_copy(update={"history": history.rebuild_history(state, views)})
+            state = state.model_copy(update={"history": history.rebuild_history(state, read.views)})
         mode = req.extend_mode or prompts.infer_extend_mode(req.prompt)
         # Hide the old delimiter from later models; a new one is written at the new end.
         if state.finalization.delimiter_message_id:

@@ -16,7 +16,6 @@ from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import TransportError
 from roundtabled.opencode import events as ev
-from roundtabled.opencode import v1_wire
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -72,10 +71,9 @@ class SeatRequests:
         current = session_id
         for _ in range(OWNER_DEPTH):
             try:
-                info = await self.shell.client.get_session(current)
+                parent = (await self.shell.port.session(current)).parent_id
             except TransportError:
                 return None
-            parent = v1_wire.session_parent(info)
             if not parent:
                 return None
             chain.append(current)
@@ -89,7 +87,7 @@ class SeatRequests:
     async def _request_owner(self, props: dict[str, Any]) -> tuple[str, Table] | None:
         """``(request id, roundtable)`` of a permission/question request raised in one of our
         sessions (S2 or a sub-session of it) and not answered yet; ``None`` otherwise."""
-        ids = v1_wire.request_ids(props)
+        ids = self.shell.port.request_ids(props)
         if ids is None or ids[0] in self.handled:
             return None
         table = await self.owner(ids[1])
@@ -102,7 +100,7 @@ class SeatRequests:
             return
         rid, table = owned
         policy = table.state.options.permission_policy
-        what = v1_wire.permission_summary(props)
+        what = self.shell.port.permission_summary(props)
         if policy == PermissionPolicy.ASK:
             self.handled.add(rid)
             await self.shell.toast_now(
@@ -116,8 +114,8 @@ class SeatRequests:
         reply = "once" if policy == PermissionPolicy.ALLOW_ONCE else "reject"
         message = None if reply == "once" else REJECT_MESSAGE
         try:
-            await self.shell.client.reply_permission(
-                rid, reply, message, directory=directory or table.state.directory
+            await self.shell.port.reply_permission(
+                rid, reply, message, directory or table.state.directory
             )
             self.handled.add(rid)
             table.log.info("permission %s for %s answered %s", rid, what, reply)
@@ -131,19 +129,19 @@ class SeatRequests:
         if owned is None:
             return
         rid, table = owned
-        client = self.shell.client
+        port = self.shell.port
         where = directory or table.state.directory
-        count = v1_wire.question_count(props)
+        count = port.question_count(props)
         try:
             # An answer the model can read (a bare reject only says "dismissed"); the turn goes on.
-            await client.answer_question(rid, [[NO_HUMAN_ANSWER]] * count, directory=where)
+            await port.answer_question(rid, [[NO_HUMAN_ANSWER]] * count, where)
             self.handled.add(rid)
             table.log.info("answered a question tool call: no human is at the table")
             return
         except TransportError as exc:
             table.log.debug("question %s: answer refused (%s); rejecting it", rid, exc)
         try:
-            await client.reject_question(rid, directory=where)
+            await port.reject_question(rid, where)
             self.handled.add(rid)
             table.log.info("rejected a question tool call: no human is at the table")
         except TransportError as exc:
@@ -152,13 +150,13 @@ class SeatRequests:
     async def sweep(self) -> None:
         """Answer pending permission/question requests of our sessions (after a restart or a
         reconnect, events about them may have been missed)."""
-        client = self.shell.client
+        port = self.shell.port
         dirs = {t.state.directory for t in self.tables.values()}
         for d in dirs:
             try:
-                for req in await client.permissions(d):
+                for req in await port.permissions(d):
                     await self.answer_permission(req, d)
-                for req in await client.questions(d):
+                for req in await port.questions(d):
                     await self.answer_question(req, d)
             except TransportError as exc:
                 log.debug("request sweep of %s failed: %s", d, exc)

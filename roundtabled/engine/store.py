@@ -17,8 +17,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from roundtabled.core.card import state_card
-from roundtabled.core.messages import UserView
-from roundtabled.core.server_records import SignedState, StateBlock
+from roundtabled.core.messages import MessageView, UserView
+from roundtabled.core.server_records import SessionMessages, SignedState, StateBlock
 from roundtabled.core.state import (
     RoundtableState,
     Signer,
@@ -27,7 +27,6 @@ from roundtabled.core.state import (
     persisted_form,
 )
 from roundtabled.errors import NotFound, StateError, StateForgedError, TransportError
-from roundtabled.opencode import v1_wire
 from roundtabled.opencode.port import V1Port
 
 log = logging.getLogger("roundtabled.engine")
@@ -42,13 +41,12 @@ class StateStore:
     """Reads and writes of S2 on behalf of the engine.
 
     Args:
-        port: the 1.x server port (its writes; ``port.client`` for the reads).
+        port: the 1.x server port (every read and write of S2 goes through it).
         signer: the daemon's MAC key (state blocks).
     """
 
     def __init__(self, port: V1Port, signer: Signer) -> None:
         self.port = port
-        self.client = port.client
         self.signer = signer
         self._riding: dict[str, asyncio.Event] = {}
         """S2 → set once S2 showed its state block stored, for a block sent inside a prompt
@@ -190,77 +188,61 @@ class StateStore:
 
     async def load(self, s2: str) -> RoundtableState:
         """Read and authenticate S2's state block (through the session's index, else by a scan
-        of S2's messages).
+        of S2's messages: also when the indexed message holds forged blocks only).
 
         Raises:
             NotFound: S2 does not exist.
             StateError: no trusted block (forged, unknown version, corrupt).
         """
-        session = await self.client.get_session(s2)
-        state_msg = v1_wire.index_state_message(session)
-        if state_msg:
-            try:
-                msg = await self.client.message(s2, state_msg)
-                state = self.state_from_message(msg, s2)
-                if state is not None:
-                    return state
-            except NotFound:
-                pass
-        msgs, _ = await self.client.messages(s2)
-        for msg in msgs:
-            state = self.state_from_message(msg, s2)
+        indexed = await self.port.indexed_state(s2)
+        if indexed is not None:
+            state = self.trusted(s2, *indexed)
+            if state is not None:
+                return state
+        for message_id, blocks in await self.port.state_scan(s2):
+            state = self.trusted(s2, message_id, blocks)
             if state is not None:
                 return state
         raise StateError(f"{s2} holds no roundtable state written by this daemon")
 
-    def state_from_message(self, msg: dict[str, Any], s2: str) -> RoundtableState | None:
-        """The trusted state block in ``msg``, if any.
+    def trusted(
+        self, s2: str, message_id: str, blocks: tuple[SignedState, ...]
+    ) -> RoundtableState | None:
+        """The first trusted state among ``blocks`` (read from S2's message ``message_id``), if
+        any.
 
         A block without a valid MAC (pasted by a person, echoed by an agent) is logged and
         ignored. A signed block that cannot be read (unknown version, corrupt) raises
         :class:`StateError`: that roundtable is reported and skipped.
         """
-        for text, metadata in v1_wire.meta_text_parts(msg):
+        for block in blocks:
             try:
-                return decode_state(text, metadata, s2, self.signer)
+                return decode_state(block.text, block.metadata, s2, self.signer)
             except StateForgedError as exc:
                 log.warning(
                     "roundtable %s: ignoring an untrusted [ROUNDTABLE META] block in message %s "
                     "(%s)",
                     s2,
-                    v1_wire.message_id(msg),
+                    message_id,
                     exc,
                     extra={"session_id": s2},
                 )
         return None
 
-    async def read_from(self, s2: str, message_id: str) -> tuple[list[dict[str, Any]], bool]:
-        """S2's messages from ``message_id`` on (inclusive), and whether it exists, reading
-        backwards from the newest in growing pages so that a turn reads about its own messages
-        only (message ids ascend).
+    async def read_from(self, s2: str, message_id: str) -> tuple[tuple[MessageView, ...], bool]:
+        """The views of S2's messages from ``message_id`` on (inclusive), and whether it
+        exists (:meth:`roundtabled.opencode.port.V1Port.views_from`: a turn reads about its own
+        messages only).
 
         Raises:
             NotFound: S2 is gone.
         """
-        collected: list[dict[str, Any]] = []
-        limit = 2
-        before: str | None = None
-        while True:
-            page, cursor = await self.client.messages(s2, limit=limit, before=before)
-            collected[:0] = page
-            for i, m in enumerate(collected):
-                if v1_wire.message_id(m) == message_id:
-                    return collected[i:], True
-            oldest = v1_wire.message_id(page[0]) if page else None
-            if cursor is None or not page or (oldest is not None and oldest < message_id):
-                return [], False
-            before = cursor
-            limit = min(limit * 2, 64)
+        return await self.port.views_from(s2, message_id, self.signer)
 
-    async def read_all(self, s2: str) -> list[dict[str, Any]]:
-        """Every message of S2, oldest first."""
-        msgs, _ = await self.client.messages(s2)
-        return msgs
+    async def read_all(self, s2: str, state_message_id: str | None = None) -> SessionMessages:
+        """Every message of S2 (one read): their views, oldest first, and the user messages
+        other than ``state_message_id`` holding a pasted [ROUNDTABLE META] block."""
+        return await self.port.session_messages(s2, self.signer, state_message_id)
 
     async def hide_all(self, s2: str, views: tuple[UserView, ...]) -> None:
         """Mark the visible parts of ``views`` (earlier turn prompts in ``s2``) ``ignored``.

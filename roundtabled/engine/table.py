@@ -22,7 +22,7 @@ from roundtabled.core.sides import turn_view
 from roundtabled.core.state import HistoryEntry, RoundtableState, has_meta_text
 from roundtabled.core.verdict import note_key, rounds_completed, running_notes
 from roundtabled.engine.mirror import TurnMirror
-from roundtabled.opencode.client import HttpClock
+from roundtabled.opencode.http_clock import HttpClock
 
 log = logging.getLogger("roundtabled.engine")
 
@@ -74,7 +74,7 @@ class Table:
     handoff_cpu_ms: list[float] = field(default_factory=list)
     """Per handoff: the event-loop thread's CPU time outside the server's share (ms): the
     daemon's own time without the moments the operating system ran other processes
-    (:meth:`roundtabled.opencode.client.HttpClock.cpu_reading`)."""
+    (:meth:`roundtabled.opencode.http_clock.HttpClock.cpu_reading`)."""
     clock: HttpClock = field(default_factory=HttpClock)
     woke_at: float | None = None
     """``time.perf_counter()`` of the first poke since the worker last began a pass (None: no

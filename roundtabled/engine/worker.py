@@ -29,8 +29,7 @@ from roundtabled.engine.opening import OpeningRunner
 from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import AuthFailed, NotFound
-from roundtabled.opencode import v1_wire
-from roundtabled.opencode.client import HTTP_CLOCK
+from roundtabled.opencode.http_clock import HTTP_CLOCK
 
 
 class FailureLog:
@@ -182,9 +181,9 @@ class Worker:
         try:
             try:
                 if pend is not None:
-                    msgs, found = await shell.store.read_from(s2, pend.message_id)
+                    views, found = await shell.store.read_from(s2, pend.message_id)
                 else:
-                    msgs, found = [], False
+                    views, found = (), False
             except BaseException:
                 # Never leave the concurrent read unawaited ("exception never retrieved").
                 status_task.cancel()
@@ -197,7 +196,6 @@ class Worker:
                 return self._deleted(parent_deleted)
             raise
         status = messages.status_of(statuses, s2)
-        views = v1_wire.message_views(msgs, s2, shell.signer)
         last = views[-1] if views else None
         if (
             status == "idle"
@@ -209,8 +207,7 @@ class Worker:
             # Messages and status were read concurrently, and the machine takes an idle
             # tool-calls step as the turn's last (a refused tool ends it): re-read now that S2
             # is known idle, so a follow-up step that ended in between is not missed.
-            msgs, found = await shell.store.read_from(s2, pend.message_id)
-            views = v1_wire.message_views(msgs, s2, shell.signer)
+            views, found = await shell.store.read_from(s2, pend.message_id)
         error = None
         seen = table.error_seen_at
         if pend is not None and seen is not None and seen >= (pend.prompted_at or 0):
@@ -240,16 +237,16 @@ class Worker:
     async def check_deleted(self, state: RoundtableState) -> tuple[bool, bool]:
         """``(S2 or S1 is gone, S1 is gone)``. A 404 means deleted, never completed (regression
         "deletion mid-turn")."""
-        client = self.shell.client
+        port = self.shell.port
         try:
-            await client.get_session(state.session_id)
+            await port.session(state.session_id)
             deleted = False
         except NotFound:
             deleted = True
         parent_deleted = False
         if state.parent_session_id:
             try:
-                await client.get_session(state.parent_session_id)
+                await port.session(state.parent_session_id)
             except NotFound:
                 parent_deleted = True
         return deleted or parent_deleted, parent_deleted

@@ -28,6 +28,7 @@ from roundtabled.core.server_records import (
     Interjection,
     PromptRecord,
     ServerCapabilities,
+    SessionMessages,
     SessionRef,
     SignedState,
     StateBlock,
@@ -262,6 +263,136 @@ class V1Session(Protocol):
         """Whether the message ``message_id`` is stored and holds the part ``part_id``."""
         ...
 
+    async def views_from(
+        self, session_id: str, message_id: str, signer: Signer
+    ) -> tuple[tuple[messages.MessageView, ...], bool]:
+        """The views of ``session_id``'s messages from ``message_id`` on (inclusive; markers
+        checked with ``signer``), and whether that message is stored; read backwards from the
+        newest in growing pages (2, 4, … 64), so a turn reads about its own messages only
+        (message ids ascend). NotFound: the session is gone."""
+        ...
+
+    async def session_messages(
+        self, session_id: str, signer: Signer, state_message_id: str | None = None
+    ) -> SessionMessages:
+        """Every message of ``session_id`` (one read): their views, oldest first, and the ids
+        of the user messages other than ``state_message_id`` holding a [ROUNDTABLE META] block
+        in their text (pasted by a person: text, never state)."""
+        ...
+
+    async def reply_parts(self, session_id: str, prompt_ids: Sequence[str]) -> tuple[TextPart, ...]:
+        """The text parts that make the reply text of every assistant message of
+        ``session_id`` answering one of ``prompt_ids`` (read as :meth:`views_from` from the
+        oldest of them), in order."""
+        ...
+
+    async def indexed_state(self, session_id: str) -> tuple[str, tuple[SignedState, ...]] | None:
+        """The message the session's index names as the state block's, and every block in it
+        claiming to be state (two reads: the session, the message); ``None`` when the index
+        names none or that message is gone. NotFound: the session is gone."""
+        ...
+
+    async def state_scan(self, session_id: str) -> list[tuple[str, tuple[SignedState, ...]]]:
+        """Each message of ``session_id`` (one read of all), oldest first, with the blocks in
+        it claiming to be state (none: ``()``)."""
+        ...
+
+    async def opening_seats(self, session_id: str) -> tuple[tuple[str, int], ...]:
+        """The child sessions of the roundtable ``session_id`` that are seats of its
+        independent opening, oldest first: ``(session id, seat)``."""
+        ...
+
+    async def server_directory(self) -> str | None:
+        """The directory the server runs in (``None``: it does not say)."""
+        ...
+
+    async def sessions_to_recover(self, directory: str) -> tuple[int, tuple[str, ...]]:
+        """How many sessions ``directory`` holds, and the ids of those whose index says a
+        roundtable is left active or not finalized (the start-up scan's candidates)."""
+        ...
+
+    # Reading the 1.x event stream's payloads and the mirror's messages (no request).
+
+    def ends_turn(self, event: Event, prompt_id: str) -> bool:
+        """``event`` (``message.updated``) completes an assistant step answering ``prompt_id``
+        after which the server calls no model again (finish ``stop``/``length``, or an
+        error)."""
+        ...
+
+    def completed_reply(self, event: Event) -> bool:
+        """``event`` (``message.updated``) completes an assistant message."""
+        ...
+
+    def answers(self, event: Event, prompt_id: str) -> bool:
+        """``event``'s message (``message.updated``) is an assistant message answering
+        ``prompt_id``."""
+        ...
+
+    def error_text(self, event: Event) -> str:
+        """The words of a ``session.error`` event."""
+        ...
+
+    def updated_part(self, event: Event) -> tuple[str, str] | None:
+        """``(message id, part id)`` of a ``message.part.updated`` event, else ``None``."""
+        ...
+
+    def request_ids(self, request: dict[str, Any]) -> tuple[str, str] | None:
+        """``(request id, session id)`` of a permission or question request (an event's
+        properties or one listed by :meth:`permissions`, :meth:`questions`), else ``None``."""
+        ...
+
+    def permission_summary(self, request: dict[str, Any]) -> str:
+        """What a permission request asks for, in a few words."""
+        ...
+
+    def question_count(self, request: dict[str, Any]) -> int:
+        """How many questions a question request asks."""
+        ...
+
+    def views_of(
+        self, raw: Sequence[dict[str, Any]], session_id: str, signer: Signer
+    ) -> tuple[messages.MessageView, ...]:
+        """The views of messages the event stream carried (the mirror's, in order)."""
+        ...
+
+    def view_of(self, raw: dict[str, Any], session_id: str, signer: Signer) -> messages.MessageView:
+        """The view of one message the event stream carried."""
+        ...
+
+    def ends_with_tool_calls(self, raw: Sequence[dict[str, Any]]) -> bool:
+        """The newest step of a turn's messages (the mirror's) ended asking for tools, without
+        an error: only S2's real status tells whether the server calls the model again."""
+        ...
+
+    # Permission and question requests of a roundtable's sessions.
+
+    async def permissions(self, directory: str | None) -> list[dict[str, Any]]:
+        """The permission requests of ``directory`` not answered yet (each readable by
+        :meth:`request_ids`)."""
+        ...
+
+    async def questions(self, directory: str | None) -> list[dict[str, Any]]:
+        """The question requests of ``directory`` not answered yet (each readable by
+        :meth:`request_ids`)."""
+        ...
+
+    async def reply_permission(
+        self, request_id: str, reply: str, message: str | None, directory: str | None
+    ) -> None:
+        """Answer the permission request ``request_id`` (``reply``: once | always | reject;
+        ``message``: the words a rejection gives the model)."""
+        ...
+
+    async def answer_question(
+        self, request_id: str, answers: list[list[str]], directory: str | None
+    ) -> None:
+        """Answer each question of the question request ``request_id``."""
+        ...
+
+    async def reject_question(self, request_id: str, directory: str | None) -> None:
+        """Reject the question request ``request_id``."""
+        ...
+
     async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
         """Create the session of ``seat`` of the independent opening of the roundtable
         ``parent`` (S2) as its child with ``title``; its id when the server holds it as that
@@ -400,11 +531,13 @@ class V1Port:
         await self.client.prompt_async(session.id, body)
         return message_id
 
-    async def _from(self, session_id: str, prompt_id: str) -> list[dict[str, Any]] | None:
-        """The session's messages from ``prompt_id`` on (newest pages first, growing), or
-        ``None`` when no such message is stored."""
+    async def _from(
+        self, session_id: str, prompt_id: str, *, first: int = 4
+    ) -> list[dict[str, Any]] | None:
+        """The session's messages from ``prompt_id`` on (newest pages first, ``first`` then
+        doubling up to 64), or ``None`` when no such message is stored."""
         collected: list[dict[str, Any]] = []
-        limit, before = 4, None
+        limit, before = first, None
         while True:
             page, cursor = await self.client.messages(session_id, limit=limit, before=before)
             collected[:0] = page
@@ -641,6 +774,112 @@ class V1Port:
             return False
         return v1_wire.has_part(msg, part_id)
 
+    async def views_from(
+        self, session_id: str, message_id: str, signer: Signer
+    ) -> tuple[tuple[messages.MessageView, ...], bool]:
+        msgs = await self._from(session_id, message_id, first=2)
+        if msgs is None:
+            return (), False
+        return v1_wire.message_views(msgs, session_id, signer), True
+
+    async def session_messages(
+        self, session_id: str, signer: Signer, state_message_id: str | None = None
+    ) -> SessionMessages:
+        msgs, _ = await self.client.messages(session_id)
+        return SessionMessages(
+            views=v1_wire.message_views(msgs, session_id, signer),
+            pasted_meta=tuple(v1_wire.pasted_meta_ids(msgs, state_message_id)),
+        )
+
+    async def reply_parts(self, session_id: str, prompt_ids: Sequence[str]) -> tuple[TextPart, ...]:
+        msgs = await self._from(session_id, min(prompt_ids), first=2) if prompt_ids else None
+        return tuple(v1_wire.reply_text_parts(msgs or [], prompt_ids))
+
+    async def indexed_state(self, session_id: str) -> tuple[str, tuple[SignedState, ...]] | None:
+        indexed = v1_wire.index_state_message(await self.client.get_session(session_id))
+        if not indexed:
+            return None
+        try:
+            msg = await self.client.message(session_id, indexed)
+        except NotFound:
+            return None
+        return indexed, _v1_blocks(msg)
+
+    async def state_scan(self, session_id: str) -> list[tuple[str, tuple[SignedState, ...]]]:
+        msgs, _ = await self.client.messages(session_id)
+        return [(str(v1_wire.message_id(m)), _v1_blocks(m)) for m in msgs]
+
+    async def opening_seats(self, session_id: str) -> tuple[tuple[str, int], ...]:
+        children = await self.client.children(session_id)
+        return tuple(
+            (str(c["id"]), seat)
+            for c in sorted(children, key=lambda c: int((c.get("time") or {}).get("created") or 0))
+            if (seat := v1_wire.opening_seat(c, session_id)) is not None
+        )
+
+    async def server_directory(self) -> str | None:
+        return v1_wire.path_directory(await self.client.path())
+
+    async def sessions_to_recover(self, directory: str) -> tuple[int, tuple[str, ...]]:
+        sessions = await self.client.list_sessions(directory)
+        return len(sessions), tuple(
+            str(s["id"]) for s in sessions if v1_wire.index_needs_recovery(s)
+        )
+
+    def ends_turn(self, event: Event, prompt_id: str) -> bool:
+        return v1_wire.ends_turn(event.properties.get("info"), prompt_id)
+
+    def completed_reply(self, event: Event) -> bool:
+        return v1_wire.completed_assistant(event.properties.get("info"))
+
+    def answers(self, event: Event, prompt_id: str) -> bool:
+        return v1_wire.answers(event.properties.get("info"), prompt_id)
+
+    def error_text(self, event: Event) -> str:
+        return v1_wire.session_error_text(event.properties)
+
+    def updated_part(self, event: Event) -> tuple[str, str] | None:
+        return v1_wire.updated_part_ids(event.properties)
+
+    def request_ids(self, request: dict[str, Any]) -> tuple[str, str] | None:
+        return v1_wire.request_ids(request)
+
+    def permission_summary(self, request: dict[str, Any]) -> str:
+        return v1_wire.permission_summary(request)
+
+    def question_count(self, request: dict[str, Any]) -> int:
+        return v1_wire.question_count(request)
+
+    def views_of(
+        self, raw: Sequence[dict[str, Any]], session_id: str, signer: Signer
+    ) -> tuple[messages.MessageView, ...]:
+        return v1_wire.message_views(raw, session_id, signer)
+
+    def view_of(self, raw: dict[str, Any], session_id: str, signer: Signer) -> messages.MessageView:
+        return v1_wire.message_view(raw, session_id, signer)
+
+    def ends_with_tool_calls(self, raw: Sequence[dict[str, Any]]) -> bool:
+        return v1_wire.ends_with_tool_calls(raw)
+
+    async def permissions(self, directory: str | None) -> list[dict[str, Any]]:
+        return await self.client.permissions(directory)
+
+    async def questions(self, directory: str | None) -> list[dict[str, Any]]:
+        return await self.client.questions(directory)
+
+    async def reply_permission(
+        self, request_id: str, reply: str, message: str | None, directory: str | None
+    ) -> None:
+        await self.client.reply_permission(request_id, reply, message, directory=directory)
+
+    async def answer_question(
+        self, request_id: str, answers: list[list[str]], directory: str | None
+    ) -> None:
+        await self.client.answer_question(request_id, answers, directory=directory)
+
+    async def reject_question(self, request_id: str, directory: str | None) -> None:
+        await self.client.reject_question(request_id, directory=directory)
+
     async def create_seat_session(self, parent: SessionRef, title: str, seat: int) -> str | None:
         info = await self.client.create_session(
             directory=parent.directory,
@@ -650,6 +889,14 @@ class V1Port:
         )
         sid = v1_wire.session_id(info)
         return sid if sid is not None and v1_wire.opening_seat(info, parent.id) == seat else None
+
+
+def _v1_blocks(msg: dict[str, Any]) -> tuple[SignedState, ...]:
+    """The blocks of one ``{info, parts}`` message claiming to be state (metadata that is no
+    object reads as none: it cannot verify either way)."""
+    return tuple(
+        SignedState(t, m if isinstance(m, dict) else {}) for t, m in v1_wire.meta_text_parts(msg)
+    )
 
 
 def _block_part(block: StateBlock) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import pytest_asyncio
 
 from roundtabled import ids
 from roundtabled.core.card import state_card
+from roundtabled.core.messages import AnswerView, UserView
 from roundtabled.core.server_records import (
     SessionRef,
     SignedState,
@@ -28,7 +29,16 @@ from roundtabled.core.server_records import (
     TurnPrompt,
     TurnStatus,
 )
-from roundtabled.core.state import META_KEY, ModelRef, Signer, decode_state, encode_state
+from roundtabled.core.state import (
+    META_FOOTER,
+    META_HEADER,
+    META_KEY,
+    ModelRef,
+    Phase,
+    Signer,
+    decode_state,
+    encode_state,
+)
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_actions import Hang, HttpError, Text
 from roundtabled.offline.scripted_llm import ScriptedLLM, content_text
@@ -318,6 +328,56 @@ async def test_1x_the_engine_s_own_layout_goes_through_v1_session(env: PortEnv) 
 
     assert s2.id not in await port.statuses(env.directory)  # idle: not listed
     assert await port.tool_call(s2.id, ids.message_id(), "call_x") == (None, "", {})
+
+
+async def test_1x_the_engine_s_reads_of_s2_go_through_v1_session(env: PortEnv) -> None:
+    """1.x: what the 1.x engine reads of S2 (``V1Session``, docs/design.md "The server port"):
+    a turn's message views from its prompt on, the reply's text parts, the indexed state block
+    and the scan of every message, the whole session with a pasted META block named, the
+    opening's seats and the start-up scan's candidates, each in the product's records."""
+    if env.major != 1:
+        pytest.skip("V1Session is the 1.x engine's own layout")
+    port = env.port
+    assert isinstance(port, V1Port) and isinstance(port, V1Session)
+    s1 = await env.root()
+    s2 = await port.create_child(s1, "reads", None, {})
+    signer = Signer(b"k" * 32)
+    state = fresh(s2.id, ["pm", "dev"], 3)
+    block = SignedState(*encode_state(state, signer, card=state_card(state)))
+
+    mid, pid = ids.message_id(), ids.part_id()
+    env.llm.script(Text(text="pm speaks."), session=s2.id)
+    prompt = TurnPrompt(mid, "pm", "Your view?", "── pm ──", {}, None, StateBlock(pid, block))
+    await port.send_prompt(s2.id, prompt)
+    await env.outcome(s2, mid, over)
+
+    views, found = await port.views_from(s2.id, mid, signer)
+    assert found and isinstance(views[0], UserView) and views[0].id == mid
+    assert views[0].state_block
+    answers = [v for v in views if isinstance(v, AnswerView)]
+    assert [(a.parent_id, a.text) for a in answers] == [(mid, "pm speaks.")]
+    assert await port.views_from(s2.id, "msg_000000000000aaaaaaaaaaaaaa", signer) == ((), False)
+    assert [p.text for p in await port.reply_parts(s2.id, [mid])] == ["pm speaks."]
+    assert await port.reply_parts(s2.id, []) == ()
+
+    assert await port.indexed_state(s2.id) is None  # no index written yet
+    await port.write_index(s2.id, Phase.ACTIVE, mid, pid, finalized=False)
+    assert await port.indexed_state(s2.id) == (mid, (block,))
+    assert (mid, (block,)) in await port.state_scan(s2.id)
+
+    pasted = ids.message_id()
+    await port.post_once(s2.id, pasted, f"{META_HEADER}\n{{}}\n{META_FOOTER}")
+    whole = await port.session_messages(s2.id, signer, mid)
+    assert whole.pasted_meta == (pasted,)
+    assert [v.id for v in whole.views][-1] == pasted and whole.views[0].id == mid
+
+    seat = await port.create_seat_session(s2, "seat 2", 2)
+    assert seat is not None
+    assert await port.opening_seats(s2.id) == ((seat, 2),)
+
+    scanned, candidates = await port.sessions_to_recover(env.directory)
+    assert s2.id in candidates and s1.id not in candidates and scanned >= 3
+    assert isinstance(await port.server_directory(), str)
 
 
 async def test_2x_a_state_write_is_one_patch_that_keeps_another_writer_s_key(

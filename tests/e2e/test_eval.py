@@ -341,7 +341,7 @@ async def test_the_code_reading_set_runs_through_the_cli_and_is_scored(
     assert run.code == 0, run
     report = json.loads((out / "report.json").read_text())
     assert report["questions"] == {"done": 2, "planned": 2}
-    assert report["task"]["tasks"] == "code" and report["task"]["level"] is None
+    assert report["task"]["tasks"] == "code" and report["task"]["level"] == "medium"
     by_name = {p["name"]: p for p in report["protocols"]}
     assert set(by_name) == {f"single:{a}" for a in AGENTS}
     assert all(p["n"] == 2 for p in by_name.values())

@@ -14,6 +14,7 @@ import pytest
 
 from roundtabled.core.state import META_FOOTER, META_HEADER
 from roundtabled.engine.recovery import warn_pasted_meta
+from roundtabled.opencode.v1_wire import pasted_meta_ids
 from tests.engine.conftest import Harness
 from tests.engine.conftest import harness as harness  # the engine tests' fixture
 
@@ -28,7 +29,7 @@ def test_the_pasted_meta_warning_carries_session_id(caplog: pytest.LogCaptureFix
         "parts": [{"type": "text", "text": f"{META_HEADER}\n{{}}\n{META_FOOTER}"}],
     }
     with caplog.at_level("WARNING", logger="roundtabled.engine"):
-        warn_pasted_meta(S2, [pasted], state_message_id=None)
+        warn_pasted_meta(S2, pasted_meta_ids([pasted], None))
     (record,) = caplog.records
     assert getattr(record, "session_id", None) == S2
 
@@ -46,7 +47,7 @@ async def test_a_skipped_roundtable_is_logged_with_its_session_id(
         metadata={"roundtabled": {"v": 1, "phase": "active", "stateMessageID": "msg_nothere01"}},
     )
     with caplog.at_level("ERROR", logger="roundtabled.engine"):
-        outcome = await h.engine.recovery.recover_one(await h.fake.get_session(sid))
+        outcome = await h.engine.recovery.recover_one(sid)
     assert outcome == "skipped"
     skipped = [r for r in caplog.records if "skipped" in r.getMessage()]
     assert skipped and all(getattr(r, "session_id", None) == sid for r in skipped), skipped

@@ -10,7 +10,8 @@ import orjson
 from aiohttp import web
 
 from roundtabled.errors import TransportError
-from roundtabled.opencode.client import READ_SLICE, HttpClock, OpenCodeClient, busy_database
+from roundtabled.opencode.client import READ_SLICE, OpenCodeClient, busy_database
+from roundtabled.opencode.http_clock import HttpClock
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
