@@ -111,17 +111,27 @@ def hidden_ids(state: RoundtableState, prompts: Sequence[PromptRecord] = ()) -> 
 
 
 def write_may_follow(
-    written: str | None, ended: PendingTurn | None, planned: RoundtableState, *, recorded: bool
+    written: str | None,
+    ended: PendingTurn | None,
+    planned: RoundtableState,
+    *,
+    recorded: bool,
+    marker_hiding: bool,
 ) -> bool:
     """Whether the state write of the turn planned in ``planned`` may go after its prompt
     instead of before it (docs/design.md, "The 2.x shell": when the state is written).
 
     Both reasons for the write to land first are gone when all of these hold:
 
-    - hiding: the planned prompt's marker says ``view: "plugin"``, so the roundtabled plugin
-      derives from the prompts' markers alone every id :func:`hidden_ids` lists for it (the
-      earlier turn prompts but the opening one, and for a seat's turn the observer prompts and
-      the ``context: "recent"`` span, each with its replies: the plugin's ``markedHidden``);
+    - hiding: the plugin loaded for S2's directory hides by the newest turn prompt's marker
+      (``marker_hiding``: the daemon trusts its report of the 2.x plugin protocol that does,
+      :data:`roundtabled.engine.plugins.PLUGIN_VERSION_V2`; an earlier 2.x plugin hides only the
+      ids S2's metadata lists, so until the write lands it would let the ended turn's prompt
+      into this turn's requests), and the planned prompt's marker says ``view: "plugin"``, so
+      that plugin derives from the prompts' markers alone every id :func:`hidden_ids` lists for
+      it (the earlier turn prompts but the opening one, and for a seat's turn the observer
+      prompts and the ``context: "recent"`` span, each with its replies: the plugin's
+      ``markedHidden``);
     - a restart: the block S2 already holds (``written``: the pending prompt id of the last
       state written, ``None`` when none is known, as before turn 1) is the state this decision
       was taken from, its pending turn ``ended`` and now ``recorded``: a daemon killed before
@@ -139,13 +149,16 @@ def write_may_follow(
         ended: the pending turn of the state the decision was taken from, or ``None``.
         planned: the decision's state (its new pending turn and view).
         recorded: the decision recorded ``ended``'s turn (a ``TurnRecorded`` command).
+        marker_hiding: the plugin loaded for S2's directory is known to hide by the newest
+            turn prompt's marker (docs/plugin.md, "The context hook"); ``False`` when unknown.
 
     Returns:
         ``True`` when the write may follow the prompt; ``False`` keeps it before.
     """
     pend = planned.pending
     return (
-        recorded
+        marker_hiding
+        and recorded
         and written is not None
         and ended is not None
         and written == ended.message_id

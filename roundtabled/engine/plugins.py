@@ -31,6 +31,16 @@ instance that is gone, and the current instance carries no mark.
 
 Dropping is always the safe direction: the roundtable then runs in patch mode until the next
 report.
+
+On OpenCode 2.x the 2.x plugin (``roundtabled/tools/v2/index.ts``) reports the same way (its own
+protocol, :data:`PLUGIN_VERSION_V2`) to the 2.x shell's registry
+(:attr:`roundtabled.engine.v2run.V2Runner.plugins`), whose ``verify`` is ``GET /api/plugin`` of
+the directory (:func:`roundtabled.engine.v2_features.plugin_loaded`: the plugin listed
+``active`` in the daemon's server's instance of it); its reports are dropped and checked again
+on every reconnect as on 1.x. There hiding needs no report (the daemon lists the hidden ids in
+S2's metadata); the report only says the plugin also hides by the newest turn prompt's marker,
+which lets a seat turn's state write follow its prompt (docs/design.md, "The 2.x shell"), and
+dropping it writes the state before the prompt again.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ __all__ = [
     "HEARTBEAT_S",
     "PLUGIN_FILE",
     "PLUGIN_VERSION",
+    "PLUGIN_VERSION_V2",
     "PluginRegistry",
     "PluginReport",
     "parse_report",
@@ -64,6 +75,12 @@ server lists it in ``GET /config``'s ``plugin`` (``file://…/plugin/roundtable-
 PLUGIN_VERSION = "3"
 """The plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped plugin file):
 what the marker's ``view``/``hide`` fields mean to it. Another version is not trusted."""
+
+PLUGIN_VERSION_V2 = "v2.1"
+"""The 2.x plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped
+``tools/v2/index.ts``), distinct from 1.x's: a plugin that reports it hides by the newest turn
+prompt's marker as well as by the ids S2's metadata lists (docs/plugin.md, "The context hook").
+An earlier 2.x plugin does not report at all (it hides by the listed ids only)."""
 
 HEARTBEAT_S = 5.0
 """How often the plugin reports itself (its ``HEARTBEAT_MS``)."""
@@ -125,11 +142,24 @@ class PluginRegistry:
         clock: epoch ms now.
         verify: checks the first report of a directory against the server (module docstring);
             ``None`` trusts every well-formed report at once (tests of the registry alone).
+        speaks: the plugin version trusted (:data:`PLUGIN_VERSION` on 1.x,
+            :data:`PLUGIN_VERSION_V2` for the 2.x shell); a report of any other is refused.
+        install: the command a refusal names (``roundtabled install-tool``, with ``--opencode
+            2`` for the 2.x shell).
     """
 
-    def __init__(self, clock: Callable[[], int], verify: Verify | None = None) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], int],
+        verify: Verify | None = None,
+        *,
+        speaks: str = PLUGIN_VERSION,
+        install: str = "roundtabled install-tool",
+    ) -> None:
         self.clock = clock
         self.verify = verify
+        self.speaks = speaks
+        self.install = install
         self.reports: dict[str, PluginReport] = {}
         self._arrived = asyncio.Event()
         self._checking: dict[str, tuple[asyncio.Task[None], int, PluginReport]] = {}
@@ -142,10 +172,10 @@ class PluginRegistry:
         report is trusted only once ``verify`` confirms it (in the background: the plugin's
         first report is sent while its instance is still loading, and the check reads that
         instance); until then the report is accepted as pending."""
-        if report.version != PLUGIN_VERSION:
+        if report.version != self.speaks:
             return False, (
-                f"plugin version {report.version!r}, the daemon speaks {PLUGIN_VERSION!r}: "
-                "run `roundtabled install-tool` again and restart opencode serve"
+                f"plugin version {report.version!r}, the daemon speaks {self.speaks!r}: "
+                f"run `{self.install}` again and restart opencode serve"
             )
         key = directory_key(report.directory)
         if self.verify is None or key in self.reports:

@@ -24,8 +24,9 @@ shell"):
   (``roundtabled.hidden``, docs/plugin.md "OpenCode 2.x"; the rule is :mod:`roundtabled.core.
   hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable): before
   the prompt, or right after it for a seat's turn planned from a recorded one (:func:`roundtabled.
-  core.hiding.write_may_follow`: the plugin hides by the prompts' markers, and a restart resumes
-  from the ended turn's block and adopts the prompt it finds sent, :meth:`V2Runner._sent_after`);
+  core.hiding.write_may_follow`: the plugin's trusted report, :attr:`V2Runner.plugins`, says it
+  hides by the prompts' markers, and a restart resumes from the ended turn's block and adopts
+  the prompt it finds sent, :meth:`V2Runner._sent_after`);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the final state written, then phase 4 (:mod:`roundtabled.engine.v2_delivery`): the
   result to pollers, into S1 exactly once (the waiting tool call's part, else one parked
@@ -86,6 +87,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.engine import launch, v2_features, v2_opening
+from roundtabled.engine.plugins import PLUGIN_VERSION_V2, PluginRegistry
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
@@ -294,6 +296,17 @@ class V2Runner:
         self.on_toast: Callable[[RoundtableState, Toast], None] | None = None
         #: the extensions being applied, by roundtable: how a second one's refusal names it
         self.extending: dict[str, str] = {}
+        #: the 2.x plugin's reports (``POST /v1/plugin``), trusted once ``GET /api/plugin`` of
+        #: the directory lists it active and dropped on every reconnect (engine/plugins.py):
+        #: a seat turn's state write follows its prompt only where the trusted report says the
+        #: plugin hides by the newest turn prompt's marker (:func:`roundtabled.core.hiding.
+        #: write_may_follow`)
+        self.plugins = PluginRegistry(
+            clock, verify=self._plugin_runs, speaks=PLUGIN_VERSION_V2, install=v2_features.INSTALL
+        )
+
+    async def _plugin_runs(self, directory: str) -> bool:
+        return await v2_features.plugin_loaded(self.port, directory)
 
     def on_event(self, event: Event) -> None:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only); a
@@ -343,8 +356,11 @@ class V2Runner:
 
     async def on_connect(self) -> None:
         """After every (re)connect of the event stream: wake every roundtable (no replay); the
-        port reads each session's metadata again before its next state write."""
+        port reads each session's metadata again before its next state write; the plugin's
+        reports are dropped and checked again against the server (it may have restarted with
+        another plugin: until a report is trusted again, each state write goes first)."""
         self.port.forget_metadata()
+        self.plugins.recheck()
         for run in self.tables.values():
             run.wake.set()
 
@@ -759,12 +775,21 @@ class V2Runner:
                 model = run.state.models.get(cmd.agent)
                 switched = False
                 # After a recorded turn the write follows the prompt (off the path from the
-                # turn's end to the next prompt): the plugin hides by the prompts' markers and a
-                # restart resumes from the block of the ended turn (hiding.write_may_follow).
+                # turn's end to the next prompt) where the plugin's trusted report says it hides
+                # by the prompts' markers (an earlier plugin hides only what S2's metadata
+                # lists), and a restart resumes from the block of the ended turn
+                # (hiding.write_may_follow).
                 after = (
                     cmd.persist_first
                     and cmd.send
-                    and hiding.write_may_follow(run.written, ended, run.state, recorded=recorded)
+                    and hiding.write_may_follow(
+                        run.written,
+                        ended,
+                        run.state,
+                        recorded=recorded,
+                        marker_hiding=self.plugins.version_for(run.s2.directory)
+                        == PLUGIN_VERSION_V2,
+                    )
                 )
                 if cmd.persist_first and not after:
                     # The intent (and the ids the plugin hides from this turn's requests) must

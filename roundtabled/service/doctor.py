@@ -49,7 +49,7 @@ import aiohttp
 import orjson
 
 from roundtabled import __version__
-from roundtabled.engine.plugins import PLUGIN_VERSION
+from roundtabled.engine.plugins import PLUGIN_VERSION, PLUGIN_VERSION_V2
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import config as cfg
@@ -601,6 +601,25 @@ async def _v2_plugin_line(
     return plugin_missing_note(str(project))
 
 
+def _v2_plugin_version_line(project: Path, env: Mapping[str, str]) -> str | None:
+    """On a 2.x server: the one line saying an installed 2.x plugin file is not the version the
+    daemon speaks (:data:`~roundtabled.engine.plugins.PLUGIN_VERSION_V2`; an earlier plugin
+    declares none and never reports), naming ``roundtabled install-tool``; ``None`` when every
+    installed one is. Such a plugin hides by the ids S2's metadata lists only, so each seat
+    turn's state is written before its prompt (docs/design.md, "The 2.x shell")."""
+    for path, version in install.v2_plugin_versions(project, env):
+        if version == PLUGIN_VERSION_V2:
+            continue
+        what = "an earlier version" if version is None else f"version {version!r}"
+        return (
+            f"the roundtabled plugin for 2.x at {path} is {what}, the daemon speaks "
+            f"{PLUGIN_VERSION_V2!r}: run `roundtabled install-tool --opencode 2` (project or "
+            "--global) and restart opencode; until then each seat turn's state is written "
+            "before its prompt"
+        )
+    return None
+
+
 async def run(
     settings: cfg.Settings,
     control_url: str,
@@ -657,6 +676,10 @@ async def run(
             missing = await _v2_plugin_line(settings, password, _project_root(cwd))
             if missing is not None:
                 print(missing, file=sys.stderr)
+                return 1
+            stale = _v2_plugin_version_line(_project_root(cwd), env)
+            if stale is not None:
+                print(stale, file=sys.stderr)
                 return 1
             return 0
         if line is None and found.major == 1 and found.auth == "ok":

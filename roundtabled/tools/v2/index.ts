@@ -8,7 +8,12 @@
 //   daemon's control API are the 1.x shims' own: install-tool copies `roundtable.ts` and
 //   `available_agents.ts` beside `control.ts` into `.opencode/roundtabled/` (a folder 2.x loads
 //   nothing from) and this plugin imports them, so both majors run the same code;
-// - the `context` hook that leaves out of each model request what a roundtable hides.
+// - the `context` hook that leaves out of each model request what a roundtable hides;
+// - its report to the daemon (`POST /v1/plugin` with PLUGIN_VERSION and the instance's directory,
+//   at setup and every 5 s, stopped when the instance is disposed), as the 1.x plugin reports:
+//   the daemon trusts it once `GET /api/plugin` of that directory lists this plugin active, and
+//   only then lets a seat turn's state write follow its prompt (this version hides by the newest
+//   turn prompt's marker too; docs/plugin.md, "The context hook").
 //
 // Imports: `@opencode/plugin` is resolved by the binary (nothing is npm-installed); the rest are
 // relative imports of the files install-tool writes with it.
@@ -16,6 +21,13 @@
 import { Plugin } from "@opencode/plugin"
 import roundtable from "../../roundtabled/roundtable.ts"
 import availableAgents from "../../roundtabled/available_agents.ts"
+import { authHeaders, controlUrl } from "../../roundtabled/control.ts"
+
+// The 2.x plugin protocol (engine/plugins.py PLUGIN_VERSION_V2): "v2.1" hides by the ids S2's
+// metadata lists and by the newest turn prompt's marker. Change it with what the hook does.
+const PLUGIN_VERSION = "v2.1"
+const REPORT_TIMEOUT_MS = 2_000
+const HEARTBEAT_MS = 5_000
 
 // A 1.x tool's `args`: zod 4 schemas where zod was resolvable, else plain JSON Schema whose
 // optional keys also take null (1.x lists every key as required). 2.x wants one JSON Schema.
@@ -138,6 +150,25 @@ export default Plugin.define({
   async setup(ctx: any) {
     const pluginDirectory: string | undefined = ctx?.location?.directory
 
+    // Tells the daemon this plugin runs for the instance's directory (docs/plugin.md, "The
+    // context hook"). Never throws: a daemon not running hears from the next heartbeat.
+    const report = async () => {
+      if (typeof pluginDirectory !== "string" || !pluginDirectory.startsWith("/")) return
+      try {
+        await fetch(`${controlUrl()}/v1/plugin`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(await authHeaders()) },
+          body: JSON.stringify({ version: PLUGIN_VERSION, directory: pluginDirectory }),
+          signal: AbortSignal.timeout(REPORT_TIMEOUT_MS),
+        })
+      } catch {
+        // the daemon is not running or refused it: it writes each state before the prompt
+      }
+    }
+    void report()
+    const timer: any = setInterval(() => void report(), HEARTBEAT_MS)
+    timer?.unref?.()
+
     // The session's own directory: 2.x gives a tool no directory, and the plugin's location is
     // its instance's, not necessarily the session's (a global install's plugin runs in the
     // project's instance, seen on 2.1.2, but the docs promise no more). The plugin's location
@@ -210,5 +241,9 @@ export default Plugin.define({
         // leave the request unchanged
       }
     })
+
+    // Called when the instance is disposed (2.1.2 runs a function setup returns at release):
+    // a disposed instance's plugin stops reporting.
+    return () => clearInterval(timer)
   },
 })
