@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from roundtabled.engine.plugins import HEARTBEAT_S, PLUGIN_VERSION_V2
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
 from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM
@@ -37,6 +38,8 @@ from tests.contract.v2_env import V2Env
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120), pytest.mark.e2e]
 
 TOKEN = "standin-token"
+OLDER_PLUGIN = Path(__file__).parent.parent / "fixtures" / "v2_plugin_lists_only" / "index.ts"
+"""The 2.x plugin as shipped before it reported itself and hid by the turn prompts' markers."""
 AGENTS_TEXT = "Available agents: dev, pm, rv"
 
 
@@ -92,6 +95,10 @@ class ControlStandIn:
         await self._record(request)
         return web.json_response({"ok": True})
 
+    async def plugin(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return web.json_response({"accepted": True})
+
     def requests(self, method: str, prefix: str) -> list[tuple[str, str, str | None, Any]]:
         return [s for s in self.seen if s[0] == method and s[1].startswith(prefix)]
 
@@ -101,6 +108,7 @@ class ControlStandIn:
         app.router.add_post("/v1/roundtables", self.create)
         app.router.add_get("/v1/roundtables/{ses}/result", self.result)
         app.router.add_post("/v1/roundtables/{ses}/cancel", self.cancel)
+        app.router.add_post("/v1/plugin", self.plugin)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -517,6 +525,53 @@ async def test_install_tool_detects_2x_and_names_the_1x_files(
     assert (project / ".opencode" / "plugins" / "roundtabled" / "index.ts").is_file()
     assert lines[-1].startswith(f"Note: {project / '.opencode'} also holds the OpenCode 1.x files")
     assert "--opencode 1" in lines[-1]
+
+
+async def test_the_plugin_reports_its_version_and_directory_to_the_control_api(
+    env: PluginEnv,
+) -> None:
+    """Loaded into a directory's instance, the plugin reports itself (``POST /v1/plugin`` with
+    the daemon's token) with the 2.x plugin protocol the daemon speaks, which the shipped file
+    declares as install-tool reads it (docs/plugin.md, "The context hook"), and again at its
+    heartbeat."""
+    directory = env.v2.directory
+    listed = await env.v2.client.plugins(directory)  # the directory's instance is loaded
+    assert any(p.id == "roundtabled" and p.status == "active" for p in listed)
+    reports = await env.control.wait_for("POST", "/v1/plugin", 2, within=3 * HEARTBEAT_S)
+    for _method, _path, auth, body in reports[:2]:
+        assert auth == f"Bearer {TOKEN}"
+        assert body["version"] == PLUGIN_VERSION_V2, body
+        assert os.path.realpath(body["directory"]) == os.path.realpath(directory), body
+        assert set(body) == {"version", "directory"}, body
+    shipped = (Path(install.__file__).parent.parent / "tools" / "v2" / "index.ts").read_text()
+    assert install.plugin_version(shipped) == PLUGIN_VERSION_V2
+
+
+async def test_doctor_on_2x_names_install_tool_for_an_older_2x_plugin(
+    env: PluginEnv, tmp_path: Path
+) -> None:
+    """The 2.x plugin from before it reported itself (it hides only what S2's metadata lists)
+    loads and runs; doctor says in one line that it is older than the daemon speaks, naming
+    ``roundtabled install-tool``, and exits 1."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    cli_env = _cli_env(env, tmp_path / "home")
+    rc, _, err = await _cli("install-tool", "--opencode", "2", cwd=project, env=cli_env)
+    assert rc == 0, err
+    plugin = project / ".opencode" / install.V2_PLUGIN_DIR / install.V2_PLUGIN_FILE
+    rc, out, err = await _cli("doctor", cwd=project, env=cli_env)
+    assert rc == 0, (out, err)
+    plugin.write_text(OLDER_PLUGIN.read_text())
+    rc, out, err = await _cli("doctor", cwd=project, env=cli_env)
+    assert rc == 1, (out, err)
+    assert "driven by the 2.x shell" in out
+    (line,) = [x for x in err.strip().splitlines() if not x.startswith("warning:")]
+    assert line == (
+        f"the roundtabled plugin for 2.x at {plugin} is an earlier version, the daemon speaks "
+        f"{PLUGIN_VERSION_V2!r}: run `roundtabled install-tool --opencode 2` (project or "
+        "--global) and restart opencode; until then each seat turn's state is written before "
+        "its prompt"
+    )
 
 
 async def test_doctor_on_2x_names_install_tool_when_only_1x_files_are_there(

@@ -79,6 +79,7 @@ async def test_a_kill_while_the_tool_call_waits_delivers_the_result_once(
     env.script_debate(slow=("dev", 0) if fault == "prompted:2" else None)
     script_tool_call(env.llm, s1, call_id)
     await env.daemon.start(env.http, fault=fault)
+    await env.plugin_trusted()
     await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
     await env.killed()
     await env.daemon.start(env.http)
@@ -123,6 +124,7 @@ async def test_a_kill_when_nobody_waits_posts_the_result_into_s1_once(
     since = len(env.llm.requests)
     env.script_debate()
     await env.daemon.start(env.http, fault=fault)
+    await env.plugin_trusted()
     status, made = await env.call(
         "POST",
         "/v1/roundtables",
@@ -243,6 +245,7 @@ async def test_a_tool_call_ended_while_the_daemon_is_down_leaves_the_result_to_t
     env.script_debate(slow=("dev", 0))
     script_tool_call(env.llm, s1, call_id)
     await env.daemon.start(env.http, fault="prompted:2")
+    await env.plugin_trusted()
     await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
     await env.killed()
     assert await env.port.client.interrupt(s1)  # the tool call was still waiting
@@ -283,6 +286,7 @@ async def test_a_kill_inside_the_start_leaves_the_result_to_the_fallback_once(
     env.script_debate()
     script_tool_call(env.llm, s1, call_id)
     await env.daemon.start(env.http, fault=fault)
+    await env.plugin_trusted()
     await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
     await env.killed()
     followup = (await env.llm.wait_for_requests(2, 60, session=s1))[1]

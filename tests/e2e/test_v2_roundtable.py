@@ -584,6 +584,14 @@ async def test_the_roundtable_tool_of_the_2x_plugin_returns_the_result_to_the_or
     assert isinstance(port, V2Port)
     try:
         await asyncio.wait_for(daemon.engine.ready.wait(), 30)
+        # the plugin reports itself to the daemon's control API, which trusts it once the
+        # server lists it active for the directory (docs/plugin.md, "The context hook")
+        assert daemon.v2 is not None
+        directory = str(server.project_dir)
+        # the directory's instance (and so the plugin) loads at its first location-scoped call
+        assert await v2_features.plugin_loaded(port, directory)
+        trusted = await daemon.v2.plugins.wait_for(directory, 3 * HEARTBEAT_S)
+        assert trusted == PLUGIN_VERSION_V2, daemon.v2.plugins.snapshot()
         s1 = await port.client.create_session(directory=str(server.project_dir), agent="build")
         for seat in ("pm", "dev"):
             reply = f"{seat}: {ARGUMENTS[seat][0]}.\nPosition: flag — yes"
