@@ -310,8 +310,15 @@ class V2Runner:
 
     def on_event(self, event: Event) -> None:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only); a
-        session's metadata change is the port's to follow (:meth:`V2Port.seen`)."""
+        session's metadata change is the port's to follow (:meth:`V2Port.seen`); a location shut
+        down (a reload) drops the plugin's report of that directory (:attr:`plugins`)."""
         self.port.seen(event)
+        reloaded = self.port.plugins_reloaded(event)
+        if reloaded is not None:
+            # an instance shut down (a reload): the new instance's plugin reports itself again
+            # and is checked again (a plugin replaced in place, e.g. by an older one, is not
+            # trusted on the old one's report)
+            self.plugins.forget(reloaded or None)
         sid = self.port.turn_ended(event)
         run = self.tables.get(sid) if sid else None
         if run is None and sid:  # a seat's own session of an independent opening

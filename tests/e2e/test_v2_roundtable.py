@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -348,6 +349,31 @@ async def test_without_a_trusted_report_of_the_marker_plugin_each_write_goes_fir
     for pid in prompts:
         assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
     assert_seats_saw_no_earlier_prompt(env, since, replies)
+
+
+async def test_a_location_reload_drops_the_plugin_s_report_until_the_new_instance_reports(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /api/location/reload`` replaces the directory's instance and its plugin (which may
+    now be another file): the daemon drops the report it trusted at the instance's
+    ``location.shutdown`` and trusts the directory again only on the new instance's report,
+    checked against the server (docs/plugin.md, "The context hook": the report)."""
+    assert await v2_features.plugin_loaded(env.port, env.directory)
+    assert await env.runner.plugins.wait_for(env.directory, 3 * HEARTBEAT_S) == PLUGIN_VERSION_V2
+    dropped: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    forget = env.runner.plugins.forget
+
+    def recorded(directory: str | None = None) -> None:
+        forget(directory)
+        if not dropped.done():
+            dropped.set_result(directory)
+
+    monkeypatch.setattr(env.runner.plugins, "forget", recorded)
+    await env.port.client._request("POST", "/api/location/reload")
+    gone = await asyncio.wait_for(dropped, 30)
+    assert gone is not None and os.path.realpath(gone) == os.path.realpath(env.directory)
+    assert env.runner.plugins.version_for(env.directory) is None
+    assert await env.runner.plugins.wait_for(env.directory, 3 * HEARTBEAT_S) == PLUGIN_VERSION_V2
 
 
 async def test_a_turn_whose_events_were_missed_is_read_and_recorded_whole(
