@@ -92,23 +92,27 @@ _VERSION_RE = re.compile(r"^[0-9A-Za-z.+-]{1,32}$")
 class PluginReport:
     """One report of the plugin: its ``version``, the instance's ``directory`` and the
     ``server_url`` OpenCode gave it (``""`` when that release gives none; logged, never trusted:
-    module docstring), ``at`` epoch ms."""
+    module docstring), ``at`` epoch ms, and the plugin's own ``file`` (``""`` when not given: the
+    1.x plugin; the 2.x plugin's ``import.meta.path``, which the server lists as the plugin's
+    source path)."""
 
     version: str
     directory: str
     server_url: str
     at: int
+    file: str = ""
 
 
 def parse_report(body: Any, now: int) -> PluginReport:
-    """The report in a ``POST /v1/plugin`` body ``{"version", "directory", "serverUrl"?}``.
+    """The report in a ``POST /v1/plugin`` body ``{"version", "directory", "serverUrl"?,
+    "file"?}``.
 
     Raises:
         ValidationFailed: a field is missing or malformed (named in the error).
     """
     if not isinstance(body, dict):
         raise ValidationFailed("body", "the body must be a JSON object")
-    unknown = sorted(set(body) - {"version", "directory", "serverUrl", "worktree"})
+    unknown = sorted(set(body) - {"version", "directory", "serverUrl", "worktree", "file"})
     if unknown:
         raise ValidationFailed(unknown[0], f"unknown field {unknown[0]!r}")
     version = body.get("version")
@@ -120,7 +124,10 @@ def parse_report(body: Any, now: int) -> PluginReport:
     url = body.get("serverUrl") or ""
     if not isinstance(url, str) or len(url) > 2048:
         raise ValidationFailed("serverUrl", "serverUrl must be a URL string")
-    return PluginReport(version, directory, url, now)
+    file = body.get("file") or ""
+    if not isinstance(file, str) or (file and not file.startswith("/")) or len(file) > 4096:
+        raise ValidationFailed("file", "file must be an absolute path")
+    return PluginReport(version, directory, url, now, file)
 
 
 def directory_key(directory: str) -> str:
@@ -129,10 +136,11 @@ def directory_key(directory: str) -> str:
     return os.path.realpath(directory)
 
 
-Verify = Callable[[str], Awaitable[bool]]
-"""``await verify(directory)``: whether the roundtable plugin runs in the daemon's server's current
-instance of ``directory``, read through the daemon's own connection (module docstring); may raise
-(counted as not running)."""
+Verify = Callable[["PluginReport"], Awaitable[bool]]
+"""``await verify(report)``: whether the plugin that sent ``report`` runs in the daemon's
+server's current instance of ``report.directory``, read through the daemon's own connection
+(module docstring; on 2.x the active plugin's file is the report's ``file``); may raise (counted
+as not running)."""
 
 
 class PluginRegistry:
@@ -218,7 +226,7 @@ class PluginRegistry:
     async def _check(self, report: PluginReport, drops: int) -> None:
         assert self.verify is not None
         try:
-            loaded = await self.verify(report.directory)
+            loaded = await self.verify(report)
         except Exception as exc:  # the server is unreachable: the next report checks again
             loaded = False
             log.info("plugin report from %s not checked: %s", report.directory, exc)

@@ -87,7 +87,7 @@ from roundtabled.core.state import (
 )
 from roundtabled.core.validation import RoundtableRequest, check_agents
 from roundtabled.engine import launch, v2_features, v2_opening
-from roundtabled.engine.plugins import PLUGIN_VERSION_V2, PluginRegistry
+from roundtabled.engine.plugins import PLUGIN_VERSION_V2, PluginRegistry, PluginReport
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
@@ -305,8 +305,8 @@ class V2Runner:
             clock, verify=self._plugin_runs, speaks=PLUGIN_VERSION_V2, install=v2_features.INSTALL
         )
 
-    async def _plugin_runs(self, directory: str) -> bool:
-        return await v2_features.plugin_loaded(self.port, directory)
+    async def _plugin_runs(self, report: PluginReport) -> bool:
+        return await v2_features.plugin_loaded(self.port, report.directory, file=report.file)
 
     def on_event(self, event: Event) -> None:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only); a

@@ -158,6 +158,12 @@ class PluginInfo(_Record):
         value = self.state.get("status")
         return value if isinstance(value, str) else None
 
+    @property
+    def path(self) -> str | None:
+        """The plugin's file (``source.path`` of a ``local`` plugin), else ``None``."""
+        value = self.source.get("path")
+        return value if isinstance(value, str) else None
+
 
 class SessionInfo(_Record):
     """``Session.Info``: ``outcome`` is the last execution's, ``metadata`` the whole object."""

@@ -542,7 +542,10 @@ async def test_the_plugin_reports_its_version_and_directory_to_the_control_api(
         assert auth == f"Bearer {TOKEN}"
         assert body["version"] == PLUGIN_VERSION_V2, body
         assert os.path.realpath(body["directory"]) == os.path.realpath(directory), body
-        assert set(body) == {"version", "directory"}, body
+        assert set(body) == {"version", "directory", "file"}, body
+        # the file the server lists as the active plugin's source (the daemon checks it)
+        (active,) = [p for p in listed if p.id == "roundtabled" and p.status == "active"]
+        assert body["file"] == active.path, (body, active.source)
     shipped = (Path(install.__file__).parent.parent / "tools" / "v2" / "index.ts").read_text()
     assert install.plugin_version(shipped) == PLUGIN_VERSION_V2
 

@@ -25,7 +25,12 @@ from roundtabled.core.server_records import SessionRef, TurnOutcome
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT, Signer, decode_state
 from roundtabled.core.validation import parse_request
 from roundtabled.engine import v2_features
-from roundtabled.engine.plugins import HEARTBEAT_S, PLUGIN_VERSION_V2
+from roundtabled.engine.plugins import (
+    HEARTBEAT_S,
+    PLUGIN_VERSION_V2,
+    PluginRegistry,
+    parse_report,
+)
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import ValidationFailed
@@ -349,6 +354,31 @@ async def test_without_a_trusted_report_of_the_marker_plugin_each_write_goes_fir
     for pid in prompts:
         assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
     assert_seats_saw_no_earlier_prompt(env, since, replies)
+
+
+async def test_a_report_is_trusted_only_for_the_file_the_server_runs_as_the_plugin(
+    env: Env,
+) -> None:
+    """The 2.x shell's check of a report (``GET /api/plugin`` of the directory): trusted when
+    the active roundtabled plugin is the reported file; not for another file (a twin that failed
+    as a duplicate, a copy elsewhere), nor a report naming none, nor another directory's."""
+    listed = await env.port.client.plugins(env.directory)
+    (active,) = [p for p in listed if p.id == "roundtabled" and p.status == "active"]
+    assert active.path is not None
+
+    async def trusted(body: dict[str, Any]) -> str | None:
+        reg = PluginRegistry(lambda: 0, verify=env.runner._plugin_runs, speaks=PLUGIN_VERSION_V2)
+        reg.register(parse_report({"version": PLUGIN_VERSION_V2, **body}, 0))
+        await reg.checked()
+        return reg.version_for(body["directory"])
+
+    here = {"directory": env.directory}
+    assert await trusted({**here, "file": active.path}) == PLUGIN_VERSION_V2
+    assert await trusted({**here, "file": active.path + ".old"}) is None
+    assert await trusted(here) is None
+    elsewhere = str(env.server.root / "elsewhere")
+    os.makedirs(elsewhere, exist_ok=True)
+    assert await trusted({"directory": elsewhere, "file": active.path}) is None
 
 
 async def test_a_location_reload_drops_the_plugin_s_report_until_the_new_instance_reports(

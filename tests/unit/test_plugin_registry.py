@@ -12,6 +12,7 @@ from roundtabled.engine.plugins import (
     PLUGIN_VERSION,
     PLUGIN_VERSION_V2,
     PluginRegistry,
+    PluginReport,
     parse_report,
 )
 from roundtabled.errors import ValidationFailed
@@ -98,8 +99,8 @@ class _Server:
         self.gate.set()
         self.asked: list[str] = []
 
-    async def __call__(self, directory: str) -> bool:
-        self.asked.append(directory)
+    async def __call__(self, report: PluginReport) -> bool:
+        self.asked.append(report.directory)
         await self.gate.wait()
         return self.loaded
 
@@ -143,7 +144,7 @@ async def test_a_check_that_began_before_a_drop_is_void(tmp_path: Path) -> None:
 
 
 async def test_a_check_the_server_cannot_answer_trusts_nothing(tmp_path: Path) -> None:
-    async def unreachable(directory: str) -> bool:
+    async def unreachable(report: PluginReport) -> bool:
         raise OSError("connection refused")
 
     reg = PluginRegistry(lambda: 0, verify=unreachable)

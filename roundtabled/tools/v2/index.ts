@@ -9,11 +9,12 @@
 //   `available_agents.ts` beside `control.ts` into `.opencode/roundtabled/` (a folder 2.x loads
 //   nothing from) and this plugin imports them, so both majors run the same code;
 // - the `context` hook that leaves out of each model request what a roundtable hides;
-// - its report to the daemon (`POST /v1/plugin` with PLUGIN_VERSION and the instance's directory,
-//   at setup and every 5 s, stopped when the instance is disposed), as the 1.x plugin reports:
-//   the daemon trusts it once `GET /api/plugin` of that directory lists this plugin active, and
-//   only then lets a seat turn's state write follow its prompt (this version hides by the newest
-//   turn prompt's marker too; docs/plugin.md, "The context hook").
+// - its report to the daemon (`POST /v1/plugin` with PLUGIN_VERSION, the instance's directory and
+//   this file, at setup and every 5 s, stopped when the instance is disposed), as the 1.x plugin
+//   reports: the daemon trusts it once `GET /api/plugin` of that directory lists this file as the
+//   active roundtabled plugin, and only then lets a seat turn's state write follow its prompt
+//   (this version hides by the newest turn prompt's marker too; docs/plugin.md, "The context
+//   hook").
 //
 // Imports: `@opencode/plugin` is resolved by the binary (nothing is npm-installed); the rest are
 // relative imports of the files install-tool writes with it.
@@ -150,15 +151,24 @@ export default Plugin.define({
   async setup(ctx: any) {
     const pluginDirectory: string | undefined = ctx?.location?.directory
 
+    // This file, as `GET /api/plugin` lists the plugin's source path (Bun's import.meta.path,
+    // seen on 2.1.2): the daemon trusts the report only while this file is the active one.
+    const pluginFile: string | undefined = (import.meta as any).path
+
     // Tells the daemon this plugin runs for the instance's directory (docs/plugin.md, "The
     // context hook"). Never throws: a daemon not running hears from the next heartbeat.
     const report = async () => {
       if (typeof pluginDirectory !== "string" || !pluginDirectory.startsWith("/")) return
+      if (typeof pluginFile !== "string" || !pluginFile.startsWith("/")) return
       try {
         await fetch(`${controlUrl()}/v1/plugin`, {
           method: "POST",
           headers: { "content-type": "application/json", ...(await authHeaders()) },
-          body: JSON.stringify({ version: PLUGIN_VERSION, directory: pluginDirectory }),
+          body: JSON.stringify({
+            version: PLUGIN_VERSION,
+            directory: pluginDirectory,
+            file: pluginFile,
+          }),
           signal: AbortSignal.timeout(REPORT_TIMEOUT_MS),
         })
       } catch {
