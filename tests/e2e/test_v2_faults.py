@@ -56,7 +56,8 @@ def resumed_notes(status: dict[str, object]) -> list[str]:
 @pytest.mark.parametrize(
     "fault",
     [
-        # after turn 1 a turn's state write follows its prompt (docs/design.md, "The 2.x shell")
+        # after turn 1 a seat turn's state write follows its prompt, the plugin's report being
+        # trusted first (env.plugin_trusted; docs/design.md, "The 2.x shell")
         "prompted:2",  # mid-debate: dev's round-1 prompt is accepted, its turn runs, S2's
         # block still names pm's ended turn (the write after the prompt never left)
         "prompted:3",  # the same for pm's round 2, whose turn ends while the daemon is down
