@@ -49,6 +49,7 @@ from pydantic import SecretStr
 
 from roundtabled.core.prompts import TURN_ORCHESTRATION_BUDGET
 from roundtabled.core.state import OBSERVER_AGENT
+from roundtabled.engine.plugins import HEARTBEAT_S, PLUGIN_VERSION_V2
 from roundtabled.offline.opencode_server import OpenCodeServer, free_port
 from roundtabled.opencode import v2
 from roundtabled.opencode.client import HttpTransport
@@ -275,6 +276,14 @@ class V2Bench:
         self.client = v2.V2Client(self.srv.url, password=password)
         self.calls.ignored.add(id(self.client))
         self.http = aiohttp.ClientSession()
+        # The plugin loads with the directory's instance and reports itself; once the daemon
+        # trusts the report, a seat turn's state write follows its prompt (docs/design.md, "The
+        # 2.x shell"): every measured debate runs in that order, none in the slower one.
+        directory = str(self.srv.project_dir)
+        await self.client.plugins(directory)
+        trusted = await self.daemon.v2.plugins.wait_for(directory, 3 * HEARTBEAT_S)
+        if trusted != PLUGIN_VERSION_V2:
+            raise RuntimeError("the roundtabled 2.x plugin did not report itself to the daemon")
 
     async def close(self) -> None:
         if self.daemon is not None and self.task is not None:

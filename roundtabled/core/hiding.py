@@ -2,8 +2,10 @@
 
 OpenCode 2.x has no message edit, so the roundtabled plugin's ``context`` hook drops from each
 model request exactly the message ids the daemon lists under ``metadata.roundtabled.hidden`` of
-S2 (docs/plugin.md, "The context hook"). The daemon writes that list with the state before each
-prompt (one PATCH), for the turn that prompt starts. Which ids it lists is the 1.x plugin's rule
+S2 (docs/plugin.md, "The context hook"), and the same set the newest turn prompt's marker
+names (the plugin derives it from the messages alone). The daemon writes that list with the
+state (one PATCH) for the turn a prompt starts: before the prompt, or right after it where
+:func:`write_may_follow` allows. Which ids it lists is the 1.x plugin's rule
 (``roundtabled/tools/roundtable-plugin.ts``, docs/plugin.md "What it changes"), decided here from
 the state and S2's turn prompts:
 
@@ -25,9 +27,16 @@ from collections.abc import Sequence
 
 from roundtabled.core import deliberation
 from roundtabled.core.server_records import PromptRecord
-from roundtabled.core.state import MODE_NOTES, PLUGIN_MISSING_V2, RoundtableState
+from roundtabled.core.state import MODE_NOTES, PLUGIN_MISSING_V2, PendingTurn, RoundtableState
 
-__all__ = ["PLUGIN_MISSING", "hidden_ids", "needs_prompts", "recent_span", "said_notes"]
+__all__ = [
+    "PLUGIN_MISSING",
+    "hidden_ids",
+    "needs_prompts",
+    "recent_span",
+    "said_notes",
+    "write_may_follow",
+]
 
 PLUGIN_MISSING = PLUGIN_MISSING_V2
 """How the start's note begins when the plugin is not loaded for S2's directory (the engine adds
@@ -99,3 +108,62 @@ def hidden_ids(state: RoundtableState, prompts: Sequence[PromptRecord] = ()) -> 
             out.update(dict.fromkeys((p.id, *p.replies)))
     out.pop(pend.message_id, None)
     return list(out)
+
+
+def write_may_follow(
+    written: str | None,
+    ended: PendingTurn | None,
+    planned: RoundtableState,
+    *,
+    recorded: bool,
+    marker_hiding: bool,
+) -> bool:
+    """Whether the state write of the turn planned in ``planned`` may go after its prompt
+    instead of before it (docs/design.md, "The 2.x shell": when the state is written).
+
+    Both reasons for the write to land first are gone when all of these hold:
+
+    - hiding: the plugin loaded for S2's directory hides by the newest turn prompt's marker
+      (``marker_hiding``: the daemon trusts its report of the 2.x plugin protocol that does,
+      :data:`roundtabled.engine.plugins.PLUGIN_VERSION_V2`; an earlier 2.x plugin hides only the
+      ids S2's metadata lists, so until the write lands it would let the ended turn's prompt
+      into this turn's requests), and the planned prompt's marker says ``view: "plugin"``, so
+      that plugin derives from the prompts' markers alone every id :func:`hidden_ids` lists for
+      it (the earlier turn prompts but the opening one, and for a seat's turn the observer
+      prompts and the ``context: "recent"`` span, each with its replies: the plugin's
+      ``markedHidden``);
+    - a restart: the block S2 already holds (``written``: the pending prompt id of the last
+      state written, ``None`` when none is known, as before turn 1) is the state this decision
+      was taken from, its pending turn ``ended`` and now ``recorded``: a daemon killed before
+      the write resumes from that block, reads the same ended turn and decides the same next
+      turn, whose prompt id names the turn (the prompt it finds already sent is not sent again);
+    - the planned turn is another prompt than the ended one (not a re-send of the same id);
+    - the planned turn is a seat's: until the write lands, S2's metadata still lists the ended
+      seat turn's ids, a subset of the planned seat turn's (``unhidden`` and the ``recent`` span
+      only grow from one seat turn to the next), so the union the plugin drops is exactly the
+      planned turn's list. The observer's request keeps every reply the seats' lists drop, so
+      its write lands first.
+
+    Args:
+        written: the pending prompt id of the block last written into S2, or ``None``.
+        ended: the pending turn of the state the decision was taken from, or ``None``.
+        planned: the decision's state (its new pending turn and view).
+        recorded: the decision recorded ``ended``'s turn (a ``TurnRecorded`` command).
+        marker_hiding: the plugin loaded for S2's directory is known to hide by the newest
+            turn prompt's marker (docs/plugin.md, "The context hook"); ``False`` when unknown.
+
+    Returns:
+        ``True`` when the write may follow the prompt; ``False`` keeps it before.
+    """
+    pend = planned.pending
+    return (
+        marker_hiding
+        and recorded
+        and written is not None
+        and ended is not None
+        and written == ended.message_id
+        and pend is not None
+        and pend.message_id != ended.message_id
+        and pend.kind == "turn"
+        and planned.view == "plugin"
+    )

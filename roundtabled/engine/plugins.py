@@ -31,6 +31,16 @@ instance that is gone, and the current instance carries no mark.
 
 Dropping is always the safe direction: the roundtable then runs in patch mode until the next
 report.
+
+On OpenCode 2.x the 2.x plugin (``roundtabled/tools/v2/index.ts``) reports the same way (its own
+protocol, :data:`PLUGIN_VERSION_V2`) to the 2.x shell's registry
+(:attr:`roundtabled.engine.v2run.V2Runner.plugins`), whose ``verify`` is ``GET /api/plugin`` of
+the directory (:func:`roundtabled.engine.v2_features.plugin_loaded`: the plugin listed
+``active`` in the daemon's server's instance of it); its reports are dropped and checked again
+on every reconnect as on 1.x. There hiding needs no report (the daemon lists the hidden ids in
+S2's metadata); the report only says the plugin also hides by the newest turn prompt's marker,
+which lets a seat turn's state write follow its prompt (docs/design.md, "The 2.x shell"), and
+dropping it writes the state before the prompt again.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ __all__ = [
     "HEARTBEAT_S",
     "PLUGIN_FILE",
     "PLUGIN_VERSION",
+    "PLUGIN_VERSION_V2",
     "PluginRegistry",
     "PluginReport",
     "parse_report",
@@ -65,6 +76,12 @@ PLUGIN_VERSION = "3"
 """The plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped plugin file):
 what the marker's ``view``/``hide`` fields mean to it. Another version is not trusted."""
 
+PLUGIN_VERSION_V2 = "v2.1"
+"""The 2.x plugin protocol this daemon speaks (the ``PLUGIN_VERSION`` of the shipped
+``tools/v2/index.ts``), distinct from 1.x's: a plugin that reports it hides by the newest turn
+prompt's marker as well as by the ids S2's metadata lists (docs/plugin.md, "The context hook").
+An earlier 2.x plugin does not report at all (it hides by the listed ids only)."""
+
 HEARTBEAT_S = 5.0
 """How often the plugin reports itself (its ``HEARTBEAT_MS``)."""
 
@@ -75,23 +92,27 @@ _VERSION_RE = re.compile(r"^[0-9A-Za-z.+-]{1,32}$")
 class PluginReport:
     """One report of the plugin: its ``version``, the instance's ``directory`` and the
     ``server_url`` OpenCode gave it (``""`` when that release gives none; logged, never trusted:
-    module docstring), ``at`` epoch ms."""
+    module docstring), ``at`` epoch ms, and the plugin's own ``file`` (``""`` when not given: the
+    1.x plugin; the 2.x plugin's ``import.meta.path``, which the server lists as the plugin's
+    source path)."""
 
     version: str
     directory: str
     server_url: str
     at: int
+    file: str = ""
 
 
 def parse_report(body: Any, now: int) -> PluginReport:
-    """The report in a ``POST /v1/plugin`` body ``{"version", "directory", "serverUrl"?}``.
+    """The report in a ``POST /v1/plugin`` body ``{"version", "directory", "serverUrl"?,
+    "file"?}``.
 
     Raises:
         ValidationFailed: a field is missing or malformed (named in the error).
     """
     if not isinstance(body, dict):
         raise ValidationFailed("body", "the body must be a JSON object")
-    unknown = sorted(set(body) - {"version", "directory", "serverUrl", "worktree"})
+    unknown = sorted(set(body) - {"version", "directory", "serverUrl", "worktree", "file"})
     if unknown:
         raise ValidationFailed(unknown[0], f"unknown field {unknown[0]!r}")
     version = body.get("version")
@@ -103,7 +124,10 @@ def parse_report(body: Any, now: int) -> PluginReport:
     url = body.get("serverUrl") or ""
     if not isinstance(url, str) or len(url) > 2048:
         raise ValidationFailed("serverUrl", "serverUrl must be a URL string")
-    return PluginReport(version, directory, url, now)
+    file = body.get("file") or ""
+    if not isinstance(file, str) or (file and not file.startswith("/")) or len(file) > 4096:
+        raise ValidationFailed("file", "file must be an absolute path")
+    return PluginReport(version, directory, url, now, file)
 
 
 def directory_key(directory: str) -> str:
@@ -112,10 +136,11 @@ def directory_key(directory: str) -> str:
     return os.path.realpath(directory)
 
 
-Verify = Callable[[str], Awaitable[bool]]
-"""``await verify(directory)``: whether the roundtable plugin runs in the daemon's server's current
-instance of ``directory``, read through the daemon's own connection (module docstring); may raise
-(counted as not running)."""
+Verify = Callable[["PluginReport"], Awaitable[bool]]
+"""``await verify(report)``: whether the plugin that sent ``report`` runs in the daemon's
+server's current instance of ``report.directory``, read through the daemon's own connection
+(module docstring; on 2.x the active plugin's file is the report's ``file``); may raise (counted
+as not running)."""
 
 
 class PluginRegistry:
@@ -125,11 +150,24 @@ class PluginRegistry:
         clock: epoch ms now.
         verify: checks the first report of a directory against the server (module docstring);
             ``None`` trusts every well-formed report at once (tests of the registry alone).
+        speaks: the plugin version trusted (:data:`PLUGIN_VERSION` on 1.x,
+            :data:`PLUGIN_VERSION_V2` for the 2.x shell); a report of any other is refused.
+        install: the command a refusal names (``roundtabled install-tool``, with ``--opencode
+            2`` for the 2.x shell).
     """
 
-    def __init__(self, clock: Callable[[], int], verify: Verify | None = None) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], int],
+        verify: Verify | None = None,
+        *,
+        speaks: str = PLUGIN_VERSION,
+        install: str = "roundtabled install-tool",
+    ) -> None:
         self.clock = clock
         self.verify = verify
+        self.speaks = speaks
+        self.install = install
         self.reports: dict[str, PluginReport] = {}
         self._arrived = asyncio.Event()
         self._checking: dict[str, tuple[asyncio.Task[None], int, PluginReport]] = {}
@@ -142,10 +180,10 @@ class PluginRegistry:
         report is trusted only once ``verify`` confirms it (in the background: the plugin's
         first report is sent while its instance is still loading, and the check reads that
         instance); until then the report is accepted as pending."""
-        if report.version != PLUGIN_VERSION:
+        if report.version != self.speaks:
             return False, (
-                f"plugin version {report.version!r}, the daemon speaks {PLUGIN_VERSION!r}: "
-                "run `roundtabled install-tool` again and restart opencode serve"
+                f"plugin version {report.version!r}, the daemon speaks {self.speaks!r}: "
+                f"run `{self.install}` again and restart opencode serve"
             )
         key = directory_key(report.directory)
         if self.verify is None or key in self.reports:
@@ -188,7 +226,7 @@ class PluginRegistry:
     async def _check(self, report: PluginReport, drops: int) -> None:
         assert self.verify is not None
         try:
-            loaded = await self.verify(report.directory)
+            loaded = await self.verify(report)
         except Exception as exc:  # the server is unreachable: the next report checks again
             loaded = False
             log.info("plugin report from %s not checked: %s", report.directory, exc)

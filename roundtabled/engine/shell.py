@@ -18,7 +18,7 @@ from roundtabled.core.commands import Toast
 from roundtabled.core.progress import ToastThrottle
 from roundtabled.core.state import RoundtableState, Signer
 from roundtabled.engine.metrics import HandoffMetrics
-from roundtabled.engine.plugins import PluginRegistry
+from roundtabled.engine.plugins import PluginRegistry, PluginReport
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.store import StateStore
 from roundtabled.opencode.client import OpenCodeClient
@@ -61,7 +61,7 @@ class Shell:
         self.clock = clock
         self.store = StateStore(self.port, signer)
         self.metrics = HandoffMetrics()
-        self.plugins = PluginRegistry(clock, verify=self.plugin_loaded)
+        self.plugins = PluginRegistry(clock, verify=self._report_runs)
         """Where the roundtable plugin reported itself loaded (the plugin mode's signal)."""
         self.toast_throttles: dict[str, ToastThrottle] = {}
         """Per roundtable (S2's id): when its last progress toast of a turn was shown."""
@@ -71,6 +71,9 @@ class Shell:
         self.last_error: str | None = None
         self.on_change: Callable[[], None] | None = None
         self.background: set[asyncio.Task[Any]] = set()
+
+    async def _report_runs(self, report: PluginReport) -> bool:
+        return await self.plugin_loaded(report.directory)
 
     async def plugin_loaded(self, directory: str) -> bool:
         """Whether the roundtable plugin runs in the current instance of ``directory`` of the

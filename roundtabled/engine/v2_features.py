@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,17 +78,22 @@ def recent_needs_plugin(directory: str) -> ValidationFailed:
     )
 
 
-async def plugin_loaded(port: V2Port, directory: str) -> bool:
+async def plugin_loaded(port: V2Port, directory: str, *, file: str | None = None) -> bool:
     """Whether ``GET /api/plugin`` of ``directory`` lists the roundtabled plugin as active (a
     failed one, e.g. a duplicate of the global install, does not count: the other copy runs
-    and is listed active).
+    and is listed active); with ``file``, the active one must be that file (its listed source
+    path): a plugin's report is trusted for the plugin that runs, never for a twin that
+    failed, nor with no file named (docs/plugin.md, "The context hook": the report).
 
     Raises:
         TransportError: the server could not be reached.
     """
     for plugin in await port.client.plugins(directory):
         if plugin.id == PLUGIN_ID and plugin.status == "active":
-            return True
+            if file is None:
+                return True
+            path = plugin.path
+            return path is not None and os.path.realpath(path) == os.path.realpath(file)
     return False
 
 

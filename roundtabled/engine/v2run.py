@@ -22,7 +22,11 @@ shell"):
 - :class:`~roundtabled.core.commands.PersistState` writes the signed state into S2's metadata
   together with the ids the plugin is to keep out of the pending turn's requests
   (``roundtabled.hidden``, docs/plugin.md "OpenCode 2.x"; the rule is :mod:`roundtabled.core.
-  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable);
+  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable): before
+  the prompt, or right after it for a seat's turn planned from a recorded one (:func:`roundtabled.
+  core.hiding.write_may_follow`: the plugin's trusted report, :attr:`V2Runner.plugins`, says it
+  hides by the prompts' markers, and a restart resumes from the ended turn's block and adopts
+  the prompt it finds sent, :meth:`V2Runner._sent_after`);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the final state written, then phase 4 (:mod:`roundtabled.engine.v2_delivery`): the
   result to pollers, into S1 exactly once (the waiting tool call's part, else one parked
@@ -93,6 +97,7 @@ from roundtabled.core.validation import (
     seat_models,
 )
 from roundtabled.engine import launch, v2_features, v2_opening
+from roundtabled.engine.plugins import PLUGIN_VERSION_V2, PluginRegistry, PluginReport
 from roundtabled.engine.recovery import known_directories, remember_directory
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.shell import Clock, now_ms
@@ -267,6 +272,13 @@ class Run:
     finalized: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     feed: v2_features.Feed = field(default_factory=v2_features.Feed)
+    written: str | None = None
+    """The pending prompt id of the state block last written into S2 (or read from it at a
+    restart); ``None`` before the first write (:func:`roundtabled.core.hiding.
+    write_may_follow`)."""
+    resumed: bool = False
+    """Resumed after a restart and not yet past its first pass: that pass looks in S2 for a
+    prompt sent before the kill whose state write never landed."""
 
 
 class V2Runner:
@@ -293,11 +305,29 @@ class V2Runner:
         self.on_toast: Callable[[RoundtableState, Toast], None] | None = None
         #: the extensions being applied, by roundtable: how a second one's refusal names it
         self.extending: dict[str, str] = {}
+        #: the 2.x plugin's reports (``POST /v1/plugin``), trusted once ``GET /api/plugin`` of
+        #: the directory lists it active and dropped on every reconnect (engine/plugins.py):
+        #: a seat turn's state write follows its prompt only where the trusted report says the
+        #: plugin hides by the newest turn prompt's marker (:func:`roundtabled.core.hiding.
+        #: write_may_follow`)
+        self.plugins = PluginRegistry(
+            clock, verify=self._plugin_runs, speaks=PLUGIN_VERSION_V2, install=v2_features.INSTALL
+        )
+
+    async def _plugin_runs(self, report: PluginReport) -> bool:
+        return await v2_features.plugin_loaded(self.port, report.directory, file=report.file)
 
     def on_event(self, event: Event) -> None:
         """An event of the 2.x stream: an execution's end wakes its roundtable (a hint only); a
-        session's metadata change is the port's to follow (:meth:`V2Port.seen`)."""
+        session's metadata change is the port's to follow (:meth:`V2Port.seen`); a location shut
+        down (a reload) drops the plugin's report of that directory (:attr:`plugins`)."""
         self.port.seen(event)
+        reloaded = self.port.plugins_reloaded(event)
+        if reloaded is not None:
+            # an instance shut down (a reload): the new instance's plugin reports itself again
+            # and is checked again (a plugin replaced in place, e.g. by an older one, is not
+            # trusted on the old one's report)
+            self.plugins.forget(reloaded or None)
         sid = self.port.turn_ended(event)
         run = self.tables.get(sid) if sid else None
         if run is None and sid:  # a seat's own session of an independent opening
@@ -331,7 +361,8 @@ class V2Runner:
                     continue
                 if not state.active and state.finalization.toast_done:
                     continue
-                run = Run(lifecycle.resumed(state), s2)
+                run = Run(lifecycle.resumed(state), s2, resumed=True)
+                run.written = state.pending.message_id if state.pending is not None else None
                 self.tables[s2.id] = run
                 run.wake.set()  # the first pass decides from a read at once
                 run.task = asyncio.create_task(self._loop(run), name=f"roundtable-v2-{s2.id}")
@@ -341,8 +372,11 @@ class V2Runner:
 
     async def on_connect(self) -> None:
         """After every (re)connect of the event stream: wake every roundtable (no replay); the
-        port reads each session's metadata again before its next state write."""
+        port reads each session's metadata again before its next state write; the plugin's
+        reports are dropped and checked again against the server (it may have restarted with
+        another plugin: until a report is trusted again, each state write goes first)."""
         self.port.forget_metadata()
+        self.plugins.recheck()
         for run in self.tables.values():
             run.wake.set()
 
@@ -690,12 +724,50 @@ class V2Runner:
                 raise
         accepted = state.pending is not None and state.pending.message_id in run.accepted
         obs = observation_of(state, out, self.clock(), accepted=accepted)
+        resumed, run.resumed = run.resumed, False
+        if resumed and out is not None and out.over:
+            obs = dc_replace(obs, messages=(*obs.messages, *await self._sent_after(run)))
         if deleted[0]:
             obs = dc_replace(obs, status="unknown", deleted=True, parent_deleted=deleted[1])
         cancel, run.cancel = run.cancel, None
         if cancel is not None and state.end_reason != EndReason.CANCELLED:
             obs = dc_replace(obs, cancel=cancel)
         await self._execute(run, keyed(machine.decide(state, obs)))
+
+    async def _sent_after(self, run: Run) -> tuple[UserView, ...]:
+        """After a restart, the prompts of this roundtable S2 holds after the pending (ended)
+        turn's: sent before the kill, their state write lost (it follows the prompt:
+        :func:`roundtabled.core.hiding.write_may_follow`), as the machine's views of them: the
+        machine adopts such a prompt as the pending turn instead of sending it again
+        (``Prompt.send`` false, docs/design.md invariant 4), and a decision re-taken later never
+        leaves a prompted turn unanswered (:func:`roundtabled.core.deliberation.
+        stop_after_seat_turn`)."""
+        pend = run.state.pending
+        assert pend is not None
+        prompts = await self.port.prompts(run.s2)
+        ids = [p.id for p in prompts]
+        if pend.message_id not in ids:
+            return ()
+        views: list[UserView] = []
+        for p in prompts[ids.index(pend.message_id) + 1 :]:
+            key = p.key
+            if key is None or key.roundtable != run.state.session_id:
+                continue
+            log.info("%s: found the prompt %s sent before the restart", run.s2.id, p.id)
+            kind = "turn" if key.seat >= 0 else "observer"
+            marker = Marker(
+                kind=kind, round=key.round, seat=key.seat, roundtable=run.state.session_id
+            )
+            views.append(
+                UserView(
+                    id=p.id,
+                    created=self.clock(),
+                    marker=marker,
+                    text="",
+                    visible_parts=(TextPart(p.id, "", ""),),
+                )
+            )
+        return tuple(views)
 
     async def _write(self, run: Run) -> None:
         state = run.state
@@ -709,21 +781,41 @@ class V2Runner:
             hidden=await v2_features.hidden_ids(self.port, run.s2, state),
             phase=state.phase.value if done else FINALIZING,
         )
+        run.written = state.pending.message_id if state.pending is not None else None
 
     async def _switch(self, run: Run, agent: str, model: ModelRef | None) -> None:
         await self.port.switch(run.s2, agent, model)
         faults.checkpoint("switched")
 
     async def _execute(self, run: Run, d: Decision) -> None:
+        ended = run.state.pending
         run.state = hiding.said_notes(d.state)
         run.deadline_ms = d.wake_at
+        recorded = any(isinstance(c, TurnRecorded) for c in d.commands)
         for cmd in d.commands:
             if isinstance(cmd, PersistState):
                 await self._write(run)
             elif isinstance(cmd, Prompt):
                 model = run.state.models.get(cmd.agent)
                 switched = False
-                if cmd.persist_first:
+                # After a recorded turn the write follows the prompt (off the path from the
+                # turn's end to the next prompt) where the plugin's trusted report says it hides
+                # by the prompts' markers (an earlier plugin hides only what S2's metadata
+                # lists), and a restart resumes from the block of the ended turn
+                # (hiding.write_may_follow).
+                after = (
+                    cmd.persist_first
+                    and cmd.send
+                    and hiding.write_may_follow(
+                        run.written,
+                        ended,
+                        run.state,
+                        recorded=recorded,
+                        marker_hiding=self.plugins.version_for(run.s2.directory)
+                        == PLUGIN_VERSION_V2,
+                    )
+                )
+                if cmd.persist_first and not after:
                     # The intent (and the ids the plugin hides from this turn's requests) must
                     # land before the prompt; the agent and model switches are session state
                     # that a turn not yet prompted ignores, so they go beside it.
@@ -733,7 +825,17 @@ class V2Runner:
                     else:
                         await self._write(run)
                     faults.checkpoint("intent-persisted")
-                if cmd.send:
+                if not cmd.send:
+                    # In S2 already (sent before a restart, its state write lost; the machine
+                    # adopted it): never sent twice. Its turn may have ended while the daemon
+                    # was down, so the next pass reads it at once.
+                    self.port.watch(run.s2)
+                    run.accepted.add(cmd.message_id)
+                    run.wake.set()
+                else:
+                    if after:
+                        await self._switch(run, cmd.agent, model)
+                        switched = True
                     key = turn_key(run.state)
                     marker = sign_marker(cmd.marker, run.s2.id, self.signer)
                     await self.port.start_turn(
@@ -749,6 +851,9 @@ class V2Runner:
                     run.accepted.add(cmd.message_id)
                     observer = cmd.marker.kind == "observer"
                     faults.checkpoint("observer-prompted" if observer else "prompted")
+                if after:
+                    await self._write(run)
+                    faults.checkpoint("intent-persisted")
                 if not cmd.persist_first:
                     await self._write(run)
             elif isinstance(cmd, Abort):

@@ -1420,6 +1420,12 @@ class V2Port:
         end = v2.turn_end(event)
         return end.session_id if end is not None else None
 
+    def plugins_reloaded(self, event: Event) -> str | None:
+        """The directory whose instance ``event`` says shut down (``""``: every directory),
+        else ``None``: a plugin's report of that directory may be of a plugin that no longer
+        runs there (2.x only)."""
+        return v2.plugins_reloaded(event)
+
     async def abort(self, session: SessionRef) -> bool | None:
         return await self.client.interrupt(session.id)
 

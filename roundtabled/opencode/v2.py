@@ -73,6 +73,7 @@ __all__ = [
     "V2NotFound",
     "later_prompts",
     "parse_v2_event",
+    "plugins_reloaded",
     "reply_of",
     "tool_call_of",
     "turn_end",
@@ -155,6 +156,12 @@ class PluginInfo(_Record):
     @property
     def status(self) -> str | None:
         value = self.state.get("status")
+        return value if isinstance(value, str) else None
+
+    @property
+    def path(self) -> str | None:
+        """The plugin's file (``source.path`` of a ``local`` plugin), else ``None``."""
+        value = self.source.get("path")
         return value if isinstance(value, str) else None
 
 
@@ -252,6 +259,21 @@ class TurnEnd(_Record):
     outcome: Outcome
     event_id: str | None = None
     error: dict[str, Any] | None = None
+
+
+LOCATION_SHUTDOWN = "location.shutdown"
+"""A location's instance is gone, its plugins with it (``POST /api/location/reload`` rebuilds
+every loaded location). Seen on 2.1.2: ``location.shutdown`` of the directory, then the new
+instance's plugins run their setup, then ``plugin.updated`` (also sent at a location's first
+load, after its plugins' setup: no sign of a change)."""
+
+
+def plugins_reloaded(event: Event) -> str | None:
+    """The directory whose instance ``event`` says shut down (its plugins with it), ``""`` for
+    every directory (no location given), else ``None``."""
+    if event.type != LOCATION_SHUTDOWN:
+        return None
+    return event.directory or ""
 
 
 def turn_end(event: Event) -> TurnEnd | None:

@@ -27,7 +27,12 @@ from roundtabled import __version__
 from roundtabled.core.server_records import AgentRecord
 from roundtabled.core.state import Budget
 from roundtabled.core.validation import PresetSpec, apply_preset, parse_request, seat_agents
-from roundtabled.engine.plugins import PLUGIN_VERSION, parse_report
+from roundtabled.engine.plugins import (
+    PLUGIN_VERSION,
+    PLUGIN_VERSION_V2,
+    PluginRegistry,
+    parse_report,
+)
 from roundtabled.engine.registry import Engine
 from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import TransportError, ValidationFailed
@@ -265,22 +270,27 @@ class ControlAPI:
                 },
                 "active": len(e.tables) if self.v2 is None else self.v2.active(),
                 "plugin": {
-                    "version": PLUGIN_VERSION,
-                    "reports": e.shell.plugins.snapshot(),
+                    "version": PLUGIN_VERSION if self.v2 is None else PLUGIN_VERSION_V2,
+                    "reports": self._plugins().snapshot(),
                 },
             }
         )
 
     async def plugin(self, request: web.Request) -> web.Response:
         """The roundtable plugin reports itself loaded in a server instance (docs/plugin.md):
-        ``{"version", "directory", "serverUrl"?}`` → ``{"accepted": bool, "reason"?}``."""
-        plugins = self.engine.shell.plugins
+        ``{"version", "directory", "serverUrl"?}`` → ``{"accepted": bool, "reason"?}``. On 2.x
+        the 2.x plugin's report goes to the 2.x shell's registry (:attr:`V2Runner.plugins`)."""
+        plugins = self._plugins()
         report = parse_report(await self._body(request), plugins.clock())
         accepted, why = plugins.register(report)
         if not accepted:
             log.info("plugin report from %s refused: %s", report.directory, why)
             return _json({"accepted": False, "reason": why})
         return _json({"accepted": True})
+
+    def _plugins(self) -> PluginRegistry:
+        """The registry of the plugin reports of the server's major (1.x: the engine's)."""
+        return self.v2.plugins if self.v2 is not None else self.engine.shell.plugins
 
     async def agents(self, request: web.Request) -> web.Response:
         """Agents a roundtable may seat (``available_agents``, docs/behaviour.md, 'The call')."""

@@ -26,8 +26,12 @@ something that is no OpenCode (or a 2.x refusing the password) is reported in on
 exit code 2, no check run. A 2.x server (driven by the 2.x shell, docs/opencode-server.md "2.x")
 gets one line saying so and what 2.x refuses, and no 1.x check; where its project (and global
 directory) holds roundtabled's 1.x files only, a second line says to run ``roundtabled
-install-tool --opencode 2`` (exit 1). On a 1.x server holding only the 2.x plugin, the **tools**
-check says the reverse.
+install-tool --opencode 2`` (exit 1); without the roundtabled plugin loaded for the project, one
+line says so (exit 1); with it loaded, one line when an installed 2.x plugin file declares
+another ``PLUGIN_VERSION`` than the daemon speaks (an earlier one declares none), naming the same
+command (exit 1: until then each seat turn's state is written before its prompt, docs/plugin.md
+"The context hook"). On a 1.x server holding only the 2.x plugin, the **tools** check says the
+reverse.
 
 Exit code: 0 when every check passed, 1 otherwise (2: the server refused as above). Secrets are
 never printed.
@@ -49,7 +53,7 @@ import aiohttp
 import orjson
 
 from roundtabled import __version__
-from roundtabled.engine.plugins import PLUGIN_VERSION
+from roundtabled.engine.plugins import PLUGIN_VERSION, PLUGIN_VERSION_V2
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import config as cfg
@@ -601,6 +605,25 @@ async def _v2_plugin_line(
     return plugin_missing_note(str(project))
 
 
+def _v2_plugin_version_line(project: Path, env: Mapping[str, str]) -> str | None:
+    """On a 2.x server: the one line saying an installed 2.x plugin file is not the version the
+    daemon speaks (:data:`~roundtabled.engine.plugins.PLUGIN_VERSION_V2`; an earlier plugin
+    declares none and never reports), naming ``roundtabled install-tool``; ``None`` when every
+    installed one is. Such a plugin hides by the ids S2's metadata lists only, so each seat
+    turn's state is written before its prompt (docs/design.md, "The 2.x shell")."""
+    for path, version in install.v2_plugin_versions(project, env):
+        if version == PLUGIN_VERSION_V2:
+            continue
+        what = "an earlier version" if version is None else f"version {version!r}"
+        return (
+            f"the roundtabled plugin for 2.x at {path} is {what}, the daemon speaks "
+            f"{PLUGIN_VERSION_V2!r}: run `roundtabled install-tool --opencode 2` (project or "
+            "--global) and restart opencode; until then each seat turn's state is written "
+            "before its prompt"
+        )
+    return None
+
+
 async def run(
     settings: cfg.Settings,
     control_url: str,
@@ -657,6 +680,10 @@ async def run(
             missing = await _v2_plugin_line(settings, password, _project_root(cwd))
             if missing is not None:
                 print(missing, file=sys.stderr)
+                return 1
+            stale = _v2_plugin_version_line(_project_root(cwd), env)
+            if stale is not None:
+                print(stale, file=sys.stderr)
                 return 1
             return 0
         if line is None and found.major == 1 and found.auth == "ok":

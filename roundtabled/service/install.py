@@ -430,6 +430,19 @@ def plugin_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+def v2_plugin_versions(
+    project: Path | None, env: Mapping[str, str]
+) -> list[tuple[Path, str | None]]:
+    """The 2.x plugin files installed for ``project`` and globally (:func:`major_files`), each
+    with the ``PLUGIN_VERSION`` it declares (``None``: a plugin from before the 2.x plugin
+    reported itself to the daemon), project first."""
+    return [
+        (p, plugin_version(_read_text(p)))
+        for target in (tool_targets(project, False, env), tool_targets(None, True, env))
+        for p in major_files(target, 2)
+    ]
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")

@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from roundtabled.engine.plugins import HEARTBEAT_S, PLUGIN_VERSION_V2
 from roundtabled.offline.opencode_server import OpenCodeServer, agent_prompts_of, offline_config
 from roundtabled.offline.scripted_actions import Text, ToolCall, ToolCalls
 from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM
@@ -37,6 +38,8 @@ from tests.contract.v2_env import V2Env
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120), pytest.mark.e2e]
 
 TOKEN = "standin-token"
+OLDER_PLUGIN = Path(__file__).parent.parent / "fixtures" / "v2_plugin_lists_only" / "index.ts"
+"""The 2.x plugin as shipped before it reported itself and hid by the turn prompts' markers."""
 AGENTS_TEXT = "Available agents: dev, pm, rv"
 
 
@@ -92,6 +95,10 @@ class ControlStandIn:
         await self._record(request)
         return web.json_response({"ok": True})
 
+    async def plugin(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return web.json_response({"accepted": True})
+
     def requests(self, method: str, prefix: str) -> list[tuple[str, str, str | None, Any]]:
         return [s for s in self.seen if s[0] == method and s[1].startswith(prefix)]
 
@@ -101,6 +108,7 @@ class ControlStandIn:
         app.router.add_post("/v1/roundtables", self.create)
         app.router.add_get("/v1/roundtables/{ses}/result", self.result)
         app.router.add_post("/v1/roundtables/{ses}/cancel", self.cancel)
+        app.router.add_post("/v1/plugin", self.plugin)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -384,6 +392,62 @@ async def test_the_hook_drops_what_the_session_metadata_lists_reply_included(
     assert {"SECRET question", "SECRET reply", "MARKED state block"} <= set(stored)
 
 
+def _marker(session_id: str, kind: str, rnd: int, seat: int, **extra: Any) -> dict[str, Any]:
+    """A turn prompt's marker metadata as the daemon writes it (the plugin reads, never
+    verifies, the signature: a forged one can only hide more of its own session)."""
+    body = {"kind": kind, "round": rnd, "seat": seat, "roundtable": session_id, **extra}
+    return {"roundtabled": {**body, "v": 1, "mac": "x"}}
+
+
+async def test_the_hook_drops_by_the_newest_turn_prompt_s_marker_with_nothing_listed(
+    env: PluginEnv,
+) -> None:
+    """No id in S2's metadata (the daemon's state write not landed yet): the newest turn
+    prompt's marker alone leaves out every earlier turn prompt but the opening one, every
+    earlier observer prompt with its reply, and the seat turns of its ``hide`` span with their
+    replies (docs/plugin.md, "The context hook")."""
+    c, llm = env.v2.client, env.v2.llm
+    seat = await c.create_session(directory=env.v2.directory, agent="pm")
+    sid = seat.id
+    plugin = {"view": "plugin"}
+    for text, reply, meta in [
+        ("OPENING topic", "OPENING answer", _marker(sid, "turn", 0, 0, **plugin)),
+        ("SPAN prompt", "SPAN answer", _marker(sid, "turn", 0, 1, **plugin)),
+        ("OLD prompt", "KEPT answer", _marker(sid, "turn", 1, 0, **plugin)),
+        ("VERDICT request", "VERDICT answer", _marker(sid, "observer", 1, -1, **plugin)),
+        ("NOTE from a person", "NOTE answer", {}),
+        ("OTHER roundtable", "OTHER answer", _marker("ses_other", "turn", 1, 1, **plugin)),
+    ]:
+        llm.script(Text(text=reply), session=sid)
+        await run_turn(env.v2, sid, text, metadata=meta)
+    llm.script(Text(text="head answer"), session=sid)
+    await run_turn(
+        env.v2,
+        sid,
+        "HEAD question",
+        metadata=_marker(sid, "turn", 2, 0, view="plugin", hide=[0, 0]),
+    )
+    seen = " | ".join(texts(llm.requests_for(session=sid)[-1]))
+    for kept in (
+        "OPENING topic",
+        "OPENING answer",
+        "KEPT answer",
+        "NOTE from a person",
+        "NOTE answer",
+        "OTHER roundtable",
+        "HEAD question",
+    ):
+        assert kept in seen, (kept, seen)
+    for dropped in ("SPAN prompt", "SPAN answer", "OLD prompt", "VERDICT"):
+        assert dropped not in seen, (dropped, seen)
+
+    # A newest marker without the plugin view (hiding off) leaves every message in.
+    llm.script(Text(text="patch answer"), session=sid)
+    await run_turn(env.v2, sid, "PATCH question", metadata=_marker(sid, "turn", 2, 1))
+    seen = " | ".join(texts(llm.requests_for(session=sid)[-1]))
+    assert "OLD prompt" in seen and "VERDICT request" in seen, seen
+
+
 @pytest.mark.parametrize(
     "metadata",
     [
@@ -461,6 +525,56 @@ async def test_install_tool_detects_2x_and_names_the_1x_files(
     assert (project / ".opencode" / "plugins" / "roundtabled" / "index.ts").is_file()
     assert lines[-1].startswith(f"Note: {project / '.opencode'} also holds the OpenCode 1.x files")
     assert "--opencode 1" in lines[-1]
+
+
+async def test_the_plugin_reports_its_version_and_directory_to_the_control_api(
+    env: PluginEnv,
+) -> None:
+    """Loaded into a directory's instance, the plugin reports itself (``POST /v1/plugin`` with
+    the daemon's token) with the 2.x plugin protocol the daemon speaks, which the shipped file
+    declares as install-tool reads it (docs/plugin.md, "The context hook"), and again at its
+    heartbeat."""
+    directory = env.v2.directory
+    listed = await env.v2.client.plugins(directory)  # the directory's instance is loaded
+    assert any(p.id == "roundtabled" and p.status == "active" for p in listed)
+    reports = await env.control.wait_for("POST", "/v1/plugin", 2, within=3 * HEARTBEAT_S)
+    for _method, _path, auth, body in reports[:2]:
+        assert auth == f"Bearer {TOKEN}"
+        assert body["version"] == PLUGIN_VERSION_V2, body
+        assert os.path.realpath(body["directory"]) == os.path.realpath(directory), body
+        assert set(body) == {"version", "directory", "file"}, body
+        # the file the server lists as the active plugin's source (the daemon checks it)
+        (active,) = [p for p in listed if p.id == "roundtabled" and p.status == "active"]
+        assert body["file"] == active.path, (body, active.source)
+    shipped = (Path(install.__file__).parent.parent / "tools" / "v2" / "index.ts").read_text()
+    assert install.plugin_version(shipped) == PLUGIN_VERSION_V2
+
+
+async def test_doctor_on_2x_names_install_tool_for_an_older_2x_plugin(
+    env: PluginEnv, tmp_path: Path
+) -> None:
+    """The 2.x plugin from before it reported itself (it hides only what S2's metadata lists)
+    loads and runs; doctor says in one line that it is older than the daemon speaks, naming
+    ``roundtabled install-tool``, and exits 1."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    cli_env = _cli_env(env, tmp_path / "home")
+    rc, _, err = await _cli("install-tool", "--opencode", "2", cwd=project, env=cli_env)
+    assert rc == 0, err
+    plugin = project / ".opencode" / install.V2_PLUGIN_DIR / install.V2_PLUGIN_FILE
+    rc, out, err = await _cli("doctor", cwd=project, env=cli_env)
+    assert rc == 0, (out, err)
+    plugin.write_text(OLDER_PLUGIN.read_text())
+    rc, out, err = await _cli("doctor", cwd=project, env=cli_env)
+    assert rc == 1, (out, err)
+    assert "driven by the 2.x shell" in out
+    (line,) = [x for x in err.strip().splitlines() if not x.startswith("warning:")]
+    assert line == (
+        f"the roundtabled plugin for 2.x at {plugin} is an earlier version, the daemon speaks "
+        f"{PLUGIN_VERSION_V2!r}: run `roundtabled install-tool --opencode 2` (project or "
+        "--global) and restart opencode; until then each seat turn's state is written before "
+        "its prompt"
+    )
 
 
 async def test_doctor_on_2x_names_install_tool_when_only_1x_files_are_there(

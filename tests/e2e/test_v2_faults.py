@@ -56,9 +56,13 @@ def resumed_notes(status: dict[str, object]) -> list[str]:
 @pytest.mark.parametrize(
     "fault",
     [
-        "prompted:2",  # mid-debate: dev's round-1 prompt is accepted, its turn runs
-        "intent-persisted:3",  # mid-debate: pm's round-2 turn is written, its prompt not sent
-        "switched:3",  # mid-debate: pm's round-2 agent and model switched, its write in flight
+        # after turn 1 a seat turn's state write follows its prompt, the plugin's report being
+        # trusted first (env.plugin_trusted; docs/design.md, "The 2.x shell")
+        "prompted:2",  # mid-debate: dev's round-1 prompt is accepted, its turn runs, S2's
+        # block still names pm's ended turn (the write after the prompt never left)
+        "prompted:3",  # the same for pm's round 2, whose turn ends while the daemon is down
+        "intent-persisted:3",  # mid-debate: pm's round-2 prompt is accepted and its turn written
+        "switched:3",  # mid-debate: pm's round-2 agent and model switched, its prompt not sent
         "turn-recorded:3",  # mid-debate: pm's round-2 answer is in memory, nothing written
         "observer-prompted:1",  # the observer's turn runs
         "result-taken:1",  # the tool call's poll took the result; its answer never left
@@ -76,6 +80,7 @@ async def test_a_kill_while_the_tool_call_waits_delivers_the_result_once(
     env.script_debate(slow=("dev", 0) if fault == "prompted:2" else None)
     script_tool_call(env.llm, s1, call_id)
     await env.daemon.start(env.http, fault=fault)
+    await env.plugin_trusted()
     await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
     await env.killed()
     await env.daemon.start(env.http)
@@ -120,6 +125,7 @@ async def test_a_kill_when_nobody_waits_posts_the_result_into_s1_once(
     since = len(env.llm.requests)
     env.script_debate()
     await env.daemon.start(env.http, fault=fault)
+    await env.plugin_trusted()
     status, made = await env.call(
         "POST",
         "/v1/roundtables",
@@ -240,6 +246,7 @@ async def test_a_tool_call_ended_while_the_daemon_is_down_leaves_the_result_to_t
     env.script_debate(slow=("dev", 0))
     script_tool_call(env.llm, s1, call_id)
     await env.daemon.start(env.http, fault="prompted:2")
+    await env.plugin_trusted()
     await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
     await env.killed()
     assert await env.port.client.interrupt(s1)  # the tool call was still waiting
@@ -280,6 +287,7 @@ async def test_a_kill_inside_the_start_leaves_the_result_to_the_fallback_once(
     env.script_debate()
     script_tool_call(env.llm, s1, call_id)
     await env.daemon.start(env.http, fault=fault)
+    await env.plugin_trusted()
     await env.port.client.prompt(s1, "hold a roundtable", message_id=new_message_id())
     await env.killed()
     followup = (await env.llm.wait_for_requests(2, 60, session=s1))[1]

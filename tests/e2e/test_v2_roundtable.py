@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +24,13 @@ from bench.env import control_call
 from roundtabled.core.server_records import SessionRef, TurnOutcome
 from roundtabled.core.state import CONCLUDED_SUFFIX, OBSERVER_AGENT, Signer, decode_state
 from roundtabled.core.validation import parse_request
+from roundtabled.engine import v2_features
+from roundtabled.engine.plugins import (
+    HEARTBEAT_S,
+    PLUGIN_VERSION_V2,
+    PluginRegistry,
+    parse_report,
+)
 from roundtabled.engine.settings import Settings
 from roundtabled.engine.v2run import V2Runner
 from roundtabled.errors import ValidationFailed
@@ -41,6 +49,7 @@ from roundtabled.service import install
 from roundtabled.service.config import load_settings
 from roundtabled.service.daemon import Daemon
 from tests.fakes.daemon_proc import DaemonProc
+from tests.fakes.plugin_reports import PluginReports
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180), pytest.mark.e2e]
 
@@ -64,6 +73,8 @@ class Env:
     tap: list[Callable[[Event], list[Event]]]
     """At most one function through which the stream's events reach the runner (a test that
     drops or adds events); empty: each event as it comes."""
+    reports: PluginReports
+    """Where the plugin reports itself (into ``runner.plugins``)."""
 
     @property
     def directory(self) -> str:
@@ -87,10 +98,12 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     server = OpenCodeServer(root, config, major=2)
     token = root / "token"
     token.write_text(secrets.token_hex(16) + "\n")
-    # the plugin (its context hook hides what S2's metadata lists) and the observer agent
+    # the plugin (its context hook hides what S2's metadata lists and what the newest turn
+    # prompt's marker says; it reports itself to `reports`) and the observer agent
+    control_port = free_port()
     install.install_tools(
         root / server.directory_name / ".opencode",
-        control_url="http://127.0.0.1:9",
+        control_url=f"http://127.0.0.1:{control_port}",
         token_file=token,
         major=2,
     )
@@ -99,6 +112,8 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     assert isinstance(port, V2Port)
     signer = Signer(secrets.token_bytes(32))
     runner = V2Runner(port, signer, Settings(resync_period=2.0))
+    reports = PluginReports(lambda: runner.plugins, token.read_text().strip(), control_port)
+    await reports.start()
     connected = asyncio.Event()
     tap: list[Callable[[Event], list[Event]]] = []
 
@@ -112,8 +127,9 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     task = asyncio.create_task(stream.run())
     try:
         await asyncio.wait_for(connected.wait(), 15)
-        yield Env(server, llm, port, runner, signer, tap)
+        yield Env(server, llm, port, runner, signer, tap, reports)
     finally:
+        await reports.stop()
         await runner.close()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -248,6 +264,146 @@ async def test_each_ended_turn_is_taken_from_the_event_stream_without_a_read(
     said = {(e.agent, e.round): e.response for e in state.history if e.agent in SEAT_MODELS}
     assert said == {k: v for k, v in replies.items()}
     assert "SUMMARY: the seats agree on a flag." in result["summary"]
+
+
+async def debate_recording_order(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[tuple[str, str]], list[str], dict[tuple[str, int], str], int]:
+    """Run :func:`debate_counting_reads` recording each prompt and state write in the order
+    they were made (``("prompt" | "write", prompt id)``); returns them, the prompt ids, each
+    seat's reply and how many model requests were made before the debate."""
+    calls: list[tuple[str, str]] = []
+    start_turn, write_state = env.port.start_turn, env.port.write_state
+
+    async def prompted(session: SessionRef, *args: Any, **kw: Any) -> str:
+        pid = await start_turn(session, *args, **kw)
+        calls.append(("prompt", pid))
+        return pid
+
+    async def written(session: SessionRef, block: Any, **kw: Any) -> None:
+        state = decode_state(block.text, block.metadata, session.id, env.signer)
+        # what a request can see: recorded before the call lands, so a write that lands
+        # first is also recorded first
+        calls.append(("write", state.pending.message_id if state.pending else ""))
+        await write_state(session, block, **kw)
+
+    monkeypatch.setattr(env.port, "start_turn", prompted)
+    monkeypatch.setattr(env.port, "write_state", written)
+    since = len(env.llm.requests)
+    _s2, _result, _reads, replies = await debate_counting_reads(env, monkeypatch)
+    prompts = [pid for kind, pid in calls if kind == "prompt"]
+    assert len(prompts) == 7, calls  # 3 seats × 2 rounds and the observer
+    return calls, prompts, replies, since
+
+
+def assert_seats_saw_no_earlier_prompt(
+    env: Env, since: int, replies: dict[tuple[str, int], str]
+) -> None:
+    """Every seat request of the debate held the opening prompt and its own, no other earlier
+    turn prompt, and the last one every earlier reply (context "full")."""
+    seat_requests = [r for r in env.llm.requests[since:] if r.agent in SEAT_MODELS]
+    assert len(seat_requests) == 6, [r.agent for r in seat_requests]
+    for n, request in enumerate(seat_requests):
+        users = [
+            content_text(m.get("content")) for m in request.messages if m.get("role") == "user"
+        ]
+        assert len(users) == (1 if n == 0 else 2), (n, users)
+        assert "Which rollout?" in users[0], users
+    said = " | ".join(content_text(m.get("content")) for m in seat_requests[-1].messages)
+    assert replies[("pm", 1)] in said and replies[("pm", 2)] in said
+
+
+async def test_after_turn_one_the_state_write_follows_each_prompt(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the plugin's report trusted (it hides by the newest turn prompt's marker), turn 1's
+    state is written before its prompt (a restart needs a block to resume from); every later
+    seat turn's prompt goes out first and the write naming it follows, so no write sits
+    between a turn's end and the next prompt (docs/design.md, "The 2.x shell"); the observer's
+    is written first (its request keeps replies the seats' lists drop). The plugin still keeps
+    every earlier seat prompt but the opening one out of each seat's request."""
+    # the directory's instance loads the plugin (here at the latest), which then reports
+    assert await v2_features.plugin_loaded(env.port, env.directory)
+    trusted = await env.runner.plugins.wait_for(env.directory, 3 * HEARTBEAT_S)
+    assert trusted == PLUGIN_VERSION_V2, (trusted, env.reports.refused)
+    calls, prompts, replies, since = await debate_recording_order(env, monkeypatch)
+    for pid in (prompts[0], prompts[-1]):  # turn 1 and the observer's
+        assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
+    for pid in prompts[1:-1]:
+        at = calls.index(("prompt", pid))
+        assert ("write", pid) in calls[at + 1 :], (pid, calls)
+        assert ("write", pid) not in calls[:at], (pid, calls)
+    assert_seats_saw_no_earlier_prompt(env, since, replies)
+
+
+async def test_without_a_trusted_report_of_the_marker_plugin_each_write_goes_first(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin reports a version the daemon does not speak, as a plugin older than the
+    daemon would (one that does not report at all: the regression file
+    test_an_older_2x_plugin_lets_no_earlier_turn_prompt_into_a_seat_s_request.py): the report is
+    refused, so every turn's state (and the ids the plugin hides) is written before its prompt,
+    and no seat's request holds an earlier turn prompt but the opening one."""
+    assert await v2_features.plugin_loaded(env.port, env.directory)
+    monkeypatch.setattr(env.runner.plugins, "speaks", PLUGIN_VERSION_V2 + "-newer")
+    env.runner.plugins.forget()
+    why = await env.reports.next_refusal(3 * HEARTBEAT_S)  # the next heartbeat's
+    assert "the daemon speaks" in why, why
+    assert env.runner.plugins.version_for(env.directory) is None
+    calls, prompts, replies, since = await debate_recording_order(env, monkeypatch)
+    for pid in prompts:
+        assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
+    assert_seats_saw_no_earlier_prompt(env, since, replies)
+
+
+async def test_a_report_is_trusted_only_for_the_file_the_server_runs_as_the_plugin(
+    env: Env,
+) -> None:
+    """The 2.x shell's check of a report (``GET /api/plugin`` of the directory): trusted when
+    the active roundtabled plugin is the reported file; not for another file (a twin that failed
+    as a duplicate, a copy elsewhere), nor a report naming none, nor another directory's."""
+    listed = await env.port.client.plugins(env.directory)
+    (active,) = [p for p in listed if p.id == "roundtabled" and p.status == "active"]
+    assert active.path is not None
+
+    async def trusted(body: dict[str, Any]) -> str | None:
+        reg = PluginRegistry(lambda: 0, verify=env.runner._plugin_runs, speaks=PLUGIN_VERSION_V2)
+        reg.register(parse_report({"version": PLUGIN_VERSION_V2, **body}, 0))
+        await reg.checked()
+        return reg.version_for(body["directory"])
+
+    here = {"directory": env.directory}
+    assert await trusted({**here, "file": active.path}) == PLUGIN_VERSION_V2
+    assert await trusted({**here, "file": active.path + ".old"}) is None
+    assert await trusted(here) is None
+    elsewhere = str(env.server.root / "elsewhere")
+    os.makedirs(elsewhere, exist_ok=True)
+    assert await trusted({"directory": elsewhere, "file": active.path}) is None
+
+
+async def test_a_location_reload_drops_the_plugin_s_report_until_the_new_instance_reports(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /api/location/reload`` replaces the directory's instance and its plugin (which may
+    now be another file): the daemon drops the report it trusted at the instance's
+    ``location.shutdown`` and trusts the directory again only on the new instance's report,
+    checked against the server (docs/plugin.md, "The context hook": the report)."""
+    assert await v2_features.plugin_loaded(env.port, env.directory)
+    assert await env.runner.plugins.wait_for(env.directory, 3 * HEARTBEAT_S) == PLUGIN_VERSION_V2
+    dropped: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    forget = env.runner.plugins.forget
+
+    def recorded(directory: str | None = None) -> None:
+        forget(directory)
+        if not dropped.done():
+            dropped.set_result(directory)
+
+    monkeypatch.setattr(env.runner.plugins, "forget", recorded)
+    await env.port.client._request("POST", "/api/location/reload")
+    gone = await asyncio.wait_for(dropped, 30)
+    assert gone is not None and os.path.realpath(gone) == os.path.realpath(env.directory)
+    assert env.runner.plugins.version_for(env.directory) is None
+    assert await env.runner.plugins.wait_for(env.directory, 3 * HEARTBEAT_S) == PLUGIN_VERSION_V2
 
 
 async def test_a_turn_whose_events_were_missed_is_read_and_recorded_whole(
@@ -484,6 +640,14 @@ async def test_the_roundtable_tool_of_the_2x_plugin_returns_the_result_to_the_or
     assert isinstance(port, V2Port)
     try:
         await asyncio.wait_for(daemon.engine.ready.wait(), 30)
+        # the plugin reports itself to the daemon's control API, which trusts it once the
+        # server lists it active for the directory (docs/plugin.md, "The context hook")
+        assert daemon.v2 is not None
+        directory = str(server.project_dir)
+        # the directory's instance (and so the plugin) loads at its first location-scoped call
+        assert await v2_features.plugin_loaded(port, directory)
+        trusted = await daemon.v2.plugins.wait_for(directory, 3 * HEARTBEAT_S)
+        assert trusted == PLUGIN_VERSION_V2, daemon.v2.plugins.snapshot()
         s1 = await port.client.create_session(directory=str(server.project_dir), agent="build")
         for seat in ("pm", "dev"):
             reply = f"{seat}: {ARGUMENTS[seat][0]}.\nPosition: flag — yes"

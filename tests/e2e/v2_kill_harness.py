@@ -16,6 +16,7 @@ unfinished roundtables of its directory, so two cases never run at once.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import aiohttp
 
 from bench.env import control_call
 from roundtabled.core.state import OBSERVER_AGENT, RoundtableState, decode_state
+from roundtabled.engine.plugins import PLUGIN_VERSION_V2
 from roundtabled.engine.v2_delivery import delivery_key
 from roundtabled.offline.opencode_server import (
     OpenCodeServer,
@@ -74,6 +76,28 @@ class V2Faults:
         """One call to the running daemon's control API."""
         d = self.daemon
         return await control_call(self.http, d.url, d.token, method, path, body, timeout=60)
+
+    async def plugin_trusted(self, within: float = 30) -> None:
+        """Wait until the running daemon trusts the 2.x plugin's report for the directory (its
+        health lists it with :data:`PLUGIN_VERSION_V2`): from then on a seat turn's state write
+        follows its prompt (docs/design.md, "The 2.x shell"), the order the kill points after
+        turn 1 are about."""
+        health: Any = None
+        await self.port.client.plugins(self.directory)  # the directory's instance loads it
+        try:
+            async with asyncio.timeout(within):
+                while True:
+                    status, health = await self.call("GET", "/v1/health")
+                    reports = (health.get("plugin") or {}).get("reports") if status == 200 else []
+                    if any(
+                        os.path.realpath(r["directory"]) == os.path.realpath(self.directory)
+                        and r["version"] == PLUGIN_VERSION_V2
+                        for r in reports or []
+                    ):
+                        return
+                    await asyncio.sleep(0.2)
+        except TimeoutError:
+            raise AssertionError((health, self.daemon.log()[-3000:])) from None
 
     async def s1(self) -> str:
         """A new S1 whose agent is ``build`` (the orchestrator)."""

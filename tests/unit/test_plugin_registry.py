@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from roundtabled.engine.plugins import PLUGIN_VERSION, PluginRegistry, parse_report
+from roundtabled.engine.plugins import (
+    PLUGIN_VERSION,
+    PLUGIN_VERSION_V2,
+    PluginRegistry,
+    PluginReport,
+    parse_report,
+)
 from roundtabled.errors import ValidationFailed
 from roundtabled.opencode import v1_wire
 
@@ -93,8 +99,8 @@ class _Server:
         self.gate.set()
         self.asked: list[str] = []
 
-    async def __call__(self, directory: str) -> bool:
-        self.asked.append(directory)
+    async def __call__(self, report: PluginReport) -> bool:
+        self.asked.append(report.directory)
         await self.gate.wait()
         return self.loaded
 
@@ -138,7 +144,7 @@ async def test_a_check_that_began_before_a_drop_is_void(tmp_path: Path) -> None:
 
 
 async def test_a_check_the_server_cannot_answer_trusts_nothing(tmp_path: Path) -> None:
-    async def unreachable(directory: str) -> bool:
+    async def unreachable(report: PluginReport) -> bool:
         raise OSError("connection refused")
 
     reg = PluginRegistry(lambda: 0, verify=unreachable)
@@ -181,3 +187,30 @@ async def test_a_reconnect_checks_each_trusted_report_again(tmp_path: Path) -> N
     reg.recheck()  # nothing trusted: nothing to check
     await reg.checked()
     assert len(server.asked) == 6
+
+
+async def test_the_2x_registry_trusts_the_2x_plugin_protocol_only_once_the_server_lists_it(
+    tmp_path: Path,
+) -> None:
+    """The 2.x shell's registry (``speaks``: the 2.x plugin protocol) refuses the 1.x plugin's
+    version and any other 2.x one, naming the 2.x install; a report of its own version is
+    trusted once ``verify`` (``GET /api/plugin`` on 2.x) says the plugin runs there, and a
+    recheck (a reconnect) drops it until the server confirms it again."""
+    server = _Server(loaded=True)
+    reg = PluginRegistry(
+        lambda: 0,
+        verify=server,
+        speaks=PLUGIN_VERSION_V2,
+        install="roundtabled install-tool --opencode 2",
+    )
+    for other in (PLUGIN_VERSION, "v2.0"):
+        ok, why = reg.register(_report(str(tmp_path), version=other))
+        assert not ok and "`roundtabled install-tool --opencode 2`" in why, why
+        assert repr(PLUGIN_VERSION_V2) in why
+    assert reg.register(_report(str(tmp_path), version=PLUGIN_VERSION_V2)) == (True, "")
+    assert await reg.wait_for(str(tmp_path), 5) == PLUGIN_VERSION_V2
+    server.loaded = False
+    reg.recheck()
+    await reg.checked()
+    assert reg.version_for(str(tmp_path)) is None
+    assert PLUGIN_VERSION_V2 != PLUGIN_VERSION
