@@ -332,6 +332,8 @@ class V2Runner:
                     continue
                 if not state.active and state.finalization.toast_done:
                     continue
+                if state.active:
+                    state = await v2_features.newest_state(self.port, self.signer, s2, state)
                 run = Run(lifecycle.resumed(state), s2, resumed=True)
                 run.written = state.pending.message_id if state.pending is not None else None
                 self.tables[s2.id] = run
@@ -729,6 +731,11 @@ class V2Runner:
             )
         return tuple(views)
 
+    def _block(self, run: Run) -> SignedState:
+        """``run``'s state, signed, as a block for S2 (docs/design.md, "State format")."""
+        text, meta = encode_state(run.state, self.signer)
+        return SignedState(text, meta)
+
     async def _write(self, run: Run) -> None:
         state = run.state
         text, meta = encode_state(state, self.signer)
@@ -798,12 +805,17 @@ class V2Runner:
                         label=key.header(cmd.agent),
                         marker=marker,
                         switched=switched,
+                        # After a recorded turn the state rides with the prompt: one call,
+                        # no write between the turn's end and the next prompt, and no prompt
+                        # without its state (recover takes the newest block S2 holds).
+                        state=self._block(run) if after else None,
                     )
                     run.accepted.add(cmd.message_id)
+                    if after:
+                        run.written = cmd.message_id
                     observer = cmd.marker.kind == "observer"
                     faults.checkpoint("observer-prompted" if observer else "prompted")
                 if after:
-                    await self._write(run)
                     faults.checkpoint("intent-persisted")
                 if not cmd.persist_first:
                     await self._write(run)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 import pytest_asyncio
 from pydantic import SecretStr
@@ -250,20 +251,26 @@ async def test_each_ended_turn_is_taken_from_the_event_stream_without_a_read(
     assert "SUMMARY: the seats agree on a flag." in result["summary"]
 
 
-async def test_after_turn_one_the_state_write_follows_each_prompt(
+async def test_after_turn_one_each_seat_turn_state_rides_with_its_prompt(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Turn 1's state is written before its prompt (a restart needs a block to resume from);
-    every later seat turn's prompt goes out first and the write naming it follows, so no write
-    sits between a turn's end and the next prompt (docs/design.md, "The 2.x shell"); the
-    observer's is written first (its request keeps replies the seats' lists drop). The plugin
-    still keeps every earlier seat prompt but the opening one out of each seat's request."""
+    """Turn 1's state is written to S2's metadata before its prompt (a restart needs a block to
+    resume from); every later seat turn's prompt carries the state naming it in the same call
+    and no separate write names it, so no write sits between a turn's end and the next prompt
+    (docs/design.md, "The 2.x shell"); the observer's is written first (its request keeps
+    replies the seats' lists drop). S2 gives each carried block back with its prompt, and the
+    seats' requests hold no state block and keep every earlier seat prompt but the opening one
+    out."""
     calls: list[tuple[str, str]] = []
     start_turn, write_state = env.port.start_turn, env.port.write_state
 
     async def prompted(session: SessionRef, *args: Any, **kw: Any) -> str:
         pid = await start_turn(session, *args, **kw)
-        calls.append(("prompt", pid))
+        block = kw.get("state")
+        if block is not None:
+            state = decode_state(block.text, block.metadata, session.id, env.signer)
+            assert state.pending is not None and state.pending.message_id == pid
+        calls.append(("prompt+state" if block is not None else "prompt", pid))
         return pid
 
     async def written(session: SessionRef, block: Any, **kw: Any) -> None:
@@ -275,17 +282,25 @@ async def test_after_turn_one_the_state_write_follows_each_prompt(
 
     monkeypatch.setattr(env.port, "start_turn", prompted)
     monkeypatch.setattr(env.port, "write_state", written)
-    _s2, _result, _reads, replies = await debate_counting_reads(env, monkeypatch)
-    prompts = [pid for kind, pid in calls if kind == "prompt"]
+    s2, _result, _reads, replies = await debate_counting_reads(env, monkeypatch)
+    prompts = [pid for kind, pid in calls if kind.startswith("prompt")]
     assert len(prompts) == 7, calls  # 3 seats × 2 rounds and the observer
     for pid in (prompts[0], prompts[-1]):  # turn 1 and the observer's
+        assert ("prompt", pid) in calls, calls
         assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
     for pid in prompts[1:-1]:
-        at = calls.index(("prompt", pid))
-        assert ("write", pid) in calls[at + 1 :], (pid, calls)
-        assert ("write", pid) not in calls[:at], (pid, calls)
+        assert ("prompt+state", pid) in calls, (pid, calls)
+        assert ("write", pid) not in calls, (pid, calls)
+    stored = {p.id: p.state for p in await env.port.prompts(SessionRef(s2, None))}
+    for pid in prompts[1:-1]:
+        block = stored[pid]
+        assert block is not None, pid
+        state = decode_state(block.text, block.metadata, s2, env.signer)
+        assert state.pending is not None and state.pending.message_id == pid
     # the seats' requests kept the opening prompt and left every other earlier prompt out
     seat_requests = [r for r in env.llm.requests if r.agent in SEAT_MODELS]
+    for r in seat_requests:
+        assert "roundtabled" not in orjson.dumps(r.messages).decode().lower(), r.messages
     msgs = seat_requests[-1].messages
     users = [content_text(m.get("content")) for m in msgs if m.get("role") == "user"]
     assert len(users) == 2 and "Which rollout?" in users[0], users
