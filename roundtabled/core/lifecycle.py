@@ -12,6 +12,7 @@ point repeats nothing (``docs/design.md``, "exactly once"). Times are epoch mill
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -144,6 +145,33 @@ def orphaned(state: RoundtableState) -> Decision:
         }
     )
     return Decision(new, [Abort(), PersistState(index=True)])
+
+
+def newest_state(
+    stored: RoundtableState, carried: Sequence[tuple[str, RoundtableState]]
+) -> RoundtableState:
+    """The newest of a roundtable's states in S2, as a restarted daemon resumes it (OpenCode
+    2.x: a seat turn's state rides with its prompt, the other writes go to S2's metadata;
+    docs/design.md "The 2.x shell", *When the state is written*).
+
+    Args:
+        stored: the authenticated state of S2's metadata.
+        carried: ``(prompt id, the authenticated state that prompt carries)``, in S2's order.
+
+    Returns:
+        The state of the newest prompt that ``stored`` does not know (neither a recorded turn's
+        prompt nor its pending one) and whose own pending turn is that prompt, else ``stored``.
+        One writer per roundtable: every write after a prompt was sent knows that prompt, so a
+        prompt ``stored`` does not know was sent after ``stored`` was written.
+    """
+    known = {e.message_id for e in stored.history if e.message_id}
+    if stored.pending is not None:
+        known.add(stored.pending.message_id)
+    for prompt_id, state in reversed(carried):
+        pend = state.pending
+        if prompt_id not in known and pend is not None and pend.message_id == prompt_id:
+            return state
+    return stored
 
 
 def resumed(state: RoundtableState) -> RoundtableState:

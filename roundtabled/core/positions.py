@@ -14,6 +14,7 @@ Pure: no I/O. Confidence is a fraction in ``[0, 1]`` (``7/10`` → ``0.7``).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -383,16 +384,39 @@ def spoke(entry: LedgerEntry) -> bool:
     return entry.kind == "turn" and not entry.has_error and bool(entry.response.strip())
 
 
+_MEMO_CHARS = 16_384
+"""Replies up to this many characters keep their parsed lines in a small memo: every turn asks
+the ledger about every earlier reply again (the seats' changes, the stances table), and a reply
+that states no position has nothing recorded to answer from. Longer ones are parsed each time,
+so the memo holds at most ``256 × 16 KiB``."""
+
+
+@functools.lru_cache(maxsize=256)
+def _memo_position(text: str) -> Position | None:
+    return parse_position(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _memo_changed(text: str) -> str | None:
+    return parse_changed(text)
+
+
 def position_of(entry: LedgerEntry) -> Position | None:
     """The position a turn stated: the recorded one, else parsed from its text; ``None`` for a
     turn that did not speak (a failed or empty turn states nothing)."""
     if not spoke(entry):
         return None
-    return entry.position if entry.position is not None else parse_position(entry.response)
+    if entry.position is not None:
+        return entry.position
+    text = entry.response
+    return _memo_position(text) if len(text) <= _MEMO_CHARS else parse_position(text)
 
 
 def _changed_of(entry: LedgerEntry) -> str | None:
-    return entry.changed if entry.changed is not None else parse_changed(entry.response)
+    if entry.changed is not None:
+        return entry.changed
+    text = entry.response
+    return _memo_changed(text) if len(text) <= _MEMO_CHARS else parse_changed(text)
 
 
 def seat_turns(history: Sequence[LedgerEntry], agent: str) -> list[LedgerEntry]:

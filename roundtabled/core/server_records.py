@@ -270,12 +270,15 @@ class PromptRecord:
     ``id``: the message's id. ``key``: the :class:`TurnKey` it carries when the daemon sent it
     as a turn (``None``: a person's message, or another kind). ``replies``: the ids of the
     assistant messages that answer it, oldest first (what a request holds of its reply).
-    ``text``: the reply's text (the steps' text joined)."""
+    ``text``: the reply's text (the steps' text joined). ``state``: the state block the prompt
+    carries (2.x: a seat turn's state rides with its prompt, docs/design.md "The 2.x shell",
+    *When the state is written*; ``None``: none), trusted only once decoded."""
 
     id: str
     key: TurnKey | None
     replies: tuple[str, ...] = ()
     text: str = ""
+    state: SignedState | None = None
 
 
 def usage_in_out(usage: Usage, *, answered: bool) -> tuple[int | None, int | None]:

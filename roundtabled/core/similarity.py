@@ -22,6 +22,7 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 import re
 from itertools import pairwise
 
@@ -85,12 +86,27 @@ def jaccard_bigrams(a: str, b: str) -> float:
         A float in ``[0, 1]``; symmetric; ``1.0`` for texts equal after cleaning (two characters
         or more); ``0.0`` when both bigram sets are empty (an empty reply is not a loop).
     """
-    sa = bigrams(clean_text(a))
-    sb = bigrams(clean_text(b))
+    sa = _cleaned_bigrams(a)
+    sb = _cleaned_bigrams(b)
     if not sa and not sb:
         return 0.0
     inter = len(sa & sb)
     return inter / (len(sa) + len(sb) - inter)
+
+
+_MEMO_CHARS = 65_536
+"""A debate compares each reply twice (as the newest, then as the one before a later reply):
+replies up to this many characters keep their bigram set in a small memo (at most
+``16 × 64 KiB`` of text held)."""
+
+
+@functools.lru_cache(maxsize=16)
+def _memo_bigrams(text: str) -> frozenset[str]:
+    return frozenset(bigrams(clean_text(text)))
+
+
+def _cleaned_bigrams(text: str) -> frozenset[str] | set[str]:
+    return _memo_bigrams(text) if len(text) <= _MEMO_CHARS else bigrams(clean_text(text))
 
 
 def is_loop(latest: str, previous: str, threshold: float) -> bool:

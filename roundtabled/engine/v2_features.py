@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from roundtabled.core import deliberation, hiding, prompts
+from roundtabled.core import deliberation, hiding, lifecycle, prompts
 from roundtabled.core.commands import Command, Prompt, PromptSeat, SeatSettled, TurnRecorded
 from roundtabled.core.server_records import SessionRef
 from roundtabled.core.sides import turn_view
@@ -40,6 +40,7 @@ __all__ = [
     "full_history",
     "hidden_ids",
     "indexed_sessions",
+    "newest_state",
     "plugin_loaded",
     "plugin_missing_note",
     "plugin_notes",
@@ -301,7 +302,30 @@ async def stored_state(
         state = decode_state(block.text, block.metadata, s2.id, signer)
     except (IndexError, StateError):
         return None
+    if state.active:
+        state = await newest_state(port, signer, s2, state)
     return await full_history(port, s2, state) if full else state
+
+
+async def newest_state(
+    port: V2Port, signer: Signer, s2: SessionRef, stored: RoundtableState
+) -> RoundtableState:
+    """The newest state S2 holds: ``stored`` (its metadata's) or one a later prompt carries
+    (:func:`roundtabled.core.lifecycle.newest_state`); a carried block that does not
+    authenticate is skipped with a warning.
+
+    Raises:
+        NotFound: ``s2`` is gone. TransportError: the server could not be reached.
+    """
+    carried: list[tuple[str, RoundtableState]] = []
+    for p in await port.prompts(s2):
+        if p.state is None:
+            continue
+        try:
+            carried.append((p.id, decode_state(p.state.text, p.state.metadata, s2.id, signer)))
+        except StateError as exc:
+            log.warning("%s: the prompt %s carries no state of this daemon: %s", s2.id, p.id, exc)
+    return lifecycle.newest_state(stored, carried)
 
 
 async def indexed_sessions(

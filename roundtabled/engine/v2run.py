@@ -22,11 +22,11 @@ shell"):
 - :class:`~roundtabled.core.commands.PersistState` writes the signed state into S2's metadata
   together with the ids the plugin is to keep out of the pending turn's requests
   (``roundtabled.hidden``, docs/plugin.md "OpenCode 2.x"; the rule is :mod:`roundtabled.core.
-  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable): before
-  the prompt, or right after it for a seat's turn planned from a recorded one (:func:`roundtabled.
-  core.hiding.write_may_follow`: the plugin's trusted report, :attr:`V2Runner.plugins`, says it
-  hides by the prompts' markers, and a restart resumes from the ended turn's block and adopts
-  the prompt it finds sent, :meth:`V2Runner._sent_after`);
+  hiding`'s, ``context: "recent"`` included), in one PATCH (one writer per roundtable) before
+  the prompt; for a seat's turn planned from a recorded one the signed state rides in the
+  prompt's own metadata instead (:func:`roundtabled.core.hiding.write_may_follow`: the plugin's
+  trusted report, :attr:`V2Runner.plugins`, says it hides by the prompts' markers; a restart
+  resumes from the newest block S2 holds, :func:`roundtabled.core.lifecycle.newest_state`);
 - ``Abort`` is the port's interrupt; a ``Toast`` cannot be shown (said once in the notes);
 - the end: the final state written, then phase 4 (:mod:`roundtabled.engine.v2_delivery`): the
   result to pollers, into S1 exactly once (the waiting tool call's part, else one parked
@@ -361,6 +361,8 @@ class V2Runner:
                     continue
                 if not state.active and state.finalization.toast_done:
                     continue
+                if state.active:
+                    state = await v2_features.newest_state(self.port, self.signer, s2, state)
                 run = Run(lifecycle.resumed(state), s2, resumed=True)
                 run.written = state.pending.message_id if state.pending is not None else None
                 self.tables[s2.id] = run
@@ -769,6 +771,11 @@ class V2Runner:
             )
         return tuple(views)
 
+    def _block(self, run: Run) -> SignedState:
+        """``run``'s state, signed, as a block for S2 (docs/design.md, "State format")."""
+        text, meta = encode_state(run.state, self.signer)
+        return SignedState(text, meta)
+
     async def _write(self, run: Run) -> None:
         state = run.state
         text, meta = encode_state(state, self.signer)
@@ -798,10 +805,10 @@ class V2Runner:
             elif isinstance(cmd, Prompt):
                 model = run.state.models.get(cmd.agent)
                 switched = False
-                # After a recorded turn the write follows the prompt (off the path from the
-                # turn's end to the next prompt) where the plugin's trusted report says it hides
-                # by the prompts' markers (an earlier plugin hides only what S2's metadata
-                # lists), and a restart resumes from the block of the ended turn
+                # After a recorded turn the state rides with the prompt (no write on the path
+                # from the turn's end to the next prompt) where the plugin's trusted report says
+                # it hides by the prompts' markers (an earlier plugin hides only what S2's
+                # metadata lists), and a restart resumes from the newest block S2 holds
                 # (hiding.write_may_follow).
                 after = (
                     cmd.persist_first
@@ -847,12 +854,15 @@ class V2Runner:
                         label=key.header(cmd.agent),
                         marker=marker,
                         switched=switched,
+                        # one call: no prompt without its state
+                        state=self._block(run) if after else None,
                     )
                     run.accepted.add(cmd.message_id)
+                    if after:
+                        run.written = cmd.message_id
                     observer = cmd.marker.kind == "observer"
                     faults.checkpoint("observer-prompted" if observer else "prompted")
                 if after:
-                    await self._write(run)
                     faults.checkpoint("intent-persisted")
                 if not cmd.persist_first:
                     await self._write(run)

@@ -1026,12 +1026,17 @@ def _v1_reply_model(msgs: list[dict[str, Any]], reply_id: str) -> ModelRef | Non
 
 
 def _v2_state(metadata: Mapping[str, Any] | None) -> tuple[SignedState, ...]:
-    """The state block a 2.x session's metadata holds (``()``: none)."""
+    """The state block a 2.x session's (or prompt's) metadata holds (``()``: none)."""
     held = (metadata or {}).get(STATE_KEY)
     if not isinstance(held, dict) or not isinstance(held.get("text"), str):
         return ()
     meta = held.get("metadata")
     return (SignedState(held["text"], meta if isinstance(meta, dict) else {}),)
+
+
+def _v2_state_value(block: SignedState) -> dict[str, Any]:
+    """``block`` as a 2.x metadata value under :data:`STATE_KEY` (what :func:`_v2_state` reads)."""
+    return {"text": block.text, "metadata": dict(block.metadata)}
 
 
 def _v2_session(info: v2.SessionInfo) -> SessionRef:
@@ -1310,9 +1315,13 @@ class V2Port:
         label: str | None = None,
         marker: Mapping[str, Any] | None = None,
         switched: bool = False,
+        state: SignedState | None = None,
     ) -> str:
         """:meth:`ServerPort.start_turn`; ``switched``: the caller made ``agent`` on ``model``
-        the session's already (:meth:`switch`), else it is done first."""
+        the session's already (:meth:`switch`), else it is done first. ``state``: the
+        roundtable's state block with this turn pending, stored with the prompt in the same call
+        (:meth:`prompts` gives it back; docs/design.md "The 2.x shell", *When the state is
+        written*)."""
         # switched before every turn (idempotent; at most one turn is in flight per session)
         if not switched:
             await self.switch(session, agent, model)
@@ -1321,12 +1330,10 @@ class V2Port:
         turn: dict[str, Any] = key.as_dict()
         if label is not None:
             turn["label"] = label
-        await self.client.prompt(
-            session.id,
-            text,
-            message_id=prompt_id,
-            metadata={**(marker or {}), TURN_KEY: turn},
-        )
+        metadata: dict[str, Any] = {**(marker or {}), TURN_KEY: turn}
+        if state is not None:
+            metadata[STATE_KEY] = _v2_state_value(state)
+        await self.client.prompt(session.id, text, message_id=prompt_id, metadata=metadata)
         return prompt_id
 
     async def _from(self, session_id: str, prompt_id: str) -> list[v2.Record] | None:
@@ -1390,9 +1397,10 @@ class V2Port:
 
     async def prompts(self, session: SessionRef) -> list[PromptRecord]:
         """Every user message of ``session``, oldest first, with the :class:`TurnKey` it carries
-        (``metadata.roundtabledTurn``; ``None`` for a message the daemon did not send as a turn)
-        and the assistant messages answering it (:func:`~roundtabled.opencode.v2.reply_of`'s
-        rule: up to the next user message or the end of its execution)."""
+        (``metadata.roundtabledTurn``; ``None`` for a message the daemon did not send as a turn),
+        the state block it carries (:meth:`start_turn`'s ``state``) and the assistant messages
+        answering it (:func:`~roundtabled.opencode.v2.reply_of`'s rule: up to the next user
+        message or the end of its execution)."""
         records = await self.client.all_messages(session.id)
         found: list[tuple[v2.UserRecord, list[v2.AssistantRecord]]] = []
         open_reply: list[v2.AssistantRecord] | None = None
@@ -1412,6 +1420,7 @@ class V2Port:
                     key=TurnKey.from_dict((user.metadata or {}).get(TURN_KEY)),
                     replies=tuple(a.id for a in reply),
                     text="\n\n".join(a.text for a in reply if a.text.strip()),
+                    state=next(iter(_v2_state(user.metadata)), None),
                 )
             )
         return out
@@ -1466,7 +1475,7 @@ class V2Port:
                 ours["phase"] = phase
             metadata[META_KEY] = ours
         self._keep(session.id, metadata)
-        metadata[STATE_KEY] = {"text": block.text, "metadata": dict(block.metadata)}
+        metadata[STATE_KEY] = _v2_state_value(block)
         try:
             await self.client.update_session(session.id, metadata=metadata)
         except BaseException:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 import pytest_asyncio
 from pydantic import SecretStr
@@ -268,16 +269,21 @@ async def test_each_ended_turn_is_taken_from_the_event_stream_without_a_read(
 
 async def debate_recording_order(
     env: Env, monkeypatch: pytest.MonkeyPatch
-) -> tuple[list[tuple[str, str]], list[str], dict[tuple[str, int], str], int]:
+) -> tuple[str, list[tuple[str, str]], list[str], dict[tuple[str, int], str], int]:
     """Run :func:`debate_counting_reads` recording each prompt and state write in the order
-    they were made (``("prompt" | "write", prompt id)``); returns them, the prompt ids, each
-    seat's reply and how many model requests were made before the debate."""
+    they were made (``("prompt" | "prompt+state" | "write", prompt id)``: a prompt that carries
+    the state naming it is ``prompt+state``); returns S2's id, them, the prompt ids, each seat's
+    reply and how many model requests were made before the debate."""
     calls: list[tuple[str, str]] = []
     start_turn, write_state = env.port.start_turn, env.port.write_state
 
     async def prompted(session: SessionRef, *args: Any, **kw: Any) -> str:
         pid = await start_turn(session, *args, **kw)
-        calls.append(("prompt", pid))
+        block = kw.get("state")
+        if block is not None:
+            state = decode_state(block.text, block.metadata, session.id, env.signer)
+            assert state.pending is not None and state.pending.message_id == pid
+        calls.append(("prompt+state" if block is not None else "prompt", pid))
         return pid
 
     async def written(session: SessionRef, block: Any, **kw: Any) -> None:
@@ -290,20 +296,21 @@ async def debate_recording_order(
     monkeypatch.setattr(env.port, "start_turn", prompted)
     monkeypatch.setattr(env.port, "write_state", written)
     since = len(env.llm.requests)
-    _s2, _result, _reads, replies = await debate_counting_reads(env, monkeypatch)
-    prompts = [pid for kind, pid in calls if kind == "prompt"]
+    s2, _result, _reads, replies = await debate_counting_reads(env, monkeypatch)
+    prompts = [pid for kind, pid in calls if kind.startswith("prompt")]
     assert len(prompts) == 7, calls  # 3 seats × 2 rounds and the observer
-    return calls, prompts, replies, since
+    return s2, calls, prompts, replies, since
 
 
 def assert_seats_saw_no_earlier_prompt(
     env: Env, since: int, replies: dict[tuple[str, int], str]
 ) -> None:
     """Every seat request of the debate held the opening prompt and its own, no other earlier
-    turn prompt, and the last one every earlier reply (context "full")."""
+    turn prompt and no state block, and the last one every earlier reply (context "full")."""
     seat_requests = [r for r in env.llm.requests[since:] if r.agent in SEAT_MODELS]
     assert len(seat_requests) == 6, [r.agent for r in seat_requests]
     for n, request in enumerate(seat_requests):
+        assert "roundtabled" not in orjson.dumps(request.messages).decode().lower(), n
         users = [
             content_text(m.get("content")) for m in request.messages if m.get("role") == "user"
         ]
@@ -313,26 +320,34 @@ def assert_seats_saw_no_earlier_prompt(
     assert replies[("pm", 1)] in said and replies[("pm", 2)] in said
 
 
-async def test_after_turn_one_the_state_write_follows_each_prompt(
+async def test_after_turn_one_each_seat_turn_state_rides_with_its_prompt(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the plugin's report trusted (it hides by the newest turn prompt's marker), turn 1's
-    state is written before its prompt (a restart needs a block to resume from); every later
-    seat turn's prompt goes out first and the write naming it follows, so no write sits
-    between a turn's end and the next prompt (docs/design.md, "The 2.x shell"); the observer's
-    is written first (its request keeps replies the seats' lists drop). The plugin still keeps
-    every earlier seat prompt but the opening one out of each seat's request."""
+    state is written to S2's metadata before its prompt (a restart needs a block to resume
+    from); every later seat turn's prompt carries the state naming it in the same call and no
+    separate write names it, so no write sits between a turn's end and the next prompt
+    (docs/design.md, "The 2.x shell"); the observer's is written first (its request keeps
+    replies the seats' lists drop). S2 gives each carried block back with its prompt, and the
+    plugin still keeps every earlier seat prompt but the opening one out of each seat's
+    request."""
     # the directory's instance loads the plugin (here at the latest), which then reports
     assert await v2_features.plugin_loaded(env.port, env.directory)
     trusted = await env.runner.plugins.wait_for(env.directory, 3 * HEARTBEAT_S)
     assert trusted == PLUGIN_VERSION_V2, (trusted, env.reports.refused)
-    calls, prompts, replies, since = await debate_recording_order(env, monkeypatch)
+    s2, calls, prompts, replies, since = await debate_recording_order(env, monkeypatch)
     for pid in (prompts[0], prompts[-1]):  # turn 1 and the observer's
+        assert ("prompt", pid) in calls, calls
         assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
     for pid in prompts[1:-1]:
-        at = calls.index(("prompt", pid))
-        assert ("write", pid) in calls[at + 1 :], (pid, calls)
-        assert ("write", pid) not in calls[:at], (pid, calls)
+        assert ("prompt+state", pid) in calls, (pid, calls)
+        assert ("write", pid) not in calls, (pid, calls)
+    stored = {p.id: p.state for p in await env.port.prompts(SessionRef(s2, None))}
+    for pid in prompts[1:-1]:
+        block = stored[pid]
+        assert block is not None, pid
+        state = decode_state(block.text, block.metadata, s2, env.signer)
+        assert state.pending is not None and state.pending.message_id == pid
     assert_seats_saw_no_earlier_prompt(env, since, replies)
 
 
@@ -350,7 +365,7 @@ async def test_without_a_trusted_report_of_the_marker_plugin_each_write_goes_fir
     why = await env.reports.next_refusal(3 * HEARTBEAT_S)  # the next heartbeat's
     assert "the daemon speaks" in why, why
     assert env.runner.plugins.version_for(env.directory) is None
-    calls, prompts, replies, since = await debate_recording_order(env, monkeypatch)
+    _s2, calls, prompts, replies, since = await debate_recording_order(env, monkeypatch)
     for pid in prompts:
         assert calls.index(("write", pid)) < calls.index(("prompt", pid)), (pid, calls)
     assert_seats_saw_no_earlier_prompt(env, since, replies)
