@@ -835,6 +835,30 @@ def read_marker(metadata: object, session_id: str, signer: Signer) -> Marker | N
     return marker
 
 
+CARRIED_RESPONSE_MAX = 240
+"""Characters of each reply kept in the state a 2.x seat turn's prompt carries (docs/design.md,
+"The 2.x shell", *When the state is written*): every such prompt keeps its block, so whole
+replies would make S2 grow with the square of the turns; a restart takes the full texts back
+from S2 (``engine.v2_features.full_history``)."""
+
+
+def carried_form(state: RoundtableState) -> RoundtableState:
+    """The state as a 2.x prompt carries it: each answer's reply cut to its first
+    :data:`CARRIED_RESPONSE_MAX` characters (the full text is S2's reply to that entry's
+    prompt); a person's note is kept whole (S2 holds no reply of that text to restore it
+    from)."""
+    return state.model_copy(
+        update={
+            "history": [
+                e.model_copy(update={"response": e.response[:CARRIED_RESPONSE_MAX]})
+                if e.kind != "user" and len(e.response) > CARRIED_RESPONSE_MAX
+                else e
+                for e in state.history
+            ]
+        }
+    )
+
+
 def persisted_form(state: RoundtableState) -> RoundtableState:
     """The state as written to S2: no history while active (derived from S2's messages), capped
     previews once finished (see module docstring)."""

@@ -11,13 +11,13 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from roundtabled.core import deliberation, hiding, lifecycle, prompts
 from roundtabled.core.commands import Command, Prompt, PromptSeat, SeatSettled, TurnRecorded
-from roundtabled.core.server_records import SessionRef
+from roundtabled.core.server_records import PromptRecord, SessionRef
 from roundtabled.core.sides import turn_view
 from roundtabled.core.state import (
     META_KEY,
@@ -46,6 +46,7 @@ __all__ = [
     "plugin_notes",
     "recent_needs_plugin",
     "stored_state",
+    "with_replies",
 ]
 
 log = logging.getLogger("roundtabled.engine.v2")
@@ -134,7 +135,14 @@ async def full_history(port: V2Port, s2: SessionRef, state: RoundtableState) -> 
     Raises:
         TransportError: S2 could not be read.
     """
-    texts = {p.id: p.text for p in await port.prompts(s2)}
+    return with_replies(state, await port.prompts(s2))
+
+
+def with_replies(state: RoundtableState, prompts: Sequence[PromptRecord]) -> RoundtableState:
+    """``state`` with each entry's response replaced by the text of the reply to its prompt
+    (its ``message_id``) in ``prompts`` (S2's user messages, :meth:`V2Port.prompts`) where
+    that text is longer and begins as the response does (a cut reply, not another one)."""
+    texts = {p.id: p.text for p in prompts}
     entries = []
     for e in state.history:
         full = texts.get(e.message_id or "")
@@ -311,21 +319,25 @@ async def newest_state(
     port: V2Port, signer: Signer, s2: SessionRef, stored: RoundtableState
 ) -> RoundtableState:
     """The newest state S2 holds: ``stored`` (its metadata's) or one a later prompt carries
-    (:func:`roundtabled.core.lifecycle.newest_state`); a carried block that does not
-    authenticate is skipped with a warning.
+    (:func:`roundtabled.core.lifecycle.newest_state`), then with its replies in full
+    (:func:`with_replies`); a carried block that does not authenticate is skipped with a
+    warning.
 
     Raises:
         NotFound: ``s2`` is gone. TransportError: the server could not be reached.
     """
+    prompts = await port.prompts(s2)
     carried: list[tuple[str, RoundtableState]] = []
-    for p in await port.prompts(s2):
+    for p in prompts:
         if p.state is None:
             continue
         try:
             carried.append((p.id, decode_state(p.state.text, p.state.metadata, s2.id, signer)))
         except StateError as exc:
             log.warning("%s: the prompt %s carries no state of this daemon: %s", s2.id, p.id, exc)
-    return lifecycle.newest_state(stored, carried)
+    newest = lifecycle.newest_state(stored, carried)
+    # a prompt's block carries cut replies (state.carried_form): the full texts are S2's
+    return newest if newest is stored else with_replies(newest, prompts)
 
 
 async def indexed_sessions(

@@ -86,6 +86,7 @@ from roundtabled.core.state import (
     RoundtableState,
     Signer,
     Usage,
+    carried_form,
     decode_state,
     encode_state,
     sign_marker,
@@ -772,8 +773,9 @@ class V2Runner:
         return tuple(views)
 
     def _block(self, run: Run) -> SignedState:
-        """``run``'s state, signed, as a block for S2 (docs/design.md, "State format")."""
-        text, meta = encode_state(run.state, self.signer)
+        """``run``'s state as a seat turn's prompt carries it (replies cut:
+        :func:`roundtabled.core.state.carried_form`), signed (docs/design.md, "State format")."""
+        text, meta = encode_state(carried_form(run.state), self.signer)
         return SignedState(text, meta)
 
     async def _write(self, run: Run) -> None:

@@ -80,3 +80,36 @@ def test_a_finished_state_knows_its_prompts() -> None:
 def test_no_carried_block_keeps_the_metadata_s() -> None:
     stored = state(0, 1)
     assert lifecycle.newest_state(stored, []) is stored
+
+
+def test_a_carried_state_cuts_the_replies_and_a_restart_takes_them_back_from_s2() -> None:
+    """A seat prompt's block keeps each answer's first CARRIED_RESPONSE_MAX characters (a
+    person's note whole); the full texts come back from S2's replies by the entries' prompt ids
+    (engine.v2_features.with_replies), a reply that does not begin as the cut one is not taken."""
+    from roundtabled.core.server_records import PromptRecord
+    from roundtabled.core.state import CARRIED_RESPONSE_MAX, carried_form
+    from roundtabled.engine.v2_features import with_replies
+
+    long = "because " * 100
+    full = state(2, 3).model_copy(
+        update={
+            "history": [
+                HistoryEntry(agent="pm", round=1, response="A " + long, message_id=pid(1)),
+                HistoryEntry(agent="dev", round=1, response="B " + long, message_id=pid(2)),
+                HistoryEntry(
+                    agent="user", round=1, response="note " + long, kind="user", message_id="p"
+                ),
+            ]
+        }
+    )
+    cut = carried_form(full)
+    assert [len(e.response) for e in cut.history[:2]] == [CARRIED_RESPONSE_MAX] * 2
+    assert cut.history[2].response == full.history[2].response
+    prompts = [
+        PromptRecord(id=pid(1), key=None, text="A " + long),
+        PromptRecord(id=pid(2), key=None, text="another reply " + long),
+    ]
+    back = with_replies(cut, prompts)
+    assert back.history[0].response == full.history[0].response
+    assert back.history[1].response == cut.history[1].response
+    assert back.history[2].response == full.history[2].response
