@@ -292,8 +292,17 @@ async def _run(
         raise failed
     print(f"eval: report {opts.out / 'report.md'}", file=sys.stderr)
     if interrupted:
+        running = [str(line["sessionID"]) for line in journal.unrecorded(records)]
+        still = (
+            f" Roundtables of questions not recorded yet: {', '.join(running)}; one still "
+            "running keeps running in the daemon (the same command attaches to it, "
+            "`roundtabled cancel SESSION` stops it)."
+            if running
+            else ""
+        )
         print(
-            "eval: interrupted; the report is partial. Run the same command again to resume.",
+            "eval: interrupted; the report is partial. Run the same command again to resume."
+            + still,
             file=sys.stderr,
         )
         return 130
