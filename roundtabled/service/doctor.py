@@ -24,14 +24,14 @@ Checks, in order (each talks to the real thing, nothing is assumed):
 Before the checks, the server's OpenCode major is asked (:mod:`roundtabled.service.server_major`):
 something that is no OpenCode (or a 2.x refusing the password) is reported in one line on stderr,
 exit code 2, no check run. A 2.x server (driven by the 2.x shell, docs/opencode-server.md "2.x")
-gets one line saying so and what 2.x refuses, and no 1.x check; where its project (and global
-directory) holds roundtabled's 1.x files only, a second line says to run ``roundtabled
-install-tool --opencode 2`` (exit 1); without the roundtabled plugin loaded for the project, one
-line says so (exit 1); with it loaded, one line when an installed 2.x plugin file declares
-another ``PLUGIN_VERSION`` than the daemon speaks (an earlier one declares none), naming the same
-command (exit 1: until then each seat turn's state is written before its prompt, docs/plugin.md
-"The context hook"). On a 1.x server holding only the 2.x plugin, the **tools** check says the
-reverse.
+gets one line saying so and what 2.x refuses, then 2.x's own checks
+(:mod:`roundtabled.service.doctor_v2`: server, auth, events, plugin, agents, daemon), no 1.x
+check; where its project (and global directory) holds roundtabled's 1.x files only, a line on
+stderr says to run ``roundtabled install-tool --opencode 2`` (exit 2). On a 1.x server holding
+only the 2.x plugin, the same the other way round. A server that does not answer has no major:
+the **server** check says so and a **files** line lists roundtabled's files on disk for each
+major (or names both ``install-tool --opencode`` commands), instead of the tools, agents and
+plugin checks. The **config** line names the file the settings were read from (``--config``).
 
 Exit code: 0 when every check passed, 1 otherwise (2: the server refused as above). Secrets are
 never printed.
