@@ -170,7 +170,9 @@ async def cmd_doctor(args: argparse.Namespace, settings: cfg.Settings) -> int:
     directory: Path | None = None
     if args.directory:
         directory = existing_directory(args.directory)
-    return await doctor.run(settings, control_url(settings), cwd=directory)
+    # the file the settings were read from (--config), not the default one
+    conf = Path(args.config) if getattr(args, "config", None) else None
+    return await doctor.run(settings, control_url(settings), cwd=directory, config_file=conf)
 
 
 def existing_directory(value: str, flag: str = "--directory") -> Path:

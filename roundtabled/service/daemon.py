@@ -255,13 +255,9 @@ class Daemon:
                         self.engine.server_version,
                     )
                     return
-                log.warning(
-                    "OpenCode server %s not reachable: %s",
-                    self.settings.server_url,
-                    self.engine.last_error,
-                )
                 # 2.x answers /global/health with its web app: it is up, and driven by the 2.x
-                # shell (docs/design.md, "The 2.x shell"); anything else is refused.
+                # shell (docs/design.md, "The 2.x shell"); anything else is refused. Asked before
+                # any warning: the 1.x probe failing is how 2.x is told apart, not a fault.
                 found = await detect_at(self.settings)
                 if found.reachable and found.major == 2 and found.auth == "ok":
                     self.major = 2
@@ -277,6 +273,11 @@ class Daemon:
                 if self.refused is not None:
                     log.error("%s", self.refused)
                     return
+                log.warning(
+                    "OpenCode server %s not reachable: %s",
+                    self.settings.server_url,
+                    self.engine.last_error,
+                )
             except AuthFailed as exc:
                 log.error("%s (setting: server_password / OPENCODE_SERVER_PASSWORD)", exc)
             with contextlib.suppress(TimeoutError):

@@ -24,14 +24,14 @@ Checks, in order (each talks to the real thing, nothing is assumed):
 Before the checks, the server's OpenCode major is asked (:mod:`roundtabled.service.server_major`):
 something that is no OpenCode (or a 2.x refusing the password) is reported in one line on stderr,
 exit code 2, no check run. A 2.x server (driven by the 2.x shell, docs/opencode-server.md "2.x")
-gets one line saying so and what 2.x refuses, and no 1.x check; where its project (and global
-directory) holds roundtabled's 1.x files only, a second line says to run ``roundtabled
-install-tool --opencode 2`` (exit 1); without the roundtabled plugin loaded for the project, one
-line says so (exit 1); with it loaded, one line when an installed 2.x plugin file declares
-another ``PLUGIN_VERSION`` than the daemon speaks (an earlier one declares none), naming the same
-command (exit 1: until then each seat turn's state is written before its prompt, docs/plugin.md
-"The context hook"). On a 1.x server holding only the 2.x plugin, the **tools** check says the
-reverse.
+gets one line saying so and what 2.x refuses, then 2.x's own checks
+(:mod:`roundtabled.service.doctor_v2`: server, auth, events, plugin, agents, daemon), no 1.x
+check; where its project (and global directory) holds roundtabled's 1.x files only, a line on
+stderr says to run ``roundtabled install-tool --opencode 2`` (exit 2). On a 1.x server holding
+only the 2.x plugin, the same the other way round. A server that does not answer has no major:
+the **server** check says so and a **files** line lists roundtabled's files on disk for each
+major (or names both ``install-tool --opencode`` commands), instead of the tools, agents and
+plugin checks. The **config** line names the file the settings were read from (``--config``).
 
 Exit code: 0 when every check passed, 1 otherwise (2: the server refused as above). Secrets are
 never printed.
@@ -53,7 +53,7 @@ import aiohttp
 import orjson
 
 from roundtabled import __version__
-from roundtabled.engine.plugins import PLUGIN_VERSION, PLUGIN_VERSION_V2
+from roundtabled.engine.plugins import PLUGIN_VERSION
 from roundtabled.errors import RoundtableError
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.service import config as cfg
@@ -576,52 +576,43 @@ V2_REFUSES = "a start without a parent session"
 """What it refuses (:func:`roundtabled.engine.v2run.refusal`), as the same line names it."""
 
 
-async def _v2_plugin_line(
-    settings: cfg.Settings, password: str | None, project: Path
-) -> str | None:
-    """On a 2.x server: the one line saying the roundtabled plugin is not loaded for
-    ``project`` (only it keeps earlier turns out of the seats' requests there), naming
-    ``roundtabled install-tool`` (or why the server could not say); ``None`` when it is
-    loaded."""
-    from roundtabled.engine.v2_features import plugin_loaded, plugin_missing_note
-    from roundtabled.opencode.port import V2Port
-    from roundtabled.opencode.v2 import V2Client
-
-    port = V2Port(
-        V2Client(
-            settings.server_url,
-            username=settings.server_username,
-            password=password,
-            timeout=HTTP_TIMEOUT_S,
+def _files_on_disk(root: Path, env: Mapping[str, str]) -> Check:
+    """With the server unreachable (its major unknown): which of roundtabled's files for each
+    OpenCode major are in the project's ``.opencode`` and the global config directory
+    (:func:`roundtabled.service.install.major_files`), and both install commands when there are
+    none. ``ok`` is ``None``: nothing is known until a server answers."""
+    targets = (install.tool_targets(root, False, env), install.tool_targets(None, True, env))
+    held = [
+        f"for OpenCode {major}.x: " + ", ".join(str(p) for p in files)
+        for major in (1, 2)
+        if (files := [p for t in targets for p in install.major_files(t, major)])
+    ]
+    if held:
+        return Check(
+            "files",
+            None,
+            "not checked against a server (its major is unknown); on disk " + "; ".join(held),
         )
+    return Check(
+        "files",
+        None,
+        f"no roundtabled files in the project ({targets[0]}) nor globally ({targets[1]})",
+        f"roundtabled install-tool --opencode 1 (OpenCode 1.x) or --opencode 2 (2.x), with "
+        f"--project {root} or --global",
     )
-    try:
-        if await plugin_loaded(port, str(project)):
-            return None
-    except RoundtableError as exc:
-        return f"could not ask the server which plugins it loaded for {project}: {exc}"
-    finally:
-        await port.close()
-    return plugin_missing_note(str(project))
 
 
-def _v2_plugin_version_line(project: Path, env: Mapping[str, str]) -> str | None:
-    """On a 2.x server: the one line saying an installed 2.x plugin file is not the version the
-    daemon speaks (:data:`~roundtabled.engine.plugins.PLUGIN_VERSION_V2`; an earlier plugin
-    declares none and never reports), naming ``roundtabled install-tool``; ``None`` when every
-    installed one is. Such a plugin hides by the ids S2's metadata lists only, so each seat
-    turn's state is written before its prompt (docs/design.md, "The 2.x shell")."""
-    for path, version in install.v2_plugin_versions(project, env):
-        if version == PLUGIN_VERSION_V2:
-            continue
-        what = "an earlier version" if version is None else f"version {version!r}"
-        return (
-            f"the roundtabled plugin for 2.x at {path} is {what}, the daemon speaks "
-            f"{PLUGIN_VERSION_V2!r}: run `roundtabled install-tool --opencode 2` (project or "
-            "--global) and restart opencode; until then each seat turn's state is written "
-            "before its prompt"
-        )
-    return None
+def _report(checks: list[Check]) -> int:
+    """Print ``checks`` and the summary line; 0 when none failed, else 1."""
+    for check in checks:
+        print_check(check)
+    failed = [c.name for c in checks if c.ok is False]
+    print()
+    if failed:
+        print(f"{len(failed)} problem(s): {', '.join(failed)}")
+        return 1
+    print("All checks passed.")
+    return 0
 
 
 async def run(
@@ -630,6 +621,7 @@ async def run(
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    config_file: Path | None = None,
 ) -> int:
     """Run every check, print the report; 0 when all passed, else 1.
 
@@ -638,11 +630,13 @@ async def run(
         control_url: the daemon's control API base URL.
         env: the environment for XDG lookups (default ``os.environ``).
         cwd: the project directory to check (default the current directory).
+        config_file: the configuration file the settings were read from (``--config``), named
+            on the config line; default :func:`roundtabled.service.config.default_config_file`.
     """
 
     env = os.environ if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
-    conf = cfg.default_config_file(env)
+    conf = config_file if config_file is not None else cfg.default_config_file(env)
     checks = [
         Check(
             "config",
@@ -665,27 +659,38 @@ async def run(
             username=settings.server_username,
             timeout=HTTP_TIMEOUT_S,
         )
+        if not found.reachable:
+            # No major to check against: say so, and what is on disk for each major.
+            checks += [
+                Check(
+                    "server",
+                    False,
+                    f"{settings.server_url} not reachable ({found.detail}): its OpenCode major "
+                    "is unknown",
+                    _start_server_hint(settings),
+                ),
+                Check("auth", None, "not checked (server unreachable)"),
+                Check("events", None, "not checked (server unreachable)"),
+                _files_on_disk(_project_root(cwd), env),
+                Check("agents", None, "not checked (server unreachable)"),
+            ]
+            async with aiohttp.ClientSession() as http:
+                checks.append(await daemon_check(http, settings, control_url))
+            return _report(checks)
         line = refusal(found, settings.server_url)
         if line is None and found.major == 2:
-            # The 2.x shell drives it; the checks below are 1.x's (routes 2.x removed).
+            from roundtabled.service import doctor_v2
+
             print(
                 f"OpenCode {found.version} at {settings.server_url}: driven by the 2.x shell "
-                f"({V2_DOES}; refused on 2.x: {V2_REFUSES}); the checks below are for 1.x and "
-                "were not run"
+                f"({V2_DOES}; refused on 2.x: {V2_REFUSES}); the checks below are 2.x's"
             )
             other = install.wrong_major_line(_project_root(cwd), env, 2)
             if other is not None:
                 print(f"Error: {other}", file=sys.stderr)
                 return EXIT_REFUSED  # the other major's files: what to run, exit 2
-            missing = await _v2_plugin_line(settings, password, _project_root(cwd))
-            if missing is not None:
-                print(missing, file=sys.stderr)
-                return 1
-            stale = _v2_plugin_version_line(_project_root(cwd), env)
-            if stale is not None:
-                print(stale, file=sys.stderr)
-                return 1
-            return 0
+            checks += await doctor_v2.checks(settings, found, control_url, env, _project_root(cwd))
+            return _report(checks)
         if line is None and found.major == 1 and found.auth == "ok":
             # Only the 2.x plugin where 1.x looks: the tools do not exist for the person.
             other = install.wrong_major_line(_project_root(cwd), env, 1)
@@ -727,12 +732,4 @@ async def run(
             checks.append(Check("agents", None, "not checked (server unreachable or auth failed)"))
         checks.append(await plugin_check(http, settings, control_url, env, cwd))
         checks.append(await daemon_check(http, settings, control_url))
-    for check in checks:
-        print_check(check)
-    failed = [c.name for c in checks if c.ok is False]
-    print()
-    if failed:
-        print(f"{len(failed)} problem(s): {', '.join(failed)}")
-        return 1
-    print("All checks passed.")
-    return 0
+    return _report(checks)

@@ -554,7 +554,7 @@ async def test_doctor_on_2x_names_install_tool_for_an_older_2x_plugin(
     env: PluginEnv, tmp_path: Path
 ) -> None:
     """The 2.x plugin from before it reported itself (it hides only what S2's metadata lists)
-    loads and runs; doctor says in one line that it is older than the daemon speaks, naming
+    loads and runs; doctor's plugin check says it is older than the daemon speaks, naming
     ``roundtabled install-tool``, and exits 1."""
     project = tmp_path / "proj"
     project.mkdir()
@@ -563,18 +563,18 @@ async def test_doctor_on_2x_names_install_tool_for_an_older_2x_plugin(
     assert rc == 0, err
     plugin = project / ".opencode" / install.V2_PLUGIN_DIR / install.V2_PLUGIN_FILE
     rc, out, err = await _cli("doctor", cwd=project, env=cli_env)
-    assert rc == 0, (out, err)
+    # the stand-in is no daemon (no /v1/ping): only that check fails
+    assert rc == 1 and "1 problem(s): daemon" in out, (out, err)
     plugin.write_text(OLDER_PLUGIN.read_text())
     rc, out, err = await _cli("doctor", cwd=project, env=cli_env)
     assert rc == 1, (out, err)
     assert "driven by the 2.x shell" in out
-    (line,) = [x for x in err.strip().splitlines() if not x.startswith("warning:")]
-    assert line == (
-        f"the roundtabled plugin for 2.x at {plugin} is an earlier version, the daemon speaks "
-        f"{PLUGIN_VERSION_V2!r}: run `roundtabled install-tool --opencode 2` (project or "
-        "--global) and restart opencode; until then each seat turn's state is written before "
-        "its prompt"
+    (line,) = [x for x in out.splitlines() if x.split()[1:2] == ["plugin"]]
+    assert line.startswith("✗") and line.endswith(
+        f"{plugin} is an earlier version, the daemon speaks {PLUGIN_VERSION_V2!r}: until then "
+        "each seat turn's state is written before its prompt"
     )
+    assert "fix: roundtabled install-tool --opencode 2 --project" in out
 
 
 async def test_doctor_on_2x_names_install_tool_when_only_1x_files_are_there(

@@ -5,7 +5,8 @@ unrelated fixes; `roundtabled start` said the daemon was not running. Now all th
 major answers first and, for a 2.x server without the right password or something that is no
 OpenCode, print one line saying what they found and what to do, exit 2, and start nothing. A 2.x
 server with the password is driven by the 2.x shell (tests/e2e/test_v2_roundtable.py): doctor
-says so in one line and runs none of 1.x's checks; a daemon waiting for its server drives it."""
+says so in one line and runs 2.x's checks, none of 1.x's; a daemon waiting for its server drives
+it."""
 
 from __future__ import annotations
 
@@ -73,15 +74,17 @@ async def test_doctor_names_the_2x_shell_and_runs_no_1x_check(
 ) -> None:
     settings = settings_for(home, v2_server.url, v2_server.password)
     env = {"XDG_CONFIG_HOME": str(home / "cfg"), "HOME": str(home)}
-    # no roundtabled plugin in `home`: the one line naming install-tool, exit 1
+    # no roundtabled plugin in `home`: the plugin check fails naming install-tool, exit 1
     assert await doctor.run(settings, "http://127.0.0.1:9", env=env, cwd=home) == 1
     out, err = capsys.readouterr()
-    (line,) = out.splitlines()
+    line, *checks = out.splitlines()
     assert line.startswith(f"OpenCode 2.1.2 at {v2_server.url}: driven by the 2.x shell")
-    assert "a start without a parent session" in line and str(v2_server.password) not in line
-    (missing,) = err.splitlines()
-    assert missing.startswith(f"the roundtabled plugin is not loaded by OpenCode 2.x for {home}:")
-    assert "roundtabled install-tool --opencode 2" in missing
+    assert "a start without a parent session" in line and str(v2_server.password) not in out
+    assert "/global/" not in out  # none of 1.x's routes
+    (missing,) = [c for c in checks if c.split()[1:2] == ["plugin"]]
+    assert f"the roundtabled plugin is not loaded by OpenCode 2.x for {home}:" in missing
+    assert "fix: roundtabled install-tool --opencode 2" in out
+    assert err == ""
 
 
 async def test_an_opencode_2_server_without_a_password_given_is_refused(
