@@ -192,7 +192,9 @@ def usage_cells(u: dict[str, Any]) -> str:
     ``unknown`` where the server reported no usage, ``≥`` before a lower bound; in and out as
     :func:`roundtabled.core.state.tokens_in_out` counts them (the result's footer's rule)."""
     if u.get("input") is None:
-        return f"{'unknown':>8} (no usage reported for {u.get('unreportedTurns', 0)} turn(s))"
+        if not u.get("unreportedTurns"):
+            return f"{'unknown':>8} (no usage recorded)"
+        return f"{'unknown':>8} (no usage reported for {u['unreportedTurns']} turn(s))"
     at_least = "≥" if u.get("unreportedTurns") else " "
     cost = "cost unknown" if u.get("cost") is None else f"${float(u['cost']):.4f}"
     tokens_in, tokens_out = tokens_in_out(u)

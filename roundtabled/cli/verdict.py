@@ -14,7 +14,12 @@ import sys
 from typing import Any
 
 from roundtabled.core.state import went_wrong
-from roundtabled.core.verdict import consensus_line, deliberation_line, protocol_line
+from roundtabled.core.verdict import (
+    consensus_line,
+    deliberation_line,
+    protocol_line,
+    unstated_words,
+)
 
 WARNING = "\x1b[1;33m"
 RESET = "\x1b[0m"
@@ -77,7 +82,7 @@ def positions_table(verdict: dict[str, Any]) -> list[str]:
     for p in verdict.get("positions") or []:
         label = p.get("label")
         if label is None:
-            label = "(no position stated)" if p.get("round") else "(did not speak)"
+            label = f"({unstated_words(p)})"
         elif p.get("noStance"):
             label = f"{label} (no position: {p['noStance']})"
         else:

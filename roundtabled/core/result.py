@@ -48,6 +48,7 @@ from roundtabled.core.verdict import (
     positions,
     protocol_line,
     tally,
+    unstated_words,
 )
 
 # ── fixed texts and text helpers (also the prompts') ────────────────────────────────────────────
@@ -590,7 +591,11 @@ def result_json(result: RoundtableResult) -> str:
 def _position_line(p: SeatPosition) -> str:
     who = p.agent + (f" [side: {p.side}, not counted]" if p.side is not None else "")
     if p.label is None:
-        return f"{who}: no stated position" if p.round else f"{who}: did not speak"
+        if p.round:
+            return f"{who}: no stated position"
+        if p.cut_off is not None:
+            return f"{who}: {unstated_words(p.dump())}"
+        return f"{who}: did not speak"
     if p.no_stance is not None:
         # A label that names no stance is no position: never shown as if it were one.
         return f"{who}: no stated position (“{p.label}” is {p.no_stance})"

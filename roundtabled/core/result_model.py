@@ -99,6 +99,11 @@ class SeatPosition(_M):
     side: str | None = None
     """The seat's assigned side (``for`` | ``against`` | ``neutral`` | a brief; ``None``: a free
     seat). A side-bound seat's position is shown, never counted in ``tally`` or ``consensus``."""
+    cut_off: Literal["timedOut", "cancelled"] | None = None
+    """How the seat's last turn was cut off when its partial text was kept (``timedOut`` at the
+    time limit, ``cancelled``); ``None`` otherwise. A seat whose only turns were cut off spoke
+    (``round`` ``null``: a cut-off turn's ``Position:`` line is not counted), it is no seat that
+    "did not speak" (docs/result.md, verdict)."""
 
 
 class TallyItem(_M):

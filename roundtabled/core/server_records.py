@@ -281,11 +281,13 @@ class PromptRecord:
     state: SignedState | None = None
 
 
-def usage_in_out(usage: Usage, *, answered: bool) -> tuple[int | None, int | None]:
-    """``(tokens in, tokens out)`` of a turn's summed ``usage``. A reply whose usage is all 0
-    reads as unknown, never as a measured 0 (a provider that reports no usage leaves the same
-    zeros: docs/opencode-server.md, "Usage a provider never reports"); so does no reply."""
-    if not answered or not usage.recorded:
+def usage_in_out(usage: Usage, *, ended: bool) -> tuple[int | None, int | None]:
+    """``(tokens in, tokens out)`` of a turn's summed ``usage`` (every step's: a turn that failed,
+    was interrupted or was cut at the output limit after steps the server recorded usage for
+    used those tokens). Usage that is all 0 reads as unknown, never as a measured 0 (a provider
+    that reports no usage leaves the same zeros: docs/opencode-server.md, "Usage a provider
+    never reports"); so does a turn still running (``ended`` false: its sum is not final)."""
+    if not ended or not usage.recorded:
         return None, None
     return tokens_in_out(usage.dump())
 

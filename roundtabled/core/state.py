@@ -167,9 +167,13 @@ class HistoryEntry(StateModel):
         which the server recorded no usage. Its usage is unknown, not zero: a provider that
         sends no usage in its stream (llama.cpp's OpenAI-compatible server,
         docs/opencode-server.md) leaves every field 0, and so does a step cut off by the time
-        limit or an abort (the model worked, its usage was never reported). A turn that failed
-        without writing anything is not counted."""
-        return self.kind != "user" and bool(self.response.strip()) and not self.usage.recorded
+        limit or an abort (the model worked, its usage was never reported). So is a turn cut
+        off by the time limit or a cancel with no text at all: its model request was sent and
+        aborted, and what it used was never reported (docs/result.md, usage). A turn that
+        failed without writing anything is not counted (the request may never have left)."""
+        if self.kind == "user" or self.usage.recorded:
+            return False
+        return self.cut_off or bool(self.response.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +202,10 @@ class UsageTotal:
 
     @property
     def unknown(self) -> bool:
-        """Nothing was recorded and at least one answered turn reported no usage."""
-        return self.unreported > 0 and not self.usage.recorded
+        """Nothing was recorded: no turn counted yet (a turn still running has reported
+        nothing), or none recorded any usage. A sum of nothing measured is no measured 0
+        (docs/result.md, usage)."""
+        return not self.usage.recorded
 
     @property
     def cost_unknown(self) -> bool:
@@ -672,6 +678,21 @@ class RoundtableState(StateModel):
     def observer_agent(self) -> str:
         """The OpenCode agent that runs the observer turn."""
         return observer_agent_of(self.observer)
+
+    def recorded_history(self) -> list[HistoryEntry]:
+        """The history with the settled turns of the independent round(s) that are not in it
+        yet (:attr:`openings`, :attr:`second_round`: they join the history once every seat's
+        is recorded), oldest first: what a running roundtable's status counts and totals
+        (docs/result.md, usage)."""
+        extra = [
+            *(self.openings.entries() if self.openings is not None else []),
+            *(self.second_round.entries() if self.second_round is not None else []),
+        ]
+        known = {(e.agent, e.round, e.kind, e.message_id) for e in self.history}
+        return [
+            *self.history,
+            *(e for e in extra if (e.agent, e.round, e.kind, e.message_id) not in known),
+        ]
 
     def seat_turns(self) -> list[HistoryEntry]:
         """History entries that are seat turns, oldest first."""

@@ -22,7 +22,7 @@ Honesty rules (docs/result.md, "Honesty"):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from roundtabled.core.changed import SeatLedger, compare
 from roundtabled.core.deliberation import (
@@ -283,9 +283,34 @@ def positions(state: RoundtableState) -> list[SeatPosition]:
                 carried=carried,
                 changes=[_change(c) for c in changes(state.history, agent, stated)],
                 side=state.options.sides.get(agent),
+                cut_off=_cut_off(state, agent),
             )
         )
     return out
+
+
+def unstated_words(position: dict[str, Any]) -> str:
+    """Why a seat's entry of the result's ``verdict.positions`` (its JSON form) has no label, in
+    words: ``no position stated`` (a turn that spoke stated none), ``cut off at the time limit,
+    partial text kept`` / ``cut off by a cancel, …`` (its last turn was cut off: it spoke, its
+    ``Position:`` line is not counted), else ``did not speak`` (docs/result.md, verdict)."""
+    if position.get("round"):
+        return "no position stated"
+    cut = position.get("cutOff")
+    if cut == "timedOut":
+        return "cut off at the time limit, partial text kept"
+    if cut == "cancelled":
+        return "cut off by a cancel, partial text kept"
+    return "did not speak"
+
+
+def _cut_off(state: RoundtableState, agent: str) -> Literal["timedOut", "cancelled"] | None:
+    """How ``agent``'s last seat turn was cut off (:func:`classify`) when its partial text was
+    kept; ``None`` when it was not cut off or kept nothing (docs/result.md, verdict)."""
+    turns = [e for e in state.history if e.kind == "turn" and e.agent == agent]
+    if not turns or not turns[-1].cut_off or not turns[-1].response.strip():
+        return None
+    return "cancelled" if turns[-1].cut_by_cancel else "timedOut"
 
 
 def left_opening(
@@ -851,9 +876,13 @@ def _observer_turns(state: RoundtableState) -> list[HistoryEntry]:
 
 def observer_truncated(state: RoundtableState) -> list[HistoryEntry]:
     """The observer's turns (its reply and its verdict repair reply) cut at the output limit
-    (:func:`classify` ``truncated``: text kept, the last step's finish ``length``), oldest
-    first."""
-    return [e for e in state.history if e.kind == "observer" and classify(e) == "truncated"]
+    (the last step's finish ``length``), oldest first; a turn the server then called failed
+    (OpenCode 2.x may end such an execution failed) was cut there all the same, so it counts
+    too; one cut off by the time limit or a cancel does not (docs/result.md,
+    ``observerTruncated``)."""
+    return [
+        e for e in state.history if e.kind == "observer" and e.finish == "length" and not e.cut_off
+    ]
 
 
 def _observer_cut_notes(state: RoundtableState) -> list[str]:

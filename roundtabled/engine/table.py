@@ -186,7 +186,8 @@ def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]
     ``result``: a roundtable that is over also carries its result contract (``result``,
     docs/result.md; ``None`` while it runs): the single status, not the list."""
     st = table.state
-    usage = usage_table(st.history, st.unpriced)
+    recorded = st.recorded_history()
+    usage = usage_table(recorded, st.unpriced)
     pend = st.pending
     return {
         "sessionID": st.session_id,
@@ -213,7 +214,8 @@ def status_of(table: Table, now: int, *, result: bool = False) -> dict[str, Any]
         "delivered": st.delivery.delivered_via,
         "errors": st.errors,
         "notes": running_notes(st) if st.active else [],
-        "turns": len(st.seat_turns()),
+        # The turns recorded so far, an independent round's settled ones included.
+        "turns": sum(1 for e in recorded if e.kind == "turn"),
         "usage": {
             "perAgent": {k: v.dump() for k, v in usage["perAgent"].items()},
             "perRound": {str(k): v.dump() for k, v in usage["perRound"].items()},

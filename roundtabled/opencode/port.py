@@ -628,7 +628,7 @@ class V1Port:
             status = TurnStatus.FAILED
         else:
             status = TurnStatus.ANSWERED
-        tokens_in, tokens_out = usage_in_out(usage, answered=status is TurnStatus.ANSWERED)
+        tokens_in, tokens_out = usage_in_out(usage, ended=status is not TurnStatus.RUNNING)
         return TurnOutcome(
             status=status,
             text=text,
@@ -1090,8 +1090,7 @@ def _v2_interjections(records: Sequence[v2.Record], prompt_id: str) -> tuple[Int
         for r in reply:
             usage = usage.plus(_v2_usage(r.tokens))
         last = reply[-1] if reply else None
-        failed = last is not None and last.error is not None
-        tokens_in, tokens_out = usage_in_out(usage, answered=later.ended and not failed)
+        tokens_in, tokens_out = usage_in_out(usage, ended=later.ended)
         created = later.prompt.time.get("created")
         out.append(
             Interjection(
@@ -1130,7 +1129,7 @@ def _v2_outcome(records: Sequence[v2.Record], prompt_id: str) -> TurnOutcome:
     if status is TurnStatus.FAILED:
         error = _v2_error(idle.error) or _v2_error(last.error if last else None)
         error = error or f"the execution ended {idle.outcome or 'without an outcome'}"
-    tokens_in, tokens_out = usage_in_out(usage, answered=status is TurnStatus.ANSWERED)
+    tokens_in, tokens_out = usage_in_out(usage, ended=status is not TurnStatus.RUNNING)
     return TurnOutcome(
         status=status,
         text="\n\n".join(r.text for r in reply if r.text.strip()),

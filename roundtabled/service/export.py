@@ -14,7 +14,7 @@ from roundtabled.core.result import build_result, usage_table
 from roundtabled.core.sides import turn_title, turn_view
 from roundtabled.core.state import HistoryEntry, RoundtableState, shown_title, tokens_in_out
 from roundtabled.core.validation import unknown_roundtable
-from roundtabled.core.verdict import consensus_text, deliberation_line
+from roundtabled.core.verdict import consensus_text, deliberation_line, unstated_words
 from roundtabled.engine import v2_features
 from roundtabled.engine.registry import Engine
 from roundtabled.engine.v2run import V2Runner
@@ -125,9 +125,7 @@ def _verdict_section(data: dict[str, Any]) -> list[str]:
         lines += [f"- _{n}_" for n in status["notes"]] + [""]
     lines += ["| agent | position | confidence | changed? |", "|---|---|---:|---|"]
     for p in verdict.get("positions") or []:
-        label = p.get("label") or (
-            "_(no position stated)_" if p.get("round") else "_(did not speak)_"
-        )
+        label = p.get("label") or f"_({unstated_words(p)})_"
         conf = p.get("confidence")
         changes = p.get("changes") or []
         changed = "; ".join(

@@ -191,7 +191,8 @@ def test_markdown_has_a_verdict_section_with_the_degraded_notes_and_positions() 
     verdict = md[md.index("\n## Verdict\n") : md.index("\n## Summary\n")]
     assert "Degraded result" not in verdict  # said once, at the top
     assert "| agent | position | confidence | changed? |" in verdict
-    assert "| dev | _(did not speak)_ |  | no |" in verdict
+    # dev's last turn was cut off at the time limit with its partial text kept: it spoke
+    assert "| dev | _(cut off at the time limit, partial text kept)_ |  | no |" in verdict
     assert "**Consensus:** unknown" in verdict
 
 

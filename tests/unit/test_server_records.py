@@ -67,9 +67,9 @@ def test_a_turn_key_from_anything_else_is_none() -> None:
     ),
     st.booleans(),
 )
-def test_usage_is_unknown_unless_an_answer_recorded_some(usage: Usage, answered: bool) -> None:
-    tokens = usage_in_out(usage, answered=answered)
-    if not answered or not usage.recorded:
+def test_usage_is_unknown_unless_an_ended_turn_recorded_some(usage: Usage, ended: bool) -> None:
+    tokens = usage_in_out(usage, ended=ended)
+    if not ended or not usage.recorded:
         assert tokens == (None, None)  # never a 0 that looks measured
     else:
         assert tokens == (
