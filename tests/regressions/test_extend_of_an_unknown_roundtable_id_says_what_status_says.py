@@ -7,7 +7,6 @@ same line and exits 2, on both majors (the real servers; only the model is scrip
 
 from __future__ import annotations
 
-
 import aiohttp
 import pytest
 
@@ -43,7 +42,7 @@ async def test_extend_on_2x_says_the_status_line_and_exits_2(
             await dp.start(http)
             said = {}
             for argv in (("status", UNKNOWN), ("extend", UNKNOWN, "And the risks?")):
-                rc, out, err = await cli(dp, *argv)
+                rc, _out, err = await cli(dp, *argv)
                 said[argv[0]] = (rc, err.strip())
             assert said == dict.fromkeys(said, (2, LINE)), (said, dp.log()[-2000:])
         finally:
