@@ -47,5 +47,3 @@ async def test_extend_on_2x_says_the_status_line_and_exits_2(
             assert said == dict.fromkeys(said, (2, LINE)), (said, dp.log()[-2000:])
         finally:
             dp.kill_all()
-
-
