@@ -1,9 +1,9 @@
 """Field failure (a new user scripting ``roundtabled start``): a one-round debate whose seats
 stated no position and whose observer failed printed ``Status: observer-failed, 1/1 rounds,
 DEGRADED … there is no decision`` and exited 0, which a script reads as success (only an
-all-failed, aborted or cancelled run exited 3). Now a result without a decision exits 3 (README,
-"Exit codes"); a degraded run that did decide (the decision rebuilt from the seats' stated
-positions) still exits 0.
+all-failed, aborted or cancelled run exited 3). Now a run that ended early (the observer failed,
+a timeout, a budget) without a decision exits 3 (README, "Exit codes"); a degraded run that did
+decide (the decision rebuilt from the seats' stated positions) still exits 0.
 
 On the real ``opencode serve``; only the model is scripted.
 """
