@@ -96,6 +96,10 @@ SCRIPT: dict[str, list[str]] = {
         "(confidence 8/10)",
     ],
 }
+EXTENDED = re.compile(r"^From round \d+ \((?:continuation|new topic)\): ", re.M)
+"""The line an extended roundtable's observer prompt has per extension
+(:func:`roundtabled.core.result.observer_prompt`): the demo's fixed summary, written for rounds 1
+and 2, is not that observer's answer."""
 PM_CHANGED = "Changed: dev's shared-schema numbers make a split this year too risky.\n\n"
 """pm's second turn starts with this line (its label changed, docs/result.md)."""
 VERDICT = {
@@ -182,7 +186,9 @@ def demo_reply(degraded: bool = False) -> Responder:
       (:func:`roundtabled.offline.orchestrator.orchestrator_reply`);
     - the demo's own debate (its :data:`TOPIC`) gets the demo's script (:data:`SCRIPT`, pm's
       second turn with a ``Changed:`` line) and its observer the demo's summary, in every run of
-      it, not only the first;
+      it, not only the first; once extended (its observer's prompt names the extension,
+      :data:`EXTENDED`) the seats' and the observer's turns are the offline panel's, so the
+      extended result's decision and summary are those of the extension's positions;
     - any other debate gets the offline panel (:func:`roundtabled.offline.panel.panel_reply`):
       real positions, some agreeing in other words, one changing its mind, a side argued as
       assigned, numbers for eval's questions.
@@ -208,6 +214,7 @@ def demo_reply(degraded: bool = False) -> Responder:
             rec.kind == "turn"
             and rec.agent == OBSERVER
             and f"Topic: {TOPIC}\n" in rec.last_user_text
+            and not EXTENDED.search(rec.last_user_text)
         ):
             summary = (
                 _with_verdict(DEGRADED_SUMMARY, DEGRADED_VERDICT)

@@ -258,7 +258,16 @@ def _observer_label(name: object) -> str:
 
 
 def exit_for(result: dict[str, Any]) -> int:
-    """The exit code of a finished roundtable's result (3 when it did not conclude normally)."""
+    """The exit code of a finished roundtable's result: 3 when it did not conclude normally —
+    aborted, every seat failed, cancelled, or it ended early (the observer failed, a timeout, a
+    budget …: any end reason but ``completed`` and ``converged``) with no decision in its
+    verdict —, else 0: degraded but decided included (README, "Exit codes")."""
     if result.get("phase") == "aborted" or result.get("endReason") in ("all-failed", "cancelled"):
         return EXIT_UNCONCLUDED
+    contract = result.get("result")
+    if isinstance(contract, dict) and result.get("endReason") not in ("completed", "converged"):
+        # An early end with no decision is no success to a script that reads the exit code.
+        verdict = contract.get("verdict")
+        if not isinstance(verdict, dict) or not verdict.get("decision"):
+            return EXIT_UNCONCLUDED
     return EXIT_OK

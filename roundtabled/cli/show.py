@@ -94,6 +94,16 @@ def list_progress(row: dict[str, Any]) -> tuple[str, str]:
     return str(row.get("phase")), f"{row.get('round')}/{total}"
 
 
+def _row(cells: tuple[str, ...], widths: list[int], *, head: bool = False) -> str:
+    """One line of ``list``: each cell padded to its column's width, ROUND (the third)
+    right-aligned but in the ``head`` line, the last (TITLE) as it is."""
+    padded = [
+        c.rjust(w) if i == 2 and not head else c.ljust(w)
+        for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+    ]
+    return " ".join([*padded[:-1], cells[-1]])
+
+
 async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
     params = {"all": "true"} if args.all else {"limit": str(args.limit)}
     async with ControlClient(control_url(settings), settings.token_file) as cc:
@@ -106,14 +116,27 @@ async def cmd_list(args: argparse.Namespace, settings: cfg.Settings) -> int:
     if not rows:
         print("No roundtables.")
         return EXIT_OK
-    print(f"{'SESSION':32} {'STATUS':10} {'ROUND':7} {'AGENT':12} {'ELAPSED':8} TITLE")
-    for r in rows:
-        topic = list_label(r)[:50]
-        state, rnd = list_progress(r)
-        print(
-            f"{r['sessionID']:32} {state:10} {rnd:>7} "
-            f"{r.get('agent') or '-'!s:12} {fmt_elapsed(r.get('elapsed')):8} {topic}"
+    cells = [
+        (
+            str(r["sessionID"]),
+            *list_progress(r),
+            str(r.get("agent") or "-"),
+            fmt_elapsed(r.get("elapsed")),
+            list_label(r)[:50],
         )
+        for r in rows
+    ]
+    # Each column as wide as its widest cell (a status such as observer-failed, a long agent
+    # name), never narrower than the header's width: the columns stay aligned.
+    head = ("SESSION", "STATUS", "ROUND", "AGENT", "ELAPSED", "TITLE")
+    least = (32, 10, 7, 12, 8, 0)
+    widths = [
+        max(n, len(h), *(len(c[i]) for c in cells))
+        for i, (h, n) in enumerate(zip(head, least, strict=True))
+    ]
+    print(_row(head, widths, head=True))
+    for line in cells:
+        print(_row(line, widths))
     if more:
         print(f"… and {more} older (roundtabled list --all)")
     return EXIT_OK

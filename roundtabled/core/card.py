@@ -14,9 +14,9 @@ from roundtabled.core.result import build_result
 from roundtabled.core.state import (
     BUILTIN_OBSERVER,
     TITLE_PREFIX,
-    EndReason,
     Phase,
     RoundtableState,
+    end_word,
 )
 from roundtabled.core.verdict import (
     consensus_line,
@@ -77,13 +77,7 @@ def live_state(state: RoundtableState) -> str:
         return "STOPPING" if state.end_reason is not None else f"LIVE {pos.text()}"
     if state.phase == Phase.OBSERVING:
         return f"LIVE {pos.text()}"
-    if state.phase == Phase.ABORTED:
-        return "ABORTED"
-    if state.end_reason == EndReason.CANCELLED:
-        return "CANCELLED"
-    if state.end_reason in (None, EndReason.COMPLETED, EndReason.CONVERGED):
-        return "CONCLUDED"
-    return "ENDED"
+    return end_word(state.phase, state.end_reason)
 
 
 def state_card(state: RoundtableState) -> str:

@@ -21,7 +21,7 @@ from roundtabled.core.commands import Abort, Decision, PersistState, ReleaseResu
 from roundtabled.core.messages import TextPart
 from roundtabled.core.observer_verdict import recorded_line, shown_text
 from roundtabled.core.state import (
-    CONCLUDED_SUFFIX,
+    END_SUFFIXES,
     META_KEY,
     RESUMED_NOTE,
     EndReason,
@@ -29,6 +29,7 @@ from roundtabled.core.state import (
     Phase,
     RoundtableState,
     Signer,
+    end_word,
     read_marker,
     sign_marker,
 )
@@ -113,12 +114,14 @@ def tool_call_holds_result(
     )
 
 
-def concluded_title(title: str) -> str:
-    """S2's title once the roundtable concluded (the suffix once, however often applied)."""
+def concluded_title(title: str, word: str = "CONCLUDED") -> str:
+    """S2's title once the roundtable ended: ``title`` and `` · WORD`` (``word`` one of
+    :data:`~roundtabled.core.state.END_WORDS`, :func:`~roundtabled.core.state.end_word`), the
+    suffix once, however often applied and whichever an earlier end left (an extension's)."""
     base = title
-    while base.endswith(CONCLUDED_SUFFIX):
-        base = base[: -len(CONCLUDED_SUFFIX)]
-    return base + CONCLUDED_SUFFIX
+    while (ended := next((s for s in END_SUFFIXES if base.endswith(s)), None)) is not None:
+        base = base[: -len(ended)]
+    return f"{base} · {word}"
 
 
 def end_toast(state: RoundtableState) -> tuple[str, str]:
@@ -388,7 +391,8 @@ def finalize(state: RoundtableState, facts: FinalFacts) -> Final:
         elif not f.title_done:
             out.commands.append(PostDelimiter(f.delimiter_message_id, label=False))
         if not f.title_done:
-            out.commands.append(SetTitle(concluded_title(out.state.title)))
+            word = end_word(out.state.phase, out.state.end_reason)
+            out.commands.append(SetTitle(concluded_title(out.state.title, word)))
             f = f.model_copy(update={"title_done": True})
             out.state = out.state.model_copy(update={"finalization": f})
     f = out.state.finalization

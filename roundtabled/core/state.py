@@ -309,6 +309,11 @@ seat sees')."""
 PERSISTED_RESPONSE_MAX = 4000
 """Characters of each response kept in the final persisted history (the full text stays in S2)."""
 CONCLUDED_SUFFIX = " · CONCLUDED"
+"""The end of S2's title once a roundtable concluded normally (completed, converged)."""
+END_WORDS = ("CONCLUDED", "CANCELLED", "ENDED", "ABORTED")
+"""How an ended roundtable's card opens and its S2 title ends (``" · CANCELLED"``):
+:func:`end_word`."""
+END_SUFFIXES = tuple(f" · {w}" for w in END_WORDS)
 TITLE_PREFIX = "(Roundtable) - "
 """The prefix of a generated roundtable title (:func:`roundtabled.core.prompts.default_title`)."""
 
@@ -892,3 +897,17 @@ def persisted_form(state: RoundtableState) -> RoundtableState:
         for e in state.history
     ]
     return state.model_copy(update={"history": capped})
+
+
+def end_word(phase: Phase, end_reason: EndReason | None) -> str:
+    """The word for an ended roundtable (:data:`END_WORDS`): ``ABORTED``, ``CANCELLED``,
+    ``CONCLUDED`` (completed, converged, or no reason recorded) or ``ENDED`` (any other end:
+    every seat failed, the observer failed, a budget, a timeout …). The state card opens with
+    it and S2's title ends with it (docs/behaviour.md)."""
+    if phase == Phase.ABORTED:
+        return "ABORTED"
+    if end_reason == EndReason.CANCELLED:
+        return "CANCELLED"
+    if end_reason in (None, EndReason.COMPLETED, EndReason.CONVERGED):
+        return "CONCLUDED"
+    return "ENDED"

@@ -46,6 +46,8 @@ MAX_PROMPT_CHARS = 100_000
 MAX_AGENTS = 12
 """Upper bound of seats at one table."""
 SESSION_ID_RE = re.compile(r"^ses_[A-Za-z0-9]{6,64}$")
+SESSION_ID_FORM = "'ses_' then 6 to 64 letters or digits"
+""":data:`SESSION_ID_RE` in words, for the refusals of an id that does not match it."""
 ALLOWED_KEYS = {
     "agents",
     "prompt",
@@ -165,7 +167,7 @@ def parse_request(body: object) -> RoundtableRequest:
     if session_id is not None and not SESSION_ID_RE.match(session_id):
         raise ValidationFailed(
             "sessionID",
-            f"sessionID must look like 'ses_…' (letters and digits), got {_short(session_id)}",
+            f"sessionID must be {SESSION_ID_FORM}, got {_short(session_id)}",
         )
     agents_raw = body.get("agents")
     agents: tuple[str, ...] | None = None
@@ -210,7 +212,7 @@ def parse_request(body: object) -> RoundtableRequest:
     parent = _opt_str(body, "parentSessionID", max_len=100)
     if parent is not None and not SESSION_ID_RE.match(parent):
         raise ValidationFailed(
-            "parentSessionID", "parentSessionID must look like 'ses_…', got " + _short(parent)
+            "parentSessionID", f"parentSessionID must be {SESSION_ID_FORM}, got {_short(parent)}"
         )
     directory = _opt_str(body, "directory", max_len=4096)
     if directory is not None and not directory.startswith("/"):
@@ -419,7 +421,7 @@ _SIDES_ALLOWED = (
 
 def unknown_roundtable(ses: str) -> str:
     """The one wording of an id that names no roundtable of this daemon, whichever command or
-    route was asked (``status``, ``watch``, ``export``, ``cancel``)."""
+    route was asked (``status``, ``watch``, ``export``, ``cancel``, ``extend``)."""
     return f"no roundtable {ses!r} is known to this daemon"
 
 

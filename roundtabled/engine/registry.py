@@ -31,7 +31,7 @@ from roundtabled.core.state import (
     RoundtableState,
     Signer,
 )
-from roundtabled.core.validation import RoundtableRequest
+from roundtabled.core.validation import RoundtableRequest, unknown_roundtable
 from roundtabled.engine import launch
 from roundtabled.engine.plugins import HEARTBEAT_S
 from roundtabled.engine.recovery import Recovery, remember_directory, warn_pasted_meta
@@ -503,13 +503,15 @@ class Engine:
         """:meth:`load_state` of the ``s2`` a request names.
 
         Raises:
-            ValidationFailed: (field ``sessionID``) S2 does not exist, or it holds no trusted
+            ValidationFailed: (field ``sessionID``) S2 does not exist (the words of
+                :func:`~roundtabled.core.validation.unknown_roundtable`), or it holds no trusted
                 state block: ``not_ours`` and the reason in parentheses.
         """
         try:
             return await self.load_state(s2)
         except NotFound:
-            raise ValidationFailed("sessionID", f"session {s2!r} does not exist") from None
+            # The one wording of status, watch, export and cancel for an unknown id.
+            raise ValidationFailed("sessionID", unknown_roundtable(s2)) from None
         except StateError as exc:
             raise ValidationFailed("sessionID", f"{not_ours} ({exc})") from None
 

@@ -96,6 +96,7 @@ from roundtabled.core.validation import (
     check_agents,
     needs_default_model,
     seat_models,
+    unknown_roundtable,
 )
 from roundtabled.engine import launch, v2_features, v2_opening
 from roundtabled.engine.plugins import PLUGIN_VERSION_V2, PluginRegistry, PluginReport
@@ -121,6 +122,13 @@ plugin can keep a turn out of a later request, so every turn is planned in plugi
 ids to hide are written where the plugin reads them."""
 
 
+FIND_SESSION_ID = (
+    "`opencode session list` lists the project's sessions, newest first; "
+    "add `--server URL` for a server of your own"
+)
+"""Where a 2.x user finds a session's id (OpenCode 2.x's own CLI; README, "OpenCode 2")."""
+
+
 def refusal(req: RoundtableRequest) -> ValidationFailed | None:
     """Why OpenCode 2.x cannot run ``req`` yet, naming the field, or ``None``."""
     if not req.parent_session_id and not req.extend and not req.dry_run:
@@ -128,7 +136,7 @@ def refusal(req: RoundtableRequest) -> ValidationFailed | None:
         return ValidationFailed(
             "parentSessionID",
             "parentSessionID: OpenCode 2.x runs a roundtable in a child session of the asking "
-            "session; give the session's id",
+            f"session; give that session's id ({FIND_SESSION_ID})",
         )
     return None
 
@@ -555,7 +563,14 @@ class V2Runner:
             if finishing and held is not None and not held.state.active:
                 # its loop is writing the end: the extended state must come after it
                 await self.finalized(sid, launch.FINISHING_WAIT_S)
-            s2 = held.s2 if held is not None else await self.port.session(sid)
+            if held is not None:
+                s2 = held.s2
+            else:
+                try:
+                    s2 = await self.port.session(sid)
+                except NotFound:
+                    # The one wording of status, watch, export and cancel for an unknown id.
+                    raise ValidationFailed("sessionID", unknown_roundtable(sid)) from None
             state = await v2_features.extension_of(
                 self.port,
                 self.signer,

@@ -14,7 +14,7 @@ from roundtabled.cli.client import EXIT_USAGE, CliError, ControlClient
 from roundtabled.cli.follow import REATTACH_PAUSE_S, REATTACH_S
 from roundtabled.core import scoring
 from roundtabled.core.scoring import Question
-from roundtabled.core.state import CONCLUDED_SUFFIX
+from roundtabled.core.state import END_SUFFIXES
 from roundtabled.eval.ledger import GONE, GONE_END_REASONS, Journal, RoundtableGone
 from roundtabled.eval.options import (
     DEBATE_ROUNDS,
@@ -155,7 +155,7 @@ async def _unrecorded(
     have begun."""
     if oc is None:
         return None
-    titles = {title, f"{title}{CONCLUDED_SUFFIX}"}
+    titles = {title, *(f"{title}{s}" for s in END_SUFFIXES)}
     try:
         children = await oc.children(parent)
     except Exception as exc:

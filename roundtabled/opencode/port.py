@@ -1213,6 +1213,7 @@ class V2Port:
                 model=_v2_model(a.model),
                 has_system_prompt=bool(a.system),
                 prompt=a.system,
+                description=a.description,
                 native=a.id in v2.BUILTIN_AGENTS,
             )
             for a in await self.client.agents(directory)

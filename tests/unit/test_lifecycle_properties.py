@@ -37,7 +37,7 @@ from roundtabled.core.lifecycle import FinalFacts, PostDelimiter, PostResult, Se
 from roundtabled.core.machine import ERROR_GRACE_MS
 from roundtabled.core.messages import UserView
 from roundtabled.core.state import (
-    CONCLUDED_SUFFIX,
+    END_SUFFIXES,
     Delivery,
     EndReason,
     Extension,
@@ -48,6 +48,7 @@ from roundtabled.core.state import (
     PermissionPolicy,
     Phase,
     RoundtableState,
+    end_word,
 )
 from roundtabled.engine import launch
 from tests.unit.test_machine_edges import TURN_MSG, S2Sim, state_with
@@ -247,7 +248,10 @@ def test_phase_4_delivers_once_and_marks_s2_once_under_any_schedule(
         assert state.delivery.delivered_via == ("tool" if in_tool else "no-reply")
     if lifecycle.writes_s2(start):
         assert len(world.s2) == 1, "one delimiter"
-        assert world.title == start.title + CONCLUDED_SUFFIX
+        word = end_word(start.phase, start.end_reason)
+        assert world.title == f"{start.title} · {word}"
+        if start.end_reason == EndReason.CANCELLED:
+            assert world.title.endswith(" · CANCELLED"), world.title
         assert state.finalization.title_done and state.finalization.toast_done
         assert world.written[-1].finalization.toast_done  # the index says finalized
     else:
@@ -264,11 +268,13 @@ def test_phase_4_delivers_once_and_marks_s2_once_under_any_schedule(
 def test_the_concluded_title_carries_the_suffix_once(
     reason: EndReason, title: str, times: int
 ) -> None:
-    marked = title + CONCLUDED_SUFFIX * times
-    assert lifecycle.concluded_title(marked) == lifecycle.concluded_title(title)
-    assert lifecycle.concluded_title(marked).endswith(CONCLUDED_SUFFIX)
-    assert not lifecycle.concluded_title(marked)[: -len(CONCLUDED_SUFFIX)].endswith(
-        CONCLUDED_SUFFIX
+    word = end_word(Phase.DONE, reason)
+    marked = title + "".join(END_SUFFIXES[i % len(END_SUFFIXES)] for i in range(times))
+    assert lifecycle.concluded_title(marked, word) == lifecycle.concluded_title(title, word)
+    assert lifecycle.concluded_title(marked, word).endswith(f" · {word}")
+    assert not any(
+        lifecycle.concluded_title(marked, word)[: -len(f" · {word}")].endswith(s)
+        for s in END_SUFFIXES
     )
     message, variant = lifecycle.end_toast(ended(reason))
     ok = reason in (EndReason.COMPLETED, EndReason.REPETITION, EndReason.OBSERVER_FAILED)
