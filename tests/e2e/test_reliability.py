@@ -33,7 +33,7 @@ import aiohttp
 import pytest
 
 from roundtabled.core.state import (
-    CONCLUDED_SUFFIX,
+    END_SUFFIXES,
     META_FOOTER,
     META_HEADER,
     META_KEY,
@@ -123,7 +123,8 @@ async def settle(rt: Any, s2: str, timeout: float = 60) -> None:
     while time.monotonic() < deadline:
         info = await rt.session(s2)
         idx = (info.get("metadata") or {}).get(META_KEY) or {}
-        if idx.get("finalized") and str(info.get("title", "")).endswith(CONCLUDED_SUFFIX):
+        # the title ends with the end's word (a scripted debate may end by repetition: ENDED)
+        if idx.get("finalized") and str(info.get("title", "")).endswith(END_SUFFIXES):
             await rt.settled(s2, timeout)
             return
         await asyncio.sleep(0.3)
@@ -354,9 +355,7 @@ async def test_sigterm_mid_round_exits_0_within_10_s_and_restart_resumes(
         while True:
             async with http.get(f"{server.url}/session/{s2}") as resp:
                 info = await resp.json()
-            if info["metadata"][META_KEY].get("finalized") and info["title"].endswith(
-                CONCLUDED_SUFFIX
-            ):
+            if info["metadata"][META_KEY].get("finalized") and info["title"].endswith(END_SUFFIXES):
                 break
             assert time.monotonic() < deadline, "not resumed to the end"
             await asyncio.sleep(0.5)
