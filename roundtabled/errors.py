@@ -53,6 +53,17 @@ class AuthFailed(TransportError):
         super().__init__(message, status=401, retryable=True)
 
 
+class ServerReplaced(TransportError):
+    """The server refused a request, or said a session is gone, and no longer answers as the
+    OpenCode major its driver drives: replaced in place by the other major (or still going down
+    or coming up). Retryable: the daemon switches driver when it finds the new server, and no
+    answer of the new one is taken for the old one's (docs/design.md, "Failures of the
+    worker")."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)
+
+
 class StateError(RoundtableError):
     """A persisted roundtable state cannot be used."""
 

@@ -38,6 +38,24 @@ MAX_UNEXPECTED = 5
 """Unexpected exceptions in a row that are still retried; the next one ends the roundtable."""
 
 
+SERVER_WAIT_FIRST_S = 0.5
+"""First wait before asking a server that does not answer (yet) again (seconds)."""
+SERVER_WAIT_CAP_S = 5.0
+"""Longest wait between two asks of a server that does not answer or answers as another major:
+asking a loopback address costs nothing, and a daemon started before its server drives it
+within this long of it coming up (docs/design.md, "Failures of the worker")."""
+CREDENTIALS_WAIT_CAP_S = 30.0
+"""Longest wait between two asks of a server that refuses the credentials: only the user's fix
+(the password) changes that answer."""
+
+
+def next_server_wait(delay: float, *, credentials_refused: bool = False) -> float:
+    """The wait (seconds) after one of ``delay`` seconds before the next ask of a server that
+    did not answer as hoped: doubled, up to :data:`SERVER_WAIT_CAP_S`
+    (:data:`CREDENTIALS_WAIT_CAP_S` when ``credentials_refused``)."""
+    return min(delay * 2, CREDENTIALS_WAIT_CAP_S if credentials_refused else SERVER_WAIT_CAP_S)
+
+
 class FailureKind(StrEnum):
     RETRYABLE = "retryable"
     PERMANENT = "permanent"

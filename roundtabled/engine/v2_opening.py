@@ -43,7 +43,7 @@ from roundtabled.core.server_records import TurnStatus as TS
 from roundtabled.core.sides import turn_header
 from roundtabled.core.state import Marker, RoundtableState, Signer, Usage, sign_marker
 from roundtabled.errors import NotFound
-from roundtabled.opencode.port import V2Port, v2_prompt_id
+from roundtabled.opencode.port import V2Port, replaced, v2_prompt_id
 from roundtabled.opencode.session_metadata import opening_metadata, opening_seat_of
 
 __all__ = ["OpeningStep", "execute", "observe", "opening_ids", "owner"]
@@ -147,6 +147,11 @@ async def observe(
         try:
             out = await port.turn_outcome(where, s.message_id)
         except NotFound:
+            # the other major's 404 (a server replaced in place) says nothing of the seat
+            if (
+                other := await replaced(port, f"seat session {s.session_id} answered 404")
+            ) is not None:
+                raise other from None
             out = TurnOutcome(TS.MISSING)
         views, found = _seat_views(s.message_id, s.agent, out, now)
         busy = s.session_id in running or out.status in (TS.QUEUED, TS.RUNNING)

@@ -107,7 +107,13 @@ from roundtabled.engine.table import Table, status_of
 from roundtabled.engine.v2_delivery import V2Delivery, take
 from roundtabled.errors import NotFound, StateError, ValidationFailed
 from roundtabled.opencode.events import Event
-from roundtabled.opencode.port import V2Port, together, v2_prompt_id
+from roundtabled.opencode.port import (
+    V2Port,
+    refusal_confirmed,
+    sessions_gone,
+    together,
+    v2_prompt_id,
+)
 
 __all__ = ["Run", "V2Runner", "keyed", "observation_of", "refusal"]
 
@@ -617,7 +623,7 @@ class V2Runner:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                out = policy.failed(exc)
+                out = policy.failed(await refusal_confirmed(self.port, exc))
                 if not out.give_up:
                     log.warning(
                         "%s: a pass failed, retrying in %.1f s: %s", run.s2.id, out.delay_s, exc
@@ -658,16 +664,9 @@ class V2Runner:
             run.deadline_ms = step.wake_at
 
     async def _gone(self, run: Run) -> tuple[bool, bool]:
-        """``(S2 or S1 is gone, S1 is gone)``: a 404 is a deletion, never an end."""
-        gone: list[bool] = []
-        for sid in (run.s2.id, run.state.parent_session_id):
-            try:
-                if sid:
-                    await self.port.session(sid)
-                gone.append(False)
-            except NotFound:
-                gone.append(True)
-        return gone[0] or gone[1], gone[1]
+        """``(S2 or S1 is gone, S1 is gone)`` (:func:`~roundtabled.opencode.port.sessions_gone`:
+        raises ServerReplaced when the 404 came from another major)."""
+        return await sessions_gone(self.port, run.s2.id, run.state.parent_session_id)
 
     async def _sleep(self, run: Run) -> None:
         timeout = self.settings.resync_period

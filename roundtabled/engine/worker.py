@@ -30,6 +30,7 @@ from roundtabled.engine.shell import Shell
 from roundtabled.engine.table import Table
 from roundtabled.errors import AuthFailed, NotFound
 from roundtabled.opencode.http_clock import HTTP_CLOCK
+from roundtabled.opencode.port import refusal_confirmed, sessions_gone
 
 
 class FailureLog:
@@ -86,7 +87,7 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                out = policy.failed(table, exc)
+                out = policy.failed(table, await refusal_confirmed(self.shell.port, exc))
                 if not out.give_up:
                     await asyncio.sleep(out.delay_s)
                 elif table.state.active:
@@ -235,21 +236,9 @@ class Worker:
         )
 
     async def check_deleted(self, state: RoundtableState) -> tuple[bool, bool]:
-        """``(S2 or S1 is gone, S1 is gone)``. A 404 means deleted, never completed (regression
-        "deletion mid-turn")."""
-        port = self.shell.port
-        try:
-            await port.session(state.session_id)
-            deleted = False
-        except NotFound:
-            deleted = True
-        parent_deleted = False
-        if state.parent_session_id:
-            try:
-                await port.session(state.parent_session_id)
-            except NotFound:
-                parent_deleted = True
-        return deleted or parent_deleted, parent_deleted
+        """``(S2 or S1 is gone, S1 is gone)`` (:func:`~roundtabled.opencode.port.sessions_gone`:
+        raises ServerReplaced when the 404 came from another major)."""
+        return await sessions_gone(self.shell.port, state.session_id, state.parent_session_id)
 
     async def execute(self, table: Table, d: Decision) -> None:
         """Execute a decision taken from a read of S2 (:meth:`Executor.decision`)."""

@@ -43,7 +43,7 @@ from roundtabled.core.server_records import (
     usage_in_out,
 )
 from roundtabled.core.state import META_KEY, ModelRef, Phase, Signer, Usage
-from roundtabled.errors import NotFound, RoundtableError, TransportError
+from roundtabled.errors import NotFound, RoundtableError, ServerReplaced, TransportError
 from roundtabled.opencode import v1_wire, v2
 from roundtabled.opencode.client import OpenCodeClient
 from roundtabled.opencode.detect import ServerFound, detect_server
@@ -107,6 +107,14 @@ class ServerPort(Protocol):
 
     async def session(self, session_id: str) -> SessionRef:
         """The session ``session_id`` (raises NotFound when it is gone)."""
+        ...
+
+    async def same_major(self) -> bool:
+        """Whether the server still answers as this port's major (1.x: ``GET /global/health``,
+        2.x: ``GET /api/info``, JSON naming a release of that major). False when another major
+        answers or none does: asked before a 404 is taken for a deleted session or a refusal
+        ends a roundtable, since the other major answers this major's routes with 404, 405 or
+        its web app (docs/design.md, "Failures of the worker"). Never raises."""
         ...
 
     async def session_marks(self, session_id: str) -> tuple[SessionRef, SessionMarks]:
@@ -471,6 +479,11 @@ def _v1_meta(raw: Mapping[str, Any], key: str) -> list[Any]:
     return out
 
 
+def _names_major(version: object, major: int) -> bool:
+    """Whether ``version`` (a health or info answer's field) is a release of ``major``."""
+    return isinstance(version, str) and version.lstrip("v").split(".", 1)[0] == str(major)
+
+
 class V1Port:
     """:class:`ServerPort` on OpenCode 1.x (``client``: an :class:`OpenCodeClient`; ``version``:
     the server's, from ``GET /global/health``)."""
@@ -492,6 +505,13 @@ class V1Port:
 
     async def close(self) -> None:
         await self.client.close()
+
+    async def same_major(self) -> bool:
+        try:
+            health = await self.client.health()
+        except (TransportError, TypeError, ValueError):
+            return False
+        return _names_major(health.get("version"), 1)
 
     async def agents(self, directory: str | None) -> list[AgentRecord]:
         return [
@@ -1170,6 +1190,51 @@ async def together(*calls: Awaitable[Any]) -> None:
         raise
 
 
+async def replaced(port: ServerPort, what: str) -> ServerReplaced | None:
+    """A :class:`ServerReplaced` saying ``what`` when the server no longer answers as
+    ``port``'s major (:meth:`ServerPort.same_major`), else ``None``: asked before an answer of
+    the server is taken for what it says of a roundtable."""
+    if await port.same_major():
+        return None
+    return ServerReplaced(
+        f"{what}, and the server no longer answers as OpenCode {port.capabilities.major}.x "
+        "(replaced by another major, or going down): waiting for it"
+    )
+
+
+async def sessions_gone(
+    port: ServerPort, session_id: str, parent_id: str | None
+) -> tuple[bool, bool]:
+    """``(the session or its parent is gone, the parent is gone)``, each asked with
+    :meth:`ServerPort.session`; a 404 means deleted, never completed (regression "deletion
+    mid-turn") — but only while the server answers as ``port``'s major: else raises
+    :class:`ServerReplaced` (the other major answers this major's routes with 404; docs/design.md,
+    "Failures of the worker")."""
+    gone: list[bool] = []
+    for sid in (session_id, parent_id):
+        try:
+            if sid:
+                await port.session(sid)
+            gone.append(False)
+        except NotFound:
+            gone.append(True)
+    if any(gone):
+        other = await replaced(port, f"session {session_id} or its parent answered 404")
+        if other is not None:
+            raise other
+    return gone[0] or gone[1], gone[1]
+
+
+async def refusal_confirmed(port: ServerPort, exc: Exception) -> Exception:
+    """``exc``, or a retryable :class:`ServerReplaced` when ``exc`` is a refusal no retry cures
+    (a non-retryable :class:`TransportError`: 405, a web page for JSON, …) from a server that no
+    longer answers as ``port``'s major — the other major answering this one's routes, not a
+    refusal to end a roundtable for (docs/design.md, "Failures of the worker")."""
+    if not isinstance(exc, TransportError) or exc.retryable or isinstance(exc, NotFound):
+        return exc
+    return await replaced(port, f"the server refused a request ({exc})") or exc
+
+
 class V2Port:
     """:class:`ServerPort` on OpenCode 2.x (``client``: a :class:`~roundtabled.opencode.v2.
     V2Client`; ``version``: the server's, from ``GET /api/info``)."""
@@ -1202,6 +1267,13 @@ class V2Port:
 
     async def close(self) -> None:
         await self.client.close()
+
+    async def same_major(self) -> bool:
+        try:
+            info = await self.client.info()
+        except (TransportError, TypeError, ValueError):
+            return False
+        return _names_major(info.get("version"), 2)
 
     async def agents(self, directory: str | None) -> list[AgentRecord]:
         return [

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from roundtabled import __version__
-from roundtabled.core import lifecycle
+from roundtabled.core import failures, lifecycle
 from roundtabled.core.state import Signer
 from roundtabled.engine.registry import Engine
 from roundtabled.engine.table import status_of
@@ -243,9 +243,12 @@ class Daemon:
             self.notifier.status(self._status_line())
 
     async def _wait_for_server(self) -> None:
-        """Health-check until the server answers; 401 and refusals back off (0.5 s → 30 s)."""
-        delay = 0.5
+        """Health-check until the server answers: every 0.5 s backing off to 5 s while nothing
+        answers, to 30 s while the credentials are refused (:func:`failures.next_server_wait`)."""
+        delay = failures.SERVER_WAIT_FIRST_S
+        warned: str | None = None
         while not self._stop.is_set():
+            refused_credentials = False
             try:
                 await self._check_server()
                 if self.engine.last_error is None:
@@ -273,16 +276,20 @@ class Daemon:
                 if self.refused is not None:
                     log.error("%s", self.refused)
                     return
-                log.warning(
+                # said once per cause, not at every ask (every 5 s)
+                log.log(
+                    logging.DEBUG if warned == self.engine.last_error else logging.WARNING,
                     "OpenCode server %s not reachable: %s",
                     self.settings.server_url,
                     self.engine.last_error,
                 )
+                warned = self.engine.last_error
             except AuthFailed as exc:
                 log.error("%s (setting: server_password / OPENCODE_SERVER_PASSWORD)", exc)
+                refused_credentials = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
-            delay = min(delay * 2, 30.0)
+            delay = failures.next_server_wait(delay, credentials_refused=refused_credentials)
 
     async def _start_v2(self, port: ServerPort | None = None) -> EventStream:
         """The 2.x shell over the server's port (``port``, else one asked for now), and its
@@ -383,7 +390,7 @@ class Daemon:
         stream alone would retry forever. Runs for the life of one driver."""
         while True:
             await self._lost.wait()
-            delay = 0.5
+            delay = failures.SERVER_WAIT_FIRST_S
             while not self.stream.connected:
                 found = await detect_at(self.settings, timeout=min(5.0, self.settings.http_timeout))
                 if (
@@ -396,7 +403,7 @@ class Daemon:
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
-                delay = min(delay * 2, 5.0)
+                delay = failures.next_server_wait(delay)
             self._lost.clear()
 
     def _driving(self) -> str:
@@ -484,11 +491,11 @@ class Daemon:
                 return await self._switch()
             except (UnsupportedServer, TransportError, AuthFailed) as exc:
                 log.warning("cannot drive the server at %s yet: %s", self.settings.server_url, exc)
-            delay = 0.5
+            delay = failures.SERVER_WAIT_FIRST_S
             while self._switch_to is None and not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
-                delay = min(delay * 2, 5.0)
+                delay = failures.next_server_wait(delay)
                 found = await detect_at(self.settings)
                 if found.reachable and found.auth == "ok" and found.major in (1, 2):
                     self._ask_switch(found.major, found.version, None)

@@ -7,6 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
+from roundtabled.core import failures
 from roundtabled.core.failures import (
     BACKOFF_CAP_S,
     MAX_UNEXPECTED,
@@ -112,3 +113,19 @@ def test_ended_makes_a_failed_done_state_with_the_reason_once() -> None:
     assert out.errors[-1] == "the OpenCode server refused a request"
     assert "the OpenCode server refused a request" in (out.summary or "")
     assert ended(out, "a second reason", T0 + 6) == out  # an ended roundtable stays as it was
+
+
+@given(
+    asks=st.lists(st.booleans(), min_size=1, max_size=40),
+)
+def test_a_server_is_asked_again_within_its_cap_and_never_sooner_than_before(
+    asks: list[bool],
+) -> None:
+    # each item: whether that ask's answer refused the credentials
+    delay = failures.SERVER_WAIT_FIRST_S
+    for refused in asks:
+        nxt = failures.next_server_wait(delay, credentials_refused=refused)
+        cap = failures.CREDENTIALS_WAIT_CAP_S if refused else failures.SERVER_WAIT_CAP_S
+        assert nxt <= cap
+        assert nxt >= min(delay, cap)  # backs off, never speeds up within one cause
+        delay = nxt
