@@ -26,7 +26,12 @@ from roundtabled.cli.topic import read_topic
 from roundtabled.cli.verdict import print_verdict
 from roundtabled.core import validation
 from roundtabled.core.prompts import infer_extend_mode
-from roundtabled.core.result import CANCELLED_HEADER, INTERRUPTION_HEADER, verdict_lines
+from roundtabled.core.result import (
+    CANCELLED_HEADER,
+    INTERRUPTION_HEADER,
+    OBSERVER_FAILED_HEADER,
+    verdict_lines,
+)
 from roundtabled.core.result_model import RoundtableResult
 from roundtabled.core.state import shown_title, went_wrong
 from roundtabled.errors import ValidationFailed
@@ -322,6 +327,7 @@ async def cmd_cancel(args: argparse.Namespace, settings: cfg.Settings) -> int:
 
 PARTIAL_HISTORY = (
     CANCELLED_HEADER,
+    OBSERVER_FAILED_HEADER,
     INTERRUPTION_HEADER,
     "No consolidated summary. Partial history:",
 )

@@ -20,7 +20,12 @@ from roundtabled.core.observer_verdict import (
     repair_prompt,
 )
 from roundtabled.core.positions import parse_changed, parse_position, spoke
-from roundtabled.core.result import cancelled_text, named_observer_prompt, observer_prompt
+from roundtabled.core.result import (
+    OBSERVER_FAILED_HEADER,
+    cancelled_text,
+    named_observer_prompt,
+    observer_prompt,
+)
 from roundtabled.core.state import EndReason, HistoryEntry, RoundtableState, VerdictRecord
 
 __all__ = [
@@ -144,7 +149,8 @@ def observed(
         why = entry.error or "empty reply"
         failed: dict[str, Any] = {
             "errors": [*new.errors, f"observer {entry.agent}: {why}"],
-            "summary": f"(The observer {entry.agent} failed: {why}.)\n\n" + cancelled_text(new),
+            "summary": f"(The observer {entry.agent} failed: {why}.)\n\n"
+            + cancelled_text(new, OBSERVER_FAILED_HEADER),
         }
         if state.end_reason is None:
             failed["end_reason"] = EndReason.OBSERVER_FAILED

@@ -60,6 +60,8 @@ INTERRUPTION_HEADER = (
 exact)."""
 CANCELLED_HEADER = "[Roundtable cancelled — partial history up to cancellation:]"
 """Header of the text delivered when a cancel stops the debate without an observer."""
+OBSERVER_FAILED_HEADER = "[No verdict: the observer failed — the debate's history as it stands:]"
+"""Header of the history an observer that failed leaves as the summary (nobody cancelled)."""
 REPETITION_TEXT = "Roundtable ended due to repetition — agents reached an impasse"
 """What S1 is told when loop detection ended the debate (docs/behaviour.md, 'Loops', exact)."""
 
@@ -392,14 +394,15 @@ def interruption_text(state: RoundtableState) -> str:
     return f"{INTERRUPTION_HEADER}\n{history}"
 
 
-def cancelled_text(state: RoundtableState) -> str:
+def cancelled_text(state: RoundtableState, header: str = CANCELLED_HEADER) -> str:
     """The text delivered when a cancel stops the debate without an observer.
 
-    ``"[Roundtable cancelled — partial history up to cancellation:]"`` and the attributed partial
-    history, each response capped at 2000 characters.
+    ``header`` (by default ``"[Roundtable cancelled — partial history up to cancellation:]"``;
+    :data:`OBSERVER_FAILED_HEADER` when the observer failed) and the attributed partial history,
+    each response capped at 2000 characters.
     """
     history = _history_text(state.history, PARTIAL_ENTRY_CHARS, TRUNCATED_MARK_S2)
-    return f"{CANCELLED_HEADER}\n{history}"
+    return f"{header}\n{history}"
 
 
 # ── the result: the contract assembled, kept in bounds, delivered ───────────────────────────────
