@@ -11,9 +11,9 @@ observer of a 1-round debate). See docs/design.md (state format).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from roundtabled.core.commands import Toast
+from roundtabled.core.commands import PromptSeat, Toast
 from roundtabled.core.state import EndReason, HistoryEntry, Phase, RoundtableState
 
 Stage = Literal["turn", "observer", "ended"]
@@ -140,3 +140,11 @@ class ToastThrottle:
             return False
         self.last_s = now_s
         return True
+
+
+def seat_prompt_item(cmd: PromptSeat) -> dict[str, Any]:
+    """The progress feed's ``prompt`` item (docs/control-api.md, ``…/events``) for a seat prompted
+    in a session of its own — an independent opening's round 1, a protocol's second round (the
+    council's ranking: round 2) —: its round is 1-based from the command's marker, on either
+    major."""
+    return {"type": "prompt", "agent": cmd.agent, "round": cmd.marker.round + 1, "kind": "turn"}

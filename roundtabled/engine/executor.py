@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from roundtabled import faults
+from roundtabled.core import progress
 from roundtabled.core.commands import (
     Abort,
     AbortSeat,
@@ -209,5 +210,4 @@ class Executor:
             return
         table.accepted.add(cmd.message_id)
         faults.checkpoint("opening-prompted")
-        round_number = cmd.marker.round + 1
-        table.publish({"type": "prompt", "agent": cmd.agent, "round": round_number, "kind": "turn"})
+        table.publish(progress.seat_prompt_item(cmd))

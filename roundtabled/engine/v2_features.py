@@ -17,6 +17,7 @@ from typing import Any
 
 from roundtabled.core import deliberation, hiding, lifecycle, prompts
 from roundtabled.core.commands import Command, Prompt, PromptSeat, SeatSettled, TurnRecorded
+from roundtabled.core.progress import seat_prompt_item
 from roundtabled.core.server_records import PromptRecord, SessionRef
 from roundtabled.core.sides import turn_view
 from roundtabled.core.state import (
@@ -268,7 +269,7 @@ class Feed:
         prompted (:class:`~roundtabled.core.opening.PromptSeat`) or settled
         (:class:`~roundtabled.core.opening.SeatSettled`)."""
         if isinstance(cmd, PromptSeat):
-            self.publish({"type": "prompt", "agent": cmd.agent, "round": 1, "kind": "turn"})
+            self.publish(seat_prompt_item(cmd))
         elif isinstance(cmd, SeatSettled):
             log.info(
                 "%s: %s's opening %s",
