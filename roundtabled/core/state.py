@@ -865,7 +865,7 @@ CARRIED_RESPONSE_MAX = 240
 """Characters of each reply kept in the state a 2.x seat turn's prompt carries (docs/design.md,
 "The 2.x shell", *When the state is written*): every such prompt keeps its block, so whole
 replies would make S2 grow with the square of the turns; a restart takes the full texts back
-from S2 (``engine.v2_features.full_history``)."""
+from S2 (``engine.v2_features.with_replies``)."""
 
 
 def carried_form(state: RoundtableState) -> RoundtableState:

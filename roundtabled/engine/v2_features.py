@@ -38,7 +38,6 @@ __all__ = [
     "PLUGIN_ID",
     "Feed",
     "extension_of",
-    "full_history",
     "hidden_ids",
     "indexed_sessions",
     "newest_state",
@@ -126,17 +125,6 @@ async def plugin_notes(port: V2Port, context: str, directory: str) -> list[str]:
     if context == "recent":
         raise recent_needs_plugin(directory)
     return [plugin_missing_note("S2's directory")]
-
-
-async def full_history(port: V2Port, s2: SessionRef, state: RoundtableState) -> RoundtableState:
-    """``state`` with each turn's reply in full, read from S2 (a finished state keeps capped
-    previews only, docs/design.md "State format"): an entry's response is replaced by the text
-    of the reply to its prompt (its ``message_id``) where S2 holds a longer one.
-
-    Raises:
-        TransportError: S2 could not be read.
-    """
-    return with_replies(state, await port.prompts(s2))
 
 
 def with_replies(state: RoundtableState, prompts: Sequence[PromptRecord]) -> RoundtableState:
@@ -300,7 +288,7 @@ async def stored_state(
     port: V2Port, signer: Signer, s2: SessionRef, *, full: bool = True
 ) -> RoundtableState | None:
     """The signed state in ``s2``'s metadata, with each reply in full (``full``:
-    :func:`full_history`; a finished state keeps capped previews, a running one no history), or
+    :func:`with_replies`; a finished state keeps capped previews, a running one no history), or
     ``None``: no state of this daemon there.
 
     Raises:
@@ -311,9 +299,12 @@ async def stored_state(
         state = decode_state(block.text, block.metadata, s2.id, signer)
     except (IndexError, StateError):
         return None
+    if not (state.active or full):
+        return state
+    prompts = await port.prompts(s2)  # read once: the newest state and the full replies
     if state.active:
-        state = await newest_state(port, signer, s2, state)
-    return await full_history(port, s2, state) if full else state
+        state = newest_of(state, prompts, signer, s2.id)
+    return with_replies(state, prompts) if full else state
 
 
 async def newest_state(
@@ -327,15 +318,22 @@ async def newest_state(
     Raises:
         NotFound: ``s2`` is gone. TransportError: the server could not be reached.
     """
-    prompts = await port.prompts(s2)
+    return newest_of(stored, await port.prompts(s2), signer, s2.id)
+
+
+def newest_of(
+    stored: RoundtableState, prompts: Sequence[PromptRecord], signer: Signer, s2: str
+) -> RoundtableState:
+    """:func:`newest_state` from S2's prompts already read (``prompts``: :meth:`V2Port.prompts`
+    of the session ``s2``)."""
     carried: list[tuple[str, RoundtableState]] = []
     for p in prompts:
         if p.state is None:
             continue
         try:
-            carried.append((p.id, decode_state(p.state.text, p.state.metadata, s2.id, signer)))
+            carried.append((p.id, decode_state(p.state.text, p.state.metadata, s2, signer)))
         except StateError as exc:
-            log.warning("%s: the prompt %s carries no state of this daemon: %s", s2.id, p.id, exc)
+            log.warning("%s: the prompt %s carries no state of this daemon: %s", s2, p.id, exc)
     newest = lifecycle.newest_state(stored, carried)
     # a prompt's block carries cut replies (state.carried_form): the full texts are S2's
     return newest if newest is stored else with_replies(newest, prompts)

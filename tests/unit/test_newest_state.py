@@ -10,7 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roundtabled.core import lifecycle
-from roundtabled.core.state import HistoryEntry, PendingTurn, Phase, RoundtableState
+from roundtabled.core.server_records import PromptRecord, SessionRef, SignedState
+from roundtabled.core.state import (
+    HistoryEntry,
+    PendingTurn,
+    Phase,
+    RoundtableState,
+    Signer,
+    encode_state,
+)
+from roundtabled.engine import v2_features
 
 S2 = "ses_neweststate0000000001"
 
@@ -113,3 +122,37 @@ def test_a_carried_state_cuts_the_replies_and_a_restart_takes_them_back_from_s2(
     assert back.history[0].response == full.history[0].response
     assert back.history[1].response == cut.history[1].response
     assert back.history[2].response == full.history[2].response
+
+
+class _Port:
+    """What ``v2_features.stored_state`` reads of a 2.x port: S2's metadata state and its
+    prompts (counted)."""
+
+    def __init__(self, stored: RoundtableState, signer: Signer, prompts: list[PromptRecord]):
+        self.block = SignedState(*encode_state(stored, signer))
+        self.records = prompts
+        self.prompt_reads = 0
+
+    async def read_state(self, session: SessionRef) -> tuple[SignedState, ...]:
+        return (self.block,)
+
+    async def prompts(self, session: SessionRef) -> list[PromptRecord]:
+        self.prompt_reads += 1
+        return self.records
+
+
+async def test_a_running_roundtable_s_stored_state_reads_its_prompts_once() -> None:
+    signer = Signer(b"k" * 32)
+    carried = state(1, 2)
+    port = _Port(
+        state(0, 1),
+        signer,
+        [
+            PromptRecord(pid(1), None, text="r1, the reply in full"),
+            PromptRecord(pid(2), None, state=SignedState(*encode_state(carried, signer))),
+        ],
+    )
+    got = await v2_features.stored_state(port, signer, SessionRef(S2, None))  # type: ignore[arg-type]
+    assert port.prompt_reads == 1
+    assert got is not None and got.pending is not None and got.pending.message_id == pid(2)
+    assert [e.response for e in got.history] == ["r1, the reply in full"]
