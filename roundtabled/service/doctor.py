@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,25 +231,46 @@ async def _server_checks(http: aiohttp.ClientSession, settings: cfg.Settings) ->
     return checks
 
 
+def _v1_connected(data: bytes) -> bool:
+    """Whether a 1.x event's ``data`` (``{"payload": {"type": …}}`` or the event itself) is
+    ``server.connected``."""
+    with contextlib.suppress(orjson.JSONDecodeError):
+        event = orjson.loads(data)
+        payload = event.get("payload", event) if isinstance(event, dict) else {}
+        return isinstance(payload, dict) and payload.get("type") == "server.connected"
+    return False
+
+
 async def _events_check(
     http: aiohttp.ClientSession, settings: cfg.Settings, auth: aiohttp.BasicAuth | None
 ) -> Check:
-    url = f"{settings.server_url}/global/event"
+    headers = {"Authorization": auth.encode()} if auth is not None else {}
+    return await events_check(http, settings.server_url, "/global/event", headers, _v1_connected)
+
+
+async def events_check(
+    http: aiohttp.ClientSession,
+    server_url: str,
+    route: str,
+    headers: Mapping[str, str],
+    connected: Callable[[bytes], bool],
+) -> Check:
+    """The ``events`` check: ``GET server_url + route`` answers 200 and streams a data event
+    that ``connected`` (given the bytes after ``data:``) takes for ``server.connected`` within
+    :data:`STREAM_TIMEOUT_S` seconds. ``headers``: the request's (its credentials)."""
 
     async def first_event() -> str:
         async with http.get(
-            url, auth=auth, timeout=aiohttp.ClientTimeout(total=None, sock_connect=HTTP_TIMEOUT_S)
+            server_url + route,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=HTTP_TIMEOUT_S),
         ) as resp:
             if resp.status != 200:
                 return f"HTTP {resp.status}"
             async for line in resp.content:
-                if not line.startswith(b"data:"):
-                    continue
-                with contextlib.suppress(orjson.JSONDecodeError):
-                    data = orjson.loads(line[5:])
-                    payload = data.get("payload", data) if isinstance(data, dict) else {}
-                    if isinstance(payload, dict) and payload.get("type") == "server.connected":
-                        return "ok"
+                # ``: heartbeat`` comments and blank separators carry no event
+                if line.startswith(b"data:") and connected(line[5:]):
+                    return "ok"
             return "the stream closed before server.connected"
 
     try:
@@ -259,11 +280,11 @@ async def _events_check(
     except (aiohttp.ClientError, OSError) as exc:
         outcome = str(exc) or type(exc).__name__
     if outcome == "ok":
-        return Check("events", True, "/global/event streams (server.connected received)")
+        return Check("events", True, f"{route} streams (server.connected received)")
     return Check(
         "events",
         False,
-        f"/global/event: {outcome}",
+        f"{route}: {outcome}",
         "a proxy in front of OpenCode must not buffer text/event-stream responses; "
         "check the server's log",
     )

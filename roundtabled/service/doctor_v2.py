@@ -23,7 +23,6 @@ opencode.port.V2Port`); this module only words what it says.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,52 +42,29 @@ from roundtabled.service import install
 from roundtabled.service.doctor import (
     HTTP_TIMEOUT_S,
     OBSERVER_AGENT,
-    STREAM_TIMEOUT_S,
     Check,
     daemon_check,
+    events_check,
 )
 
 __all__ = ["checks"]
 
 
+def _v2_connected(data: bytes) -> bool:
+    """Whether a 2.x event's ``data`` is ``server.connected``."""
+    event = parse_v2_event(data)
+    return event is not None and event.type == "server.connected"
+
+
 async def _events_check(settings: cfg.Settings, password: str | None) -> Check:
     """``GET /api/event`` answers and sends ``server.connected`` (its first data event)."""
-    url = f"{settings.server_url}/api/event"
     headers = (
         {"Authorization": aiohttp.encode_basic_auth(settings.server_username, password)}
         if password
         else {}
     )
-
-    async def first_event(http: aiohttp.ClientSession) -> str:
-        async with http.get(url, headers=headers) as resp:
-            if resp.status != 200:
-                return f"HTTP {resp.status}"
-            async for line in resp.content:
-                if not line.startswith(b"data:"):
-                    continue  # ``: heartbeat`` comments and blank separators
-                event = parse_v2_event(line[5:])
-                if event is not None and event.type == "server.connected":
-                    return "ok"
-            return "the stream closed before server.connected"
-
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=HTTP_TIMEOUT_S)
-    try:
-        async with aiohttp.ClientSession(timeout=timeout) as http:
-            outcome = await asyncio.wait_for(first_event(http), STREAM_TIMEOUT_S)
-    except TimeoutError:
-        outcome = f"no server.connected within {STREAM_TIMEOUT_S:g} s"
-    except (aiohttp.ClientError, OSError) as exc:
-        outcome = str(exc) or type(exc).__name__
-    if outcome == "ok":
-        return Check("events", True, "/api/event streams (server.connected received)")
-    return Check(
-        "events",
-        False,
-        f"/api/event: {outcome}",
-        "a proxy in front of OpenCode must not buffer text/event-stream responses; "
-        "check the server's log",
-    )
+    async with aiohttp.ClientSession() as http:
+        return await events_check(http, settings.server_url, "/api/event", headers, _v2_connected)
 
 
 async def _plugin_check(port: V2Port, root: Path, env: Mapping[str, str]) -> Check:
