@@ -705,23 +705,13 @@ class V1Port:
             except NotFound:
                 stored = None
             if stored is not None and v1_wire.has_part(stored, pid):
-                await self.client.update_part(
-                    session.id,
-                    mid,
-                    v1_wire.state_part(session.id, mid, pid, block.text, dict(block.metadata)),
-                )
-                return
-            # a PATCH of a part of a message not stored is a 500 on 1.x: post it instead
-            await self.client.post_no_reply(
-                session.id,
-                [v1_wire.block_part(pid, block.text, dict(block.metadata))],
-                message_id=mid,
-            )
+                await self.write_state_part(session.id, mid, StateBlock(pid, block))
+            else:
+                # a PATCH of a part of a message not stored is a 500 on 1.x: post it instead
+                await self.post_state(session.id, mid, StateBlock(pid, block))
             return
         mid, pid = ids.message_id(), ids.part_id()
-        await self.client.post_no_reply(
-            session.id, [v1_wire.block_part(pid, block.text, dict(block.metadata))], message_id=mid
-        )
+        await self.post_state(session.id, mid, StateBlock(pid, block))
         metadata = dict(raw.get("metadata") or {})
         metadata[META_KEY] = {**index, "stateMessageID": mid, "statePartID": pid}
         await self.client.update_session(session.id, metadata=metadata)
