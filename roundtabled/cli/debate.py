@@ -178,6 +178,14 @@ def interrupted_note(args: argparse.Namespace) -> str | None:
     return None
 
 
+def start_notes(notes: list[str], quiet: bool) -> list[str]:
+    """The lines ``start`` prints on stderr for the start's ``notes`` (the control API's):
+    ``warning: …`` for what went wrong (:func:`roundtabled.core.result.went_wrong`), ``note:
+    …`` for the rest — left out with ``--quiet``, which never hides a warning."""
+    wrong = went_wrong(notes)
+    return [f"{'warning' if n in wrong else 'note'}: {n}" for n in notes if n in wrong or not quiet]
+
+
 async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
     body = start_body(args)
     # A server the daemon cannot drive (OpenCode 2.x, or no OpenCode) is named in one line
@@ -210,10 +218,8 @@ async def cmd_start(args: argparse.Namespace, settings: cfg.Settings) -> int:
         print(f"Roundtable {ses} — {shown_title(str(created.get('title') or ''))}", file=sys.stderr)
         if not args.quiet:
             print(project, file=sys.stderr)
-        notes = [str(n) for n in created.get("notes") or []]
-        for note in notes:
-            word = "warning" if note in went_wrong(notes) else "note"
-            print(f"{word}: {note}", file=sys.stderr)
+        for line in start_notes([str(n) for n in created.get("notes") or []], args.quiet):
+            print(line, file=sys.stderr)
         result = await follow(cc, ses, colors=colors, show_turns=not args.quiet)
         print(text_before_verdict(result))
         print_verdict(result)

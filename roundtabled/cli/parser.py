@@ -100,7 +100,12 @@ def add_start(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="print the plan (seats, models, requests, estimated tokens and cost) and run nothing",
     )
-    s.add_argument("-q", "--quiet", action="store_true", help="print only the result")
+    s.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no turns or notes: the result (stdout), the id and any warning (stderr)",
+    )
     s.set_defaults(handler=debate.cmd_start)
 
 
@@ -141,7 +146,12 @@ def add_extend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "as 'continue', 'dig deeper' or 'keep going', else new-topic)",
     )
     add_deliberation_flags(s)
-    s.add_argument("-q", "--quiet", action="store_true", help="print only the result")
+    s.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no turns or notes: the result (stdout), the id and any warning (stderr)",
+    )
     s.set_defaults(handler=debate.cmd_extend)
 
 
