@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -44,6 +47,22 @@ ANSWER_CLOSING = (
 """An ``Answer:``-last closing line that ``bench/prompt_forms.py`` compares with the product's
 straight against the model server; the measurement here never sets it (the daemon runs as
 shipped)."""
+
+
+_children: list[subprocess.Popen[bytes]] = []
+"""The command running now (``roundtabled eval`` or ``start``): what a SIGTERM interrupts."""
+_stopping = threading.Event()
+"""Set by a SIGTERM: nothing more is started."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM (``kill``, a service manager): interrupt the running command as Ctrl-C would (the
+    eval writes its partial report), so that the daemon and the private server then stop as on
+    any other exit; before the command runs, nothing more starts."""
+    _stopping.set()
+    for child in list(_children):
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGINT)
 
 
 def work_dir(given: Path | None, eval_args: list[str]) -> Path:
@@ -134,8 +153,17 @@ def _daemon_and_eval(
             else:
                 _write_project(debate, exe, env)
                 cmd = [exe, "start", "--directory", str(debate.project.resolve()), *eval_args]
+            if _stopping.is_set():
+                return 130
             print("$", " ".join(cmd), file=sys.stderr, flush=True)
-            return subprocess.run(cmd, env=env).returncode
+            child = subprocess.Popen(cmd, env=env)
+            _children.append(child)
+            if _stopping.is_set():  # a SIGTERM between the check and the start
+                child.send_signal(signal.SIGINT)
+            try:
+                return child.wait()
+            finally:
+                _children.remove(child)
         finally:
             daemon.terminate()
             daemon.wait(15)
@@ -206,6 +234,7 @@ def main() -> None:
         args = rest
     else:
         args = eval_command(a.base_url, a.model, a.tasks, a.questions, rest)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         sys.exit(asyncio.run(run(args, debate, a.work)))
     except KeyboardInterrupt:  # Ctrl-C: the eval wrote its partial report and said so

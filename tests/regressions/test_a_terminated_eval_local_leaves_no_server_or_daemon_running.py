@@ -1,0 +1,87 @@
+"""``kill PID`` (SIGTERM) of ``python -m bench.eval_local`` in the middle of a measurement ended
+that process at once and left its private ``opencode serve``, its ``roundtabled serve`` and
+the running ``roundtabled eval`` behind (seen with ``kill`` of a run against llama.cpp's
+server). Now a SIGTERM interrupts the eval as Ctrl-C does (it writes its partial report), and
+the daemon and the server stop as on any other exit. Real server and daemon; the model is a
+socket that never answers, so the eval is mid-question when the signal comes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from roundtabled.offline.opencode_server import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def processes_under(work: Path) -> list[int]:
+    """Pids whose environment names ``work`` (the private servers' data: every child of the
+    measurement has its XDG directories there)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if str(work).encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_a_terminated_eval_local_leaves_no_server_or_daemon_running(tmp_path: Path) -> None:
+    asked = asyncio.Event()
+
+    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.set()  # a model request: the eval is mid-question
+        await reader.read()  # held open until the client goes away
+        writer.close()
+
+    llm = await asyncio.start_server(never_answers, "127.0.0.1", free_port())
+    port = llm.sockets[0].getsockname()[1]
+    work = tmp_path / "servers"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.eval_local",
+        "--base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--model",
+        "local",
+        "--tasks",
+        "arithmetic",
+        "--questions",
+        "1",
+        "--work",
+        str(work),
+        "--",
+        "--out",
+        str(tmp_path / "out"),
+        cwd=ROOT,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "HOME": str(tmp_path)},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await asyncio.wait_for(asked.wait(), 150)
+        assert processes_under(work), "the measurement's servers were not found running"
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode != 0
+        assert "bench: logs in" in err.decode()  # the private server was stopped
+        assert processes_under(work) == [], err.decode()[-2000:]
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for pid in processes_under(work):
+            os.kill(pid, signal.SIGKILL)
+        llm.close()
