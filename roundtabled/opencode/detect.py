@@ -55,7 +55,9 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def _major_of(version: str) -> int | None:
+def major_of(version: str) -> int | None:
+    """The major of an OpenCode release (``"1.18.33"``, ``"v2.1.2"`` → 1, 2), ``None`` when
+    ``version`` does not begin with one."""
     head = version.lstrip("v").split(".", 1)[0]
     return int(head) if head.isdigit() else None
 
@@ -83,7 +85,7 @@ async def detect_server(
             if isinstance(body, dict):
                 version = body.get("version")
                 if status == 200 and isinstance(version, str):
-                    return ServerFound(True, _major_of(version), version, "ok", "GET /api/info")
+                    return ServerFound(True, major_of(version), version, "ok", "GET /api/info")
                 if status == 401 and body.get("_tag") == "UnauthorizedError":
                     return ServerFound(True, 2, None, no_auth, "GET /api/info: 401")
             async with http.get(base + "/global/health") as resp:
@@ -94,7 +96,7 @@ async def detect_server(
                 return ServerFound(True, 1, None, no_auth, "GET /global/health: 401")
             if status == 200 and isinstance(body, dict) and isinstance(body.get("version"), str):
                 version = str(body["version"])
-                return ServerFound(True, _major_of(version), version, "ok", "GET /global/health")
+                return ServerFound(True, major_of(version), version, "ok", "GET /global/health")
             kind = "HTML" if raw.lstrip()[:1] == b"<" else ("JSON" if body is not None else "text")
             return ServerFound(
                 True,

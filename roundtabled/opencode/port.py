@@ -46,7 +46,7 @@ from roundtabled.core.state import META_KEY, ModelRef, Phase, Signer, Usage
 from roundtabled.errors import NotFound, RoundtableError, ServerReplaced, TransportError
 from roundtabled.opencode import v1_wire, v2
 from roundtabled.opencode.client import OpenCodeClient
-from roundtabled.opencode.detect import ServerFound, detect_server
+from roundtabled.opencode.detect import ServerFound, detect_server, major_of
 from roundtabled.opencode.events import SESSION_IDLE, Event
 from roundtabled.opencode.session_metadata import opening_metadata, opening_roundtable_of
 from roundtabled.opencode.v2_turns import TurnStream
@@ -481,7 +481,7 @@ def _v1_meta(raw: Mapping[str, Any], key: str) -> list[Any]:
 
 def _names_major(version: object, major: int) -> bool:
     """Whether ``version`` (a health or info answer's field) is a release of ``major``."""
-    return isinstance(version, str) and version.lstrip("v").split(".", 1)[0] == str(major)
+    return isinstance(version, str) and major_of(version) == major
 
 
 class V1Port:
