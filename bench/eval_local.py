@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -82,6 +83,23 @@ def work_dir(given: Path | None, eval_args: list[str]) -> Path:
     return Path(tempfile.mkdtemp(prefix="rt-eval-local-"))
 
 
+def control_port(work: Path) -> int:
+    """The daemon's control port for the servers in ``work``: the one the run before used
+    (``work/control-port``) while it is free — the eval writes that URL into its project's
+    ``roundtabled/control.ts``, and a resumed run's OpenCode may load the project before the eval
+    writes it again, so with a new port the plugin reported to the old one and the daemon fell
+    back to hiding by PATCH —, else a new free one, kept there."""
+    kept = work / "control-port"
+    with contextlib.suppress(OSError, ValueError):
+        port = int(kept.read_text())
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", port))
+        return port
+    port = free_port()
+    kept.write_text(f"{port}\n")
+    return port
+
+
 async def run(eval_args: list[str], debate: Debate | None = None, work: Path | None = None) -> int:
     work = work_dir(work, eval_args)
     work.mkdir(parents=True, exist_ok=True)
@@ -94,7 +112,7 @@ async def run(eval_args: list[str], debate: Debate | None = None, work: Path | N
     }
     server = OpenCodeServer(work / "opencode", config)
     await server.start()
-    port = free_port()
+    port = control_port(work)
     env = {
         **os.environ,
         "XDG_CONFIG_HOME": str(work / "rt-config"),
