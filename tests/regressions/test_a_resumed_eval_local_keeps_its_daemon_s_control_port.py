@@ -1,10 +1,10 @@
 """A measurement resumed with ``python -m bench.eval_local`` (the same ``--out``) gave its daemon
 a new control port each run. The eval writes that URL into its project's
-``roundtabled/control.ts``, but the resumed OpenCode had loaded the project (the daemon's
-recovery resumed its roundtables there first) with the old file, so the plugin reported to the old port and every
-roundtable after the resume fell back to hiding by PATCH ("the roundtable plugin did not report
-itself loaded in S2's server instance", questions easy-0-9 on of the arithmetic run). Now a run
-keeps its port in the servers' directory and takes it again while it is free."""
+``roundtabled/control.ts``, but the resumed OpenCode had loaded the project with the old file
+(the daemon's recovery resumed its roundtables there first), so the plugin reported to the old
+port and every roundtable after the resume fell back to hiding by PATCH ("the roundtable plugin
+did not report itself loaded in S2's server instance", questions easy-0-9 on of the arithmetic
+run). Now a run keeps its port in the servers' directory and takes it again while it is free."""
 
 from __future__ import annotations
 
