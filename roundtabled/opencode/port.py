@@ -479,8 +479,14 @@ def _v1_meta(raw: Mapping[str, Any], key: str) -> list[Any]:
     return out
 
 
-def _names_major(version: object, major: int) -> bool:
-    """Whether ``version`` (a health or info answer's field) is a release of ``major``."""
+async def _answers_as(read: Awaitable[Mapping[str, Any]], major: int) -> bool:
+    """Whether ``read`` (``GET /global/health`` or ``GET /api/info``) answers JSON whose
+    ``version`` is a release of ``major`` (:meth:`ServerPort.same_major`); False for any other
+    answer or none."""
+    try:
+        version = (await read).get("version")
+    except (TransportError, TypeError, ValueError, AttributeError):
+        return False
     return isinstance(version, str) and major_of(version) == major
 
 
@@ -507,11 +513,7 @@ class V1Port:
         await self.client.close()
 
     async def same_major(self) -> bool:
-        try:
-            health = await self.client.health()
-        except (TransportError, TypeError, ValueError):
-            return False
-        return _names_major(health.get("version"), 1)
+        return await _answers_as(self.client.health(), 1)
 
     async def agents(self, directory: str | None) -> list[AgentRecord]:
         return [
@@ -1259,11 +1261,7 @@ class V2Port:
         await self.client.close()
 
     async def same_major(self) -> bool:
-        try:
-            info = await self.client.info()
-        except (TransportError, TypeError, ValueError):
-            return False
-        return _names_major(info.get("version"), 2)
+        return await _answers_as(self.client.info(), 2)
 
     async def agents(self, directory: str | None) -> list[AgentRecord]:
         return [

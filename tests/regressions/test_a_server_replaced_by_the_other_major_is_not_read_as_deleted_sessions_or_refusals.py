@@ -40,18 +40,25 @@ S2 = "ses_dafb28b74ffev5Q7GQOJJQtVqR"
 
 
 @pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[tuple[OpenCodeServer, OpenCodeServer]]:
-    root = tmp_path
+async def ports(tmp_path: Path) -> AsyncIterator[dict[str, V1Port | V2Port]]:
+    """A port of each major on a real server of each major: ``"1 on 2"`` is the 1.x engine's
+    port on a 2.x server (what the old driver reads after a replacement), and so on."""
     one = OpenCodeServer(
-        root / "v1", offline_config("http://127.0.0.1:9/v1"), password=PASSWORD, major=1
+        tmp_path / "v1", offline_config("http://127.0.0.1:9/v1"), password=PASSWORD, major=1
     )
     two = OpenCodeServer(
-        root / "v2", offline_config("http://127.0.0.1:9/v1"), password=PASSWORD, major=2
+        tmp_path / "v2", offline_config("http://127.0.0.1:9/v1"), password=PASSWORD, major=2
     )
     await asyncio.gather(one.start(), two.start())
+    made: dict[str, V1Port | V2Port] = {}
     try:
-        yield one, two
+        for name, server in (("1", one), ("2", two)):
+            made[f"1 on {name}"] = V1Port(OpenCodeClient(server.url, password=PASSWORD))
+            made[f"2 on {name}"] = V2Port(V2Client(server.url, password=PASSWORD))
+        yield made
     finally:
+        for port in made.values():
+            await port.close()
         await asyncio.gather(one.stop(), two.stop())
 
 
@@ -65,51 +72,34 @@ async def refusal_of(port: ServerPort) -> TransportError:
 
 
 async def test_the_2x_shell_on_a_1x_server_does_not_take_its_404_for_a_deleted_session(
-    servers: tuple[OpenCodeServer, OpenCodeServer],
+    ports: dict[str, V1Port | V2Port],
 ) -> None:
-    one, _ = servers
-    port = V2Port(V2Client(one.url, password=PASSWORD))
-    try:
-        assert isinstance(await refusal_of(port), NotFound)  # the 404 that read as "deleted"
-        assert not await port.same_major()
-        with pytest.raises(ServerReplaced, match=r"no longer answers as OpenCode 2\.x") as got:
-            await sessions_gone(port, S2, None)
-        assert failures.classify(got.value) is failures.FailureKind.RETRYABLE
-    finally:
-        await port.close()
+    port = ports["2 on 1"]
+    assert isinstance(await refusal_of(port), NotFound)  # the 404 that read as "deleted"
+    assert not await port.same_major()
+    with pytest.raises(ServerReplaced, match=r"no longer answers as OpenCode 2\.x") as got:
+        await sessions_gone(port, S2, None)
+    assert failures.classify(got.value) is failures.FailureKind.RETRYABLE
 
 
 async def test_the_1x_engine_on_a_2x_server_does_not_take_its_answers_for_a_refusal(
-    servers: tuple[OpenCodeServer, OpenCodeServer],
+    ports: dict[str, V1Port | V2Port],
 ) -> None:
-    _, two = servers
-    port = V1Port(OpenCodeClient(two.url, password=PASSWORD))
-    try:
-        refusal = await refusal_of(port)  # its web app for JSON
-        assert failures.classify(refusal) is failures.FailureKind.PERMANENT
-        confirmed = await refusal_confirmed(port, refusal)
-        assert isinstance(confirmed, ServerReplaced), confirmed
-        assert "no longer answers as OpenCode 1.x" in str(confirmed)
-        assert failures.classify(confirmed) is failures.FailureKind.RETRYABLE
-    finally:
-        await port.close()
+    port = ports["1 on 2"]
+    refusal = await refusal_of(port)  # its web app for JSON
+    assert failures.classify(refusal) is failures.FailureKind.PERMANENT
+    confirmed = await refusal_confirmed(port, refusal)
+    assert isinstance(confirmed, ServerReplaced), confirmed
+    assert "no longer answers as OpenCode 1.x" in str(confirmed)
+    assert failures.classify(confirmed) is failures.FailureKind.RETRYABLE
 
 
 async def test_on_its_own_major_a_404_is_still_a_deletion_and_a_refusal_still_a_refusal(
-    servers: tuple[OpenCodeServer, OpenCodeServer],
+    ports: dict[str, V1Port | V2Port],
 ) -> None:
-    one, two = servers
-    ports: list[V1Port | V2Port] = [
-        V1Port(OpenCodeClient(one.url, password=PASSWORD)),
-        V2Port(V2Client(two.url, password=PASSWORD)),
-    ]
-    try:
-        for port in ports:
-            assert await port.same_major()
-            assert await sessions_gone(port, S2, None) == (True, False)
-            assert await sessions_gone(port, S2, "ses_dafb28b74ffeparentGoneToo0") == (True, True)
-            refusal = TransportError("PATCH /session/x: HTTP 405", status=405, retryable=False)
-            assert await refusal_confirmed(port, refusal) is refusal
-    finally:
-        for port in ports:
-            await port.close()
+    for port in (ports["1 on 1"], ports["2 on 2"]):
+        assert await port.same_major()
+        assert await sessions_gone(port, S2, None) == (True, False)
+        assert await sessions_gone(port, S2, "ses_dafb28b74ffeparentGoneToo0") == (True, True)
+        refusal = TransportError("PATCH /session/x: HTTP 405", status=405, retryable=False)
+        assert await refusal_confirmed(port, refusal) is refusal
