@@ -180,7 +180,7 @@ def interrupted_note(args: argparse.Namespace) -> str | None:
 
 def start_notes(notes: list[str], quiet: bool) -> list[str]:
     """The lines ``start`` prints on stderr for the start's ``notes`` (the control API's):
-    ``warning: …`` for what went wrong (:func:`roundtabled.core.result.went_wrong`), ``note:
+    ``warning: …`` for what went wrong (:func:`roundtabled.core.state.went_wrong`), ``note:
     …`` for the rest — left out with ``--quiet``, which never hides a warning."""
     wrong = went_wrong(notes)
     return [f"{'warning' if n in wrong else 'note'}: {n}" for n in notes if n in wrong or not quiet]

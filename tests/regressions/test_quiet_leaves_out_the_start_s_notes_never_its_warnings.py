@@ -6,7 +6,7 @@ the seats' requests are shaped). Now ``--quiet`` leaves the notes out and keeps 
 from __future__ import annotations
 
 from roundtabled.cli.debate import start_notes
-from roundtabled.core.result import went_wrong
+from roundtabled.core.state import went_wrong
 
 # a note of a healthy 2.x start, and one that says something went wrong
 NOTE = (
