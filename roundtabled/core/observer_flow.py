@@ -148,10 +148,12 @@ def observed(
     if step.failed:
         why = entry.error or "empty reply"
         failed: dict[str, Any] = {
-            "errors": [*new.errors, f"observer {entry.agent}: {why}"],
             "summary": f"(The observer {entry.agent} failed: {why}.)\n\n"
             + cancelled_text(new, OBSERVER_FAILED_HEADER),
         }
+        if not entry.has_error:
+            # A failed request is in the errors already, as every failed turn is (the machine).
+            failed["errors"] = [*new.errors, f"observer {entry.agent}: {why}"]
         if state.end_reason is None:
             failed["end_reason"] = EndReason.OBSERVER_FAILED
         return new.model_copy(update=failed), False
