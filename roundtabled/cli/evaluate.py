@@ -73,12 +73,15 @@ def add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--directory", help="project directory of the seats (default: the server's)")
     s.add_argument(
         "--base-url",
-        help="a local OpenAI-compatible server (e.g. http://127.0.0.1:8080/v1); with --model "
-        "the run writes its provider configuration (env ROUNDTABLED_EVAL_BASE_URL)",
+        help="a local OpenAI-compatible server (e.g. http://127.0.0.1:8080/v1), or one per "
+        "--model name, comma-separated (model i at URL i); with --model the run writes its "
+        "provider configuration (env ROUNDTABLED_EVAL_BASE_URL)",
     )
     s.add_argument(
         "--model",
-        help="the model name that server serves (env ROUNDTABLED_EVAL_MODEL)",
+        help="the model name that server serves, or comma-separated names for a mixed panel: "
+        "seat 1 on the first, seat 2 on the second, ..., round-robin; the observer on the "
+        "first (env ROUNDTABLED_EVAL_MODEL)",
     )
     s.add_argument(
         "--output-limit",
@@ -158,12 +161,19 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
     model = args.model or os.environ.get("ROUNDTABLED_EVAL_MODEL") or None
     if bool(base_url) != bool(model):
         raise _usage("--base-url and --model go together (the server's URL and its model name)")
-    try:
-        if base_url and model:
-            base_url = provider.check_base_url(base_url)
-            model = provider.check_model_name(model)
-    except provider.BadModelOption as exc:
-        raise _usage(str(exc)) from None
+    base_urls: list[str] = []
+    models: list[str] = []
+    if base_url and model:
+        try:
+            # The error names where the bad value came from: the flag or its variable.
+            base_urls, models = provider.check_local_models(
+                base_url,
+                model,
+                url_flag="--base-url" if args.base_url else "ROUNDTABLED_EVAL_BASE_URL",
+                model_flag="--model" if args.model else "ROUNDTABLED_EVAL_MODEL",
+            )
+        except provider.BadModelOption as exc:
+            raise _usage(str(exc)) from None
     if args.agents:
         agents = [a.strip() for a in args.agents.split(",")]
         if any(not a for a in agents) or len(set(agents)) != len(agents) or len(agents) < 2:
@@ -218,8 +228,8 @@ def options_from(args: argparse.Namespace) -> EvalOptions:
         max_tokens=max_tokens,
         answer_line=args.answer_line,
         directory=str(Path(args.directory).resolve()) if args.directory else None,
-        base_url=base_url,
-        model=model,
+        base_urls=base_urls,
+        models=models,
         output_limit=output,
         context_limit=context,
         cleanup=args.cleanup,

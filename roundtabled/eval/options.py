@@ -62,12 +62,16 @@ class EvalOptions:
     max_tokens: int | None = None
     answer_line: str = "position"
     directory: str | None = None
-    base_url: str | None = None
-    model: str | None = None
+    base_urls: list[str] = field(default_factory=list)
+    """``--base-url``: the local server's URL, or one per model of :attr:`models` (checked by
+    :func:`~roundtabled.service.provider.check_local_models`); empty without ``--model``."""
+    models: list[str] = field(default_factory=list)
+    """``--model``: the names of the local models the run writes its seats on, dealt to the
+    seats in turn (:func:`local_seats`); empty: the seats as the server defines them."""
     output_limit: int = provider.DEFAULT_OUTPUT
-    """With ``model``: OpenCode's ``limit.output`` (tokens a reply may take)."""
+    """With ``models``: OpenCode's ``limit.output`` (tokens a reply may take)."""
     context_limit: int = provider.DEFAULT_CONTEXT
-    """With ``model``: OpenCode's ``limit.context`` (tokens)."""
+    """With ``models``: OpenCode's ``limit.context`` (tokens)."""
     cleanup: bool = False
     turn_timeout: float | None = None
     sc_seat: str | None = None
@@ -85,12 +89,21 @@ class EvalOptions:
             "agents": self.agents,
             "protocols": self.protocols,
             "answerLine": self.answer_line,
-            "model": self.model,
-            "baseURL": self.base_url,
-            "outputLimit": self.output_limit if self.model else None,
-            "contextLimit": self.context_limit if self.model else None,
+            "model": _one_or_list(self.models),
+            "baseURL": _one_or_list(self.base_urls),
+            "outputLimit": self.output_limit if self.models else None,
+            "contextLimit": self.context_limit if self.models else None,
             "scSeat": self.sc_seat,
         }
+
+
+def _one_or_list(values: list[str]) -> str | list[str] | None:
+    """A list option as ``run.json`` records it: ``None`` when empty, the one value as a string
+    (what a run recorded before ``--model``/``--base-url`` took lists, so such a run directory
+    still resumes), else the list."""
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else list(values)
 
 
 @dataclass
@@ -170,3 +183,36 @@ def sample_agents(opts: EvalOptions) -> list[str]:
     of that seat (a roundtable seats an agent once, so its samples need names of their own)."""
     seat = opts.sc_seat or opts.agents[0]
     return [f"{seat}-sample{i + 1}" for i in range(len(opts.agents))]
+
+
+def local_seats(opts: EvalOptions) -> dict[str, provider.LocalModel]:
+    """The model of every agent the run writes (``{}`` without ``--model``): the seats in
+    order, dealt the models round-robin (seat 1 on model 1, seat 2 on model 2, …, then model 1
+    again), and with ``self-consistency`` its :func:`sample_agents`, each on the model of the
+    seat it copies."""
+    if not opts.models:
+        return {}
+    seats = provider.deal(provider.local_models(opts.base_urls, opts.models), opts.agents)
+    if SELF_CONSISTENCY in opts.protocols:
+        sampled = seats[opts.sc_seat or opts.agents[0]]
+        seats.update(dict.fromkeys(sample_agents(opts), sampled))
+    return seats
+
+
+def project_config(opts: EvalOptions) -> dict[str, Any]:
+    """The ``opencode.json`` the run writes into its own project for ``--model`` (docs/eval.md,
+    "Running it"): a provider per distinct URL, the first model as the default (the built-in
+    observer's), every agent of :func:`local_seats` on its model, with the run's limits.
+
+    Raises:
+        ValueError: no ``--model`` in ``opts``.
+    """
+    if not opts.models:
+        raise ValueError("the run writes no project without --model")
+    return provider.with_local_models(
+        {"$schema": "https://opencode.ai/config.json"},
+        provider.local_models(opts.base_urls, opts.models),
+        local_seats(opts),
+        context=opts.context_limit,
+        output=opts.output_limit,
+    )

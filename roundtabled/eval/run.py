@@ -19,12 +19,12 @@ from roundtabled.core.scoring import Question
 from roundtabled.eval import code
 from roundtabled.eval.ledger import JOURNAL_FILE, Journal, RoundtableGone, only_run, read_records
 from roundtabled.eval.options import (
-    SELF_CONSISTENCY,
     EvalOptions,
     Target,
     load_questions,
+    local_seats,
+    project_config,
     runs_of,
-    sample_agents,
 )
 from roundtabled.eval.question import run_question
 from roundtabled.eval.report import build_report, write_reports
@@ -141,17 +141,11 @@ async def _run(
     run_file = opts.out / "run.json"
     results = opts.out / "results.jsonl"
     directory = opts.directory
-    if opts.base_url and opts.model:
+    if opts.models:
         project = opts.out / "project"
         project.mkdir(exist_ok=True)
-        config = provider.with_local_model(
-            {"$schema": "https://opencode.ai/config.json"},
-            opts.base_url,
-            opts.model,
-            [*opts.agents, *(sample_agents(opts) if SELF_CONSISTENCY in opts.protocols else [])],
-            context=opts.context_limit,
-            output=opts.output_limit,
-        )
+        config = project_config(opts)
+        written = local_seats(opts)
         (project / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
         # The built-in observer is an agent file of the project (README, "Install"); the tools
         # come with it and stay unused (the written seats may use no tool).
@@ -167,7 +161,7 @@ async def _run(
         directory = str(project.resolve())
         print(
             f"eval: wrote the provider configuration {project / 'opencode.json'} (seats "
-            f"{', '.join(opts.agents)} on local/{opts.model} at {opts.base_url})",
+            f"{provider.seats_line({a: written[a] for a in opts.agents})})",
             file=sys.stderr,
         )
     if opts.tasks == "code":

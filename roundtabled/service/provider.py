@@ -1,6 +1,8 @@
 """The OpenCode configuration of a local OpenAI-compatible model server (llama.cpp's server,
 Ollama, LM Studio, vLLM): what ``roundtabled eval --base-url URL --model NAME`` and ``scripts/demo
---base-url URL --model NAME`` write so that the seats run on it (README, "Local models").
+--base-url URL --model NAME`` write so that the seats run on it (README, "Local models"). The eval
+also writes a mixed panel: several models, at one URL or one URL each, dealt to the seats in turn
+(docs/eval.md, "Running it").
 
 OpenCode reaches such a server through an ``@ai-sdk/openai-compatible`` provider whose
 ``baseURL`` ends in ``/v1``; its models need ``limit.context`` and ``limit.output`` (the server's
@@ -9,13 +11,18 @@ context must hold the prompt plus the ``max_tokens`` OpenCode asks for, which is
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 
 PROVIDER_ID = "local"
-"""The provider id the written configuration uses: the seats' model is ``local/NAME``."""
+"""The provider id the written configuration uses: the seats' model is ``local/NAME``. A mixed
+panel's second URL is ``local-2``, its third ``local-3`` (:func:`local_models`)."""
+PROVIDER_NAME = "Local OpenAI-compatible server"
+"""The provider's display name (a second URL's: ``… 2``)."""
 
 SEAT_PROMPT = (
     "You are a panellist who always shows full working. Before any answer, reason through the "
@@ -156,19 +163,143 @@ def whole(value: str | None, flag: str, low: int, high: int) -> int | None:
     return n
 
 
+@dataclass(frozen=True)
+class LocalModel:
+    """One model of a local server as the written configuration names it: ``provider`` (the
+    provider id of its URL, :data:`PROVIDER_ID` for the first URL), ``base_url`` (checked, ending
+    in ``/v1``) and ``name`` (the name the server serves it under)."""
+
+    provider: str
+    base_url: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        """OpenCode's ``provider/model``, e.g. ``local/qwen``."""
+        return f"{self.provider}/{self.name}"
+
+
+def split_list(value: str, flag: str, what: str) -> list[str]:
+    """``value`` as a comma-separated list of 1 or more items, each stripped.
+
+    Raises:
+        BadModelOption: an empty item (``a,,b``, a trailing comma), naming ``flag`` and ``what``
+            (the items' kind, e.g. ``model names``).
+    """
+    items = [v.strip() for v in value.split(",")]
+    if not all(items):
+        raise BadModelOption(
+            f"{flag} = {value!r} has an empty item; expected one or more comma-separated {what}"
+        )
+    return items
+
+
+def check_local_models(
+    base_url: str, model: str, *, url_flag: str = "--base-url", model_flag: str = "--model"
+) -> tuple[list[str], list[str]]:
+    """``--base-url`` and ``--model`` as given: ``model`` one or more comma-separated names,
+    ``base_url`` either one URL (every model is served there) or exactly as many comma-separated
+    URLs as models (model i at URL i). ``url_flag``/``model_flag``: what the error names (the flag,
+    or the environment variable the value came from).
+
+    Returns:
+        ``(base_urls, models)``: the URLs as :func:`check_base_url` writes them (1 or
+        ``len(models)`` of them) and the checked names, in the order given.
+
+    Raises:
+        BadModelOption: an empty item, a URL that is not ``http(s)://host[:port][/path]``, a bad
+            model name, or another number of URLs than 1 or the models', naming the flag.
+    """
+    names = [check_model_name(m, model_flag) for m in split_list(model, model_flag, "model names")]
+    urls = split_list(base_url, url_flag, "URLs (one, or one per model)")
+    if len(urls) not in (1, len(names)):
+        raise BadModelOption(
+            f"{url_flag} gives {len(urls)} URLs for {len(names)} models ({model_flag} "
+            f"{','.join(names)}); expected one URL (every model served there) or "
+            f"{len(names)} (model i at URL i)"
+        )
+    return [check_base_url(u, url_flag) for u in urls], names
+
+
+def local_models(base_urls: Sequence[str], models: Sequence[str]) -> list[LocalModel]:
+    """The models of :func:`check_local_models`'s lists, paired (one URL: every model at it;
+    else model i at URL i) and given their provider id: one provider per distinct URL in order
+    of first appearance, :data:`PROVIDER_ID` for the first (so one model's configuration is
+    what it was before mixed panels), ``local-2``, ``local-3``, … for the others.
+
+    Raises:
+        ValueError: no model, or another number of URLs than 1 or ``len(models)``.
+    """
+    if not models or len(base_urls) not in (1, len(models)):
+        raise ValueError(f"{len(base_urls)} base URLs for {len(models)} models")
+    urls = list(base_urls) * len(models) if len(base_urls) == 1 else list(base_urls)
+    ids: dict[str, str] = {}
+    for url in urls:
+        ids.setdefault(url, PROVIDER_ID if not ids else f"{PROVIDER_ID}-{len(ids) + 1}")
+    return [LocalModel(ids[url], url, name) for url, name in zip(urls, models, strict=True)]
+
+
+def deal(models: Sequence[LocalModel], seats: Sequence[str]) -> dict[str, LocalModel]:
+    """Each of ``seats`` (in order) with its model, round-robin: seat 1 on model 1, seat 2 on
+    model 2, …, seat ``len(models) + 1`` on model 1 again.
+
+    Raises:
+        ValueError: no model.
+    """
+    if not models:
+        raise ValueError("no model to seat")
+    return {seat: models[i % len(models)] for i, seat in enumerate(seats)}
+
+
+def seats_line(seats: Mapping[str, LocalModel]) -> str:
+    """The seats and where they run, for a message: ``seat-a, seat-b on local/m at URL`` for one
+    model; for several, the seats of each model in order of first appearance, ``;``-separated
+    (``seat-a, seat-c on local/m at URL1; seat-b on local-2/n at URL2``)."""
+    groups: dict[LocalModel, list[str]] = {}
+    for seat, model in seats.items():
+        groups.setdefault(model, []).append(seat)
+    return "; ".join(f"{', '.join(s)} on {m.label} at {m.base_url}" for m, s in groups.items())
+
+
 def provider_config(
     base_url: str, model: str, *, context: int = DEFAULT_CONTEXT, output: int = DEFAULT_OUTPUT
 ) -> dict[str, Any]:
     """The ``provider`` block of ``opencode.json`` for one model of a local server (``context``
     and ``output`` in tokens; ``output`` is what OpenCode asks the server for per reply)."""
-    return {
-        PROVIDER_ID: {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "Local OpenAI-compatible server",
-            "options": {"baseURL": base_url, "apiKey": "unused"},
-            "models": {model: {"name": model, "limit": {"context": context, "output": output}}},
-        }
-    }
+    return providers_config(
+        [LocalModel(PROVIDER_ID, base_url, model)], context=context, output=output
+    )
+
+
+def providers_config(
+    models: Sequence[LocalModel], *, context: int = DEFAULT_CONTEXT, output: int = DEFAULT_OUTPUT
+) -> dict[str, Any]:
+    """The ``provider`` block of ``opencode.json`` for ``models``: one provider per provider id
+    (in order of first appearance), each listing its models once with the same limits
+    (``context`` and ``output`` in tokens; ``output`` is what OpenCode asks the server for per
+    reply).
+
+    Raises:
+        ValueError: two models of one provider id at different URLs.
+    """
+    block: dict[str, Any] = {}
+    for m in models:
+        number = m.provider.removeprefix(PROVIDER_ID).removeprefix("-")
+        entry = block.setdefault(
+            m.provider,
+            {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": f"{PROVIDER_NAME} {number}" if number else PROVIDER_NAME,
+                "options": {"baseURL": m.base_url, "apiKey": "unused"},
+                "models": {},
+            },
+        )
+        if entry["options"]["baseURL"] != m.base_url:
+            raise ValueError(
+                f"provider {m.provider} at both {entry['options']['baseURL']} and {m.base_url}"
+            )
+        entry["models"][m.name] = {"name": m.name, "limit": {"context": context, "output": output}}
+    return block
 
 
 def with_local_model(
@@ -184,9 +315,39 @@ def with_local_model(
     model (the built-in observer's and the title's), and each of ``seats`` on it: an agent the
     config already defines keeps its prompt and settings but gets the model; a new one is a
     subagent with :data:`SEAT_PROMPT` and no tools (every permission denied)."""
-    label = f"{PROVIDER_ID}/{model}"
+    served = LocalModel(PROVIDER_ID, base_url, model)
+    return with_local_models(
+        config, [served], dict.fromkeys(seats, served), context=context, output=output
+    )
+
+
+def with_local_models(
+    config: dict[str, Any],
+    models: Sequence[LocalModel],
+    seats: Mapping[str, LocalModel],
+    *,
+    context: int = DEFAULT_CONTEXT,
+    output: int = DEFAULT_OUTPUT,
+) -> dict[str, Any]:
+    """``config`` (an ``opencode.json`` dict) with the providers of ``models`` added
+    (:func:`providers_config`; ``context``/``output`` in tokens), the first model as the default
+    (the built-in observer's and the title's), and each seat of ``seats`` (agent name → its
+    model, e.g. :func:`deal`'s) on its model: an agent the config already defines keeps its
+    prompt and settings but gets the model; a new one is a subagent with :data:`SEAT_PROMPT`
+    and no tools (every permission denied).
+
+    Raises:
+        ValueError: no model; a seat's model not among ``models``; two models of one provider
+            id at different URLs.
+    """
+    if not models:
+        raise ValueError("no model to write")
+    stray = [seat for seat, m in seats.items() if m not in models]
+    if stray:
+        raise ValueError(f"seats {', '.join(stray)} on a model not written")
     agents = dict(config.get("agent") or {})
-    for name in seats:
+    for name, model in seats.items():
+        label = model.label
         existing = agents.get(name)
         if isinstance(existing, dict):
             agents[name] = {**existing, "model": label}
@@ -199,13 +360,14 @@ def with_local_model(
                 "permission": {"*": "deny"},
             }
     agents.setdefault("title", {"disable": True})
+    default = models[0].label
     return {
         **config,
         "provider": {
             **(config.get("provider") or {}),
-            **provider_config(base_url, model, context=context, output=output),
+            **providers_config(models, context=context, output=output),
         },
-        "model": label,
-        "small_model": label,
+        "model": default,
+        "small_model": default,
         "agent": agents,
     }

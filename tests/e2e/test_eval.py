@@ -26,7 +26,7 @@ from roundtabled.eval.options import EvalOptions
 from roundtabled.eval.run import run_eval
 from roundtabled.offline.panel import panel_reply
 from roundtabled.offline.scripted_actions import Text
-from roundtabled.offline.scripted_llm import RecordedRequest
+from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM
 
 from . import cli_helpers
 from .conftest import RT
@@ -271,8 +271,8 @@ async def test_base_url_and_model_write_the_provider_configuration_for_the_run(
         count=2,
         protocols=["single", "self-consistency"],
         sc_seat="seat-b",
-        base_url=rt.llm.base_url,
-        model="my-local",
+        base_urls=[rt.llm.base_url],
+        models=["my-local"],
     )
     assert await run_eval(opts, target(rt)) == 0
     config = json.loads((out / "project" / "opencode.json").read_text())
@@ -296,6 +296,65 @@ async def test_base_url_and_model_write_the_provider_configuration_for_the_run(
     assert {r["runs"]["self-consistency"]["protocol"] for r in report["records"]} == {"vote"}
     kids = await rt.oc("GET", f"/session/{report['parentSessionID']}/children")
     assert len(kids) == 2 * 2  # per question: the single round and the samples' roundtable
+
+
+async def test_a_mixed_panel_runs_each_seat_on_its_own_model_and_server(
+    rt: RT, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--base-url A,B --model m-one,m-two`` (two scripted servers stand in for two llama.cpp
+    servers): seats 1 and 3 on the first model at A, seat 2 on the second at B, the observer on
+    the first; the requests each server recorded carry those models, and the printed line and
+    the report name them."""
+
+    def reply(req: RecordedRequest) -> Text | None:
+        exprs = re.findall(r"What is the result of ([0-9+*-]+)\?", json.dumps(req.messages))
+        seat = re.findall(r"Current agent: (\S+)", req.last_user_text)
+        if not exprs or not seat:
+            return None
+        return Text(text=f"Position: {evaluate_expression(exprs[0])} — sure (confidence 9/10)")
+
+    second = ScriptedLLM()
+    await second.start()
+    try:
+        rt.llm.responder = second.responder = reply
+        out = tmp_path / "run"
+        opts = EvalOptions(
+            agents=["seat-a", "seat-b", "seat-c"],
+            out=out,
+            level="easy",
+            count=1,
+            protocols=["vote"],
+            base_urls=[rt.llm.base_url, second.base_url],
+            models=["m-one", "m-two"],
+        )
+        assert await run_eval(opts, target(rt)) == 0
+    finally:
+        await second.stop()
+    config = json.loads((out / "project" / "opencode.json").read_text())
+    urls = {k: v["options"]["baseURL"] for k, v in config["provider"].items()}
+    assert urls == {"local": rt.llm.base_url, "local-2": second.base_url}
+    assert f"seat-a, seat-c on local/m-one at {rt.llm.base_url}; seat-b on local-2/m-two at " in (
+        capsys.readouterr().err
+    )
+
+    def seats_and_models(llm: ScriptedLLM) -> set[tuple[str, str | None]]:
+        asked = [r for r in llm.requests if "What is the result" in json.dumps(r.messages)]
+        seats = [(re.findall(r"Current agent: (\S+)", r.last_user_text), r) for r in asked]
+        return {(s[-1], r.model) for s, r in seats if s and r.agent != "roundtable-observer"}
+
+    assert seats_and_models(rt.llm) == {("seat-a", "m-one"), ("seat-c", "m-one")}
+    assert seats_and_models(second) == {("seat-b", "m-two")}
+    observer = rt.llm.requests_for(agent="roundtable-observer")
+    assert observer and {r.model for r in observer} == {"m-one"}
+    assert not second.requests_for(agent="roundtable-observer")
+    report = json.loads((out / "report.json").read_text())
+    assert report["models"] == {
+        "seat-a": "local/m-one",
+        "seat-b": "local-2/m-two",
+        "seat-c": "local/m-one",
+        "roundtable-observer": "local/m-one",
+    }
+    assert report["protocols"][0]["correct"] == 1
 
 
 async def test_a_spend_cap_stops_before_the_next_question_and_says_so(
