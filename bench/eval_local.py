@@ -13,10 +13,14 @@ ledger attaches to them; the eval prints its progress with an ETA on standard er
     python -m bench.eval_local --base-url http://127.0.0.1:18080/v1 --model local \
         --tasks code --questions 40 -- --out bench/results/eval-code
 
+``--base-url``/``--model`` go to ``roundtabled eval`` as given, lists included: a mixed panel
+(``--base-url URL1,URL2 --model local,local15``, the seats dealt the models in turn) is the
+eval's, checked there (docs/eval.md, "Running it").
+
 ``--debate DIR --base-url URL --model NAME`` runs ``roundtabled start …`` instead (one real
 roundtable, e.g. ``--until converged``): DIR becomes the seats' project, written as the eval writes
-its own (seats ``seat-a``, ``seat-b``, ``seat-c`` on the model, no tools; the tools and the plugin
-installed with ``roundtabled install-tool``).
+its own (seats ``seat-a``, ``seat-b``, ``seat-c`` on the model, or on the models in turn, no tools;
+the tools and the plugin installed with ``roundtabled install-tool``).
 """
 
 from __future__ import annotations
@@ -132,11 +136,13 @@ async def run(eval_args: list[str], debate: Debate | None = None, work: Path | N
 
 @dataclass(frozen=True)
 class Debate:
-    """One real roundtable instead of the eval: the seats' project and their model."""
+    """One real roundtable instead of the eval: the seats' project and their models (as
+    :func:`~roundtabled.service.provider.check_local_models` returns them: one URL or one per
+    model; the seats are dealt the models in turn)."""
 
     project: Path
-    base_url: str
-    model: str
+    base_urls: tuple[str, ...]
+    models: tuple[str, ...]
     output_limit: int = provider.DEFAULT_OUTPUT
     """The seats' ``limit.output`` (tokens): less for a slow model, so a turn ends in time."""
 
@@ -190,11 +196,11 @@ def _daemon_and_eval(
 def _write_project(debate: Debate, exe: str, env: dict[str, str]) -> None:
     """The seats' project of a real roundtable, as ``roundtabled eval`` writes its own."""
     debate.project.mkdir(parents=True, exist_ok=True)
-    config = provider.with_local_model(
+    models = provider.local_models(debate.base_urls, debate.models)
+    config = provider.with_local_models(
         {"$schema": "https://opencode.ai/config.json"},
-        debate.base_url,
-        debate.model,
-        list(DEFAULT_LOCAL_SEATS),
+        models,
+        provider.deal(models, DEFAULT_LOCAL_SEATS),
         output=debate.output_limit,
     )
     (debate.project / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -225,8 +231,16 @@ def eval_command(
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.eval_local")
     p.add_argument("--debate", type=Path, help="run `roundtabled start` in this project instead")
-    p.add_argument("--base-url", help="the seats' OpenAI-compatible server (e.g. llama.cpp's)")
-    p.add_argument("--model", help="the model that server serves (llama-server's --alias)")
+    p.add_argument(
+        "--base-url",
+        help="the seats' OpenAI-compatible server (e.g. llama.cpp's), or one per --model name, "
+        "comma-separated",
+    )
+    p.add_argument(
+        "--model",
+        help="the model that server serves (llama-server's --alias), or comma-separated names: "
+        "the seats get them in turn (a mixed panel)",
+    )
     p.add_argument("--tasks", choices=["arithmetic", "code"], help="the question family")
     p.add_argument("--questions", type=int, help="questions of the family (eval's --count)")
     p.add_argument(
@@ -248,7 +262,11 @@ def main() -> None:
     if a.debate is not None:
         if not a.base_url or not a.model:
             p.error("--debate needs --base-url and --model")
-        debate = Debate(a.debate, a.base_url, a.model, a.output_limit)
+        try:
+            urls, names = provider.check_local_models(a.base_url, a.model)
+        except provider.BadModelOption as exc:
+            p.error(str(exc))
+        debate = Debate(a.debate, tuple(urls), tuple(names), a.output_limit)
         args = rest
     else:
         args = eval_command(a.base_url, a.model, a.tasks, a.questions, rest)
