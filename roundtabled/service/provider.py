@@ -213,10 +213,15 @@ def check_local_models(
     names = [check_model_name(m, model_flag) for m in split_list(model, model_flag, "model names")]
     urls = split_list(base_url, url_flag, "URLs (one, or one per model)")
     if len(urls) not in (1, len(names)):
+        allowed = (
+            f"one URL (every model served there) or {len(names)} (model i at URL i)"
+            if len(names) > 1
+            else "one URL"
+        )
         raise BadModelOption(
-            f"{url_flag} gives {len(urls)} URLs for {len(names)} models ({model_flag} "
-            f"{','.join(names)}); expected one URL (every model served there) or "
-            f"{len(names)} (model i at URL i)"
+            f"{url_flag} gives {len(urls)} URLs for {len(names)} "
+            f"model{'s' if len(names) > 1 else ''} ({model_flag} {','.join(names)}); "
+            f"expected {allowed}"
         )
     return [check_base_url(u, url_flag) for u in urls], names
 

@@ -50,6 +50,10 @@ LOCAL = ["--base-url", "http://127.0.0.1:8080/v1", "--model", "m"]
             ["--base-url", "http://a:1/v1,http://b:2/v1,http://c:3/v1", "--model", "m,n"],
             "--base-url gives 3 URLs for 2 models (--model m,n); expected one URL",
         ),
+        (
+            ["--base-url", "http://a:1/v1,http://b:2/v1", "--model", "m"],
+            "--base-url gives 2 URLs for 1 model (--model m); expected one URL",
+        ),
         (["--base-url", "http://a:1/v1", "--model", "m,,n"], "--model = 'm,,n' has an empty item"),
         (["--base-url", "http://a:1/v1", "--model", "m,"], "--model = 'm,' has an empty item"),
         (
