@@ -38,7 +38,8 @@ def build_report(
     complete = [r for r in records if all(p in r.get("protocols", {}) for p in names)]
     for line in summary["protocols"]:
         _add_product_reads(line, [r["protocols"][line.name] for r in complete])
-    estimated = any(v.get("estimated") for r in records for v in r["protocols"].values())
+    runs = [(r["id"], name, v) for r in records for name, v in r["protocols"].items()]
+    estimated_runs = [f"{qid}/{name}" for qid, name, v in runs if v.get("estimated")]
     models: dict[str, str] = {}
     for r in records:
         models.update(r.get("models") or {})
@@ -66,7 +67,8 @@ def build_report(
             for a in abandoned
         ],
         "label": run.get("label"),
-        "tokensEstimated": estimated,
+        "tokensEstimated": bool(estimated_runs),
+        "tokensEstimatedRuns": {"estimated": estimated_runs, "of": len(runs)},
         "answerReads": answer_reads(records),
         "bestSingle": summary["bestSingle"],
         "singlesFrom": singles_from(opts) if "single" in opts.protocols else None,
@@ -295,12 +297,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             + ".",
         ]
     if report["tokensEstimated"]:
-        lines += [
-            "",
-            "**Tokens are estimated**: the provider reported no usage (0 tokens on every turn), "
-            "so tokens are counted from the texts each turn saw and wrote at 4 characters a "
-            "token, and the cost is unknown.",
-        ]
+        lines += ["", _estimated_words(report)]
     if not report.get("plot"):
         lines += [
             "",
@@ -310,6 +307,28 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     else:
         lines += ["", "![accuracy vs tokens per question](accuracy-vs-tokens.png)"]
     return "\n".join(lines) + "\n"
+
+
+def _estimated_words(report: Mapping[str, Any]) -> str:
+    """What the report says of estimated tokens: every count, or which of them (a report of
+    before ``tokensEstimatedRuns`` was written counts as every one)."""
+    runs = report.get("tokensEstimatedRuns") or {}
+    estimated, of = list(runs.get("estimated") or ()), int(runs.get("of") or 0)
+    how = "counted from the texts each turn saw and wrote at 4 characters a token"
+    if not estimated or len(estimated) >= of:
+        return (
+            "**Tokens are estimated**: the provider reported no usage (0 tokens on every turn), "
+            f"so tokens are {how}, and the cost is unknown."
+        )
+    shown = ", ".join(estimated[:12]) + (
+        f", and {len(estimated) - 12} more" if len(estimated) > 12 else ""
+    )
+    return (
+        f"**Tokens are estimated in {len(estimated)} of {of} counts** ({shown}): the provider "
+        "reported no usage for a turn of theirs (an observer's turn that failed reports none), "
+        f"so their tokens are {how}, and their cost is unknown; every other count is the "
+        "provider's."
+    )
 
 
 def _num(x: float | None, digits: int = 1) -> str:
