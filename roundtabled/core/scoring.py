@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from roundtabled.core.code_reading import output_form
-from roundtabled.core.positions import TRAILING_LINE, TRAILING_LINE_CHARS
+from roundtabled.core.positions import parse_position
 
 # ── task sets ─────────────────────────────────────────────────────────────────────────────────
 
@@ -228,20 +228,14 @@ def read_answer(reply: str) -> ReadAnswer:
         elif text:
             found = ReadAnswer(text, "position" if kind == "position" else "answer", conf)
     if found is None:
-        # the closing line after a clause on the reply's last line, as the daemon reads it
-        # (roundtabled.core.positions.parse_position)
-        last = next(
-            (ln for ln in reversed(reply[-4 * TRAILING_LINE_CHARS :].splitlines()) if ln.strip()),
-            "",
-        )
-        tail = list(TRAILING_LINE.finditer(last[-TRAILING_LINE_CHARS:]))
-        if tail:
-            body = tail[-1].group("rest")
-            conf = _confidence(body)
-            body = _DASHES.split(_CONF.sub("", body).strip(), maxsplit=1)[0]
-            text = body.strip().strip("*_`\"'“”.,;: ").strip()
+        # A Position line as the daemon reads it and the lines above do not (wrapped in brackets,
+        # after a concluding word or a clause on the last line): a seat alone is read as the
+        # product reads it (roundtabled.core.positions.parse_position, docs/result.md).
+        pos = parse_position(reply)
+        if pos is not None and pos.source == "position":
+            text = pos.label.strip().strip("*_`\"'“”.,;:[]() ").strip()
             if text and not is_placeholder(text):
-                found = ReadAnswer(text, "position", conf)
+                found = ReadAnswer(text, "position", pos.confidence)
     if found is not None:
         return found
     boxed = _BOXED.findall(reply)
