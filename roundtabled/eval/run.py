@@ -101,6 +101,7 @@ async def run_eval(
     try:
         async with ControlClient(target.control_url, target.token_file) as cc:
             version = await _reach(cc, oc, target)
+            await _probe_models(opts, target)
             opts.out.mkdir(parents=True, exist_ok=True)
             with only_run(opts.out):
                 return await _run(opts, target, questions, run, cc, oc, version, on_record)
@@ -124,6 +125,32 @@ async def _reach(cc: ControlClient, oc: EvalServer, target: Target) -> str | Non
         raise CliError(
             f"Error: cannot reach the OpenCode server at {target.server_url}: {exc}"
         ) from None
+
+
+async def _probe_models(opts: EvalOptions, target: Target) -> None:
+    """Ask every model server of ``--base-url`` for its models (:func:`provider.probe`) before
+    anything is written, so a mistyped URL or a model server not started is one line, not every
+    seat turn of a long run failing. A server that answers but does not list its model is said
+    on stderr and the run goes on (llama.cpp's answers any name).
+
+    Raises:
+        CliError: (exit 1) nothing answers at a URL while the OpenCode server is on this machine
+            (a loopback URL: it reaches the model servers as this process does). With the
+            OpenCode server elsewhere the URL may be one only it reaches: said, not refused.
+    """
+    seen: set[tuple[str, str]] = set()
+    for m in provider.local_models(opts.base_urls, opts.models) if opts.models else ():
+        if (m.base_url, m.name) in seen:
+            continue
+        seen.add((m.base_url, m.name))
+        try:
+            note = await provider.probe(m.base_url, m.name)
+        except provider.BadModelOption as exc:
+            if provider.is_loopback_url(target.server_url):
+                raise CliError(f"Error: {exc}") from None
+            note = f"{exc} (from here; the OpenCode server at {target.server_url} may reach it)"
+        if note:
+            print(f"eval: {note}", file=sys.stderr)
 
 
 async def _run(

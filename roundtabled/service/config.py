@@ -107,7 +107,8 @@ def default_config_file(env: Mapping[str, str] | None = None) -> Path:
     return xdg_config_home(env) / "roundtabled" / "config.toml"
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and a loopback address (``127.0.0.1``, ``[::1]``)."""
     if host == "localhost":
         return True
     try:
@@ -217,7 +218,7 @@ class Settings(BaseModel):
             if not Path(value[5:]).is_absolute():
                 raise ValueError("unix socket path must be absolute")
             return value
-        if not _is_loopback(value):
+        if not is_loopback_host(value):
             raise ValueError("not a loopback address")
         return value
 

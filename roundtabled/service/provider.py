@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from roundtabled.service import config
+
 PROVIDER_ID = "local"
 """The provider id the written configuration uses: the seats' model is ``local/NAME``. A mixed
 panel's second URL is ``local-2``, its third ``local-3`` (:func:`local_models`)."""
@@ -78,6 +80,12 @@ async def probe(base_url: str, model: str, flag: str = "--base-url") -> str | No
             "going on (some servers answer any model name)"
         )
     return None
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url``'s host is this machine (``localhost``, ``127.0.0.1``, ``[::1]``): a
+    server there reaches the model servers as a process here does."""
+    return config.is_loopback_host(urlsplit(url).hostname or "")
 
 
 def check_base_url(value: str, flag: str = "--base-url") -> str:

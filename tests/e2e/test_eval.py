@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from roundtabled.cli.client import CliError
 from roundtabled.core.scoring import (
     Question,
     arithmetic_questions,
@@ -24,6 +25,7 @@ from roundtabled.core.state import CONCLUDED_SUFFIX
 from roundtabled.eval.ledger import read_records
 from roundtabled.eval.options import EvalOptions
 from roundtabled.eval.run import run_eval
+from roundtabled.offline.opencode_server import free_port
 from roundtabled.offline.panel import panel_reply
 from roundtabled.offline.scripted_actions import Text
 from roundtabled.offline.scripted_llm import RecordedRequest, ScriptedLLM
@@ -355,6 +357,33 @@ async def test_a_mixed_panel_runs_each_seat_on_its_own_model_and_server(
         "roundtable-observer": "local/m-one",
     }
     assert report["protocols"][0]["correct"] == 1
+
+
+async def test_a_model_server_nobody_runs_is_one_line_before_anything_starts(
+    rt: RT, tmp_path: Path
+) -> None:
+    """A mixed panel whose second model server is not running (nothing listens at its URL):
+    the run says so in one line naming ``--base-url`` and that URL, exit 1, before it writes a
+    run or starts a roundtable (each seat-b turn would fail otherwise)."""
+    nobody = f"http://127.0.0.1:{free_port()}/v1"
+    out = tmp_path / "run"
+    opts = EvalOptions(
+        agents=["seat-a", "seat-b", "seat-c"],
+        out=out,
+        level="easy",
+        count=1,
+        protocols=["vote"],
+        base_urls=[rt.llm.base_url, nobody],
+        models=["m-one", "m-two"],
+    )
+    with pytest.raises(CliError) as caught:
+        await run_eval(opts, target(rt))
+    assert caught.value.code == 1
+    message = str(caught.value)
+    assert message.startswith(f"Error: --base-url {nobody}: no OpenAI-compatible server answers")
+    assert "\n" not in message
+    assert not (out / "run.json").exists() and not (out / "project").exists()
+    assert not rt.llm.requests
 
 
 async def test_a_spend_cap_stops_before_the_next_question_and_says_so(
