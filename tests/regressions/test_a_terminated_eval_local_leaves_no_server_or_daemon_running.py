@@ -3,7 +3,8 @@ that process at once and left its private ``opencode serve``, its ``roundtabled 
 the running ``roundtabled eval`` behind (seen with ``kill`` of a run against llama.cpp's
 server). Now a SIGTERM interrupts the eval as Ctrl-C does (it writes its partial report), and
 the daemon and the server stop as on any other exit. Real server and daemon; the model is a
-socket that never answers, so the eval is mid-question when the signal comes."""
+socket that never answers a model request (it lists its model when asked), so the eval is
+mid-question when the signal comes."""
 
 from __future__ import annotations
 
@@ -41,6 +42,14 @@ async def test_a_terminated_eval_local_leaves_no_server_or_daemon_running(tmp_pa
     asked = asyncio.Event()
 
     async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if (await reader.readline()).startswith(b"GET /v1/models"):
+            # The eval's check that a model server runs there, before it starts: it does.
+            body = b'{"data": [{"id": "local"}]}'
+            head = f"HTTP/1.1 200 OK\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+            writer.write(head + body)
+            await writer.drain()
+            writer.close()
+            return
         asked.set()  # a model request: the eval is mid-question
         await reader.read()  # held open until the client goes away
         writer.close()
