@@ -58,16 +58,52 @@ _children: list[subprocess.Popen[bytes]] = []
 """The command running now (``roundtabled eval`` or ``start``): what a SIGTERM interrupts."""
 _stopping = threading.Event()
 """Set by a SIGTERM: nothing more is started."""
+_stop_now = threading.Event()
+"""Set by a second SIGTERM: the roundtables still running are not waited for."""
+DRAIN_POLL_S = 5.0
+"""Seconds between two asks of the daemon while the roundtables in flight end."""
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
     """SIGTERM (``kill``, a service manager): interrupt the running command as Ctrl-C would (the
-    eval writes its partial report), so that the daemon and the private server then stop as on
-    any other exit; before the command runs, nothing more starts."""
+    eval writes its partial report); the roundtables it leaves running are then let end (a
+    turn cut by stopping the servers would be a failure the product did not make), and the
+    daemon and the private server stop as on any other exit; before the command runs, nothing
+    more starts. A second SIGTERM stops at once."""
+    if _stopping.is_set():
+        _stop_now.set()
+        return
     _stopping.set()
     for child in list(_children):
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signal.SIGINT)
+
+
+def _drain(exe: str, env: dict[str, str]) -> None:
+    """Wait until the daemon runs no roundtable (``roundtabled list --json``: none whose
+    ``phase`` is not ``done``), or a second SIGTERM; said once on stderr. A daemon that does not
+    answer ends the wait (there is nothing to let end)."""
+    said = False
+    while not _stop_now.is_set():
+        try:
+            listed = subprocess.run(
+                [exe, "list", "--json"], env=env, capture_output=True, timeout=60, check=True
+            )
+            rows = json.loads(listed.stdout)
+        except (subprocess.SubprocessError, ValueError):
+            return
+        running = [r for r in rows if isinstance(r, dict) and r.get("phase") != "done"]
+        if not running:
+            return
+        if not said:
+            print(
+                f"bench: {len(running)} roundtable(s) still running; waiting for them to end "
+                "before the servers stop (their turns would be cut); kill again to stop now",
+                file=sys.stderr,
+                flush=True,
+            )
+            said = True
+        _stop_now.wait(DRAIN_POLL_S)
 
 
 def work_dir(given: Path | None, eval_args: list[str]) -> Path:
@@ -185,9 +221,12 @@ def _daemon_and_eval(
             if _stopping.is_set():  # a SIGTERM between the check and the start
                 child.send_signal(signal.SIGINT)
             try:
-                return child.wait()
+                code = child.wait()
             finally:
                 _children.remove(child)
+            if _stopping.is_set() and debate is None:
+                _drain(exe, env)
+            return code
         finally:
             daemon.terminate()
             daemon.wait(15)

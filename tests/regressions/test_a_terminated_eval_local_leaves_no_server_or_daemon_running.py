@@ -1,8 +1,9 @@
 """``kill PID`` (SIGTERM) of ``python -m bench.eval_local`` in the middle of a measurement ended
 that process at once and left its private ``opencode serve``, its ``roundtabled serve`` and
 the running ``roundtabled eval`` behind (seen with ``kill`` of a run against llama.cpp's
-server). Now a SIGTERM interrupts the eval as Ctrl-C does (it writes its partial report), and
-the daemon and the server stop as on any other exit. Real server and daemon; the model is a
+server). Now a SIGTERM interrupts the eval as Ctrl-C does (it writes its partial report), lets
+the roundtables in flight end (a second SIGTERM stops at once), and the daemon and the server
+stop as on any other exit. Real server and daemon; the model is a
 socket that never answers a model request (it lists its model when asked), so the eval is
 mid-question when the signal comes."""
 
@@ -82,6 +83,16 @@ async def test_a_terminated_eval_local_leaves_no_server_or_daemon_running(tmp_pa
     try:
         await asyncio.wait_for(asked.wait(), 150)
         assert processes_under(work), "the measurement's servers were not found running"
+        proc.send_signal(signal.SIGTERM)
+        # The roundtable in flight (its model never answers) is let end: the servers keep
+        # running and it says so; a second SIGTERM stops at once.
+        assert proc.stderr is not None
+        said: list[str] = []
+        while not any("still running; waiting" in line for line in said):
+            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+            assert line, "eval_local ended without waiting: " + "".join(said)[-2000:]
+            said.append(line)
+        assert processes_under(work), "the servers stopped under the roundtable in flight"
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode != 0
