@@ -300,6 +300,20 @@ async def test_base_url_and_model_write_the_provider_configuration_for_the_run(
     assert len(kids) == 2 * 2  # per question: the single round and the samples' roundtable
 
 
+def mixed_vote(out: Path, first: str, second: str) -> EvalOptions:
+    """One question's ``vote`` on a mixed panel: ``m-one`` at ``first``, ``m-two`` at
+    ``second``."""
+    return EvalOptions(
+        agents=["seat-a", "seat-b", "seat-c"],
+        out=out,
+        level="easy",
+        count=1,
+        protocols=["vote"],
+        base_urls=[first, second],
+        models=["m-one", "m-two"],
+    )
+
+
 async def test_a_mixed_panel_runs_each_seat_on_its_own_model_and_server(
     rt: RT, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -320,16 +334,7 @@ async def test_a_mixed_panel_runs_each_seat_on_its_own_model_and_server(
     try:
         rt.llm.responder = second.responder = reply
         out = tmp_path / "run"
-        opts = EvalOptions(
-            agents=["seat-a", "seat-b", "seat-c"],
-            out=out,
-            level="easy",
-            count=1,
-            protocols=["vote"],
-            base_urls=[rt.llm.base_url, second.base_url],
-            models=["m-one", "m-two"],
-        )
-        assert await run_eval(opts, target(rt)) == 0
+        assert await run_eval(mixed_vote(out, rt.llm.base_url, second.base_url), target(rt)) == 0
     finally:
         await second.stop()
     config = json.loads((out / "project" / "opencode.json").read_text())
@@ -367,17 +372,8 @@ async def test_a_model_server_nobody_runs_is_one_line_before_anything_starts(
     run or starts a roundtable (each seat-b turn would fail otherwise)."""
     nobody = f"http://127.0.0.1:{free_port()}/v1"
     out = tmp_path / "run"
-    opts = EvalOptions(
-        agents=["seat-a", "seat-b", "seat-c"],
-        out=out,
-        level="easy",
-        count=1,
-        protocols=["vote"],
-        base_urls=[rt.llm.base_url, nobody],
-        models=["m-one", "m-two"],
-    )
     with pytest.raises(CliError) as caught:
-        await run_eval(opts, target(rt))
+        await run_eval(mixed_vote(out, rt.llm.base_url, nobody), target(rt))
     assert caught.value.code == 1
     message = str(caught.value)
     assert message.startswith(f"Error: --base-url {nobody}: no OpenAI-compatible server answers")
