@@ -6,6 +6,10 @@ text/html``), and the API lives under ``/api/*`` behind HTTP Basic. So:
 - ``GET /api/info`` answering JSON ``{"version": "2.…"}`` is 2.x; a 401 whose JSON body has
   ``"_tag": "UnauthorizedError"`` is 2.x as well, with a missing or wrong password (2.x always
   asks for one).
+- For its first tens of milliseconds a 2.x server answers ``GET /api/info`` with ``503`` and that
+  JSON (its web app already answers ``/global/health``): it is starting, so the ask is repeated
+  until ``200`` or the timeout; a 2.x still starting then is unreachable (the daemon waits for it),
+  never "not OpenCode".
 - Else ``GET /global/health`` answering JSON ``{"healthy": true, "version": "1.…"}`` is 1.x; a 401
   there is 1.x with a missing or wrong password.
 - Anything else (HTML, another JSON, no answer) is neither.
@@ -17,6 +21,8 @@ what the server answers; a connection failure is :attr:`ServerFound.reachable` `
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,13 +33,17 @@ __all__ = ["ServerFound", "detect_server"]
 
 Auth = Literal["ok", "missing", "rejected"]
 
+_STARTING_POLL_S = 0.05
+"""Seconds between asks while a 2.x server answers ``/api/info`` with 503 (starting)."""
+
 
 @dataclass(frozen=True)
 class ServerFound:
     """What answers at a URL.
 
     Attributes:
-        reachable: a TCP connection and an HTTP answer came back.
+        reachable: a TCP connection and an HTTP answer came back (``False`` as well for a 2.x
+            still starting at the timeout: not yet drivable).
         major: 1 or 2, or ``None`` (not an OpenCode server of a known major, or unreachable).
         version: the release (``"2.1.2"``), or ``None`` when the server did not say (401).
         auth: ``"ok"`` (answered), ``"missing"`` (401 and no password was given), ``"rejected"``
@@ -68,22 +78,36 @@ async def detect_server(
     """Ask ``url`` (``http://host:port``) which OpenCode major it runs (module docstring).
 
     ``password`` (and ``username``) are sent as HTTP Basic when given. ``timeout``: seconds per
-    request. Never raises for the server's answers or a refused connection."""
+    request, and the most spent waiting for a 2.x server that answers it is starting. Never raises
+    for the server's answers or a refused connection."""
     base = url.rstrip("/")
     headers = {"Accept-Encoding": "identity"}
     if password:
         headers["Authorization"] = aiohttp.encode_basic_auth(username, password)
     no_auth: Auth = "rejected" if password else "missing"
+    deadline = time.monotonic() + timeout
     try:
         async with aiohttp.ClientSession(
             headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
         ) as http:
-            async with http.get(base + "/api/info") as resp:
-                raw = await resp.read()
-                status = resp.status
-            body = _json(raw)
+            while True:
+                async with http.get(base + "/api/info") as resp:
+                    raw = await resp.read()
+                    status = resp.status
+                body = _json(raw)
+                version = body.get("version") if isinstance(body, dict) else None
+                if status != 503 or not isinstance(version, str):
+                    break
+                if time.monotonic() >= deadline:
+                    return ServerFound(
+                        False,
+                        major_of(version),
+                        version,
+                        "ok",
+                        f"OpenCode {version} still starting (GET /api/info: 503 for {timeout:g} s)",
+                    )
+                await asyncio.sleep(_STARTING_POLL_S)
             if isinstance(body, dict):
-                version = body.get("version")
                 if status == 200 and isinstance(version, str):
                     return ServerFound(True, major_of(version), version, "ok", "GET /api/info")
                 if status == 401 and body.get("_tag") == "UnauthorizedError":

@@ -1645,6 +1645,8 @@ def _port_of(
     found: ServerFound, url: str, *, password: str | None, username: str, **client: Any
 ) -> ServerPort:
     if not found.reachable:
+        if found.major is not None:
+            raise UnsupportedServer(f"{url}: {found.detail}")
         raise UnsupportedServer(f"no OpenCode server answers at {url}: {found.detail}")
     if found.auth != "ok":
         why = (
