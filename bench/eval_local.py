@@ -310,6 +310,11 @@ def main() -> None:
     else:
         args = eval_command(a.base_url, a.model, a.tasks, a.questions, rest)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started with `&` by a shell without job control, which ignores SIGINT for it: an
+        # ignored signal stays ignored across exec, so the eval would ignore the SIGINT a
+        # SIGTERM sends it. Handled here, it is the default again in every child.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         sys.exit(asyncio.run(run(args, debate, a.work)))
     except KeyboardInterrupt:  # Ctrl-C: the eval wrote its partial report and said so

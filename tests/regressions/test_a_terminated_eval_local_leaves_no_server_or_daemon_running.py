@@ -40,6 +40,14 @@ def processes_under(work: Path) -> list[int]:
 
 
 async def test_a_terminated_eval_local_leaves_no_server_or_daemon_running(tmp_path: Path) -> None:
+    await terminate_mid_question(tmp_path)
+
+
+async def terminate_mid_question(tmp_path: Path, *, sigint_ignored: bool = False) -> None:
+    """Start a measurement of one question whose model never answers, SIGTERM it mid-question,
+    check that it waits for the roundtable in flight with its servers up, SIGTERM it again and
+    check that nothing of it runs. ``sigint_ignored``: started as a shell's ``cmd &`` starts it
+    (SIGINT ignored, which every child inherits)."""
     asked = asyncio.Event()
 
     async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -79,6 +87,9 @@ async def test_a_terminated_eval_local_leaves_no_server_or_daemon_running(tmp_pa
         env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "HOME": str(tmp_path)},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if sigint_ignored
+        else None,
     )
     try:
         await asyncio.wait_for(asked.wait(), 150)
