@@ -1,6 +1,7 @@
 """Typed async client of the OpenCode server's HTTP API (opencode-ai 1.18.33).
 
-The one place that talks HTTP to the server and the one place with retries (tenacity):
+The one place that talks HTTP to the server once connected, and the one place with retries of
+its requests (tenacity; ``detect.py`` asks a starting 2.x again before that):
 
 - Idempotent requests (GET, PATCH, abort, permission replies) are retried on transient failures
   (connection errors, timeouts, 5xx) with capped exponential backoff: 3 attempts, 0.2 s → 1 s.

@@ -21,13 +21,18 @@ what the server answers; a connection failure is :attr:`ServerFound.reachable` `
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 import orjson
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_result,
+    stop_after_delay,
+    wait_fixed,
+)
 
 __all__ = ["ServerFound", "detect_server"]
 
@@ -65,6 +70,22 @@ def _json(raw: bytes) -> Any:
         return None
 
 
+def _starting(answer: tuple[int, Any]) -> bool:
+    """Whether an answer of ``GET /api/info`` (``(HTTP status, parsed JSON)``) is a 2.x server
+    still starting: 503 with its info JSON (module docstring)."""
+    status, body = answer
+    return status == 503 and isinstance(body, dict) and isinstance(body.get("version"), str)
+
+
+def _last_answer(state: RetryCallState) -> tuple[int, Any]:
+    """The last answer when the timeout ends the asking (tenacity's ``retry_error_callback``:
+    called after an attempt, so ``state.outcome`` is set)."""
+    if state.outcome is None:
+        raise RuntimeError("tenacity gave up before asking")
+    answer: tuple[int, Any] = state.outcome.result()
+    return answer
+
+
 def major_of(version: str) -> int | None:
     """The major of an OpenCode release (``"1.18.33"``, ``"v2.1.2"`` → 1, 2), ``None`` when
     ``version`` does not begin with one."""
@@ -85,28 +106,33 @@ async def detect_server(
     if password:
         headers["Authorization"] = aiohttp.encode_basic_auth(username, password)
     no_auth: Auth = "rejected" if password else "missing"
-    deadline = time.monotonic() + timeout
     try:
         async with aiohttp.ClientSession(
             headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
         ) as http:
-            while True:
+
+            async def ask_info() -> tuple[int, Any]:
                 async with http.get(base + "/api/info") as resp:
-                    raw = await resp.read()
-                    status = resp.status
-                body = _json(raw)
-                version = body.get("version") if isinstance(body, dict) else None
-                if status != 503 or not isinstance(version, str):
-                    break
-                if time.monotonic() >= deadline:
-                    return ServerFound(
-                        False,
-                        major_of(version),
-                        version,
-                        "ok",
-                        f"OpenCode {version} still starting (GET /api/info: 503 for {timeout:g} s)",
-                    )
-                await asyncio.sleep(_STARTING_POLL_S)
+                    return resp.status, _json(await resp.read())
+
+            # A starting 2.x is asked again until it answers otherwise or the timeout runs out;
+            # the last answer is kept either way (retry_error_callback).
+            answer: tuple[int, Any] = await AsyncRetrying(
+                retry=retry_if_result(_starting),
+                wait=wait_fixed(_STARTING_POLL_S),
+                stop=stop_after_delay(timeout),
+                retry_error_callback=_last_answer,
+            )(ask_info)
+            status, body = answer
+            version = body.get("version") if isinstance(body, dict) else None
+            if _starting(answer):
+                return ServerFound(
+                    False,
+                    major_of(str(version)),
+                    str(version),
+                    "ok",
+                    f"OpenCode {version} still starting (GET /api/info: 503 for {timeout:g} s)",
+                )
             if isinstance(body, dict):
                 if status == 200 and isinstance(version, str):
                     return ServerFound(True, major_of(version), version, "ok", "GET /api/info")
